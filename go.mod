@@ -1,0 +1,5 @@
+module github.com/monolock/monolock
+
+go 1.24.0
+
+require github.com/magefile/mage v1.17.2 // indirect

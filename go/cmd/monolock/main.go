@@ -1,0 +1,49 @@
+// Command monolock is the monolock lock server and its command-line tools.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// subcommands maps each subcommand to its entry point. Each returns the
+// process exit status.
+var subcommands = map[string]func(args []string) int{
+	"serve":   serveMain,
+	"run":     runMain,
+	"version": func([]string) int { fmt.Println("monolock", version); return 0 },
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		usage(os.Stderr)
+		os.Exit(2)
+	}
+	cmd, ok := subcommands[os.Args[1]]
+	if !ok {
+		if h := os.Args[1]; h == "-h" || h == "--help" || h == "help" {
+			usage(os.Stdout)
+			os.Exit(0)
+		}
+		fmt.Fprintf(os.Stderr, "monolock: unknown command %q\n", os.Args[1])
+		usage(os.Stderr)
+		os.Exit(2)
+	}
+	os.Exit(cmd(os.Args[2:]))
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `usage: monolock <command> [flags]
+
+commands:
+  serve     run the lock server
+  run       hold a lock while a command runs (flock for a fleet)
+  version   print the version
+
+Run "monolock <command> -h" for a command's flags.
+`)
+}
