@@ -2,4 +2,4 @@ module github.com/monolock/monolock
 
 go 1.24.0
 
-require github.com/magefile/mage v1.17.2 // indirect
+require github.com/magefile/mage v1.17.2

@@ -1,0 +1,7 @@
+module github.com/monolock/monolock/conformance
+
+go 1.24.0
+
+require github.com/monolock/monolock/go v0.0.0
+
+replace github.com/monolock/monolock/go => ../go
