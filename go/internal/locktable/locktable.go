@@ -1,0 +1,226 @@
+// Package locktable is the server's lock state: who holds each named lock and
+// who queues for it, in arrival order.
+//
+// The table only decides; it never does I/O. Operations that grant a lock
+// return the claims that were granted so the caller can tell their sessions,
+// outside the table's mutex. A granted claim carries its fencing token from
+// the moment of the decision, so a heartbeat answered concurrently already
+// sees the grant.
+package locktable
+
+import (
+	"errors"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrClosed is returned by Acquire once the table is closed for shutdown.
+var ErrClosed = errors.New("locktable: closed")
+
+// TokenSource issues fencing tokens; tokenstore.Store implements it.
+type TokenSource interface {
+	Next() (uint64, error)
+}
+
+// Claim is one session's claim on one lock name: holding it or queued for it.
+// The server keeps one per session; the table links it into the lock's queue.
+type Claim struct {
+	// Session identifies the owning session (for snapshots and kicks).
+	Session uint64
+	// Name is the lock name.
+	Name string
+
+	token atomic.Uint64 // 0 while waiting; set once on grant
+	since time.Time     // when queued, then when granted; guarded by Table.mu
+
+	lock       *lock  // nil when not in the table; guarded by Table.mu
+	prev, next *Claim // waiter queue links; guarded by Table.mu
+}
+
+// Token returns the claim's fencing token, or 0 while it is waiting.
+func (c *Claim) Token() uint64 { return c.token.Load() }
+
+// lock is one named lock: a holder and a FIFO queue of waiters, kept as an
+// intrusive list so that leaving the queue is O(1) and allocation-free.
+type lock struct {
+	holder     *Claim
+	head, tail *Claim
+	waiters    int
+}
+
+// Table maps lock names to their holder and waiters. It is safe for
+// concurrent use.
+type Table struct {
+	tokens TokenSource
+	now    func() time.Time
+
+	mu     sync.Mutex
+	locks  map[string]*lock
+	closed bool
+}
+
+// New returns an empty table that takes tokens from tokens.
+func New(tokens TokenSource) *Table {
+	return &Table{tokens: tokens, now: time.Now, locks: make(map[string]*lock)}
+}
+
+// Acquire adds c to the table under c.Name. If the lock is free, c is granted
+// at once and granted is true; otherwise c joins the end of the queue. An
+// error means c was not added: ErrClosed, or the token source failed.
+func (t *Table) Acquire(c *Claim) (granted bool, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false, ErrClosed
+	}
+	if c.lock != nil {
+		panic("locktable: claim acquired twice")
+	}
+	l := t.locks[c.Name]
+	if l == nil {
+		l = &lock{}
+		t.locks[c.Name] = l
+	}
+	if l.holder == nil {
+		if err := t.grant(l, c); err != nil {
+			t.dropIfEmpty(c.Name, l)
+			return false, err
+		}
+		return true, nil
+	}
+	c.lock = l
+	c.since = t.now()
+	c.prev = l.tail
+	if l.tail != nil {
+		l.tail.next = c
+	} else {
+		l.head = c
+	}
+	l.tail = c
+	l.waiters++
+	return false, nil
+}
+
+// grant makes c the holder of l with a fresh token. Caller holds t.mu.
+func (t *Table) grant(l *lock, c *Claim) error {
+	tok, err := t.tokens.Next()
+	if err != nil {
+		return err
+	}
+	c.token.Store(tok)
+	c.since = t.now()
+	c.lock = l
+	l.holder = c
+	return nil
+}
+
+// Release removes c from the table (a no-op if it is not in it). If c held
+// the lock, the first waiter is granted at once, unless the table is closed.
+// It returns the promoted claim, or nil. Waiters the token source refused are
+// returned in failed: they are out of the table and their sessions must end.
+func (t *Table) Release(c *Claim) (promoted *Claim, failed []*Claim) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l := c.lock
+	if l == nil {
+		return nil, nil
+	}
+	c.lock = nil
+	if l.holder != c {
+		t.unlink(l, c)
+		t.dropIfEmpty(c.Name, l)
+		return nil, nil
+	}
+	l.holder = nil
+	if !t.closed {
+		for l.head != nil {
+			next := l.head
+			t.unlink(l, next)
+			if err := t.grant(l, next); err != nil {
+				next.lock = nil
+				failed = append(failed, next)
+				continue
+			}
+			promoted = next
+			break
+		}
+	}
+	t.dropIfEmpty(c.Name, l)
+	return promoted, failed
+}
+
+// unlink removes waiter c from l's queue. Caller holds t.mu.
+func (t *Table) unlink(l *lock, c *Claim) {
+	if c.prev != nil {
+		c.prev.next = c.next
+	} else {
+		l.head = c.next
+	}
+	if c.next != nil {
+		c.next.prev = c.prev
+	} else {
+		l.tail = c.prev
+	}
+	c.prev, c.next = nil, nil
+	l.waiters--
+}
+
+// dropIfEmpty forgets a lock nobody holds or waits for, so the map only
+// holds live names. Caller holds t.mu.
+func (t *Table) dropIfEmpty(name string, l *lock) {
+	if l.holder == nil && l.head == nil && t.locks[name] == l {
+		delete(t.locks, name)
+	}
+}
+
+// Close stops all grants: from now on Acquire fails with ErrClosed and
+// Release promotes nobody. Used for shutdown.
+func (t *Table) Close() {
+	t.mu.Lock()
+	t.closed = true
+	t.mu.Unlock()
+}
+
+// Entry describes one session in a snapshot.
+type Entry struct {
+	Session uint64
+	Token   uint64    // 0 for waiters
+	Since   time.Time // granted at (holder) or queued at (waiter)
+}
+
+// LockInfo describes one lock in a snapshot.
+type LockInfo struct {
+	Name    string
+	Holder  *Entry  // nil after shutdown began: nobody is promoted then
+	Waiters []Entry // in queue order
+}
+
+// Snapshot returns every live lock, sorted by name, with its holder and
+// waiters in queue order. It is a copy: safe to keep and to serialise.
+func (t *Table) Snapshot() []LockInfo {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]LockInfo, 0, len(t.locks))
+	for name, l := range t.locks {
+		info := LockInfo{Name: name}
+		if h := l.holder; h != nil {
+			info.Holder = &Entry{Session: h.Session, Token: h.token.Load(), Since: h.since}
+		}
+		info.Waiters = make([]Entry, 0, l.waiters)
+		for w := l.head; w != nil; w = w.next {
+			info.Waiters = append(info.Waiters, Entry{Session: w.Session, Since: w.since})
+		}
+		out = append(out, info)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Len returns the number of live locks.
+func (t *Table) Len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.locks)
+}

@@ -1,0 +1,159 @@
+package locktable
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// counter is a TokenSource that can be told to fail.
+type counter struct {
+	n    uint64
+	fail bool
+}
+
+func (c *counter) Next() (uint64, error) {
+	if c.fail {
+		return 0, errors.New("disk full")
+	}
+	c.n++
+	return c.n, nil
+}
+
+func claim(id uint64, name string) *Claim { return &Claim{Session: id, Name: name} }
+
+func TestFirstClaimIsGrantedOthersQueueFIFO(t *testing.T) {
+	tab := New(&counter{})
+	cs := []*Claim{claim(1, "a"), claim(2, "a"), claim(3, "a"), claim(4, "a")}
+	for i, c := range cs {
+		granted, err := tab.Acquire(c)
+		require.NoError(t, err)
+		assert.Equal(t, i == 0, granted)
+	}
+	assert.Equal(t, uint64(1), cs[0].Token())
+	assert.Zero(t, cs[1].Token())
+
+	for i := 1; i < len(cs); i++ {
+		promoted, failed := tab.Release(cs[i-1])
+		assert.Empty(t, failed)
+		require.Same(t, cs[i], promoted, "FIFO")
+		assert.Equal(t, uint64(i+1), promoted.Token(), "+1 per grant")
+	}
+	promoted, _ := tab.Release(cs[3])
+	assert.Nil(t, promoted)
+	assert.Zero(t, tab.Len(), "an unused lock is forgotten")
+}
+
+func TestWaiterLeavingKeepsOthersInOrder(t *testing.T) {
+	tab := New(&counter{})
+	cs := make([]*Claim, 5)
+	for i := range cs {
+		cs[i] = claim(uint64(i+1), "q")
+		_, err := tab.Acquire(cs[i])
+		require.NoError(t, err)
+	}
+	// Leave from the middle, the tail and the head of the queue.
+	for _, i := range []int{2, 4, 1} {
+		promoted, _ := tab.Release(cs[i])
+		assert.Nil(t, promoted, "a leaving waiter promotes nobody")
+		promoted, _ = tab.Release(cs[i])
+		assert.Nil(t, promoted, "release is idempotent")
+	}
+	snap := tab.Snapshot()
+	require.Len(t, snap, 1)
+	require.Len(t, snap[0].Waiters, 1)
+	assert.Equal(t, uint64(4), snap[0].Waiters[0].Session)
+	promoted, _ := tab.Release(cs[0])
+	assert.Same(t, cs[3], promoted)
+}
+
+func TestLocksAreIndependentAndNamesExact(t *testing.T) {
+	tab := New(&counter{})
+	for i, name := range []string{"a", "A", " a", "a "} {
+		granted, err := tab.Acquire(claim(uint64(i), name))
+		require.NoError(t, err)
+		assert.True(t, granted, "%q is its own lock", name)
+	}
+	snap := tab.Snapshot()
+	require.Len(t, snap, 4)
+	assert.Equal(t, []string{" a", "A", "a", "a "},
+		[]string{snap[0].Name, snap[1].Name, snap[2].Name, snap[3].Name}, "sorted")
+}
+
+func TestClosedTablePromotesNobody(t *testing.T) {
+	tab := New(&counter{})
+	h, w := claim(1, "x"), claim(2, "x")
+	_, _ = tab.Acquire(h)
+	_, _ = tab.Acquire(w)
+	tab.Close()
+	promoted, _ := tab.Release(h)
+	assert.Nil(t, promoted)
+	assert.Zero(t, w.Token())
+	_, err := tab.Acquire(claim(3, "y"))
+	assert.ErrorIs(t, err, ErrClosed)
+	promoted, _ = tab.Release(w)
+	assert.Nil(t, promoted)
+	assert.Zero(t, tab.Len())
+}
+
+func TestTokenFailure(t *testing.T) {
+	src := &counter{}
+	tab := New(src)
+	h := claim(1, "x")
+	_, err := tab.Acquire(h)
+	require.NoError(t, err)
+	w1, w2 := claim(2, "x"), claim(3, "x")
+	_, _ = tab.Acquire(w1)
+	_, _ = tab.Acquire(w2)
+
+	src.fail = true
+	promoted, failed := tab.Release(h)
+	assert.Nil(t, promoted)
+	assert.Equal(t, []*Claim{w1, w2}, failed, "every waiter that could not be granted is handed back")
+	assert.Zero(t, tab.Len())
+
+	_, err = tab.Acquire(claim(4, "y"))
+	require.Error(t, err)
+	assert.Zero(t, tab.Len(), "a failed acquire leaves nothing behind")
+	src.fail = false
+	granted, err := tab.Acquire(claim(5, "y"))
+	require.NoError(t, err)
+	assert.True(t, granted)
+}
+
+func TestSnapshotCopiesHolderAndQueue(t *testing.T) {
+	tab := New(&counter{})
+	for i := 1; i <= 3; i++ {
+		_, _ = tab.Acquire(claim(uint64(i), "n"))
+	}
+	snap := tab.Snapshot()
+	require.Len(t, snap, 1)
+	require.NotNil(t, snap[0].Holder)
+	assert.Equal(t, uint64(1), snap[0].Holder.Session)
+	assert.Equal(t, uint64(1), snap[0].Holder.Token)
+	assert.False(t, snap[0].Holder.Since.IsZero())
+	require.Len(t, snap[0].Waiters, 2)
+	assert.Equal(t, []uint64{2, 3}, []uint64{snap[0].Waiters[0].Session, snap[0].Waiters[1].Session})
+	assert.Zero(t, snap[0].Waiters[0].Token)
+}
+
+func BenchmarkAcquireRelease(b *testing.B) {
+	tab := New(&counter{})
+	cs := make([]*Claim, 64)
+	for i := range cs {
+		cs[i] = claim(uint64(i), fmt.Sprint("lock-", i%8))
+	}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		c := cs[i%len(cs)]
+		_, _ = tab.Acquire(c)
+		if i%len(cs) == len(cs)-1 {
+			for _, c := range cs {
+				tab.Release(c)
+			}
+		}
+	}
+}

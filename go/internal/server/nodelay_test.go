@@ -1,0 +1,55 @@
+package server
+
+import (
+	"context"
+	"net"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// recordingListener keeps the connections it accepts, to inspect the
+// server's end of them.
+type recordingListener struct {
+	net.Listener
+	accepted chan net.Conn
+}
+
+func (l *recordingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.accepted <- c
+	}
+	return c, err
+}
+
+func TestAcceptedConnectionsUseTCPNoDelay(t *testing.T) {
+	srv, err := New(Config{DataDir: t.TempDir()})
+	require.NoError(t, err)
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ln := &recordingListener{Listener: inner, accepted: make(chan net.Conn, 1)}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	defer func() {
+		require.NoError(t, srv.Shutdown(context.Background()))
+		require.NoError(t, <-served)
+	}()
+
+	c := dial(t, inner.Addr().String())
+	c.acquire("nodelay", 60000)
+	c.expectAcquired() // the session is set up by now
+	serverEnd := (<-ln.accepted).(*net.TCPConn)
+	raw, err := serverEnd.SyscallConn()
+	require.NoError(t, err)
+	var nodelay int
+	var serr error
+	require.NoError(t, raw.Control(func(fd uintptr) {
+		nodelay, serr = syscall.GetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_NODELAY)
+	}))
+	require.NoError(t, serr)
+	assert.NotZero(t, nodelay)
+	c.conn.Close()
+}

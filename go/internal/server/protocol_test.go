@@ -1,0 +1,216 @@
+package server
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/monolock/monolock/go/pkg/protocol"
+)
+
+// serverInvalid mirrors "server_invalid" of spec/vectors/frames.json.
+type serverInvalid struct {
+	Cases []struct {
+		Desc    string `json:"desc"`
+		SendHex string `json:"send_hex"`
+		Replies []struct {
+			Type   string  `json:"type"`
+			Code   *uint8  `json:"code"`
+			Reason *string `json:"reason"`
+		} `json:"replies"`
+		Then string `json:"then"`
+	} `json:"cases"`
+}
+
+func loadServerInvalid(t *testing.T) serverInvalid {
+	t.Helper()
+	raw, err := os.ReadFile("../../../spec/vectors/frames.json")
+	require.NoError(t, err)
+	return loadServerInvalidFrom(t, raw)
+}
+
+func loadServerInvalidFrom(t testing.TB, raw []byte) serverInvalid {
+	t.Helper()
+	var doc struct {
+		ServerInvalid serverInvalid `json:"server_invalid"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &doc))
+	require.NotEmpty(t, doc.ServerInvalid.Cases)
+	return doc.ServerInvalid
+}
+
+var msgTypes = map[string]uint8{
+	"WAITING":  protocol.MsgWaiting,
+	"ACQUIRED": protocol.MsgAcquired,
+	"ERROR":    protocol.MsgError,
+}
+
+// TestServerInvalidVectors sends every server_invalid case to a fresh server,
+// once coalesced in a single write and once split into one-byte writes, and
+// checks the replies and the close.
+func TestServerInvalidVectors(t *testing.T) {
+	vectors := loadServerInvalid(t)
+	for _, mode := range []string{"coalesced", "split"} {
+		for _, tc := range vectors.Cases {
+			t.Run(mode+"/"+tc.Desc, func(t *testing.T) {
+				t.Parallel()
+				srv := startServer(t, Config{})
+				send, err := hex.DecodeString(tc.SendHex)
+				require.NoError(t, err)
+				c := dial(t, srv.addr)
+				if mode == "split" {
+					c.sendSplit(send)
+				} else {
+					c.send(send)
+				}
+				var token uint64
+				for i, want := range tc.Replies {
+					got := c.next()
+					require.Equal(t, msgTypes[want.Type], got.Type, "reply %d: got %v", i, got)
+					if want.Code != nil {
+						assert.Equal(t, *want.Code, got.Code, "reply %d: got %v", i, got)
+					}
+					if want.Reason != nil {
+						assert.Equal(t, *want.Reason, got.Reason, "reply %d", i)
+					} else if got.Type == protocol.MsgError {
+						// Without a detailed reason the canonical text is sent.
+						assert.Equal(t, protocol.ErrCodeName(got.Code), got.Reason)
+					}
+					if got.Type == protocol.MsgAcquired {
+						if token != 0 {
+							assert.Equal(t, token, got.Token, "every ACQUIRED of a session carries its token")
+						}
+						token = got.Token
+					}
+				}
+				if tc.Then == "open" {
+					c.expectSilence(100 * time.Millisecond)
+				} else {
+					c.expectClosed()
+				}
+			})
+		}
+	}
+}
+
+// An ERROR is answered at the byte that decides it: the server must not wait
+// for bytes that would complete a frame of some other layout.
+func TestErrorsAnsweredWithoutWaitingForMoreBytes(t *testing.T) {
+	srv := startServer(t, Config{})
+	for _, tc := range []struct {
+		send []byte
+		code *protocol.Error
+	}{
+		{[]byte{0x01, 0x07}, protocol.ErrUnsupportedVersion},
+		{[]byte{0x01, 0x01, 0, 0, 0x03, 0xe8, 0x01, 0x00}, protocol.ErrNameTooLong},
+		{[]byte{0x01, 0x01, 0, 0, 0, 0, 0x00, 0x05}, protocol.ErrInvalidLease},
+	} {
+		c := dial(t, srv.addr)
+		c.send(tc.send)
+		c.expectError(tc.code)
+		c.expectClosed()
+	}
+}
+
+// A partial frame is not answered: the server waits for the rest.
+func TestPartialAcquireWaitsForTheRest(t *testing.T) {
+	srv := startServer(t, Config{})
+	frame := acquireFrame(t, "partial", 60000)
+	c := dial(t, srv.addr)
+	c.send(frame[:len(frame)-1])
+	c.expectSilence(150 * time.Millisecond)
+	c.send(frame[len(frame)-1:])
+	assert.Equal(t, uint64(1), c.expectAcquired())
+}
+
+func TestSplitFramesEveryByteInItsOwnWrite(t *testing.T) {
+	srv := startServer(t, Config{})
+	name := "ロック/äö/🔒" // multibyte characters split across reads
+	holder := dial(t, srv.addr)
+	holder.sendSplit(acquireFrame(t, name, 60000))
+	tok := holder.expectAcquired()
+
+	waiter := dial(t, srv.addr)
+	waiter.sendSplit(acquireFrame(t, name, 60000))
+	waiter.expectWaiting()
+	waiter.sendSplit([]byte{protocol.MsgHeartbeat})
+	waiter.expectWaiting()
+
+	holder.sendSplit([]byte{protocol.MsgHeartbeat})
+	assert.Equal(t, tok, holder.expectAcquired())
+}
+
+func TestCoalescedFramesAnsweredOneByOne(t *testing.T) {
+	srv := startServer(t, Config{})
+	holder := dial(t, srv.addr)
+	batch := acquireFrame(t, "batch", 60000)
+	for i := 0; i < 20; i++ {
+		batch = append(batch, protocol.MsgHeartbeat)
+	}
+	holder.send(batch)
+	tok := holder.expectAcquired()
+	for i := 0; i < 20; i++ {
+		assert.Equal(t, tok, holder.expectAcquired(), "heartbeat %d", i)
+	}
+
+	waiter := dial(t, srv.addr)
+	waiter.send(append(acquireFrame(t, "batch", 60000), 2, 2, 2))
+	for i := 0; i < 4; i++ {
+		waiter.expectWaiting()
+	}
+	holder.expectSilence(50 * time.Millisecond)
+	waiter.expectSilence(50 * time.Millisecond)
+}
+
+// Valid names of every shape from the client vectors are accepted as sent.
+func TestClientValidAcquiresAreGranted(t *testing.T) {
+	raw, err := os.ReadFile("../../../spec/vectors/frames.json")
+	require.NoError(t, err)
+	var doc struct {
+		ClientValid []struct {
+			Type string `json:"type"`
+			Hex  string `json:"hex"`
+		} `json:"client_valid"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &doc))
+	srv := startServer(t, Config{})
+	var want uint64
+	for _, v := range doc.ClientValid {
+		if v.Type != "ACQUIRE" {
+			continue
+		}
+		b, err := hex.DecodeString(v.Hex)
+		require.NoError(t, err)
+		c := dial(t, srv.addr)
+		c.send(b)
+		want++
+		assert.Equal(t, want, c.expectAcquired(), "distinct names, fresh grants: %s", v.Hex)
+	}
+	require.NotZero(t, want)
+}
+
+type denyAll struct{}
+
+func (denyAll) Authorize(_ net.Conn, name string) error { return fmt.Errorf("%q is not yours", name) }
+
+func TestAuthorizerRunsAfterNameValidation(t *testing.T) {
+	srv := startServer(t, Config{Authorizer: denyAll{}})
+	c := dial(t, srv.addr)
+	c.send([]byte{0x01, 0x01, 0, 0, 0x03, 0xe8, 0x00, 0x01, 0xff})
+	c.expectError(protocol.ErrNameNotUTF8)
+	c.expectClosed()
+
+	c = dial(t, srv.addr)
+	c.acquire("secret", 1000)
+	f := c.expectError(protocol.ErrNotAuthorized)
+	assert.Contains(t, f.Reason, `"secret" is not yours`)
+	c.expectClosed()
+	assert.Empty(t, srv.Locks())
+}

@@ -1,0 +1,277 @@
+// Package server is the monolock lock server: it accepts TCP connections,
+// speaks the wire protocol of pkg/protocol on each, and keeps the lock table.
+//
+// One connection is one session and one claim on one lock. Each session has a
+// single reader goroutine and no timers of its own: the handshake timeout and
+// the lease are read deadlines on the connection. Frames to a session are
+// written by its reader (replies) and by whichever goroutine promotes it
+// (the unsolicited ACQUIRED); a per-session mutex serialises them.
+//
+// Hooks for the operator features: Serve takes any net.Listener (wrap it
+// with tls.NewListener for TLS; TCP_NODELAY is still set on the TCP
+// connection underneath), Config.Authorizer decides which peer may take which
+// name (ERROR 0x18), Locks and Sessions feed an admin listing or metrics, and
+// Kick ends one session with ERROR 0x02. A connection limit belongs in
+// startSession.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/monolock/monolock/go/internal/locktable"
+	"github.com/monolock/monolock/go/internal/tokenstore"
+	"github.com/monolock/monolock/go/pkg/protocol"
+)
+
+// DefaultHandshakeTimeout is how long a new connection may take to send its
+// complete ACQUIRE before it is closed without a message.
+const DefaultHandshakeTimeout = 10 * time.Second
+
+// writeTimeout bounds every frame write, so a peer that stops reading cannot
+// hold up the goroutine that writes to it (a promoter, or shutdown).
+const writeTimeout = 5 * time.Second
+
+// Authorizer decides whether the peer on conn may claim the lock name. It
+// runs after the name passed validation; an error ends the session with
+// ERROR 0x18. conn is the accepted connection (a *tls.Conn once TLS is
+// configured), so an implementation can look at the peer's identity.
+type Authorizer interface {
+	Authorize(conn net.Conn, name string) error
+}
+
+// Config configures a Server. The zero value of every optional field is a
+// sensible default.
+type Config struct {
+	DataDir          string        // token high-water mark lives here; created if missing
+	HandshakeTimeout time.Duration // 0 = default 10s
+	Logger           *slog.Logger  // nil = discard
+
+	// Authorizer, if set, is asked for every ACQUIRE that passed validation.
+	Authorizer Authorizer
+
+	// tokenBlock overrides the token store's block size (tests).
+	tokenBlock uint64
+}
+
+// Server is a monolock server. Create it with New, run it with Serve, stop it
+// with Shutdown.
+type Server struct {
+	handshakeTimeout time.Duration
+	authorizer       Authorizer
+	log              *slog.Logger
+	tokens           *tokenstore.Store
+	table            *locktable.Table
+
+	mu        sync.Mutex
+	listeners map[net.Listener]struct{}
+	sessions  map[uint64]*session
+	lastID    uint64
+	shutdown  bool
+	drained   chan struct{} // closed when shutdown began and the last session ended
+
+	sessionsWG sync.WaitGroup // one per live session reader
+}
+
+// New opens the token store in cfg.DataDir and returns a server ready to Serve.
+func New(cfg Config) (*Server, error) {
+	if cfg.DataDir == "" {
+		return nil, errors.New("server: no data directory")
+	}
+	if cfg.HandshakeTimeout < 0 {
+		return nil, fmt.Errorf("server: negative handshake timeout %v", cfg.HandshakeTimeout)
+	}
+	if cfg.HandshakeTimeout == 0 {
+		cfg.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	tokens, err := tokenstore.Open(cfg.DataDir, tokenstore.Options{BlockSize: cfg.tokenBlock})
+	if err != nil {
+		return nil, err
+	}
+	return &Server{
+		handshakeTimeout: cfg.HandshakeTimeout,
+		authorizer:       cfg.Authorizer,
+		log:              log,
+		tokens:           tokens,
+		table:            locktable.New(tokens),
+		listeners:        make(map[net.Listener]struct{}),
+		sessions:         make(map[uint64]*session),
+		drained:          make(chan struct{}),
+	}, nil
+}
+
+// Serve accepts connections on ln until Shutdown, then returns nil. Any other
+// accept failure that is not temporary is returned. Serve closes ln.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.shutdown {
+		s.mu.Unlock()
+		ln.Close()
+		return nil
+	}
+	s.listeners[ln] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, ln)
+		s.mu.Unlock()
+		ln.Close()
+	}()
+
+	var backoff time.Duration
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if s.isShutdown() {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || isTemporary(err) {
+				// Out of file descriptors and the like: wait and retry
+				// rather than spin or give up (as net/http does).
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.log.Warn("accept failed; retrying", "err", err, "in", backoff)
+				time.Sleep(backoff)
+				continue
+			}
+			return err
+		}
+		backoff = 0
+		s.startSession(conn)
+	}
+}
+
+// isTemporary reports accept errors worth retrying (EMFILE, ECONNABORTED...).
+func isTemporary(err error) bool {
+	var t interface{ Temporary() bool }
+	return errors.As(err, &t) && t.Temporary()
+}
+
+func (s *Server) isShutdown() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.shutdown
+}
+
+// startSession registers conn as a session and starts its reader.
+func (s *Server) startSession(conn net.Conn) {
+	// Frames are tiny and latency-bound: never wait to coalesce them. A TLS
+	// listener hands out *tls.Conn, whose NetConn is the TCP connection.
+	raw := conn
+	if u, ok := raw.(interface{ NetConn() net.Conn }); ok {
+		raw = u.NetConn()
+	}
+	if tc, ok := raw.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	s.mu.Lock()
+	if s.shutdown {
+		s.mu.Unlock()
+		// Too late to serve: the same answer every other session got.
+		_ = conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+		_, _ = conn.Write(protocol.AppendError(nil, protocol.ErrShuttingDown.Code, errText(protocol.ErrShuttingDown)))
+		conn.Close()
+		return
+	}
+	s.lastID++
+	sess := newSession(s, s.lastID, conn)
+	s.sessions[sess.id] = sess
+	s.sessionsWG.Add(1)
+	s.mu.Unlock()
+	go sess.run()
+}
+
+// endSession forgets a session whose reader has finished.
+func (s *Server) endSession(sess *session) {
+	s.mu.Lock()
+	delete(s.sessions, sess.id)
+	s.mu.Unlock()
+	s.sessionsWG.Done()
+}
+
+// Shutdown stops the server: it closes the listeners, stops all grants, sends
+// ERROR 0x01 to every session and closes it. No waiter is promoted from the
+// moment Shutdown starts. It waits for every session to end or ctx to be
+// done; in the latter case it closes the remaining connections and returns
+// ctx.Err().
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	first := !s.shutdown
+	s.shutdown = true
+	for ln := range s.listeners {
+		ln.Close()
+	}
+	sessions := make([]*session, 0, len(s.sessions))
+	for _, sess := range s.sessions {
+		sessions = append(sessions, sess)
+	}
+	s.mu.Unlock()
+	// Before any session ends: a holder's end must not promote its waiters.
+	s.table.Close()
+
+	if first {
+		// Each session gets its ERROR from its own goroutine, so a peer that
+		// does not read stalls only itself (for at most writeTimeout).
+		s.sessionsWG.Add(len(sessions))
+		for _, sess := range sessions {
+			go func() {
+				defer s.sessionsWG.Done()
+				sess.finish(protocol.ErrShuttingDown, "")
+			}()
+		}
+		go func() {
+			s.sessionsWG.Wait()
+			s.tokens.Close()
+			close(s.drained)
+		}()
+	}
+	select {
+	case <-s.drained:
+		return nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		for _, sess := range s.sessions {
+			sess.conn.Close()
+		}
+		s.mu.Unlock()
+		return ctx.Err()
+	}
+}
+
+// Kick ends the session with ERROR 0x02 (closed by administrator). If it held
+// a lock, the next waiter is promoted before Kick returns. It reports whether
+// the session existed.
+func (s *Server) Kick(sessionID uint64) bool {
+	s.mu.Lock()
+	sess := s.sessions[sessionID]
+	s.mu.Unlock()
+	if sess == nil {
+		return false
+	}
+	s.log.Info("session kicked", "session", sessionID)
+	sess.finish(protocol.ErrAdminClosed, "")
+	return true
+}
+
+// Locks returns a snapshot of every live lock with its holder and waiters.
+func (s *Server) Locks() []locktable.LockInfo {
+	return s.table.Snapshot()
+}
+
+// Sessions returns the number of open sessions, including those that have not
+// sent ACQUIRE yet.
+func (s *Server) Sessions() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.sessions)
+}
