@@ -1,0 +1,305 @@
+/** The Client: configuration plus acquire / tryAcquire. */
+
+import type * as tls from "node:tls";
+import { parseAddress, type ServerAddress } from "./address.js";
+import { backoffDelay } from "./backoff.js";
+import {
+  AcquireAbortedError,
+  AcquireTimeoutError,
+  ConnectionError,
+  type InvalidLeaseError,
+  LockBusyError,
+  type MonolockError,
+  ServerError,
+} from "./errors.js";
+import { Lock } from "./lock.js";
+import { Session } from "./session.js";
+import { startTimer, type Timer } from "./timers.js";
+import { type LockName, type ValidName, validateAcquire } from "./validate.js";
+
+/** Settings of a {@link Client}. */
+export interface ClientOptions {
+  /**
+   * One or more servers, as `"host:port"`, `"[::1]:port"` or `"host"`
+   * (port 7117). A waiting acquisition moves to the next one on failure.
+   */
+  servers: string | readonly string[];
+  /**
+   * Lease of every connection in milliseconds, 1..4294967295 (default
+   * 10000). The server drops a session silent for this long; the client
+   * heartbeats every lease/4 and gives a lock up after 0.8 × lease without
+   * an acknowledgement.
+   */
+  leaseMs?: number;
+  /** Time allowed to open one connection (TCP and TLS), default 5000 ms. */
+  connectTimeoutMs?: number;
+  /**
+   * `true` to connect with TLS using Node's defaults, or options for
+   * `tls.connect` (CA, client certificate for mutual TLS, ...).
+   * `host`/`port` are taken from `servers`.
+   */
+  tls?: boolean | tls.ConnectionOptions;
+}
+
+/** Options of one {@link Client.acquire} or {@link Client.tryAcquire} call. */
+export interface AcquireOptions {
+  /** Aborting it gives up a pending acquisition and closes its connection. */
+  signal?: AbortSignal;
+  /**
+   * Give up after this many milliseconds (with {@link AcquireTimeoutError}).
+   * Absent: wait as long as it takes.
+   */
+  timeoutMs?: number;
+  /** Overrides the client's `leaseMs` for this lock. */
+  leaseMs?: number;
+  /**
+   * Called each time the server queues this claim (WAITING), again after
+   * every re-queue. Must not throw.
+   */
+  onWaiting?: () => void;
+}
+
+/** Default lease, in milliseconds. */
+export const DEFAULT_LEASE_MS = 10_000;
+/** Default connect timeout, in milliseconds. */
+export const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
+
+/**
+ * A monolock client. It holds configuration only: every acquisition opens
+ * its own connection, so one Client can be shared freely.
+ *
+ * @example
+ * ```ts
+ * const client = new Client({ servers: ["127.0.0.1:7117"] });
+ * await using lock = await client.acquire("jobs/nightly", { timeoutMs: 5000 });
+ * await doWork({ token: lock.token, signal: lock.signal });
+ * ```
+ */
+export class Client {
+  private readonly servers: readonly ServerAddress[];
+  private readonly leaseMs: number;
+  private readonly connectTimeoutMs: number;
+  private readonly tlsOptions: tls.ConnectionOptions | undefined;
+
+  /**
+   * Checks the options; throws `TypeError` on a malformed server address or
+   * connect timeout. The lease is checked by each acquisition, which rejects
+   * with {@link InvalidLeaseError} (0x17) like the server would.
+   */
+  constructor(options: ClientOptions) {
+    const list = typeof options.servers === "string" ? [options.servers] : [...options.servers];
+    if (list.length === 0) throw new TypeError("monolock: no servers given");
+    this.servers = list.map(parseAddress);
+    this.leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
+    this.connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
+    if (!(this.connectTimeoutMs > 0)) throw new TypeError("monolock: connectTimeoutMs must be a number > 0");
+    this.tlsOptions = options.tls === true ? {} : options.tls === false ? undefined : options.tls;
+  }
+
+  /**
+   * Acquires `name`, waiting in the server's FIFO queue until granted.
+   *
+   * While waiting, temporary errors and connection failures lead to a new
+   * connection (and a new place at the end of the queue) after a backoff,
+   * until `timeoutMs` passes. Rejects with a {@link ServerError} subclass
+   * (terminal code, or a check failed before sending),
+   * {@link AcquireTimeoutError} or {@link AcquireAbortedError}.
+   */
+  acquire(name: LockName, options: AcquireOptions = {}): Promise<Lock> {
+    return this.start(name, options, "wait");
+  }
+
+  /**
+   * Acquires `name` only if it is free right now. Rejects with
+   * {@link LockBusyError} if it is held, with {@link ConnectionError} if no
+   * server could be reached, or with a {@link ServerError} subclass. Never
+   * retries.
+   */
+  tryAcquire(name: LockName, options: Omit<AcquireOptions, "onWaiting"> = {}): Promise<Lock> {
+    return this.start(name, options, "try");
+  }
+
+  private start(name: LockName, options: AcquireOptions, mode: Mode): Promise<Lock> {
+    const leaseMs = options.leaseMs ?? this.leaseMs;
+    let valid: ValidName;
+    try {
+      valid = validateAcquire(name, leaseMs);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    const { timeoutMs } = options;
+    if (timeoutMs !== undefined && timeoutMs !== null && !(timeoutMs >= 0)) {
+      return Promise.reject(new TypeError("monolock: timeoutMs must be a number >= 0"));
+    }
+    return new Promise<Lock>((resolve, reject) => {
+      new Acquisition(
+        {
+          servers: this.servers,
+          connectTimeoutMs: this.connectTimeoutMs,
+          tls: this.tlsOptions,
+          leaseMs,
+          name: valid,
+          mode,
+          signal: options.signal,
+          timeoutMs: timeoutMs ?? undefined,
+          onWaiting: options.onWaiting,
+        },
+        resolve,
+        reject,
+      ).begin();
+    });
+  }
+}
+
+type Mode = "wait" | "try";
+
+interface AcquisitionSettings {
+  readonly servers: readonly ServerAddress[];
+  readonly connectTimeoutMs: number;
+  readonly tls: tls.ConnectionOptions | undefined;
+  readonly leaseMs: number;
+  readonly name: ValidName;
+  readonly mode: Mode;
+  readonly signal: AbortSignal | undefined;
+  readonly timeoutMs: number | undefined;
+  readonly onWaiting: (() => void) | undefined;
+}
+
+/**
+ * One call of acquire/tryAcquire: a chain of sessions with backoff between
+ * them, ended by a grant, a terminal error, the deadline or the signal.
+ */
+class Acquisition {
+  private session: Session | undefined;
+  private retryTimer: Timer | undefined;
+  private deadlineTimer: Timer | undefined;
+  private settled = false;
+  /** Retries since the last attempt that reached the queue. */
+  private failures = 0;
+  private serverIndex = 0;
+  /** Servers tried by a try-acquire that could not connect. */
+  private unreachable = 0;
+  private lastError: MonolockError | undefined;
+  private readonly onAbort = (): void => {
+    this.fail(new AcquireAbortedError({ cause: this.s.signal?.reason }));
+  };
+
+  constructor(
+    private readonly s: AcquisitionSettings,
+    private readonly resolve: (lock: Lock) => void,
+    private readonly reject: (error: unknown) => void,
+  ) {}
+
+  begin(): void {
+    const { signal, timeoutMs } = this.s;
+    if (signal?.aborted) {
+      this.onAbort();
+      return;
+    }
+    signal?.addEventListener("abort", this.onAbort, { once: true });
+    if (timeoutMs !== undefined) {
+      // Referenced: the caller is awaiting this, even between connections.
+      this.deadlineTimer = startTimer(
+        timeoutMs,
+        () => this.fail(new AcquireTimeoutError(timeoutMs, { cause: this.lastError })),
+        true,
+      );
+    }
+    this.connect();
+  }
+
+  private connect(): void {
+    this.retryTimer = undefined;
+    if (this.settled) return;
+    const address = this.s.servers[this.serverIndex % this.s.servers.length];
+    if (address === undefined) throw new Error("unreachable: empty server list");
+    let session: Session;
+    try {
+      session = this.openSession(address);
+    } catch (err) {
+      // Bad TLS options and the like throw synchronously: terminal.
+      this.fail(err);
+      return;
+    }
+    this.session = session;
+  }
+
+  private openSession(address: ServerAddress): Session {
+    const session: Session = new Session(
+      {
+        address,
+        tls: this.s.tls,
+        connectTimeoutMs: this.s.connectTimeoutMs,
+        leaseMs: this.s.leaseMs,
+        name: this.s.name.bytes,
+      },
+      {
+        onWaiting: () => this.onWaiting(),
+        onGranted: (token) => this.onGranted(session, token),
+        onEnd: (_kind, error) => this.onSessionEnd(error),
+      },
+    );
+    return session;
+  }
+
+  private onWaiting(): void {
+    if (this.s.mode === "try") {
+      this.fail(new LockBusyError(this.s.name.text));
+      return;
+    }
+    this.failures = 0;
+    try {
+      this.s.onWaiting?.();
+    } catch (err) {
+      process.emitWarning(`monolock: onWaiting threw: ${String(err)}`);
+    }
+  }
+
+  private onGranted(session: Session, token: bigint): void {
+    const lock = new Lock(session, this.s.name.text, token, this.s.leaseMs);
+    this.session = undefined; // the Lock owns it now
+    this.finish();
+    this.resolve(lock);
+  }
+
+  private onSessionEnd(error: MonolockError): void {
+    if (error instanceof ServerError && !error.temporary) {
+      this.fail(error);
+      return;
+    }
+    if (this.s.mode === "try") {
+      // A try-acquire only moves on when a server could not be reached.
+      const reached = !(error instanceof ConnectionError) || error.phase === "open";
+      this.unreachable++;
+      if (reached || this.unreachable >= this.s.servers.length) {
+        this.fail(error);
+        return;
+      }
+      this.session = undefined;
+      this.serverIndex++;
+      this.connect();
+      return;
+    }
+    this.session = undefined;
+    this.lastError = error;
+    this.serverIndex++;
+    const delay = backoffDelay(this.failures++);
+    this.retryTimer = startTimer(delay, () => this.connect(), true);
+  }
+
+  /** Rejects once the connection (if any) is fully closed, so nothing lingers. */
+  private fail(error: unknown): void {
+    if (this.settled) return;
+    this.finish();
+    const closing = this.session?.close() ?? Promise.resolve();
+    this.session = undefined;
+    void closing.then(() => this.reject(error));
+  }
+
+  private finish(): void {
+    this.settled = true;
+    this.retryTimer?.cancel();
+    this.deadlineTimer?.cancel();
+    this.s.signal?.removeEventListener("abort", this.onAbort);
+  }
+}

@@ -1,0 +1,278 @@
+/**
+ * Error classes. Every error this package raises is a {@link MonolockError}
+ * with a `code` (the wire code, or `null`) and a `temporary` flag.
+ *
+ * Branch on the class or on `code`, never on the message text.
+ *
+ * @packageDocumentation
+ */
+
+import { FIRST_TERMINAL_CODE } from "./constants.js";
+
+/** Options shared by the constructors of every monolock error. */
+export interface MonolockErrorOptions {
+  /** The underlying error, if any (kept as the standard `cause`). */
+  cause?: unknown;
+}
+
+/**
+ * Base class of every error raised by this package.
+ *
+ * `temporary` tells whether trying again (a new acquisition, possibly later)
+ * may succeed. It never means the client retried or will retry by itself.
+ */
+export class MonolockError extends Error {
+  override name = "MonolockError";
+  /** The protocol's ERROR code, or `null` when the error has none. */
+  readonly code: number | null;
+  /** Whether a later attempt may succeed. */
+  readonly temporary: boolean;
+
+  /** @internal */
+  constructor(message: string, code: number | null, temporary: boolean, options?: MonolockErrorOptions) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.code = code;
+    this.temporary = temporary;
+  }
+}
+
+/** Where a {@link ServerError} came from. */
+export type ErrorOrigin = "server" | "client";
+
+/**
+ * An error with a protocol ERROR code: either received in an ERROR frame
+ * (`origin: "server"`) or raised by this client before sending anything,
+ * because the server would have answered with exactly this code
+ * (`origin: "client"`, see the validation rules).
+ *
+ * Codes this version does not know are raised as a plain `ServerError`,
+ * `temporary` when the code is below 0x10.
+ */
+export class ServerError extends MonolockError {
+  override name = "ServerError";
+  /** The wire code (always set for this class). */
+  declare readonly code: number;
+  /** The reason text from the ERROR frame, or the canonical text. */
+  readonly reason: string;
+  /** `"server"` for an ERROR frame, `"client"` for a check before sending. */
+  readonly origin: ErrorOrigin;
+
+  /** Creates an error for `code`; prefer {@link errorForCode} to get the right subclass. */
+  constructor(code: number, reason = "", origin: ErrorOrigin = "server", options?: MonolockErrorOptions) {
+    const text = reason !== "" ? reason : (canonicalText(code) ?? "unknown error");
+    super(`monolock: ${text} (${hexCode(code)})`, code, isTemporaryCode(code), options);
+    this.reason = reason !== "" ? reason : (canonicalText(code) ?? "");
+    this.origin = origin;
+  }
+}
+
+/** 0x01: the server is shutting down. Temporary. */
+export class ShuttingDownError extends ServerError {
+  override name = "ShuttingDownError";
+  /** The wire code of this class. */
+  static readonly CODE = 0x01;
+}
+/** 0x02: an administrator closed the session. Temporary. */
+export class AdminClosedError extends ServerError {
+  override name = "AdminClosedError";
+  /** The wire code of this class. */
+  static readonly CODE = 0x02;
+}
+/** 0x10: the server does not speak this protocol version. Terminal. */
+export class UnsupportedVersionError extends ServerError {
+  override name = "UnsupportedVersionError";
+  /** The wire code of this class. */
+  static readonly CODE = 0x10;
+}
+/** 0x11: the first message was not ACQUIRE (a client bug). Terminal. */
+export class ExpectedAcquireError extends ServerError {
+  override name = "ExpectedAcquireError";
+  /** The wire code of this class. */
+  static readonly CODE = 0x11;
+}
+/** 0x12: a second ACQUIRE on one connection (a client bug). Terminal. */
+export class DuplicateAcquireError extends ServerError {
+  override name = "DuplicateAcquireError";
+  /** The wire code of this class. */
+  static readonly CODE = 0x12;
+}
+/** 0x13: an unknown message type reached the server. Terminal. */
+export class UnknownMessageError extends ServerError {
+  override name = "UnknownMessageError";
+  /** The wire code of this class. */
+  static readonly CODE = 0x13;
+}
+/** 0x14: the lock name is empty. Terminal; raised before sending. */
+export class EmptyNameError extends ServerError {
+  override name = "EmptyNameError";
+  /** The wire code of this class. */
+  static readonly CODE = 0x14;
+}
+/** 0x15: the lock name is over 255 bytes of UTF-8. Terminal; raised before sending. */
+export class NameTooLongError extends ServerError {
+  override name = "NameTooLongError";
+  /** The wire code of this class. */
+  static readonly CODE = 0x15;
+}
+/** 0x16: the lock name is not valid UTF-8. Terminal; raised before sending. */
+export class NameNotUtf8Error extends ServerError {
+  override name = "NameNotUtf8Error";
+  /** The wire code of this class. */
+  static readonly CODE = 0x16;
+}
+/** 0x17: the lease is outside 1..4294967295 ms. Terminal; raised before sending. */
+export class InvalidLeaseError extends ServerError {
+  override name = "InvalidLeaseError";
+  /** The wire code of this class. */
+  static readonly CODE = 0x17;
+}
+/** 0x18: this identity may not take this lock name. Terminal. */
+export class NotAuthorizedError extends ServerError {
+  override name = "NotAuthorizedError";
+  /** The wire code of this class. */
+  static readonly CODE = 0x18;
+}
+
+type ServerErrorClass = new (
+  code: number,
+  reason?: string,
+  origin?: ErrorOrigin,
+  options?: MonolockErrorOptions,
+) => ServerError;
+
+interface CodeEntry {
+  readonly name: string;
+  readonly text: string;
+  readonly cls: ServerErrorClass;
+}
+
+/**
+ * Every known code: the spec's name, canonical text and class. A unit test
+ * compares this table with `spec/errors.json`.
+ */
+const CODES: ReadonlyMap<number, CodeEntry> = new Map<number, CodeEntry>([
+  [0x01, { name: "SHUTTING_DOWN", text: "server shutting down", cls: ShuttingDownError }],
+  [0x02, { name: "ADMIN_CLOSED", text: "closed by administrator", cls: AdminClosedError }],
+  [0x10, { name: "UNSUPPORTED_VERSION", text: "unsupported protocol version", cls: UnsupportedVersionError }],
+  [0x11, { name: "EXPECTED_ACQUIRE", text: "first message must be ACQUIRE", cls: ExpectedAcquireError }],
+  [0x12, { name: "DUPLICATE_ACQUIRE", text: "duplicate ACQUIRE", cls: DuplicateAcquireError }],
+  [0x13, { name: "UNKNOWN_MESSAGE", text: "unknown message type", cls: UnknownMessageError }],
+  [0x14, { name: "EMPTY_NAME", text: "empty lock name", cls: EmptyNameError }],
+  [0x15, { name: "NAME_TOO_LONG", text: "lock name too long", cls: NameTooLongError }],
+  [0x16, { name: "NAME_NOT_UTF8", text: "lock name is not valid UTF-8", cls: NameNotUtf8Error }],
+  [0x17, { name: "INVALID_LEASE", text: "lease must be positive", cls: InvalidLeaseError }],
+  [0x18, { name: "NOT_AUTHORIZED", text: "not authorized for lock", cls: NotAuthorizedError }],
+]);
+
+/** Known wire codes with their spec name and canonical text. */
+export function knownCodes(): { code: number; name: string; text: string }[] {
+  return [...CODES].map(([code, e]) => ({ code, name: e.name, text: e.text }));
+}
+
+/** Whether a code is temporary: by range, so unknown codes are classified too. */
+export function isTemporaryCode(code: number): boolean {
+  return code < FIRST_TERMINAL_CODE;
+}
+
+/** The canonical text of a known code, or `undefined`. */
+export function canonicalText(code: number): string | undefined {
+  return CODES.get(code)?.text;
+}
+
+/**
+ * Builds the error for a wire code: the matching subclass for a known code,
+ * a plain {@link ServerError} for an unknown one.
+ */
+export function errorForCode(code: number, reason = "", origin: ErrorOrigin = "server"): ServerError {
+  const cls = CODES.get(code)?.cls ?? ServerError;
+  return new cls(code, reason, origin);
+}
+
+function hexCode(code: number): string {
+  return `0x${code.toString(16).padStart(2, "0")}`;
+}
+
+/** `tryAcquire` found the lock held by someone else. Temporary. */
+export class LockBusyError extends MonolockError {
+  override name = "LockBusyError";
+  /** The lock name that was busy. */
+  readonly lockName: string;
+  /** @internal */
+  constructor(lockName: string) {
+    super(`monolock: lock ${JSON.stringify(lockName)} is held by another session`, null, true);
+    this.lockName = lockName;
+  }
+}
+
+/**
+ * The acquisition's `timeoutMs` passed before the lock was granted. `cause`
+ * holds the last failure while retrying, if there was one. Temporary.
+ */
+export class AcquireTimeoutError extends MonolockError {
+  override name = "AcquireTimeoutError";
+  /** @internal */
+  constructor(timeoutMs: number, options?: MonolockErrorOptions) {
+    super(`monolock: lock not acquired within ${timeoutMs} ms`, null, true, options);
+  }
+}
+
+/** The caller's AbortSignal aborted the acquisition; `cause` is the signal's reason. */
+export class AcquireAbortedError extends MonolockError {
+  override name = "AcquireAbortedError";
+  /** @internal */
+  constructor(options?: MonolockErrorOptions) {
+    super("monolock: acquisition aborted", null, false, options);
+  }
+}
+
+/**
+ * The connection could not be opened, failed, ended, timed out connecting,
+ * or carried bytes that break the protocol. Temporary.
+ */
+export class ConnectionError extends MonolockError {
+  override name = "ConnectionError";
+  /** `"connect"`: no connection was made; `"open"`: it failed after opening. */
+  readonly phase: ConnectionPhase;
+  /** @internal */
+  constructor(message: string, phase: ConnectionPhase, options?: MonolockErrorOptions) {
+    super(`monolock: ${message}`, null, true, options);
+    this.phase = phase;
+  }
+}
+
+/** When a {@link ConnectionError} happened. */
+export type ConnectionPhase = "connect" | "open";
+
+/** How a held lock was lost. */
+export type LostKind = "server" | "timeout" | "io";
+
+/**
+ * A held lock was lost: the server sent an ERROR (`kind: "server"`, `code`
+ * set, `cause` the {@link ServerError}), no heartbeat was acknowledged within
+ * the client timeout (`"timeout"`), or the connection failed (`"io"`, `cause`
+ * the {@link ConnectionError}). The client never re-acquires by itself.
+ */
+export class LockLostError extends MonolockError {
+  override name = "LockLostError";
+  /** What ended the lock. */
+  readonly kind: LostKind;
+  /** @internal */
+  constructor(kind: LostKind, message: string, cause?: MonolockError) {
+    super(
+      `monolock: lock lost: ${message}`,
+      cause instanceof ServerError ? cause.code : null,
+      cause?.temporary ?? true,
+      { cause },
+    );
+    this.kind = kind;
+  }
+}
+
+/** The reason of a lock's `signal` after `release()`: the lock no longer protects anything. */
+export class LockReleasedError extends MonolockError {
+  override name = "LockReleasedError";
+  /** @internal */
+  constructor() {
+    super("monolock: lock released", null, false);
+  }
+}

@@ -1,0 +1,108 @@
+/**
+ * The wire format: encoders for the two client frames and an incremental
+ * decoder for the three server frames.
+ */
+
+import { MessageType, PROTOCOL_VERSION } from "./constants.js";
+
+/** A frame received from the server. */
+export type ServerFrame =
+  | { readonly type: "waiting" }
+  | { readonly type: "acquired"; readonly token: bigint }
+  | { readonly type: "error"; readonly code: number; readonly reason: string };
+
+/** Encodes ACQUIRE for already validated name bytes and lease. */
+export function encodeAcquire(name: Uint8Array, leaseMs: number): Uint8Array {
+  const frame = new Uint8Array(8 + name.length);
+  const view = new DataView(frame.buffer);
+  frame[0] = MessageType.ACQUIRE;
+  frame[1] = PROTOCOL_VERSION;
+  view.setUint32(2, leaseMs);
+  view.setUint16(6, name.length);
+  frame.set(name, 8);
+  return frame;
+}
+
+/** The one-byte HEARTBEAT frame. */
+export function encodeHeartbeat(): Uint8Array {
+  return Uint8Array.of(MessageType.HEARTBEAT);
+}
+
+/** The stream carried a byte no server frame starts with. */
+export class FrameError extends Error {
+  override name = "FrameError";
+}
+
+const reasonDecoder = new TextDecoder("utf-8"); // lenient: the reason is for humans
+
+/**
+ * Incremental decoder of server frames from a byte stream. Feed it chunks
+ * as they arrive; a frame may be split over any number of chunks, and one
+ * chunk may hold several frames. Only a frame's remainder is buffered.
+ */
+export class FrameDecoder {
+  /** Bytes of an incomplete frame, starting at its type byte. */
+  private pending: Uint8Array = new Uint8Array(0);
+
+  /**
+   * Appends `chunk` and returns every frame now complete, in order.
+   * Throws {@link FrameError} at an unknown type byte; the stream cannot
+   * be resynchronised after that.
+   */
+  push(chunk: Uint8Array): ServerFrame[] {
+    let buf = chunk;
+    if (this.pending.length > 0) {
+      buf = new Uint8Array(this.pending.length + chunk.length);
+      buf.set(this.pending, 0);
+      buf.set(chunk, this.pending.length);
+    }
+    const frames: ServerFrame[] = [];
+    let pos = 0;
+    while (pos < buf.length) {
+      const size = frameSize(buf, pos);
+      if (size === undefined || pos + size > buf.length) break;
+      frames.push(decodeFrame(buf, pos));
+      pos += size;
+    }
+    this.pending = buf.slice(pos);
+    return frames;
+  }
+
+  /** Number of buffered bytes of an incomplete frame. */
+  get buffered(): number {
+    return this.pending.length;
+  }
+}
+
+/** Full size of the frame at `pos`, or `undefined` while its header is incomplete. */
+function frameSize(buf: Uint8Array, pos: number): number | undefined {
+  const type = buf[pos];
+  switch (type) {
+    case MessageType.WAITING:
+      return 1;
+    case MessageType.ACQUIRED:
+      return 9;
+    case MessageType.ERROR: {
+      const reasonLen = buf[pos + 2];
+      return reasonLen === undefined ? undefined : 3 + reasonLen;
+    }
+    default:
+      throw new FrameError(`unexpected message type 0x${(type ?? 0).toString(16).padStart(2, "0")} from server`);
+  }
+}
+
+function decodeFrame(buf: Uint8Array, pos: number): ServerFrame {
+  const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+  switch (buf[pos]) {
+    case MessageType.WAITING:
+      return { type: "waiting" };
+    case MessageType.ACQUIRED:
+      return { type: "acquired", token: view.getBigUint64(pos + 1) };
+    default: {
+      const code = buf[pos + 1] ?? 0;
+      const reasonLen = buf[pos + 2] ?? 0;
+      const reason = reasonDecoder.decode(buf.subarray(pos + 3, pos + 3 + reasonLen));
+      return { type: "error", code, reason };
+    }
+  }
+}

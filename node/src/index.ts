@@ -1,0 +1,49 @@
+/**
+ * monolock: client for the monolock lock service.
+ *
+ * ```ts
+ * import { Client } from "monolock";
+ * const client = new Client({ servers: ["127.0.0.1:7117"] });
+ * await using lock = await client.acquire("jobs/nightly");
+ * console.log(lock.token); // fencing token, a bigint
+ * ```
+ *
+ * @packageDocumentation
+ */
+
+export type { AcquireOptions, ClientOptions } from "./client.js";
+export { Client, DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_LEASE_MS } from "./client.js";
+export {
+  FIRST_TERMINAL_CODE,
+  MAX_LEASE_MS,
+  MAX_NAME_LEN,
+  MIN_LEASE_MS,
+  PROTOCOL_VERSION,
+} from "./constants.js";
+export type { ConnectionPhase, ErrorOrigin, LostKind, MonolockErrorOptions } from "./errors.js";
+export {
+  AcquireAbortedError,
+  AcquireTimeoutError,
+  AdminClosedError,
+  ConnectionError,
+  DuplicateAcquireError,
+  EmptyNameError,
+  ExpectedAcquireError,
+  errorForCode,
+  InvalidLeaseError,
+  isTemporaryCode,
+  LockBusyError,
+  LockLostError,
+  LockReleasedError,
+  MonolockError,
+  NameNotUtf8Error,
+  NameTooLongError,
+  NotAuthorizedError,
+  ServerError,
+  ShuttingDownError,
+  UnknownMessageError,
+  UnsupportedVersionError,
+} from "./errors.js";
+export type { LockState } from "./lock.js";
+export { Lock } from "./lock.js";
+export type { LockName } from "./validate.js";

@@ -1,0 +1,404 @@
+// Exact-byte client behaviour against a scripted fake server.
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import {
+  AcquireAbortedError,
+  AcquireTimeoutError,
+  AdminClosedError,
+  Client,
+  ConnectionError,
+  LockBusyError,
+  LockLostError,
+  LockReleasedError,
+  NotAuthorizedError,
+  ServerError,
+  ShuttingDownError,
+} from "../src/index.js";
+import { deadAddress, type FakeConnection, FakeServer } from "./helpers/fake-server.js";
+
+let server: FakeServer;
+const unhandled: unknown[] = [];
+const onUnhandled = (reason: unknown): void => {
+  unhandled.push(reason);
+};
+before(async () => {
+  process.on("unhandledRejection", onUnhandled);
+  server = await FakeServer.start();
+});
+after(async () => {
+  await server.close();
+  // Give late rejections a turn to surface before counting them.
+  await new Promise((r) => setImmediate(r));
+  process.off("unhandledRejection", onUnhandled);
+  assert.deepEqual(unhandled, [], "no unhandled promise rejections in the whole file");
+});
+
+/** Grants the next connection at once and returns it with the lock. */
+async function grantedLock(leaseMs: number, token = 7n) {
+  const client = new Client({ servers: server.address, leaseMs });
+  const pending = client.acquire("held");
+  const conn = await server.accept();
+  await conn.readAcquire();
+  conn.acquired(token);
+  return { conn, lock: await pending };
+}
+
+describe("acquire against a fake server", () => {
+  test("sends the exact ACQUIRE, decodes a split ACQUIRED, heartbeats, releases", async () => {
+    const client = new Client({ servers: [server.address], leaseMs: 400 });
+    const pending = client.acquire("jobs/nightly-report");
+    const conn = await server.accept();
+    const acq = await conn.readAcquire();
+    assert.equal(acq.raw.toString("hex"), `0101000001900013${Buffer.from("jobs/nightly-report").toString("hex")}`);
+    // ACQUIRED split over two writes, token above 2^53.
+    conn.write("1200200000");
+    await new Promise((r) => setTimeout(r, 20));
+    conn.write("00000001");
+    const lock = await pending;
+    assert.equal(lock.token, 9007199254740993n);
+    assert.equal(typeof lock.token, "bigint");
+    assert.equal(lock.name, "jobs/nightly-report");
+    assert.equal(lock.state, "held");
+    assert.ok(lock.held);
+    assert.ok(lock.remainingMs > 0 && lock.remainingMs <= 320);
+    // The heartbeat comes about lease/4 after the ACQUIRE was sent.
+    const t0 = performance.now();
+    await conn.readHeartbeat();
+    const before = lock.validUntil;
+    conn.acquired(9007199254740993n);
+    await conn.readHeartbeat(); // the next one only after the ack
+    assert.ok(lock.validUntil > before, "the ack moved the deadline");
+    assert.ok(performance.now() - t0 < 2000);
+    await lock.release();
+    await conn.closed;
+    assert.equal(lock.state, "released");
+    assert.ok(lock.signal.aborted);
+    assert.ok(lock.signal.reason instanceof LockReleasedError);
+    assert.equal(lock.remainingMs, 0);
+    await lock.release(); // idempotent
+  });
+
+  test("a promotion during an in-flight heartbeat is not taken as its ack", async () => {
+    const lease = 1000;
+    const client = new Client({ servers: server.address, leaseMs: lease });
+    let waitingCalls = 0;
+    const pending = client.acquire("promo", { onWaiting: () => waitingCalls++ });
+    const conn = await server.accept();
+    await conn.readAcquire();
+    conn.waiting();
+    await conn.readHeartbeat(); // heartbeat in flight now
+    const heartbeatSeenAt = conn.lastDataAt;
+    conn.acquired(11n); // promotion, unsolicited
+    const lock = await pending;
+    assert.equal(lock.token, 11n);
+    assert.equal(waitingCalls, 1);
+    // Validity still rests on the ACQUIRE acked by WAITING, not on the heartbeat.
+    assert.ok(
+      lock.validUntil < heartbeatSeenAt + 0.8 * lease - 40,
+      `validUntil ${lock.validUntil} vs heartbeat ${heartbeatSeenAt}`,
+    );
+    const atGrant = lock.validUntil;
+    conn.acquired(11n); // now the heartbeat's ack
+    await conn.readHeartbeat(); // schedule goes on
+    assert.ok(lock.validUntil > atGrant);
+    conn.acquired(11n);
+    await conn.readHeartbeat();
+    assert.equal(lock.state, "held");
+    await lock.release();
+  });
+
+  test("WAITING and a promotion coalesced in one chunk", async () => {
+    const client = new Client({ servers: server.address, leaseMs: 1000 });
+    let waited = false;
+    const pending = client.acquire("coalesced", { onWaiting: () => (waited = true) });
+    const conn = await server.accept();
+    await conn.readAcquire();
+    conn.write("11120000000000000005");
+    const lock = await pending;
+    assert.equal(lock.token, 5n);
+    assert.ok(waited);
+    await lock.release();
+  });
+
+  test("an ERROR while held loses the lock with its code", async () => {
+    const { conn, lock } = await grantedLock(1000);
+    conn.error(0x01, "server shutting down");
+    const lost = await lock.lost;
+    assert.ok(lost instanceof LockLostError);
+    assert.equal(lost.kind, "server");
+    assert.equal(lost.code, 0x01);
+    assert.equal(lost.temporary, true);
+    assert.ok(lost.cause instanceof ShuttingDownError);
+    assert.equal(lock.state, "lost");
+    assert.equal(lock.signal.reason, lost);
+    assert.equal(lock.held, false);
+    await lock.release(); // allowed after loss
+    assert.equal(lock.state, "lost");
+  });
+
+  test("unknown codes while held: plain ServerError, temporary by range", async () => {
+    for (const [code, temporary] of [
+      [0x05, true],
+      [0x7e, false],
+    ] as const) {
+      const { conn, lock } = await grantedLock(1000);
+      conn.error(code, "future");
+      const lost = await lock.lost;
+      assert.equal(lost.code, code);
+      assert.equal(lost.temporary, temporary);
+      assert.equal((lost.cause as ServerError).constructor, ServerError);
+      assert.equal((lost.cause as ServerError).reason, "future");
+    }
+  });
+
+  test("silence: lost by timeout once the validity deadline passes", async () => {
+    const lease = 100;
+    const { conn, lock } = await grantedLock(lease);
+    const deadline = lock.validUntil;
+    await conn.readHeartbeat(); // never acknowledged
+    const lost = await lock.lost;
+    const at = performance.now();
+    assert.equal(lost.kind, "timeout");
+    assert.equal(lost.code, null);
+    assert.ok(at >= deadline - 1, "not before the deadline");
+    assert.ok(at - deadline < 1000, "soon after the deadline");
+    await conn.closed; // the client closed the connection
+  });
+
+  test("the server closing the connection while held: lost, kind io", async () => {
+    const { conn, lock } = await grantedLock(1000);
+    conn.socket.end();
+    const lost = await lock.lost;
+    assert.equal(lost.kind, "io");
+    assert.ok(lost.cause instanceof ConnectionError);
+  });
+
+  test("protocol violations while held: lost, kind io", async () => {
+    const violations = [
+      "7f", // unknown type byte
+      "11", // WAITING after the grant
+      "120000000000000007", // an ACQUIRED without a request in flight
+    ];
+    for (const bytes of violations) {
+      const { conn, lock } = await grantedLock(60_000);
+      conn.write(bytes);
+      const lost = await lock.lost;
+      assert.equal(lost.kind, "io", bytes);
+      assert.match(lost.message, /protocol violation/);
+    }
+    const { conn, lock } = await grantedLock(200);
+    await conn.readHeartbeat();
+    conn.acquired(8n); // ack with another token
+    const lost = await lock.lost;
+    assert.equal(lost.kind, "io");
+    assert.match(lost.message, /token/);
+  });
+});
+
+describe("waiting, retries and giving up", () => {
+  test("tryAcquire closes on WAITING and rejects with LockBusyError", async () => {
+    const client = new Client({ servers: server.address, leaseMs: 1000 });
+    const pending = client.tryAcquire("busy");
+    const conn = await server.accept();
+    await conn.readAcquire();
+    conn.waiting();
+    await assert.rejects(pending, (err: unknown) => err instanceof LockBusyError && err.code === null);
+    await conn.closed;
+  });
+
+  test("a terminal ERROR while waiting goes to the caller, no retry", async () => {
+    const client = new Client({ servers: server.address, leaseMs: 1000 });
+    const before = server.connections.length;
+    const pending = client.acquire("denied");
+    const conn = await server.accept();
+    await conn.readAcquire();
+    conn.error(0x18, "not authorized for lock");
+    await assert.rejects(pending, (err: unknown) => err instanceof NotAuthorizedError && err.origin === "server");
+    assert.equal(server.connections.length, before + 1);
+  });
+
+  test("a temporary ERROR while waiting re-queues on a new connection", async () => {
+    const client = new Client({ servers: server.address, leaseMs: 1000 });
+    let waits = 0;
+    const pending = client.acquire("requeue", { onWaiting: () => waits++ });
+    const first = await server.accept();
+    await first.readAcquire();
+    first.waiting();
+    first.error(0x02, "closed by administrator");
+    const second = await server.accept(); // after a backoff
+    const acq = await second.readAcquire();
+    assert.equal(acq.name.toString(), "requeue");
+    second.waiting();
+    second.acquired(21n);
+    const lock = await pending;
+    assert.equal(lock.token, 21n);
+    assert.equal(waits, 2);
+    await lock.release();
+  });
+
+  test("tryAcquire does not retry a temporary ERROR", async () => {
+    const client = new Client({ servers: server.address, leaseMs: 1000 });
+    const pending = client.tryAcquire("try-temp");
+    const conn = await server.accept();
+    await conn.readAcquire();
+    conn.error(0x02);
+    await assert.rejects(pending, AdminClosedError);
+  });
+
+  test("a silent server while waiting: re-queue after the client timeout", async () => {
+    const client = new Client({ servers: server.address, leaseMs: 100 });
+    const pending = client.acquire("silent");
+    const first = await server.accept();
+    await first.readAcquire(); // never answered
+    await first.closed;
+    const second = await server.accept();
+    await second.readAcquire();
+    second.acquired(3n);
+    const lock = await pending;
+    await lock.release();
+  });
+
+  test("abort while waiting closes the connection and rejects", async () => {
+    const client = new Client({ servers: server.address, leaseMs: 1000 });
+    const controller = new AbortController();
+    const pending = client.acquire("abort", { signal: controller.signal });
+    const conn = await server.accept();
+    await conn.readAcquire();
+    conn.waiting();
+    const reason = new Error("changed my mind");
+    controller.abort(reason);
+    await assert.rejects(pending, (err: unknown) => err instanceof AcquireAbortedError && err.cause === reason);
+    await conn.closed;
+  });
+
+  test("an already aborted signal rejects without connecting", async () => {
+    const client = new Client({ servers: server.address, leaseMs: 1000 });
+    const before = server.connections.length;
+    await assert.rejects(client.acquire("x", { signal: AbortSignal.abort() }), AcquireAbortedError);
+    assert.equal(server.connections.length, before);
+  });
+
+  test("timeoutMs while waiting closes the connection and rejects", async () => {
+    const client = new Client({ servers: server.address, leaseMs: 1000 });
+    const start = performance.now();
+    const pending = client.acquire("timeout", { timeoutMs: 150 });
+    const conn = await server.accept();
+    await conn.readAcquire();
+    conn.waiting();
+    await assert.rejects(pending, AcquireTimeoutError);
+    assert.ok(performance.now() - start >= 149);
+    await conn.closed;
+  });
+
+  test("validation errors reject before any connection", async () => {
+    const client = new Client({ servers: server.address, leaseMs: 1000 });
+    const before = server.connections.length;
+    for (const [name, lease, code] of [
+      ["", 1000, 0x14],
+      ["a".repeat(256), 1000, 0x15],
+      ["\udc00", 1000, 0x16],
+      ["a", 0, 0x17],
+      ["a", 2 ** 32, 0x17],
+    ] as const) {
+      await assert.rejects(
+        client.acquire(name, { leaseMs: lease }),
+        (err: unknown) => err instanceof ServerError && err.code === code && err.origin === "client",
+      );
+    }
+    assert.equal(server.connections.length, before);
+  });
+});
+
+describe("servers and connections", () => {
+  test("tryAcquire with no reachable server: ConnectionError", async () => {
+    const client = new Client({ servers: [await deadAddress(), await deadAddress()], leaseMs: 1000 });
+    await assert.rejects(
+      client.tryAcquire("x"),
+      (err: unknown) => err instanceof ConnectionError && err.phase === "connect",
+    );
+  });
+
+  test("a dead first server: tryAcquire moves to the next", async () => {
+    const client = new Client({ servers: [await deadAddress(), server.address], leaseMs: 1000 });
+    const pending = client.tryAcquire("second");
+    const conn = await server.accept();
+    await conn.readAcquire();
+    conn.acquired(4n);
+    const lock = await pending;
+    await lock.release();
+  });
+
+  test("acquire retries an unreachable server until its deadline", async () => {
+    const client = new Client({ servers: await deadAddress(), leaseMs: 1000 });
+    await assert.rejects(
+      client.acquire("x", { timeoutMs: 300 }),
+      (err: unknown) => err instanceof AcquireTimeoutError && err.cause instanceof ConnectionError,
+    );
+  });
+
+  test("connect timeout (TLS handshake never answered)", async () => {
+    // A plain TCP server that accepts and says nothing: the TLS handshake stalls.
+    const client = new Client({ servers: server.address, leaseMs: 1000, connectTimeoutMs: 100, tls: true });
+    const pending = client.tryAcquire("x");
+    const conn = await server.accept();
+    await assert.rejects(pending, (err: unknown) => err instanceof ConnectionError && /timed out/.test(err.message));
+    await conn.closed;
+  });
+
+  test("bad server addresses are a TypeError at construction", () => {
+    assert.throws(() => new Client({ servers: [] }), TypeError);
+    assert.throws(() => new Client({ servers: "host:notaport" }), TypeError);
+    assert.throws(() => new Client({ servers: "h", connectTimeoutMs: 0 }), TypeError);
+  });
+});
+
+describe("release", () => {
+  async function halfOpenLock() {
+    const halfOpen = await FakeServer.start(undefined, true);
+    const client = new Client({ servers: halfOpen.address, leaseMs: 10_000 });
+    const pending = client.acquire("half-open");
+    const conn = await halfOpen.accept();
+    await conn.readAcquire();
+    conn.acquired(1n);
+    return { halfOpen, conn, lock: await pending };
+  }
+
+  test("resolves once the server has closed its side (the lock is free there)", async () => {
+    const { halfOpen, conn, lock } = await halfOpenLock();
+    const order: string[] = [];
+    conn.socket.once("end", () => {
+      order.push("server saw FIN");
+      setTimeout(() => {
+        order.push("server closes");
+        conn.socket.end();
+      }, 50);
+    });
+    await lock.release();
+    order.push("released");
+    assert.deepEqual(order, ["server saw FIN", "server closes", "released"]);
+    await halfOpen.close();
+  });
+
+  test("gives up waiting on a server that never closes", async () => {
+    const { halfOpen, conn, lock } = await halfOpenLock();
+    const start = performance.now();
+    await lock.release();
+    const took = performance.now() - start;
+    assert.ok(took >= 490 && took < 5000, `took ${took} ms`);
+    await conn.closed;
+    await halfOpen.close();
+  });
+});
+
+describe("await using", () => {
+  test("leaving the scope releases the lock", async () => {
+    let conn: FakeConnection;
+    {
+      const got = await grantedLock(1000);
+      conn = got.conn;
+      await using lock = got.lock;
+      assert.equal(lock.state, "held");
+    }
+    await conn.closed;
+  });
+});

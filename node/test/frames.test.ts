@@ -1,0 +1,136 @@
+// Every vector of spec/vectors/frames.json: encoding, decoding over split and
+// coalesced chunks, and client-side validation.
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import { ServerError } from "../src/errors.js";
+import { encodeAcquire, encodeHeartbeat, FrameDecoder, FrameError, type ServerFrame } from "../src/frames.js";
+import { validateAcquire } from "../src/validate.js";
+import { hex, loadSpec, toHex } from "./helpers/spec.js";
+
+interface Frames {
+  client_valid: { desc: string; type: string; name?: string; lease_ms?: number; hex: string }[];
+  server_valid: { desc: string; type: string; token?: string; code?: number; reason?: string; hex: string }[];
+  client_invalid: { desc: string; name_hex: string; lease_ms: number; code: number }[];
+}
+
+const spec = loadSpec<Frames>("vectors/frames.json");
+
+/** The frame a server_valid vector describes. */
+function expected(v: Frames["server_valid"][number]): ServerFrame {
+  switch (v.type) {
+    case "WAITING":
+      return { type: "waiting" };
+    case "ACQUIRED":
+      return { type: "acquired", token: BigInt(v.token ?? "x") };
+    case "ERROR":
+      return { type: "error", code: v.code ?? -1, reason: v.reason ?? "" };
+  }
+  throw new Error(`unknown vector type ${v.type}`);
+}
+
+describe("client_valid: exact bytes", () => {
+  for (const v of spec.client_valid) {
+    test(v.desc, () => {
+      if (v.type === "HEARTBEAT") {
+        assert.equal(toHex(encodeHeartbeat()), v.hex);
+        return;
+      }
+      assert.equal(v.type, "ACQUIRE");
+      const name = v.name ?? "";
+      const lease = v.lease_ms ?? 0;
+      // As a string and as raw bytes, the same frame.
+      assert.equal(toHex(encodeAcquire(validateAcquire(name, lease).bytes, lease)), v.hex);
+      const bytes = new TextEncoder().encode(name);
+      const valid = validateAcquire(bytes, lease);
+      assert.equal(valid.text, name);
+      assert.equal(toHex(encodeAcquire(valid.bytes, lease)), v.hex);
+    });
+  }
+});
+
+describe("server_valid: decoding", () => {
+  for (const v of spec.server_valid) {
+    test(`${v.desc}: whole, then one byte at a time`, () => {
+      assert.deepEqual(new FrameDecoder().push(hex(v.hex)), [expected(v)]);
+      const d = new FrameDecoder();
+      const frames: ServerFrame[] = [];
+      for (const b of hex(v.hex)) frames.push(...d.push(Uint8Array.of(b)));
+      assert.deepEqual(frames, [expected(v)]);
+      assert.equal(d.buffered, 0);
+    });
+  }
+
+  const all = spec.server_valid.map(expected);
+  const stream = hex(spec.server_valid.map((v) => v.hex).join(""));
+
+  test("all vectors coalesced into one chunk", () => {
+    assert.deepEqual(new FrameDecoder().push(stream), all);
+  });
+
+  test("all vectors split at every possible point", () => {
+    for (let cut = 0; cut <= stream.length; cut++) {
+      const d = new FrameDecoder();
+      const got = [...d.push(stream.subarray(0, cut)), ...d.push(stream.subarray(cut))];
+      assert.deepEqual(got, all, `cut at ${cut}`);
+    }
+  });
+
+  test("all vectors in random chunks (seeded)", () => {
+    let seed = 42;
+    const rand = (): number => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed / 2 ** 31;
+    };
+    for (let round = 0; round < 200; round++) {
+      const d = new FrameDecoder();
+      const got: ServerFrame[] = [];
+      for (let pos = 0; pos < stream.length; ) {
+        const size = 1 + Math.floor(rand() * 12);
+        got.push(...d.push(stream.subarray(pos, pos + size)));
+        pos += size;
+      }
+      assert.deepEqual(got, all);
+    }
+  });
+
+  test("a byte no server frame starts with is a FrameError", () => {
+    for (const bad of ["7f", "01", "02", "00", "14"]) {
+      assert.throws(() => new FrameDecoder().push(hex(bad)), FrameError);
+      // Also after complete frames in the same chunk.
+      assert.throws(() => new FrameDecoder().push(hex(`11${bad}`)), FrameError);
+    }
+  });
+
+  test("tokens above 2^53 stay exact", () => {
+    const [f] = new FrameDecoder().push(hex("120020000000000001"));
+    assert.deepEqual(f, { type: "acquired", token: 9007199254740993n });
+  });
+});
+
+describe("client_invalid: refused before sending", () => {
+  for (const v of spec.client_invalid) {
+    test(v.desc, () => {
+      const bytes = hex(v.name_hex);
+      const check = (name: string | Uint8Array): void => {
+        assert.throws(
+          () => validateAcquire(name, v.lease_ms),
+          (err: unknown) =>
+            err instanceof ServerError && err.code === v.code && err.origin === "client" && !err.temporary,
+        );
+      };
+      check(bytes);
+      // The same name as a JS string, where one exists: a lone surrogate
+      // stands for the encoded surrogate, valid UTF-8 decodes as is.
+      const asString = v.name_hex === "eda080" ? "\ud800" : tryDecode(bytes);
+      if (asString !== undefined) check(asString);
+    });
+  }
+});
+
+function tryDecode(bytes: Uint8Array): string | undefined {
+  try {
+    return new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+  } catch {
+    return undefined;
+  }
+}

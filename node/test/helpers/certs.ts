@@ -1,0 +1,42 @@
+// Throwaway self-signed certificates, made per test run with openssl so no
+// private key is ever committed.
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+export interface TestCert {
+  key: Buffer;
+  cert: Buffer;
+}
+
+/** Creates a self-signed P-256 certificate for 127.0.0.1 and localhost. */
+export function makeSelfSignedCert(commonName: string): TestCert {
+  const dir = mkdtempSync(join(tmpdir(), "monolock-cert-"));
+  const keyPath = join(dir, "key.pem");
+  const certPath = join(dir, "cert.pem");
+  execFileSync(
+    "openssl",
+    [
+      "req",
+      "-x509",
+      "-newkey",
+      "ec",
+      "-pkeyopt",
+      "ec_paramgen_curve:P-256",
+      "-nodes",
+      "-keyout",
+      keyPath,
+      "-out",
+      certPath,
+      "-days",
+      "2",
+      "-subj",
+      `/CN=${commonName}`,
+      "-addext",
+      "subjectAltName=IP:127.0.0.1,DNS:localhost",
+    ],
+    { stdio: ["ignore", "ignore", "pipe"] },
+  );
+  return { key: readFileSync(keyPath), cert: readFileSync(certPath) };
+}

@@ -1,0 +1,154 @@
+// Pins src/constants.ts and the error table to spec/constants.json and spec/errors.json.
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import {
+  DEFAULT_PORT,
+  FIRST_TERMINAL_CODE,
+  HEARTBEAT,
+  MAX_LEASE_MS,
+  MAX_NAME_LEN,
+  MessageType,
+  MIN_LEASE_MS,
+  PROTOCOL_VERSION,
+  RETRY,
+} from "../src/constants.js";
+import * as errors from "../src/errors.js";
+import { loadSpec } from "./helpers/spec.js";
+
+interface Constants {
+  protocol_version: number;
+  message_types: Record<string, number>;
+  client_message_types: number[];
+  max_name_len: number;
+  lease_ms: { min: number; max: number };
+  heartbeat: {
+    base_interval_factor: number;
+    client_timeout_factor: number;
+    srtt_alpha: number;
+    safe_rtt_factor: number;
+    min_interval_ms: number;
+  };
+  retry: { initial_ms: number; max_ms: number; multiplier: number };
+  server_defaults: { listen: string };
+}
+
+interface ErrorTable {
+  first_terminal_code: number;
+  errors: { code: number; name: string; go_name: string; text: string; temporary: boolean }[];
+  unknown_code_examples: { code: number; temporary: boolean }[];
+}
+
+describe("spec/constants.json", () => {
+  const spec = loadSpec<Constants>("constants.json");
+
+  test("protocol version, message types and limits", () => {
+    assert.equal(PROTOCOL_VERSION, spec.protocol_version);
+    assert.deepEqual({ ...MessageType }, spec.message_types);
+    assert.deepEqual(spec.client_message_types, [MessageType.ACQUIRE, MessageType.HEARTBEAT]);
+    assert.equal(MAX_NAME_LEN, spec.max_name_len);
+    assert.equal(MIN_LEASE_MS, spec.lease_ms.min);
+    assert.equal(MAX_LEASE_MS, spec.lease_ms.max);
+  });
+
+  test("heartbeat factors", () => {
+    assert.deepEqual(
+      {
+        base_interval_factor: HEARTBEAT.baseIntervalFactor,
+        client_timeout_factor: HEARTBEAT.clientTimeoutFactor,
+        srtt_alpha: HEARTBEAT.srttAlpha,
+        safe_rtt_factor: HEARTBEAT.safeRttFactor,
+        min_interval_ms: HEARTBEAT.minIntervalMs,
+      },
+      spec.heartbeat,
+    );
+  });
+
+  test("retry backoff", () => {
+    assert.deepEqual(
+      { initial_ms: RETRY.initialMs, max_ms: RETRY.maxMs, multiplier: RETRY.multiplier },
+      { initial_ms: spec.retry.initial_ms, max_ms: spec.retry.max_ms, multiplier: spec.retry.multiplier },
+    );
+  });
+
+  test("default port matches the server's default listen address", () => {
+    assert.ok(spec.server_defaults.listen.endsWith(`:${DEFAULT_PORT}`));
+  });
+});
+
+describe("spec/errors.json", () => {
+  const spec = loadSpec<ErrorTable>("errors.json");
+
+  test("first terminal code", () => {
+    assert.equal(FIRST_TERMINAL_CODE, spec.first_terminal_code);
+  });
+
+  test("the client knows exactly the spec's codes, names and texts", () => {
+    const ours = errors.knownCodes().sort((a, b) => a.code - b.code);
+    const theirs = spec.errors.map(({ code, name, text }) => ({ code, name, text })).sort((a, b) => a.code - b.code);
+    assert.deepEqual(ours, theirs);
+  });
+
+  for (const e of spec.errors) {
+    test(`code ${e.code} ${e.name} maps to its own subclass`, () => {
+      // Class names follow the Go names: ErrShuttingDown -> ShuttingDownError.
+      const className = `${e.go_name.replace(/^Err/, "").replace("UTF8", "Utf8")}Error`;
+      const cls = (errors as unknown as Record<string, unknown>)[className] as
+        | (typeof errors.ServerError & { CODE: number })
+        | undefined;
+      assert.ok(cls, `class ${className} exported`);
+      assert.equal(cls.CODE, e.code);
+      const err = errors.errorForCode(e.code, "", "server");
+      assert.equal(err.constructor, cls);
+      assert.ok(err instanceof errors.ServerError);
+      assert.ok(err instanceof errors.MonolockError);
+      assert.ok(err instanceof Error);
+      assert.equal(err.name, className);
+      assert.equal(err.code, e.code);
+      assert.equal(err.temporary, e.temporary);
+      assert.equal(err.reason, e.text, "empty reason falls back to the canonical text");
+      assert.equal(err.origin, "server");
+      assert.equal(errors.errorForCode(e.code, "detail: x").reason, "detail: x");
+    });
+  }
+
+  test("unknown codes are plain ServerErrors, temporary by range", () => {
+    for (const { code, temporary } of spec.unknown_code_examples) {
+      const err = errors.errorForCode(code, "");
+      assert.equal(err.constructor, errors.ServerError, `code ${code}`);
+      assert.equal(err.name, "ServerError");
+      assert.equal(err.temporary, temporary, `code ${code}`);
+      assert.equal(err.code, code);
+    }
+  });
+
+  test("every byte value is classified by range", () => {
+    for (let code = 0; code <= 255; code++) {
+      assert.equal(errors.errorForCode(code).temporary, code < spec.first_terminal_code);
+      assert.equal(errors.isTemporaryCode(code), code < spec.first_terminal_code);
+    }
+  });
+
+  test("code-less errors carry name, code null, temporary and cause", () => {
+    const cause = new Error("root");
+    const cases: [errors.MonolockError, string, boolean][] = [
+      [new errors.LockBusyError("x"), "LockBusyError", true],
+      [new errors.AcquireTimeoutError(5, { cause }), "AcquireTimeoutError", true],
+      [new errors.AcquireAbortedError({ cause }), "AcquireAbortedError", false],
+      [new errors.ConnectionError("boom", "connect", { cause }), "ConnectionError", true],
+      [new errors.LockReleasedError(), "LockReleasedError", false],
+    ];
+    for (const [err, name, temporary] of cases) {
+      assert.equal(err.name, name);
+      assert.equal(err.code, null);
+      assert.equal(err.temporary, temporary);
+      assert.ok(err instanceof errors.MonolockError);
+    }
+    assert.equal(cases[1]?.[0].cause, cause);
+    const lost = new errors.LockLostError("server", "x", errors.errorForCode(0x01));
+    assert.equal(lost.code, 0x01);
+    assert.equal(lost.temporary, true);
+    assert.ok(lost.cause instanceof errors.ShuttingDownError);
+    const lostTerminal = new errors.LockLostError("server", "x", errors.errorForCode(0x18));
+    assert.equal(lostTerminal.temporary, false);
+  });
+});

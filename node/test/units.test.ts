@@ -1,0 +1,156 @@
+// Small pure parts: validation details, addresses, backoff, long timers.
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import { parseAddress } from "../src/address.js";
+import { backoffDelay } from "../src/backoff.js";
+import { RETRY } from "../src/constants.js";
+import { ServerError } from "../src/errors.js";
+import { startTimer } from "../src/timers.js";
+import { isWellFormed, validateAcquire } from "../src/validate.js";
+
+const code = (f: () => unknown): number | undefined => {
+  try {
+    f();
+  } catch (err) {
+    if (err instanceof ServerError) return err.code;
+    throw err;
+  }
+  return undefined;
+};
+
+describe("validation", () => {
+  test("names are measured in UTF-8 bytes, not UTF-16 units", () => {
+    assert.equal(
+      code(() => validateAcquire("é".repeat(127), 1000)),
+      undefined,
+    ); // 254 bytes
+    assert.equal(
+      code(() => validateAcquire("é".repeat(128), 1000)),
+      0x15,
+    ); // 128 units, 256 bytes
+    assert.equal(
+      code(() => validateAcquire("🔒".repeat(63), 1000)),
+      undefined,
+    ); // 252 bytes, 126 units
+    assert.equal(
+      code(() => validateAcquire("🔒".repeat(64), 1000)),
+      0x15,
+    ); // 256 bytes
+    assert.equal(
+      code(() => validateAcquire("a".repeat(255), 1000)),
+      undefined,
+    );
+  });
+
+  test("lone surrogates are invalid UTF-8", () => {
+    for (const s of ["\ud800", "a\udc00", "\ud83d", "x\ud83dy", "\udfff\ud800"]) {
+      assert.equal(isWellFormed(s), false, JSON.stringify(s));
+      assert.equal(
+        code(() => validateAcquire(s, 1000)),
+        0x16,
+      );
+    }
+    assert.equal(isWellFormed("🔒ロック"), true);
+  });
+
+  test("order: lease, empty, too long, not UTF-8", () => {
+    assert.equal(
+      code(() => validateAcquire("", 0)),
+      0x17,
+    );
+    assert.equal(
+      code(() => validateAcquire(`${"a".repeat(300)}\ud800`, 1000)),
+      0x15,
+    );
+    assert.equal(
+      code(() => validateAcquire(new Uint8Array(300).fill(0xff), 1000)),
+      0x15,
+    );
+  });
+
+  test("leases outside 1..2^32-1 or not whole milliseconds", () => {
+    for (const lease of [0, -1, 0.5, 1.5, 2 ** 32, Number.NaN, Number.POSITIVE_INFINITY]) {
+      assert.equal(
+        code(() => validateAcquire("a", lease)),
+        0x17,
+        String(lease),
+      );
+    }
+    assert.equal(
+      code(() => validateAcquire("a", 1)),
+      undefined,
+    );
+    assert.equal(
+      code(() => validateAcquire("a", 2 ** 32 - 1)),
+      undefined,
+    );
+  });
+
+  test("other name types are a TypeError", () => {
+    assert.throws(() => validateAcquire(42 as unknown as string, 1000), TypeError);
+  });
+
+  test("the validated bytes are a copy", () => {
+    const raw = new TextEncoder().encode("abc");
+    const v = validateAcquire(raw, 1000);
+    raw[0] = 0x7a;
+    assert.equal(v.bytes[0], 0x61);
+  });
+});
+
+describe("addresses", () => {
+  test("forms", () => {
+    assert.deepEqual(parseAddress("127.0.0.1:7117"), { host: "127.0.0.1", port: 7117 });
+    assert.deepEqual(parseAddress("localhost"), { host: "localhost", port: 7117 });
+    assert.deepEqual(parseAddress("[::1]:9000"), { host: "::1", port: 9000 });
+    assert.deepEqual(parseAddress("[::1]"), { host: "::1", port: 7117 });
+    assert.deepEqual(parseAddress("::1"), { host: "::1", port: 7117 });
+  });
+  test("bad ones", () => {
+    for (const a of ["", ":80", "h:", "h:0", "h:70000", "h:x", "[::1", "[::1]x"]) {
+      assert.throws(() => parseAddress(a), TypeError, a);
+    }
+  });
+});
+
+describe("backoff", () => {
+  test("equal jitter between d/2 and d, doubling to the cap", () => {
+    for (let n = 0; n < 12; n++) {
+      const d = Math.min(RETRY.maxMs, RETRY.initialMs * RETRY.multiplier ** n);
+      assert.equal(
+        backoffDelay(n, () => 0),
+        d / 2,
+      );
+      assert.ok(Math.abs(backoffDelay(n, () => 0.999999) - d) < 0.01);
+    }
+    assert.equal(
+      backoffDelay(0, () => 0.5),
+      37.5,
+    );
+    assert.equal(
+      backoffDelay(100, () => 0),
+      RETRY.maxMs / 2,
+    );
+  });
+});
+
+describe("timers", () => {
+  test("a delay past 2^31-1 ms does not fire at once", async () => {
+    let fired = false;
+    const t = startTimer(
+      2 ** 32,
+      () => {
+        fired = true;
+      },
+      false,
+    );
+    await new Promise((r) => setTimeout(r, 30));
+    t.cancel();
+    assert.equal(fired, false);
+  });
+  test("short delays fire, not early", async () => {
+    const start = performance.now();
+    await new Promise<void>((resolve) => startTimer(20, resolve, true));
+    assert.ok(performance.now() - start >= 19);
+  });
+});
