@@ -1,0 +1,460 @@
+//! Conformance driver for the Rust clients: JSON-line commands on stdin,
+//! JSON-line events on stdout (see docs/writing-a-client.md). It uses the
+//! crate's public API only.
+//!
+//! ```text
+//! cargo build --features tokio --example conformance_driver
+//! target/debug/examples/conformance_driver --api blocking   # or --api tokio
+//! ```
+
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use monolock::{ClientBuilder, Error, Origin};
+use serde_json::{json, Value};
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let api = match args.as_slice() {
+        [flag, api] if flag == "--api" => api.clone(),
+        _ => {
+            eprintln!("usage: conformance_driver --api blocking|tokio");
+            std::process::exit(2);
+        }
+    };
+    let out = Out::new();
+    match api.as_str() {
+        "blocking" => blocking::run(out),
+        "tokio" => tokio_api::run(out),
+        other => {
+            eprintln!("unknown api {other:?}: want blocking or tokio");
+            std::process::exit(2);
+        }
+    }
+}
+
+/// Event output: one JSON object per line, flushed, stamped with `t_ms`.
+#[derive(Clone)]
+struct Out {
+    start: Instant,
+    stdout: Arc<Mutex<std::io::Stdout>>,
+}
+
+impl Out {
+    fn new() -> Out {
+        Out {
+            start: Instant::now(),
+            stdout: Arc::new(Mutex::new(std::io::stdout())),
+        }
+    }
+
+    fn emit(&self, mut event: Value) {
+        let t_ms = self.start.elapsed().as_secs_f64() * 1000.0;
+        event["t_ms"] = json!((t_ms * 1000.0).round() / 1000.0);
+        let mut out = self.stdout.lock().unwrap_or_else(PoisonError::into_inner);
+        // A closed stdout means the runner is gone; nothing left to tell.
+        let _ = writeln!(out, "{event}");
+        let _ = out.flush();
+    }
+
+    fn driver_error(&self, message: impl Into<String>) {
+        self.emit(json!({"event": "driver_error", "message": message.into()}));
+    }
+
+    fn acquired(&self, id: &str, token: u64, valid_until: Instant) {
+        let valid_ms = valid_until
+            .saturating_duration_since(Instant::now())
+            .as_secs_f64()
+            * 1000.0;
+        self.emit(json!({"event": "acquired", "id": id, "token": token.to_string(), "valid_ms": valid_ms}));
+    }
+
+    fn error(&self, id: &str, err: &Error) {
+        let kind = match err {
+            Error::Busy => "busy",
+            Error::Timeout => "timeout",
+            Error::Cancelled => "cancelled",
+            Error::Io(_) | Error::Protocol(_) => "connect",
+            coded => match coded.reason().map(|r| r.origin()) {
+                Some(Origin::Client) => "validation",
+                _ => "server",
+            },
+        };
+        self.emit(describe(
+            json!({"event": "error", "id": id, "kind": kind}),
+            err,
+        ));
+    }
+
+    fn lost(&self, id: &str, err: &Error) {
+        let cause = match err {
+            Error::Lost(cause) => cause.as_ref(),
+            other => other,
+        };
+        let kind = match cause {
+            Error::Timeout => "timeout",
+            Error::Io(_) | Error::Protocol(_) => "io",
+            _ if cause.code().is_some() => "server",
+            _ => "io",
+        };
+        self.emit(describe(
+            json!({"event": "lost", "id": id, "kind": kind}),
+            cause,
+        ));
+    }
+}
+
+/// Adds code, temporary and message to an event.
+fn describe(mut event: Value, err: &Error) -> Value {
+    let code = err.code();
+    event["code"] = json!(code);
+    event["temporary"] = match code {
+        Some(_) => json!(err.is_temporary()),
+        None => Value::Null,
+    };
+    event["message"] = json!(err.to_string());
+    event
+}
+
+/// The fields of an `acquire` command.
+struct AcquireCmd {
+    id: String,
+    name: String,
+    try_mode: bool,
+    timeout: Option<Duration>,
+    builder: ClientBuilder,
+}
+
+impl AcquireCmd {
+    fn parse(cmd: &Value) -> Result<AcquireCmd, String> {
+        let id = cmd["id"].as_str().ok_or("acquire without id")?.to_owned();
+        let name = match (cmd["name"].as_str(), cmd["name_hex"].as_str()) {
+            (Some(name), _) => name.to_owned(),
+            (None, Some(hex)) => {
+                let bytes = decode_hex(hex)?;
+                // The Rust API takes &str: invalid UTF-8 cannot reach it, so
+                // this driver does not declare invalid_utf8_names.
+                String::from_utf8(bytes).map_err(|_| "name_hex is not UTF-8".to_owned())?
+            }
+            (None, None) => return Err("acquire without name".into()),
+        };
+        let lease_ms = cmd["lease_ms"].as_u64().ok_or("acquire without lease_ms")?;
+        let try_mode = match cmd["mode"].as_str() {
+            Some("try") => true,
+            Some("wait") | None => false,
+            Some(other) => return Err(format!("unknown mode {other}")),
+        };
+        let timeout = cmd["timeout_ms"].as_u64().map(Duration::from_millis);
+        let servers: Vec<String> = cmd["servers"]
+            .as_array()
+            .ok_or("acquire without servers")?
+            .iter()
+            .filter_map(|s| s.as_str().map(str::to_owned))
+            .collect();
+        let mut builder = ClientBuilder::new()
+            .servers(servers)
+            .lease(Duration::from_millis(lease_ms));
+        if let Some(ms) = cmd["connect_timeout_ms"].as_u64() {
+            builder = builder.connect_timeout(Duration::from_millis(ms));
+        }
+        Ok(AcquireCmd {
+            id,
+            name,
+            try_mode,
+            timeout,
+            builder,
+        })
+    }
+}
+
+fn decode_hex(s: &str) -> Result<Vec<u8>, String> {
+    if s.len() % 2 != 0 {
+        return Err(format!("odd hex length: {s}"));
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).map_err(|e| e.to_string()))
+        .collect()
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Reads stdin lines on a thread and hands each parsed command to `handle`;
+/// returns at `quit` or end of input.
+fn command_loop(out: &Out, mut handle: impl FnMut(&str, &Value)) {
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let cmd: Value = match serde_json::from_str(&line) {
+            Ok(v) => v,
+            Err(_) => {
+                out.driver_error(format!("not JSON: {line}"));
+                continue;
+            }
+        };
+        match cmd["cmd"].as_str() {
+            Some("quit") => return,
+            Some(name @ ("acquire" | "release" | "cancel")) => handle(name, &cmd),
+            _ => out.driver_error(format!("unknown command: {line}")),
+        }
+    }
+}
+
+/// The blocking API: one thread per pending acquire and per held lock's
+/// loss watcher.
+mod blocking {
+    use super::*;
+    use monolock::{CancelHandle, LockGuard};
+
+    enum Claim {
+        Pending(CancelHandle),
+        Held(LockGuard),
+        Done,
+    }
+
+    type Claims = Arc<Mutex<HashMap<String, Claim>>>;
+
+    pub fn run(out: Out) {
+        out.emit(json!({"event": "ready", "client": "rust-blocking", "capabilities": ["cancel"]}));
+        let claims: Claims = Arc::default();
+        command_loop(&out.clone(), |name, cmd| match name {
+            "acquire" => acquire(&out, &claims, cmd),
+            "release" => release(&out, &claims, cmd),
+            _ => cancel(&out, &claims, cmd),
+        });
+        // Quit: release everything, cancel what is pending.
+        let all: Vec<Claim> = lock(&claims).drain().map(|(_, c)| c).collect();
+        for claim in all {
+            if let Claim::Pending(cancel) = &claim {
+                cancel.cancel();
+            }
+        }
+    }
+
+    fn acquire(out: &Out, claims: &Claims, cmd: &Value) {
+        let parsed = match AcquireCmd::parse(cmd) {
+            Ok(p) => p,
+            Err(e) => return out.driver_error(e),
+        };
+        let AcquireCmd {
+            id,
+            name,
+            try_mode,
+            timeout,
+            builder,
+        } = parsed;
+        if matches!(
+            lock(claims).get(&id),
+            Some(Claim::Pending(_) | Claim::Held(_))
+        ) {
+            return out.driver_error(format!("id {id} is already in use"));
+        }
+        let waiting_out = out.clone();
+        let waiting_id = id.clone();
+        let client = builder
+            .on_waiting(move |_| waiting_out.emit(json!({"event": "waiting", "id": waiting_id})))
+            .build();
+        let cancel = CancelHandle::new();
+        lock(claims).insert(id.clone(), Claim::Pending(cancel.clone()));
+        let (out, claims) = (out.clone(), Arc::clone(claims));
+        std::thread::spawn(move || {
+            let res = if try_mode {
+                client.try_acquire(&name)
+            } else {
+                client.acquire_cancellable(&name, timeout, &cancel)
+            };
+            let mut map = lock(&claims);
+            match res {
+                Ok(guard) => {
+                    out.acquired(&id, guard.token(), guard.valid_until());
+                    let watch = guard.watch();
+                    map.insert(id.clone(), Claim::Held(guard));
+                    drop(map);
+                    if let Some(lost) = watch.wait() {
+                        out.lost(&id, &lost);
+                    }
+                }
+                Err(err) => {
+                    map.insert(id.clone(), Claim::Done);
+                    out.error(&id, &err);
+                }
+            }
+        });
+    }
+
+    fn release(out: &Out, claims: &Claims, cmd: &Value) {
+        let id = cmd["id"].as_str().unwrap_or_default().to_owned();
+        let claim = lock(claims).remove(&id);
+        match claim {
+            Some(Claim::Held(guard)) => guard.release(),
+            Some(Claim::Done) => {}
+            Some(Claim::Pending(cancel)) => {
+                lock(claims).insert(id.clone(), Claim::Pending(cancel));
+                return out.driver_error(format!("release: id {id} is still pending"));
+            }
+            None => return out.driver_error(format!("release: no lock for id {id}")),
+        }
+        lock(claims).insert(id.clone(), Claim::Done);
+        out.emit(json!({"event": "released", "id": id}));
+    }
+
+    fn cancel(out: &Out, claims: &Claims, cmd: &Value) {
+        let id = cmd["id"].as_str().unwrap_or_default();
+        match lock(claims).get(id) {
+            Some(Claim::Pending(cancel)) => cancel.cancel(),
+            _ => eprintln!("rust-blocking driver: cancel: nothing pending for id {id}"),
+        }
+        let _ = out;
+    }
+}
+
+/// The tokio API: a current-thread runtime, one task per pending acquire
+/// and per held lock's loss watcher. Cancel drops the acquire future.
+mod tokio_api {
+    use super::*;
+    use monolock::tokio::LockGuard;
+    use tokio::sync::{mpsc, oneshot};
+
+    enum Claim {
+        Pending(oneshot::Sender<()>),
+        Held(LockGuard),
+        Done,
+    }
+
+    type Claims = Arc<Mutex<HashMap<String, Claim>>>;
+
+    pub fn run(out: Out) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("tokio runtime");
+        // stdin is read on a plain thread and fed to the runtime.
+        let (tx, mut rx) = mpsc::unbounded_channel::<(String, Value)>();
+        let reader_out = out.clone();
+        std::thread::spawn(move || {
+            command_loop(&reader_out, |name, cmd| {
+                let _ = tx.send((name.to_owned(), cmd.clone()));
+            });
+            // Dropping tx ends the receive loop: quit.
+        });
+        rt.block_on(async move {
+            out.emit(json!({"event": "ready", "client": "rust-tokio", "capabilities": ["cancel"]}));
+            let claims: Claims = Arc::default();
+            while let Some((name, cmd)) = rx.recv().await {
+                match name.as_str() {
+                    "acquire" => acquire(&out, &claims, &cmd),
+                    "release" => release(&out, &claims, &cmd).await,
+                    _ => cancel(&claims, &cmd),
+                }
+            }
+            let all: Vec<Claim> = lock(&claims).drain().map(|(_, c)| c).collect();
+            for claim in all {
+                if let Claim::Held(guard) = claim {
+                    guard.release().await;
+                }
+            }
+        });
+    }
+
+    fn acquire(out: &Out, claims: &Claims, cmd: &Value) {
+        let AcquireCmd {
+            id,
+            name,
+            try_mode,
+            timeout,
+            builder,
+        } = match AcquireCmd::parse(cmd) {
+            Ok(p) => p,
+            Err(e) => return out.driver_error(e),
+        };
+        if matches!(
+            lock(claims).get(&id),
+            Some(Claim::Pending(_) | Claim::Held(_))
+        ) {
+            return out.driver_error(format!("id {id} is already in use"));
+        }
+        let waiting_out = out.clone();
+        let waiting_id = id.clone();
+        let client = builder
+            .on_waiting(move |_| waiting_out.emit(json!({"event": "waiting", "id": waiting_id})))
+            .build_async();
+        let (cancel_tx, cancel_rx) = oneshot::channel();
+        lock(claims).insert(id.clone(), Claim::Pending(cancel_tx));
+        let (out, claims) = (out.clone(), Arc::clone(claims));
+        tokio::spawn(async move {
+            let attempt = async {
+                match (try_mode, timeout) {
+                    (true, _) => client.try_acquire(&name).await,
+                    (false, Some(t)) => client.acquire_timeout(&name, t).await,
+                    (false, None) => client.acquire(&name).await,
+                }
+            };
+            // Cancel = drop the acquire future, which closes its connection.
+            let res = tokio::select! {
+                res = attempt => res,
+                _ = cancel_rx => Err(Error::Cancelled),
+            };
+            // Record the outcome under the lock, so that a release that
+            // follows the event finds the claim; never hold it across await.
+            let watch = {
+                let mut map = lock(&claims);
+                match res {
+                    Ok(guard) => {
+                        out.acquired(&id, guard.token(), guard.valid_until());
+                        let watch = guard.watch();
+                        map.insert(id.clone(), Claim::Held(guard));
+                        Some(watch)
+                    }
+                    Err(err) => {
+                        map.insert(id.clone(), Claim::Done);
+                        out.error(&id, &err);
+                        None
+                    }
+                }
+            };
+            if let Some(mut watch) = watch {
+                if let Some(lost) = watch.wait().await {
+                    out.lost(&id, &lost);
+                }
+            }
+        });
+    }
+
+    async fn release(out: &Out, claims: &Claims, cmd: &Value) {
+        let id = cmd["id"].as_str().unwrap_or_default().to_owned();
+        let claim = lock(claims).remove(&id);
+        match claim {
+            Some(Claim::Held(guard)) => guard.release().await,
+            Some(Claim::Done) => {}
+            Some(Claim::Pending(cancel)) => {
+                lock(claims).insert(id.clone(), Claim::Pending(cancel));
+                return out.driver_error(format!("release: id {id} is still pending"));
+            }
+            None => return out.driver_error(format!("release: no lock for id {id}")),
+        }
+        lock(claims).insert(id.clone(), Claim::Done);
+        out.emit(json!({"event": "released", "id": id}));
+    }
+
+    fn cancel(claims: &Claims, cmd: &Value) {
+        let id = cmd["id"].as_str().unwrap_or_default();
+        let claim = lock(claims).remove(id);
+        match claim {
+            Some(Claim::Pending(cancel)) => {
+                let _ = cancel.send(());
+                // The acquire task records the outcome.
+            }
+            Some(other) => {
+                lock(claims).insert(id.to_owned(), other);
+                eprintln!("rust-tokio driver: cancel: nothing pending for id {id}");
+            }
+            None => eprintln!("rust-tokio driver: cancel: unknown id {id}"),
+        }
+    }
+}

@@ -1,0 +1,216 @@
+//! The blocking client, on `std::net`.
+
+mod cancel;
+mod conn;
+mod guard;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub use cancel::CancelHandle;
+pub use guard::{LockGuard, LossWatch};
+
+use crate::config::{ClientBuilder, Config};
+use crate::core::codec::HEARTBEAT;
+use crate::core::retry::{Failure, Mode, Plan};
+use crate::core::session::{wait_for, Session};
+use crate::core::step::{acquire_step, AcquireStep};
+use crate::error::Error;
+use conn::Conn;
+
+/// A blocking monolock client.
+///
+/// Each acquire opens its own connection; the returned [`LockGuard`] keeps
+/// it alive with heartbeats on a background thread and releases the lock
+/// when dropped. A `Client` is cheap to clone and can be shared between
+/// threads.
+///
+/// ```no_run
+/// use std::time::Duration;
+///
+/// let client = monolock::Client::builder()
+///     .server("127.0.0.1:7117")
+///     .lease(Duration::from_secs(5))
+///     .build();
+/// let guard = client.acquire_timeout("jobs/nightly", Duration::from_secs(30))?;
+/// println!("holding with fencing token {}", guard.token());
+/// // ... do the work, passing guard.token() to the guarded resource ...
+/// guard.release();
+/// # Ok::<(), monolock::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Client {
+    config: Arc<Config>,
+}
+
+impl Client {
+    /// Starts a [`ClientBuilder`].
+    pub fn builder() -> ClientBuilder {
+        ClientBuilder::new()
+    }
+
+    pub(crate) fn from_config(config: Arc<Config>) -> Client {
+        Client { config }
+    }
+
+    /// Acquires `name`, waiting in the server's queue as long as it takes.
+    ///
+    /// Temporary errors and connection failures while waiting lead to a
+    /// new connection after a backoff; terminal errors are returned.
+    pub fn acquire(&self, name: &str) -> Result<LockGuard, Error> {
+        self.acquire_inner(name, Mode::Wait, None, None)
+    }
+
+    /// Acquires `name`, giving up with [`Error::Timeout`] after `timeout`.
+    pub fn acquire_timeout(&self, name: &str, timeout: Duration) -> Result<LockGuard, Error> {
+        self.acquire_inner(name, Mode::Wait, Some(timeout), None)
+    }
+
+    /// Acquires `name` only if it is free right now: [`Error::Busy`] when
+    /// another client holds it. Nothing is retried.
+    ///
+    /// ```no_run
+    /// let client = monolock::Client::builder().build();
+    /// match client.try_acquire("reports") {
+    ///     Ok(guard) => println!("got it, token {}", guard.token()),
+    ///     Err(e) if e.is_busy() => println!("someone else is on it"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok::<(), monolock::Error>(())
+    /// ```
+    pub fn try_acquire(&self, name: &str) -> Result<LockGuard, Error> {
+        self.acquire_inner(name, Mode::Try, None, None)
+    }
+
+    /// Like [`Client::acquire`] (with an optional timeout), but can be
+    /// cancelled from another thread through `cancel`, which closes the
+    /// connection at once. A cancelled acquire returns [`Error::Cancelled`].
+    ///
+    /// ```no_run
+    /// use monolock::{CancelHandle, Client};
+    ///
+    /// let client = Client::builder().build();
+    /// let cancel = CancelHandle::new();
+    /// let canceller = cancel.clone();
+    /// std::thread::spawn(move || {
+    ///     std::thread::sleep(std::time::Duration::from_secs(1));
+    ///     canceller.cancel();
+    /// });
+    /// let res = client.acquire_cancellable("jobs/x", None, &cancel);
+    /// assert!(matches!(res, Ok(_) | Err(monolock::Error::Cancelled)));
+    /// ```
+    pub fn acquire_cancellable(
+        &self,
+        name: &str,
+        timeout: Option<Duration>,
+        cancel: &CancelHandle,
+    ) -> Result<LockGuard, Error> {
+        self.acquire_inner(name, Mode::Wait, timeout, Some(cancel))
+    }
+
+    fn acquire_inner(
+        &self,
+        name: &str,
+        mode: Mode,
+        timeout: Option<Duration>,
+        cancel: Option<&CancelHandle>,
+    ) -> Result<LockGuard, Error> {
+        let (frame, lease_ms) = self.config.acquire_frame(name)?;
+        // A deadline too far to represent is no deadline.
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        let mut plan = Plan::new(mode, self.config.servers.len(), deadline);
+        loop {
+            if cancel.is_some_and(CancelHandle::is_cancelled) {
+                return Err(Error::Cancelled);
+            }
+            if plan.expired(Instant::now()) {
+                return Err(Error::Timeout);
+            }
+            let server = &self.config.servers[plan.next_server()];
+            let attempt = Attempt {
+                config: &self.config,
+                name,
+                frame: &frame,
+                lease_ms,
+                cancel,
+            };
+            let failure = match attempt.run(server, &mut plan) {
+                Ok((conn, session)) => return LockGuard::start(name, conn, session),
+                Err(failure) => failure,
+            };
+            if let Some(cancel) = cancel {
+                cancel.detach();
+            }
+            let delay = plan.after_failure(failure, Instant::now())?;
+            match cancel {
+                Some(cancel) => cancel.sleep(delay)?,
+                None => std::thread::sleep(delay),
+            }
+        }
+    }
+}
+
+/// One connection's worth of an acquire.
+struct Attempt<'a> {
+    config: &'a Config,
+    name: &'a str,
+    frame: &'a [u8],
+    lease_ms: u32,
+    cancel: Option<&'a CancelHandle>,
+}
+
+impl Attempt<'_> {
+    fn cancelled(&self) -> bool {
+        self.cancel.is_some_and(CancelHandle::is_cancelled)
+    }
+
+    /// Connects, sends ACQUIRE and follows the session until it is granted
+    /// or fails.
+    fn run(&self, server: &str, plan: &mut Plan) -> Result<(Conn, Session), Failure> {
+        let mut connect_timeout = self.config.connect_timeout;
+        if let Some(deadline) = plan.deadline() {
+            connect_timeout =
+                connect_timeout.min(deadline.saturating_duration_since(Instant::now()));
+        }
+        let mut conn = Conn::connect(self.config, server, connect_timeout)
+            .map_err(|e| Failure::Connect(Error::io(e)))?;
+        if let Some(cancel) = self.cancel {
+            cancel.attach(conn.tcp()).map_err(Failure::Final)?;
+        }
+        let io_failure = |e: std::io::Error| {
+            if self.cancelled() {
+                Failure::Final(Error::Cancelled)
+            } else {
+                Failure::Session(Error::io(e))
+            }
+        };
+        conn.send(self.frame).map_err(io_failure)?;
+        let mut session = Session::new(self.lease_ms, Instant::now());
+        let mut buf = [0u8; 512];
+        let mut on_waiting = || self.config.notify_waiting(self.name);
+        loop {
+            let now = Instant::now();
+            let wake = match acquire_step(&mut session, plan, now, &mut on_waiting)? {
+                AcquireStep::Granted => {
+                    if let Some(cancel) = self.cancel {
+                        cancel.detach();
+                    }
+                    return Ok((conn, session));
+                }
+                AcquireStep::Continue { heartbeat, wake } => {
+                    if heartbeat {
+                        conn.send(&HEARTBEAT).map_err(io_failure)?;
+                    }
+                    wake
+                }
+            };
+            let read = conn.read_within(&mut buf, wait_for(wake, now));
+            if self.cancelled() {
+                return Err(Failure::Final(Error::Cancelled));
+            }
+            if let Some(n) = read.map_err(io_failure)? {
+                session.feed(&buf[..n]);
+            }
+        }
+    }
+}

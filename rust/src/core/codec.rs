@@ -1,0 +1,264 @@
+//! The wire format: encoding the two client frames and decoding the three
+//! server frames from a byte stream.
+//!
+//! Nothing here does I/O. The decoder is fed whatever a read returned and
+//! hands back complete frames, however the stream was split.
+
+use crate::error::Error;
+
+/// Protocol version spoken by this client.
+pub(crate) const VERSION: u8 = 1;
+/// Client -> server message types.
+pub(crate) const MSG_ACQUIRE: u8 = 0x01;
+pub(crate) const MSG_HEARTBEAT: u8 = 0x02;
+/// Server -> client message types.
+pub(crate) const MSG_WAITING: u8 = 0x11;
+pub(crate) const MSG_ACQUIRED: u8 = 0x12;
+pub(crate) const MSG_ERROR: u8 = 0x13;
+/// Longest lock name, in bytes: a protocol constant, not a setting.
+pub(crate) const MAX_NAME_LEN: usize = 255;
+/// Largest lease the uint32 field can carry, in milliseconds.
+pub(crate) const MAX_LEASE_MS: u64 = u32::MAX as u64;
+
+/// The one-byte HEARTBEAT frame.
+pub(crate) const HEARTBEAT: [u8; 1] = [MSG_HEARTBEAT];
+
+/// Checks an ACQUIRE request the way the server would, in the server's
+/// order, and returns the error the server would have sent.
+///
+/// The name arrives as `&[u8]` so that the UTF-8 rule is checked here too,
+/// even though the public API only accepts `&str`.
+pub(crate) fn validate_acquire(name: &[u8], lease_ms: u64) -> Result<u32, Error> {
+    if lease_ms == 0 || lease_ms > MAX_LEASE_MS {
+        return Err(Error::refused(0x17));
+    }
+    if name.is_empty() {
+        return Err(Error::refused(0x14));
+    }
+    if name.len() > MAX_NAME_LEN {
+        return Err(Error::refused(0x15));
+    }
+    if std::str::from_utf8(name).is_err() {
+        return Err(Error::refused(0x16));
+    }
+    Ok(lease_ms as u32)
+}
+
+/// Encodes an ACQUIRE frame after validating it; nothing is built for an
+/// invalid request.
+pub(crate) fn encode_acquire(name: &[u8], lease_ms: u64) -> Result<Vec<u8>, Error> {
+    let lease = validate_acquire(name, lease_ms)?;
+    let mut frame = Vec::with_capacity(8 + name.len());
+    frame.push(MSG_ACQUIRE);
+    frame.push(VERSION);
+    frame.extend_from_slice(&lease.to_be_bytes());
+    frame.extend_from_slice(&(name.len() as u16).to_be_bytes());
+    frame.extend_from_slice(name);
+    Ok(frame)
+}
+
+/// One complete server -> client frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Frame {
+    Waiting,
+    Acquired { token: u64 },
+    Error { code: u8, reason: String },
+}
+
+/// Reassembles server frames from the byte stream.
+#[derive(Debug, Default)]
+pub(crate) struct Decoder {
+    buf: Vec<u8>,
+}
+
+impl Decoder {
+    /// Appends bytes as they came from one read.
+    pub(crate) fn feed(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// Takes the next complete frame, `Ok(None)` when more bytes are needed,
+    /// or a protocol error for a type byte the server may not send. After an
+    /// error the stream is unusable: the caller closes the connection.
+    pub(crate) fn next_frame(&mut self) -> Result<Option<Frame>, Error> {
+        let Some(&kind) = self.buf.first() else {
+            return Ok(None);
+        };
+        let (frame, len) = match kind {
+            MSG_WAITING => (Frame::Waiting, 1),
+            MSG_ACQUIRED => {
+                let Some(body) = self.buf.get(1..9) else {
+                    return Ok(None);
+                };
+                let mut token = [0u8; 8];
+                token.copy_from_slice(body);
+                let token = u64::from_be_bytes(token);
+                (Frame::Acquired { token }, 9)
+            }
+            MSG_ERROR => {
+                let (Some(&code), Some(&reason_len)) = (self.buf.get(1), self.buf.get(2)) else {
+                    return Ok(None);
+                };
+                let end = 3 + usize::from(reason_len);
+                let Some(reason) = self.buf.get(3..end) else {
+                    return Ok(None);
+                };
+                // The reason is for humans only: keep what we can of it.
+                let reason = String::from_utf8_lossy(reason).into_owned();
+                (Frame::Error { code, reason }, end)
+            }
+            other => {
+                return Err(Error::Protocol(format!(
+                    "unknown message type from server: 0x{other:02x}"
+                )))
+            }
+        };
+        self.buf.drain(..len);
+        Ok(Some(frame))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec;
+
+    fn hex(s: &str) -> Vec<u8> {
+        spec::hex(s)
+    }
+
+    #[test]
+    fn constants_match_spec() {
+        let c = spec::load("constants.json");
+        assert_eq!(c["protocol_version"], u64::from(VERSION));
+        let types = &c["message_types"];
+        assert_eq!(types["ACQUIRE"], u64::from(MSG_ACQUIRE));
+        assert_eq!(types["HEARTBEAT"], u64::from(MSG_HEARTBEAT));
+        assert_eq!(types["WAITING"], u64::from(MSG_WAITING));
+        assert_eq!(types["ACQUIRED"], u64::from(MSG_ACQUIRED));
+        assert_eq!(types["ERROR"], u64::from(MSG_ERROR));
+        assert_eq!(c["max_name_len"], MAX_NAME_LEN as u64);
+        assert_eq!(c["lease_ms"]["min"], 1);
+        assert_eq!(c["lease_ms"]["max"], MAX_LEASE_MS);
+    }
+
+    #[test]
+    fn client_frames_match_vectors() {
+        let v = spec::load("vectors/frames.json");
+        for case in v["client_valid"].as_array().unwrap() {
+            let desc = case["desc"].as_str().unwrap();
+            let want = hex(case["hex"].as_str().unwrap());
+            let got = match case["type"].as_str().unwrap() {
+                "ACQUIRE" => {
+                    let name = case["name"].as_str().unwrap();
+                    let lease = case["lease_ms"].as_u64().unwrap();
+                    encode_acquire(name.as_bytes(), lease).unwrap()
+                }
+                "HEARTBEAT" => HEARTBEAT.to_vec(),
+                other => panic!("{desc}: unexpected type {other}"),
+            };
+            assert_eq!(got, want, "{desc}");
+        }
+    }
+
+    #[test]
+    fn invalid_client_inputs_are_refused_with_the_server_code() {
+        let v = spec::load("vectors/frames.json");
+        for case in v["client_invalid"].as_array().unwrap() {
+            let desc = case["desc"].as_str().unwrap();
+            let name = hex(case["name_hex"].as_str().unwrap());
+            let lease = case["lease_ms"].as_u64().unwrap();
+            let code = case["code"].as_u64().unwrap() as u8;
+            let err = encode_acquire(&name, lease).unwrap_err();
+            assert_eq!(err.code(), Some(code), "{desc}");
+            assert!(!err.is_temporary(), "{desc}");
+            assert_eq!(
+                err.reason().unwrap().origin(),
+                crate::Origin::Client,
+                "{desc}"
+            );
+        }
+    }
+
+    fn expected_frame(case: &serde_json::Value) -> Frame {
+        match case["type"].as_str().unwrap() {
+            "WAITING" => Frame::Waiting,
+            "ACQUIRED" => Frame::Acquired {
+                token: case["token"].as_str().unwrap().parse().unwrap(),
+            },
+            "ERROR" => Frame::Error {
+                code: case["code"].as_u64().unwrap() as u8,
+                reason: case["reason"].as_str().unwrap().to_owned(),
+            },
+            other => panic!("unexpected type {other}"),
+        }
+    }
+
+    #[test]
+    fn server_frames_decode_whole_and_byte_by_byte() {
+        let v = spec::load("vectors/frames.json");
+        let cases = v["server_valid"].as_array().unwrap();
+        let mut stream = Vec::new();
+        let mut want_all = Vec::new();
+        for case in cases {
+            let desc = case["desc"].as_str().unwrap();
+            let bytes = hex(case["hex"].as_str().unwrap());
+            let want = expected_frame(case);
+
+            let mut whole = Decoder::default();
+            whole.feed(&bytes);
+            assert_eq!(whole.next_frame().unwrap(), Some(want.clone()), "{desc}");
+            assert_eq!(whole.next_frame().unwrap(), None, "{desc}: nothing left");
+
+            let mut split = Decoder::default();
+            for (i, b) in bytes.iter().enumerate() {
+                split.feed(std::slice::from_ref(b));
+                let got = split.next_frame().unwrap();
+                if i + 1 < bytes.len() {
+                    assert_eq!(got, None, "{desc}: complete after {} bytes", i + 1);
+                } else {
+                    assert_eq!(got, Some(want.clone()), "{desc}");
+                }
+            }
+            stream.extend_from_slice(&bytes);
+            want_all.push(want);
+        }
+
+        // All frames in one read, then in chunks of every size.
+        for chunk in 1..=stream.len() {
+            let mut d = Decoder::default();
+            let mut got = Vec::new();
+            for piece in stream.chunks(chunk) {
+                d.feed(piece);
+                while let Some(f) = d.next_frame().unwrap() {
+                    got.push(f);
+                }
+            }
+            assert_eq!(got, want_all, "chunk size {chunk}");
+        }
+    }
+
+    #[test]
+    fn unknown_server_type_is_a_protocol_error() {
+        for byte in [0x00u8, 0x01, 0x02, 0x14, 0x7f, 0xff] {
+            let mut d = Decoder::default();
+            d.feed(&[byte]);
+            let err = d.next_frame().unwrap_err();
+            assert!(matches!(err, Error::Protocol(_)), "0x{byte:02x}");
+            assert_eq!(err.code(), None);
+        }
+    }
+
+    #[test]
+    fn invalid_utf8_reason_is_kept_lossily() {
+        let mut d = Decoder::default();
+        d.feed(&[MSG_ERROR, 0x02, 2, 0xff, b'x']);
+        assert_eq!(
+            d.next_frame().unwrap(),
+            Some(Frame::Error {
+                code: 2,
+                reason: "\u{fffd}x".into()
+            })
+        );
+    }
+}

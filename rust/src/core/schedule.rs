@@ -1,0 +1,136 @@
+//! The heartbeat schedule: how often to send, and how long a lock stays
+//! valid after an acknowledged send. All values derive from the lease.
+
+use std::time::Duration;
+
+const BASE_INTERVAL_FACTOR: f64 = 0.25;
+const CLIENT_TIMEOUT_FACTOR: f64 = 0.8;
+const SRTT_ALPHA: f64 = 0.2;
+const SAFE_RTT_FACTOR: f64 = 2.0;
+const MIN_INTERVAL_MS: f64 = 1.0;
+
+/// Heartbeat timing for one connection, in milliseconds as `f64` so that
+/// the arithmetic matches `spec/vectors/heartbeat.json` exactly.
+#[derive(Debug, Clone)]
+pub(crate) struct Schedule {
+    lease_ms: f64,
+    srtt_ms: Option<f64>,
+}
+
+impl Schedule {
+    pub(crate) fn new(lease_ms: u32) -> Schedule {
+        Schedule {
+            lease_ms: f64::from(lease_ms),
+            srtt_ms: None,
+        }
+    }
+
+    /// Feeds one round-trip sample (send of ACQUIRE/HEARTBEAT to its reply).
+    pub(crate) fn observe_rtt(&mut self, rtt: Duration) {
+        self.observe_rtt_ms(rtt.as_secs_f64() * 1000.0);
+    }
+
+    fn observe_rtt_ms(&mut self, rtt_ms: f64) {
+        self.srtt_ms = Some(match self.srtt_ms {
+            None => rtt_ms,
+            Some(srtt) => srtt + SRTT_ALPHA * (rtt_ms - srtt),
+        });
+    }
+
+    fn base_interval_ms(&self) -> f64 {
+        self.lease_ms * BASE_INTERVAL_FACTOR
+    }
+
+    fn client_timeout_ms(&self) -> f64 {
+        self.lease_ms * CLIENT_TIMEOUT_FACTOR
+    }
+
+    fn interval_ms(&self) -> f64 {
+        let base = self.base_interval_ms();
+        let safe_rtt = SAFE_RTT_FACTOR * self.srtt_ms.unwrap_or(0.0);
+        // Not f64::clamp: for leases under 4 ms the base is below the minimum,
+        // and the base (the upper bound) wins.
+        (base - safe_rtt).max(MIN_INTERVAL_MS).min(base)
+    }
+
+    /// Time from one heartbeat send to the next.
+    pub(crate) fn interval(&self) -> Duration {
+        ms(self.interval_ms())
+    }
+
+    /// How long after an acknowledged send the client still trusts its
+    /// session: 0.8 of the lease, so it always gives up before the server.
+    pub(crate) fn client_timeout(&self) -> Duration {
+        ms(self.client_timeout_ms())
+    }
+}
+
+fn ms(value: f64) -> Duration {
+    Duration::from_secs_f64(value / 1000.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec;
+
+    fn close(a: f64, b: f64, tol: f64) -> bool {
+        (a - b).abs() <= tol
+    }
+
+    #[test]
+    fn constants_match_spec() {
+        let c = spec::load("constants.json");
+        let hb = &c["heartbeat"];
+        assert_eq!(hb["base_interval_factor"], BASE_INTERVAL_FACTOR);
+        assert_eq!(hb["client_timeout_factor"], CLIENT_TIMEOUT_FACTOR);
+        assert_eq!(hb["srtt_alpha"], SRTT_ALPHA);
+        assert_eq!(hb["safe_rtt_factor"].as_f64().unwrap(), SAFE_RTT_FACTOR);
+        assert_eq!(hb["min_interval_ms"].as_f64().unwrap(), MIN_INTERVAL_MS);
+    }
+
+    #[test]
+    fn schedule_matches_vectors() {
+        let v = spec::load("vectors/heartbeat.json");
+        let tol = v["tolerance_ms"].as_f64().unwrap();
+        for case in v["cases"].as_array().unwrap() {
+            let desc = case["desc"].as_str().unwrap();
+            let lease = case["lease_ms"].as_u64().unwrap() as u32;
+            let mut s = Schedule::new(lease);
+            let f = |key: &str| case[key].as_f64().unwrap();
+            assert!(
+                close(s.base_interval_ms(), f("base_interval_ms"), tol),
+                "{desc}"
+            );
+            assert!(
+                close(s.client_timeout_ms(), f("client_timeout_ms"), tol),
+                "{desc}"
+            );
+            assert!(
+                close(s.interval_ms(), f("initial_interval_ms"), tol),
+                "{desc}"
+            );
+            for (i, step) in case["steps"].as_array().unwrap().iter().enumerate() {
+                s.observe_rtt_ms(step["rtt_ms"].as_f64().unwrap());
+                let srtt = s.srtt_ms.unwrap();
+                let want_srtt = step["srtt_ms"].as_f64().unwrap();
+                let want_interval = step["interval_ms"].as_f64().unwrap();
+                assert!(close(srtt, want_srtt, tol), "{desc} step {i}: srtt {srtt}");
+                assert!(
+                    close(s.interval_ms(), want_interval, tol),
+                    "{desc} step {i}: interval {}",
+                    s.interval_ms()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn durations_follow_milliseconds() {
+        let mut s = Schedule::new(1000);
+        assert_eq!(s.client_timeout(), Duration::from_millis(800));
+        assert_eq!(s.interval(), Duration::from_millis(250));
+        s.observe_rtt(Duration::from_millis(10));
+        assert_eq!(s.interval(), Duration::from_millis(230));
+    }
+}

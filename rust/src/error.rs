@@ -1,0 +1,389 @@
+//! The one error type of the crate.
+//!
+//! Every ERROR code of the wire protocol has its own variant, so a caller can
+//! `match` on the condition; the code itself stays available through
+//! [`Error::code`], and the retry class through [`Error::is_temporary`].
+
+use std::fmt;
+use std::io;
+use std::sync::Arc;
+
+/// Codes below this value are server conditions a reconnect may cure; from
+/// it on the request itself is at fault (see `spec/errors.json`).
+pub(crate) const FIRST_TERMINAL_CODE: u8 = 0x10;
+
+/// Where a wire-coded error was detected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Origin {
+    /// The server sent an ERROR frame with this code.
+    Server,
+    /// The client refused the request before sending a byte, with the code
+    /// the server would have answered.
+    Client,
+}
+
+/// The details of an error that has a wire code: the human-readable reason
+/// and who detected it.
+///
+/// The reason is for people; branch on [`Error::code`] or on the variant,
+/// never on the text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reason {
+    text: String,
+    origin: Origin,
+}
+
+impl Reason {
+    pub(crate) fn server(text: impl Into<String>) -> Reason {
+        Reason {
+            text: text.into(),
+            origin: Origin::Server,
+        }
+    }
+
+    pub(crate) fn client(text: impl Into<String>) -> Reason {
+        Reason {
+            text: text.into(),
+            origin: Origin::Client,
+        }
+    }
+
+    /// The reason text: what the server sent (possibly empty), or the
+    /// canonical text of the code when the client refused the request.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// Who detected the condition.
+    pub fn origin(&self) -> Origin {
+        self.origin
+    }
+}
+
+/// Everything that can go wrong when acquiring or holding a lock.
+///
+/// The first group of variants maps one-to-one to the wire protocol's ERROR
+/// codes ([`Error::code`] returns it). [`Error::UnknownCode`] covers codes
+/// this version does not know yet; they are classified by range like all
+/// others. The rest are client-side conditions without a code.
+///
+/// ```
+/// use monolock::Error;
+///
+/// let err = Error::from_code(0x01, "server shutting down");
+/// assert!(matches!(err, Error::ShuttingDown(_)));
+/// assert_eq!(err.code(), Some(0x01));
+/// assert!(err.is_temporary());
+///
+/// // Codes from a newer server are classified by range.
+/// assert!(Error::from_code(0x05, "").is_temporary());
+/// assert!(!Error::from_code(0x7e, "future").is_temporary());
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum Error {
+    /// 0x01: the server is shutting down. Temporary.
+    ShuttingDown(Reason),
+    /// 0x02: an administrator closed the session. Temporary.
+    AdminClosed(Reason),
+    /// 0x10: the server does not speak this protocol version.
+    UnsupportedVersion(Reason),
+    /// 0x11: the first message was not ACQUIRE (a client bug).
+    ExpectedAcquire(Reason),
+    /// 0x12: a second ACQUIRE on one connection (a client bug).
+    DuplicateAcquire(Reason),
+    /// 0x13: a byte that is not a client message type.
+    UnknownMessage(Reason),
+    /// 0x14: the lock name is empty.
+    EmptyName(Reason),
+    /// 0x15: the lock name is longer than 255 bytes.
+    NameTooLong(Reason),
+    /// 0x16: the lock name is not valid UTF-8.
+    NameNotUtf8(Reason),
+    /// 0x17: the lease is outside 1..=4294967295 milliseconds.
+    InvalidLease(Reason),
+    /// 0x18: this client's identity may not take this lock name.
+    NotAuthorized(Reason),
+    /// An ERROR code this version of the protocol does not know.
+    UnknownCode {
+        /// The wire code.
+        code: u8,
+        /// What the server said about it.
+        reason: Reason,
+    },
+    /// Try-acquire found the lock held by someone else.
+    Busy,
+    /// The caller's deadline passed while acquiring; or, as the cause of
+    /// [`Error::Lost`], no acknowledgement arrived within the client timeout.
+    Timeout,
+    /// The caller cancelled a pending acquire.
+    Cancelled,
+    /// A held lock was lost; the cause says why. Never re-acquired silently.
+    Lost(Box<Error>),
+    /// A connection could not be made, or failed.
+    Io(Arc<io::Error>),
+    /// The server sent bytes that break the protocol (an unknown message
+    /// type, or a reply the client did not ask for). The connection is
+    /// dropped, like after an I/O failure.
+    Protocol(String),
+}
+
+/// Canonical text of every known wire code, in code order. Pinned against
+/// `spec/errors.json` by a test.
+pub(crate) const CANONICAL: [(u8, &str); 11] = [
+    (0x01, "server shutting down"),
+    (0x02, "closed by administrator"),
+    (0x10, "unsupported protocol version"),
+    (0x11, "first message must be ACQUIRE"),
+    (0x12, "duplicate ACQUIRE"),
+    (0x13, "unknown message type"),
+    (0x14, "empty lock name"),
+    (0x15, "lock name too long"),
+    (0x16, "lock name is not valid UTF-8"),
+    (0x17, "lease must be positive"),
+    (0x18, "not authorized for lock"),
+];
+
+/// The canonical text of a wire code, if this version knows the code.
+pub(crate) fn canonical_text(code: u8) -> Option<&'static str> {
+    CANONICAL.iter().find(|(c, _)| *c == code).map(|(_, t)| *t)
+}
+
+impl Error {
+    /// Builds the error for an ERROR frame with `code` and `reason`, as the
+    /// server sent it. Unknown codes become [`Error::UnknownCode`].
+    pub fn from_code(code: u8, reason: impl Into<String>) -> Error {
+        Error::with_reason(code, Reason::server(reason))
+    }
+
+    /// The error the client raises itself, before sending, for a code the
+    /// server would have answered.
+    pub(crate) fn refused(code: u8) -> Error {
+        let text = canonical_text(code).unwrap_or("");
+        Error::with_reason(code, Reason::client(text))
+    }
+
+    fn with_reason(code: u8, reason: Reason) -> Error {
+        match code {
+            0x01 => Error::ShuttingDown(reason),
+            0x02 => Error::AdminClosed(reason),
+            0x10 => Error::UnsupportedVersion(reason),
+            0x11 => Error::ExpectedAcquire(reason),
+            0x12 => Error::DuplicateAcquire(reason),
+            0x13 => Error::UnknownMessage(reason),
+            0x14 => Error::EmptyName(reason),
+            0x15 => Error::NameTooLong(reason),
+            0x16 => Error::NameNotUtf8(reason),
+            0x17 => Error::InvalidLease(reason),
+            0x18 => Error::NotAuthorized(reason),
+            code => Error::UnknownCode { code, reason },
+        }
+    }
+
+    /// The wire code of this error, or `None` for conditions without one.
+    /// For [`Error::Lost`] it is the code of the cause.
+    pub fn code(&self) -> Option<u8> {
+        Some(match self {
+            Error::ShuttingDown(_) => 0x01,
+            Error::AdminClosed(_) => 0x02,
+            Error::UnsupportedVersion(_) => 0x10,
+            Error::ExpectedAcquire(_) => 0x11,
+            Error::DuplicateAcquire(_) => 0x12,
+            Error::UnknownMessage(_) => 0x13,
+            Error::EmptyName(_) => 0x14,
+            Error::NameTooLong(_) => 0x15,
+            Error::NameNotUtf8(_) => 0x16,
+            Error::InvalidLease(_) => 0x17,
+            Error::NotAuthorized(_) => 0x18,
+            Error::UnknownCode { code, .. } => *code,
+            Error::Lost(cause) => return cause.code(),
+            Error::Busy | Error::Timeout | Error::Cancelled | Error::Io(_) | Error::Protocol(_) => {
+                return None
+            }
+        })
+    }
+
+    /// Whether trying again (a new connection, a new ACQUIRE) may help.
+    ///
+    /// For coded errors this is `code < 0x10`, also for unknown codes.
+    /// Busy, timeouts, connection failures and protocol violations (a broken
+    /// connection, as far as the caller is concerned) are temporary; a
+    /// cancel is not. A lost lock is temporary when its cause is: a new
+    /// acquisition may succeed, with a new token.
+    pub fn is_temporary(&self) -> bool {
+        match self {
+            Error::Busy | Error::Timeout | Error::Io(_) | Error::Protocol(_) => true,
+            Error::Cancelled => false,
+            Error::Lost(cause) => cause.is_temporary(),
+            coded => coded.code().is_some_and(|c| c < FIRST_TERMINAL_CODE),
+        }
+    }
+
+    /// The reason of a wire-coded error (sent by the server or raised by the
+    /// client), or `None` for other conditions.
+    pub fn reason(&self) -> Option<&Reason> {
+        match self {
+            Error::ShuttingDown(r)
+            | Error::AdminClosed(r)
+            | Error::UnsupportedVersion(r)
+            | Error::ExpectedAcquire(r)
+            | Error::DuplicateAcquire(r)
+            | Error::UnknownMessage(r)
+            | Error::EmptyName(r)
+            | Error::NameTooLong(r)
+            | Error::NameNotUtf8(r)
+            | Error::InvalidLease(r)
+            | Error::NotAuthorized(r)
+            | Error::UnknownCode { reason: r, .. } => Some(r),
+            Error::Lost(cause) => cause.reason(),
+            _ => None,
+        }
+    }
+
+    /// True for a held lock that was lost ([`Error::Lost`]).
+    pub fn is_lost(&self) -> bool {
+        matches!(self, Error::Lost(_))
+    }
+
+    /// True for [`Error::Busy`].
+    pub fn is_busy(&self) -> bool {
+        matches!(self, Error::Busy)
+    }
+
+    /// True for [`Error::Timeout`] (also as the cause of a loss).
+    pub fn is_timeout(&self) -> bool {
+        match self {
+            Error::Timeout => true,
+            Error::Lost(cause) => cause.is_timeout(),
+            _ => false,
+        }
+    }
+
+    pub(crate) fn io(err: io::Error) -> Error {
+        Error::Io(Arc::new(err))
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Busy => f.write_str("monolock: lock is held by another client"),
+            Error::Timeout => f.write_str("monolock: timed out"),
+            Error::Cancelled => f.write_str("monolock: acquire cancelled"),
+            Error::Lost(cause) => write!(f, "monolock: lock lost: {cause}"),
+            Error::Io(err) => write!(f, "monolock: connection failed: {err}"),
+            Error::Protocol(what) => write!(f, "monolock: protocol violation: {what}"),
+            coded => {
+                let code = coded.code().unwrap_or_default();
+                let text = coded.reason().map(Reason::text).unwrap_or_default();
+                let text = match (text.is_empty(), canonical_text(code)) {
+                    (false, _) => text,
+                    (true, Some(canonical)) => canonical,
+                    (true, None) => "unknown error",
+                };
+                write!(f, "monolock: {text} (0x{code:02x})")
+            }
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io(err) => Some(err.as_ref()),
+            Error::Lost(cause) => Some(cause.as_ref()),
+            _ => None,
+        }
+    }
+}
+
+impl From<io::Error> for Error {
+    fn from(err: io::Error) -> Error {
+        Error::io(err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec;
+
+    /// Every code of spec/errors.json maps to its own variant, with the
+    /// canonical text and retry class of the table.
+    #[test]
+    fn error_table_matches_spec() {
+        let table = spec::load("errors.json");
+        let first_terminal = table["first_terminal_code"].as_u64().unwrap();
+        assert_eq!(first_terminal, u64::from(FIRST_TERMINAL_CODE));
+        let errors = table["errors"].as_array().unwrap();
+        assert_eq!(errors.len(), CANONICAL.len(), "every spec code is known");
+        for entry in errors {
+            let code = entry["code"].as_u64().unwrap() as u8;
+            let name = entry["name"].as_str().unwrap();
+            let err = Error::from_code(code, "x");
+            assert_eq!(err.code(), Some(code), "{name}");
+            assert_eq!(
+                err.is_temporary(),
+                entry["temporary"].as_bool().unwrap(),
+                "{name}"
+            );
+            assert_eq!(
+                canonical_text(code),
+                entry["text"].as_str(),
+                "canonical text of {name}"
+            );
+            assert_eq!(variant_name(&err), name, "variant of code {code}");
+            let refused = Error::refused(code);
+            assert_eq!(refused.reason().unwrap().origin(), Origin::Client);
+            assert_eq!(
+                refused.reason().unwrap().text(),
+                entry["text"].as_str().unwrap()
+            );
+        }
+        for example in table["unknown_code_examples"].as_array().unwrap() {
+            let code = example["code"].as_u64().unwrap() as u8;
+            let err = Error::from_code(code, "");
+            assert!(matches!(err, Error::UnknownCode { .. }), "code {code}");
+            assert_eq!(err.code(), Some(code));
+            assert_eq!(err.is_temporary(), example["temporary"].as_bool().unwrap());
+        }
+    }
+
+    /// Every byte value is classified by range, known or not.
+    #[test]
+    fn temporary_is_a_range() {
+        for code in 0..=255u8 {
+            assert_eq!(Error::from_code(code, "").is_temporary(), code < 0x10);
+        }
+    }
+
+    fn variant_name(err: &Error) -> &'static str {
+        match err {
+            Error::ShuttingDown(_) => "SHUTTING_DOWN",
+            Error::AdminClosed(_) => "ADMIN_CLOSED",
+            Error::UnsupportedVersion(_) => "UNSUPPORTED_VERSION",
+            Error::ExpectedAcquire(_) => "EXPECTED_ACQUIRE",
+            Error::DuplicateAcquire(_) => "DUPLICATE_ACQUIRE",
+            Error::UnknownMessage(_) => "UNKNOWN_MESSAGE",
+            Error::EmptyName(_) => "EMPTY_NAME",
+            Error::NameTooLong(_) => "NAME_TOO_LONG",
+            Error::NameNotUtf8(_) => "NAME_NOT_UTF8",
+            Error::InvalidLease(_) => "INVALID_LEASE",
+            Error::NotAuthorized(_) => "NOT_AUTHORIZED",
+            _ => "other",
+        }
+    }
+
+    #[test]
+    fn display_uses_reason_or_canonical_text() {
+        let e = Error::from_code(0x13, "unknown message type: 0x7f");
+        assert_eq!(e.to_string(), "monolock: unknown message type: 0x7f (0x13)");
+        let e = Error::from_code(0x15, "");
+        assert_eq!(e.to_string(), "monolock: lock name too long (0x15)");
+        let lost = Error::Lost(Box::new(Error::from_code(0x02, "")));
+        assert_eq!(lost.code(), Some(0x02));
+        assert!(lost.is_temporary());
+        assert!(lost.to_string().contains("closed by administrator"));
+    }
+}

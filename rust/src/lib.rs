@@ -1,0 +1,74 @@
+//! Client for [monolock], a lock service: named locks held over one TCP
+//! connection each, with a fencing token on every grant.
+//!
+//! - [`Client`] is the blocking client, on `std::net`, with no dependencies.
+//! - [`tokio::Client`] (feature `tokio`) is the async client; its acquire
+//!   futures are cancellation-safe: dropping one closes its connection.
+//! - The feature `tls` connects with TLS (rustls), for both clients.
+//!
+//! Both clients share one protocol core (frame codec, heartbeat schedule,
+//! reply accounting, validation); they only differ in how they wait.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//!
+//! let client = monolock::Client::builder()
+//!     .server("127.0.0.1:7117")
+//!     .lease(Duration::from_secs(5))
+//!     .build();
+//! let guard = client.acquire_timeout("jobs/nightly-report", Duration::from_secs(60))?;
+//! println!("token {} valid for {:?}", guard.token(),
+//!     guard.valid_until().saturating_duration_since(std::time::Instant::now()));
+//! drop(guard); // releases the lock
+//! # Ok::<(), monolock::Error>(())
+//! ```
+//!
+//! # Holding a lock
+//!
+//! A held lock is kept alive by heartbeats every quarter of the lease. It is
+//! safe to use until [`LockGuard::valid_until`]: the send time of the last
+//! acknowledged message plus 0.8 of the lease, so the client always gives
+//! up before the server does. When that passes, or the server ends the
+//! session, the lock is *lost*: the connection is closed and the guard
+//! reports why ([`LockGuard::wait_lost`], [`LockGuard::loss_reason`]). The
+//! client never re-acquires a lost lock silently; a new acquire gets a new
+//! token.
+//!
+//! # Errors
+//!
+//! [`Error`] has one variant per wire error code, plus client conditions.
+//! The code ([`Error::code`]) is the contract, and [`Error::is_temporary`]
+//! tells whether a retry may help (`code < 0x10`, also for codes this
+//! version does not know). While waiting, the client itself retries
+//! temporary errors with backoff until the caller's deadline.
+//!
+//! [monolock]: https://github.com/monolock/monolock
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+// Links to the tokio client only resolve when it is compiled in.
+#![cfg_attr(not(feature = "tokio"), allow(rustdoc::broken_intra_doc_links))]
+
+mod blocking;
+mod config;
+mod core;
+mod error;
+#[cfg(test)]
+mod spec;
+#[cfg(feature = "tls")]
+mod tls;
+#[cfg(feature = "tokio")]
+pub mod tokio;
+
+pub use blocking::{CancelHandle, Client, LockGuard, LossWatch};
+pub use config::{ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_SERVER};
+pub use error::{Error, Origin, Reason};
+
+// Compile-check the README's examples as doc-tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
+/// The `Result` of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

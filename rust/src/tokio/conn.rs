@@ -1,0 +1,80 @@
+//! Async connections: plain TCP, or TLS over TCP with the `tls` feature.
+
+use std::io;
+
+use ::tokio::io::{AsyncReadExt, AsyncWriteExt};
+use ::tokio::net::{lookup_host, TcpStream};
+
+use crate::config::Config;
+
+/// One connection to a server.
+pub(crate) enum Conn {
+    Tcp(TcpStream),
+    #[cfg(feature = "tls")]
+    Tls(Box<crate::tls::AsyncTls>),
+}
+
+impl Conn {
+    /// Connects to `server` (`host:port`), trying each resolved address in
+    /// turn, with TCP_NODELAY set. The caller bounds it with a timeout.
+    pub(crate) async fn connect(config: &Config, server: &str) -> io::Result<Conn> {
+        let mut last_err = None;
+        for addr in lookup_host(server).await? {
+            match TcpStream::connect(addr).await {
+                Ok(tcp) => {
+                    tcp.set_nodelay(true)?;
+                    return Conn::wrap(config, server, tcp).await;
+                }
+                Err(e) => last_err = Some(e),
+            }
+        }
+        Err(last_err.unwrap_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("no address for {server}"),
+            )
+        }))
+    }
+
+    #[cfg(not(feature = "tls"))]
+    async fn wrap(_: &Config, _: &str, tcp: TcpStream) -> io::Result<Conn> {
+        Ok(Conn::Tcp(tcp))
+    }
+
+    #[cfg(feature = "tls")]
+    async fn wrap(config: &Config, server: &str, tcp: TcpStream) -> io::Result<Conn> {
+        match &config.tls {
+            None => Ok(Conn::Tcp(tcp)),
+            Some(tls) => Ok(Conn::Tls(Box::new(
+                crate::tls::AsyncTls::handshake(tls, server, tcp).await?,
+            ))),
+        }
+    }
+
+    /// Reads what is there. Cancel-safe: if the future is dropped before it
+    /// completes, no byte is lost. An `UnexpectedEof` error when the server
+    /// closed the connection.
+    pub(crate) async fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = match self {
+            Conn::Tcp(tcp) => tcp.read(buf).await?,
+            #[cfg(feature = "tls")]
+            Conn::Tls(tls) => tls.read(buf).await?,
+        };
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "server closed the connection",
+            ));
+        }
+        Ok(n)
+    }
+
+    /// Writes a whole frame.
+    pub(crate) async fn send(&mut self, frame: &[u8]) -> io::Result<()> {
+        match self {
+            Conn::Tcp(tcp) => tcp.write_all(frame).await,
+            #[cfg(feature = "tls")]
+            Conn::Tls(tls) => tls.send(frame).await,
+        }
+    }
+}

@@ -1,0 +1,415 @@
+//! The blocking client against the real server, and against a scripted fake
+//! server for exact bytes and failure cases.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use common::*;
+use monolock::{CancelHandle, Client, Error};
+
+fn client(addr: &str, lease_ms: u64) -> Client {
+    Client::builder()
+        .server(addr)
+        .lease(Duration::from_millis(lease_ms))
+        .connect_timeout(Duration::from_secs(5))
+        .build()
+}
+
+#[test]
+fn acquire_hold_release_with_increasing_tokens() {
+    let server = Server::start();
+    let c = client(&server.addr, 2000);
+    let before = Instant::now();
+    let g1 = c.acquire("basic").unwrap();
+    let after = Instant::now();
+    assert_eq!(g1.name(), "basic");
+    // Valid for 0.8 of the lease from the ACQUIRE send, which happened
+    // between `before` and `after`.
+    let timeout = Duration::from_millis(1600);
+    assert!(g1.valid_until() >= before + timeout);
+    assert!(g1.valid_until() <= after + timeout);
+    assert!(!g1.is_lost());
+    g1.check().unwrap();
+    let t1 = g1.token();
+    g1.release();
+    let g2 = c.acquire_timeout("basic", Duration::from_secs(5)).unwrap();
+    assert!(g2.token() > t1, "{} after {t1}", g2.token());
+    let g3 = c.try_acquire("basic-other").unwrap();
+    assert!(g3.token() > g2.token());
+}
+
+#[test]
+fn try_acquire_reports_busy_and_sends_no_more() {
+    let server = Server::start();
+    let c = client(&server.addr, 2000);
+    let held = c.acquire("busy").unwrap();
+    let err = c.try_acquire("busy").unwrap_err();
+    assert!(matches!(err, Error::Busy), "{err}");
+    assert!(err.is_busy() && err.code().is_none());
+    drop(held);
+    // The busy attempt left no queue place behind. (The server sees the
+    // release a moment after the close, so wait briefly rather than try.)
+    c.acquire_timeout("busy", Duration::from_secs(5)).unwrap();
+}
+
+#[test]
+fn heartbeats_keep_a_short_lease_alive_and_move_validity() {
+    let server = Server::start();
+    let c = client(&server.addr, 200);
+    let g = c.acquire("heartbeats").unwrap();
+    let first = g.valid_until();
+    // Five leases: without heartbeats the server would drop the session.
+    assert!(g.wait_lost_timeout(Duration::from_millis(1000)).is_none());
+    assert!(g.valid_until() > first + Duration::from_millis(500));
+    g.check().unwrap();
+    // The server still sees us: a second client is queued, not granted.
+    assert!(c.try_acquire("heartbeats").unwrap_err().is_busy());
+}
+
+#[test]
+fn waiters_are_promoted_in_order_with_waiting_hooks() {
+    let server = Server::start();
+    let holder = client(&server.addr, 2000).acquire("fifo").unwrap();
+    let (tx, rx) = mpsc::channel();
+    let mut waiters = Vec::new();
+    for i in 0..2 {
+        let hook_tx = tx.clone();
+        let c = Client::builder()
+            .server(server.addr.clone())
+            .lease(Duration::from_millis(2000))
+            .on_waiting(move |name| hook_tx.send(format!("waiting {i} {name}")).unwrap())
+            .build();
+        let done_tx = tx.clone();
+        waiters.push(std::thread::spawn(move || {
+            let g = c.acquire_timeout("fifo", Duration::from_secs(20)).unwrap();
+            done_tx.send(format!("acquired {i}")).unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+            g.token()
+        }));
+        // Queue them one after the other.
+        assert_eq!(
+            rx.recv_timeout(Duration::from_secs(10)).unwrap(),
+            format!("waiting {i} fifo")
+        );
+    }
+    let t0 = holder.token();
+    drop(holder);
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(10)).unwrap(),
+        "acquired 0"
+    );
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(10)).unwrap(),
+        "acquired 1"
+    );
+    let tokens: Vec<u64> = waiters.into_iter().map(|w| w.join().unwrap()).collect();
+    assert!(t0 < tokens[0] && tokens[0] < tokens[1], "{t0} {tokens:?}");
+}
+
+#[test]
+fn acquire_timeout_gives_up_and_leaves_the_queue() {
+    let server = Server::start();
+    let c = client(&server.addr, 1000);
+    let holder = c.acquire("timeout").unwrap();
+    let start = Instant::now();
+    let err = c
+        .acquire_timeout("timeout", Duration::from_millis(300))
+        .unwrap_err();
+    let took = start.elapsed();
+    assert!(matches!(err, Error::Timeout), "{err}");
+    assert!(
+        took >= Duration::from_millis(290) && took < Duration::from_secs(5),
+        "{took:?}"
+    );
+    // A later waiter is promoted straight after the holder: the timed-out
+    // one is gone from the queue.
+    let c2 = c.clone();
+    let next = std::thread::spawn(move || c2.acquire_timeout("timeout", Duration::from_secs(10)));
+    std::thread::sleep(Duration::from_millis(100));
+    drop(holder);
+    next.join().unwrap().unwrap();
+}
+
+#[test]
+fn cancel_closes_the_waiting_connection() {
+    let server = Server::start();
+    let c = client(&server.addr, 1000);
+    let holder = c.acquire("cancel").unwrap();
+    let cancel = CancelHandle::new();
+    let waiter_cancel = cancel.clone();
+    let c2 = c.clone();
+    let waiter = std::thread::spawn(move || c2.acquire_cancellable("cancel", None, &waiter_cancel));
+    std::thread::sleep(Duration::from_millis(200));
+    let start = Instant::now();
+    cancel.cancel();
+    let res = waiter.join().unwrap();
+    assert!(matches!(res, Err(Error::Cancelled)), "{res:?}");
+    assert!(start.elapsed() < Duration::from_secs(2));
+    drop(holder);
+    // The cancelled waiter did not take the lock.
+    c.acquire_timeout("cancel", Duration::from_secs(5)).unwrap();
+}
+
+#[test]
+fn server_kill_loses_the_lock_with_an_io_cause() {
+    let mut server = Server::start();
+    let c = client(&server.addr, 1000);
+    let g = c.acquire("kill").unwrap();
+    let watch = g.watch();
+    server.kill();
+    let lost = g.wait_lost_timeout(Duration::from_secs(5)).expect("lost");
+    assert!(lost.is_lost());
+    let Error::Lost(cause) = &lost else {
+        panic!("{lost}")
+    };
+    assert!(matches!(**cause, Error::Io(_)), "{cause}");
+    assert!(g.is_lost());
+    assert!(matches!(g.check(), Err(Error::Lost(_))));
+    assert!(watch.wait().is_some());
+    assert!(g.loss_reason().is_some());
+}
+
+#[test]
+fn graceful_shutdown_loses_the_lock_with_code_1() {
+    let mut server = Server::start();
+    let c = client(&server.addr, 2000);
+    let g = c.acquire("shutdown").unwrap();
+    server.terminate();
+    let lost = g.wait_lost_timeout(Duration::from_secs(10)).expect("lost");
+    assert_eq!(lost.code(), Some(0x01), "{lost}");
+    assert!(lost.is_temporary());
+}
+
+#[test]
+fn validation_errors_send_nothing() {
+    // A listener nobody should connect to.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let cases: [(&str, u64, u8); 5] = [
+        ("", 1000, 0x14),
+        (&"a".repeat(256), 1000, 0x15),
+        (&"é".repeat(128), 1000, 0x15),
+        ("a", 0, 0x17),
+        ("a", 1 << 32, 0x17),
+    ];
+    for (name, lease, code) in cases {
+        let c = client(&addr, lease);
+        for res in [c.try_acquire(name), c.acquire(name)] {
+            let err = res.unwrap_err();
+            assert_eq!(err.code(), Some(code), "{name:?} {lease}");
+            assert!(!err.is_temporary());
+            assert_eq!(err.reason().unwrap().origin(), monolock::Origin::Client);
+        }
+    }
+    // Nothing connected.
+    assert!(listener.accept().is_err(), "a refused request connected");
+}
+
+#[test]
+fn exact_bytes_and_promotion_during_an_inflight_heartbeat() {
+    let fake = Fake::start(|listener| {
+        let mut s = accept(&listener);
+        assert_eq!(read_acquire(&mut s), (100, "exact".to_owned()));
+        send(&mut s, &waiting());
+        // Heartbeats run while waiting.
+        read_heartbeat(&mut s);
+        // Promote while the heartbeat is in flight, ack it afterwards.
+        send(&mut s, &acquired(41));
+        std::thread::sleep(Duration::from_millis(10));
+        send(&mut s, &acquired(41));
+        // Only one heartbeat in flight at any time: the next one comes
+        // only after an ack; answer a few of them, split over writes.
+        // Acks split over two writes, until the client closes.
+        let mut b = [0u8; 1];
+        while let Ok(1) = std::io::Read::read(&mut s, &mut b) {
+            assert_eq!(b[0], 0x02, "only heartbeats after ACQUIRE");
+            let a = acquired(41);
+            send(&mut s, &a[..3]);
+            std::thread::sleep(Duration::from_millis(2));
+            send(&mut s, &a[3..]);
+        }
+    });
+    let waited = Arc::new(AtomicUsize::new(0));
+    let w = Arc::clone(&waited);
+    let c = Client::builder()
+        .server(fake.addr.clone())
+        .lease(Duration::from_millis(100))
+        .on_waiting(move |_| {
+            w.fetch_add(1, Ordering::SeqCst);
+        })
+        .build();
+    let g = c.acquire_timeout("exact", Duration::from_secs(10)).unwrap();
+    assert_eq!(g.token(), 41);
+    assert_eq!(waited.load(Ordering::SeqCst), 1);
+    // Let the fake run its heartbeat exchanges, then release.
+    std::thread::sleep(Duration::from_millis(150));
+    assert!(!g.is_lost(), "{:?}", g.loss_reason());
+    g.release();
+    fake.join();
+}
+
+#[test]
+fn error_while_holding_is_a_loss_with_that_code() {
+    let fake = Fake::start(|listener| {
+        let mut s = accept(&listener);
+        read_acquire(&mut s);
+        send(&mut s, &acquired(7));
+        send(&mut s, &error(0x02, "closed by administrator"));
+        expect_close(&mut s);
+        // Not re-acquired silently: no second connection.
+        listener.set_nonblocking(true).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(
+            listener.accept().is_err(),
+            "client reconnected after a loss"
+        );
+    });
+    let g = client(&fake.addr, 1000).acquire("admin").unwrap();
+    let lost = g.wait_lost_timeout(Duration::from_secs(5)).unwrap();
+    let Error::Lost(cause) = &lost else {
+        panic!("{lost}")
+    };
+    assert!(matches!(**cause, Error::AdminClosed(_)), "{cause}");
+    assert_eq!(cause.reason().unwrap().text(), "closed by administrator");
+    fake.join();
+}
+
+#[test]
+fn silent_server_loses_the_lock_at_the_client_timeout() {
+    let (tx, rx) = mpsc::channel();
+    let fake = Fake::start(move |listener| {
+        let mut s = accept(&listener);
+        read_acquire(&mut s);
+        send(&mut s, &acquired(9));
+        // Never answer again.
+        expect_close(&mut s);
+        tx.send(Instant::now()).unwrap();
+    });
+    let start = Instant::now();
+    let g = client(&fake.addr, 300).acquire("silent").unwrap();
+    let lost = g.wait_lost_timeout(Duration::from_secs(5)).unwrap();
+    let at = start.elapsed();
+    assert!(lost.is_timeout(), "{lost}");
+    assert!(
+        at >= Duration::from_millis(230) && at < Duration::from_millis(2000),
+        "{at:?}"
+    );
+    // The connection was closed, and it was closed before "lost" was seen.
+    let closed = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert!(closed.duration_since(start) < at + Duration::from_millis(500));
+    fake.join();
+}
+
+#[test]
+fn temporary_errors_while_waiting_requeue_and_terminal_ones_return() {
+    let fake = Fake::start(|listener| {
+        // First: queued, then the server goes away with 0x01.
+        let mut s = accept(&listener);
+        read_acquire(&mut s);
+        send(&mut s, &waiting());
+        send(&mut s, &error(0x01, "server shutting down"));
+        drop(s);
+        // Second: an unknown temporary code.
+        let mut s = accept(&listener);
+        read_acquire(&mut s);
+        send(&mut s, &error(0x05, ""));
+        drop(s);
+        // Third: granted.
+        let mut s = accept(&listener);
+        read_acquire(&mut s);
+        send(&mut s, &acquired(3));
+        expect_close(&mut s);
+        // Then a terminal error for the next acquire.
+        let mut s = accept(&listener);
+        read_acquire(&mut s);
+        send(&mut s, &error(0x18, "not authorized for lock"));
+        drop(s);
+        // And an unknown terminal code.
+        let mut s = accept(&listener);
+        read_acquire(&mut s);
+        send(&mut s, &error(0x7e, "future"));
+        drop(s);
+    });
+    let waits = Arc::new(AtomicUsize::new(0));
+    let w = Arc::clone(&waits);
+    let c = Client::builder()
+        .server(fake.addr.clone())
+        .lease(Duration::from_millis(1000))
+        .on_waiting(move |_| {
+            w.fetch_add(1, Ordering::SeqCst);
+        })
+        .build();
+    let g = c
+        .acquire_timeout("requeue", Duration::from_secs(10))
+        .unwrap();
+    assert_eq!(g.token(), 3);
+    assert_eq!(waits.load(Ordering::SeqCst), 1);
+    drop(g);
+    let err = c
+        .acquire_timeout("requeue", Duration::from_secs(10))
+        .unwrap_err();
+    assert!(matches!(err, Error::NotAuthorized(_)), "{err}");
+    let err = c.acquire("requeue").unwrap_err();
+    assert!(
+        matches!(err, Error::UnknownCode { code: 0x7e, .. }),
+        "{err}"
+    );
+    assert!(!err.is_temporary());
+    fake.join();
+}
+
+#[test]
+fn try_acquire_does_not_retry_a_temporary_error() {
+    let fake = Fake::start(|listener| {
+        let mut s = accept(&listener);
+        read_acquire(&mut s);
+        send(&mut s, &error(0x01, ""));
+    });
+    let err = client(&fake.addr, 1000)
+        .try_acquire("try-temp")
+        .unwrap_err();
+    assert!(matches!(err, Error::ShuttingDown(_)), "{err}");
+    assert!(err.is_temporary());
+    fake.join();
+}
+
+#[test]
+fn unreachable_servers_fail_try_and_time_out_wait() {
+    // A port that was free a moment ago: connections are refused.
+    let addr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().to_string()
+    };
+    let c = client(&addr, 1000);
+    assert!(matches!(c.try_acquire("x").unwrap_err(), Error::Io(_)));
+    let start = Instant::now();
+    let err = c
+        .acquire_timeout("x", Duration::from_millis(400))
+        .unwrap_err();
+    assert!(matches!(err, Error::Timeout), "{err}");
+    let took = start.elapsed();
+    assert!(
+        took >= Duration::from_millis(390) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
+}
+
+#[test]
+fn second_server_is_tried_when_the_first_is_down() {
+    let server = Server::start();
+    let down = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().to_string()
+    };
+    let c = Client::builder()
+        .servers([down, server.addr.clone()])
+        .lease(Duration::from_millis(1000))
+        .build();
+    c.try_acquire("failover").unwrap();
+    c.acquire_timeout("failover", Duration::from_secs(5))
+        .unwrap();
+}

@@ -1,0 +1,216 @@
+//! Test harness shared by the integration tests: the real Go server, and a
+//! scripted fake server for exact-byte cases.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::OnceLock;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// The monolock server binary: `$MONOLOCK_BIN`, or built once from ../go.
+pub fn server_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Some(bin) = std::env::var_os("MONOLOCK_BIN") {
+            return PathBuf::from(bin);
+        }
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+        let bin = root.join("bin").join("monolock");
+        let status = Command::new("go")
+            .args(["build", "-o"])
+            .arg(&bin)
+            .arg("./cmd/monolock")
+            .current_dir(root.join("go"))
+            .status()
+            .expect("run go build (set MONOLOCK_BIN to use a prebuilt server)");
+        assert!(status.success(), "go build of the monolock server failed");
+        bin
+    })
+    .clone()
+}
+
+/// A real server on a free loopback port, killed on drop.
+pub struct Server {
+    pub addr: String,
+    child: Child,
+    _data: TempDir,
+}
+
+impl Server {
+    pub fn start() -> Server {
+        let data = TempDir::new();
+        let mut child = Command::new(server_bin())
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(&data.0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start monolock serve");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        // Parse the listen address, then keep draining stderr so that the
+        // server never blocks on a full pipe.
+        std::thread::spawn(move || {
+            let mut tx = Some(tx);
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if !line.contains("msg=listening") {
+                    continue;
+                }
+                let addr = line
+                    .split_whitespace()
+                    .find_map(|f| f.strip_prefix("addr="));
+                if let (Some(addr), Some(tx)) = (addr, tx.take()) {
+                    let _ = tx.send(addr.to_owned());
+                }
+            }
+        });
+        let addr = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("server printed its listen address");
+        Server {
+            addr,
+            child,
+            _data: data,
+        }
+    }
+
+    /// Stops the server at once (SIGKILL): its sessions end without a word.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Asks the server to shut down gracefully (SIGTERM).
+    pub fn terminate(&mut self) {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A temporary directory, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new() -> TempDir {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "monolock-rust-test-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A scripted fake server: `script` runs on its own thread with the
+/// listener; the test joins it to surface its assertion failures.
+pub struct Fake {
+    pub addr: String,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Fake {
+    pub fn start(script: impl FnOnce(TcpListener) + Send + 'static) -> Fake {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let handle = std::thread::spawn(move || script(listener));
+        Fake {
+            addr,
+            handle: Some(handle),
+        }
+    }
+
+    /// Waits for the script to finish; panics if it panicked.
+    pub fn join(mut self) {
+        if let Some(h) = self.handle.take() {
+            h.join().expect("fake server script failed");
+        }
+    }
+}
+
+/// Accepts one connection with a read timeout that keeps a broken test
+/// from hanging.
+pub fn accept(listener: &TcpListener) -> TcpStream {
+    let (stream, _) = listener.accept().unwrap();
+    stream.set_nodelay(true).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    stream
+}
+
+/// Reads one ACQUIRE frame; returns (lease_ms, name).
+pub fn read_acquire(stream: &mut TcpStream) -> (u32, String) {
+    let mut head = [0u8; 8];
+    stream.read_exact(&mut head).unwrap();
+    assert_eq!(head[0], 0x01, "ACQUIRE type");
+    assert_eq!(head[1], 0x01, "version");
+    let lease = u32::from_be_bytes(head[2..6].try_into().unwrap());
+    let len = u16::from_be_bytes(head[6..8].try_into().unwrap()) as usize;
+    let mut name = vec![0u8; len];
+    stream.read_exact(&mut name).unwrap();
+    (lease, String::from_utf8(name).unwrap())
+}
+
+/// Reads one HEARTBEAT byte.
+pub fn read_heartbeat(stream: &mut TcpStream) {
+    let mut b = [0u8; 1];
+    stream.read_exact(&mut b).unwrap();
+    assert_eq!(b[0], 0x02, "HEARTBEAT");
+}
+
+/// Waits until the client closes the connection (EOF), failing on data.
+pub fn expect_close(stream: &mut TcpStream) {
+    let mut b = [0u8; 1];
+    loop {
+        match stream.read(&mut b) {
+            Ok(0) => return,
+            Ok(_) if b[0] == 0x02 => continue, // a heartbeat may still come
+            Ok(_) => panic!("unexpected byte 0x{:02x} before close", b[0]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return,
+            Err(e) => panic!("waiting for close: {e}"),
+        }
+    }
+}
+
+pub fn waiting() -> Vec<u8> {
+    vec![0x11]
+}
+
+pub fn acquired(token: u64) -> Vec<u8> {
+    let mut v = vec![0x12];
+    v.extend_from_slice(&token.to_be_bytes());
+    v
+}
+
+pub fn error(code: u8, reason: &str) -> Vec<u8> {
+    let mut v = vec![0x13, code, reason.len() as u8];
+    v.extend_from_slice(reason.as_bytes());
+    v
+}
+
+pub fn send(stream: &mut TcpStream, bytes: &[u8]) {
+    stream.write_all(bytes).unwrap();
+}

@@ -1,0 +1,91 @@
+//! Pins the public surface: every exported item and method, by signature.
+//! A change here is a change of the crate's API.
+
+use std::time::{Duration, Instant};
+
+use monolock::{
+    CancelHandle, Client, ClientBuilder, Error, LockGuard, LossWatch, Origin, Reason,
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_SERVER,
+};
+
+#[test]
+fn blocking_surface() {
+    let _: fn() -> ClientBuilder = Client::builder;
+    let _: fn() -> ClientBuilder = ClientBuilder::new;
+    let _: fn(ClientBuilder, String) -> ClientBuilder = ClientBuilder::server;
+    let _: fn(ClientBuilder, Vec<String>) -> ClientBuilder = ClientBuilder::servers;
+    let _: fn(ClientBuilder, Duration) -> ClientBuilder = ClientBuilder::lease;
+    let _: fn(ClientBuilder, Duration) -> ClientBuilder = ClientBuilder::connect_timeout;
+    let _: fn(ClientBuilder) -> Client = ClientBuilder::build;
+    let _: fn(&Client, &str) -> Result<LockGuard, Error> = Client::acquire;
+    let _: fn(&Client, &str, Duration) -> Result<LockGuard, Error> = Client::acquire_timeout;
+    let _: fn(&Client, &str) -> Result<LockGuard, Error> = Client::try_acquire;
+    let _: fn(&Client, &str, Option<Duration>, &CancelHandle) -> Result<LockGuard, Error> =
+        Client::acquire_cancellable;
+    let _: fn(&LockGuard) -> u64 = LockGuard::token;
+    let _: fn(&LockGuard) -> &str = LockGuard::name;
+    let _: fn(&LockGuard) -> Instant = LockGuard::valid_until;
+    let _: fn(&LockGuard) -> bool = LockGuard::is_lost;
+    let _: fn(&LockGuard) -> Option<Error> = LockGuard::loss_reason;
+    let _: fn(&LockGuard) -> Result<(), Error> = LockGuard::check;
+    let _: fn(&LockGuard) -> Error = LockGuard::wait_lost;
+    let _: fn(&LockGuard, Duration) -> Option<Error> = LockGuard::wait_lost_timeout;
+    let _: fn(&LockGuard) -> LossWatch = LockGuard::watch;
+    let _: fn(LockGuard) = LockGuard::release;
+    let _: fn(&LossWatch) -> Option<Error> = LossWatch::wait;
+    let _: fn(&LossWatch) -> bool = LossWatch::is_lost;
+    let _: fn() -> CancelHandle = CancelHandle::new;
+    let _: fn(&CancelHandle) = CancelHandle::cancel;
+    let _: fn(&CancelHandle) -> bool = CancelHandle::is_cancelled;
+    assert_eq!(DEFAULT_SERVER, "127.0.0.1:7117");
+    assert_eq!(DEFAULT_LEASE, Duration::from_secs(10));
+    assert_eq!(DEFAULT_CONNECT_TIMEOUT, Duration::from_secs(5));
+}
+
+#[test]
+fn error_surface() {
+    let _: fn(u8, String) -> Error = Error::from_code;
+    let _: fn(&Error) -> Option<u8> = Error::code;
+    let _: fn(&Error) -> bool = Error::is_temporary;
+    let _: fn(&Error) -> Option<&Reason> = Error::reason;
+    let _: fn(&Error) -> bool = Error::is_lost;
+    let _: fn(&Error) -> bool = Error::is_busy;
+    let _: fn(&Error) -> bool = Error::is_timeout;
+    let _: fn(&Reason) -> &str = Reason::text;
+    let _: fn(&Reason) -> Origin = Reason::origin;
+    // Errors cross threads and live in boxes.
+    fn assert_traits<T: std::error::Error + Send + Sync + Clone + 'static>() {}
+    assert_traits::<Error>();
+    fn assert_send<T: Send + Sync>() {}
+    assert_send::<Client>();
+    assert_send::<LockGuard>();
+    assert_send::<LossWatch>();
+    assert_send::<CancelHandle>();
+}
+
+#[cfg(feature = "tokio")]
+#[test]
+fn tokio_surface() {
+    use monolock::tokio::{
+        Client as AsyncClient, LockGuard as AsyncGuard, LossWatch as AsyncWatch,
+    };
+    let _: fn() -> ClientBuilder = AsyncClient::builder;
+    let _: fn(ClientBuilder) -> AsyncClient = ClientBuilder::build_async;
+    let _: fn(&AsyncGuard) -> u64 = AsyncGuard::token;
+    let _: fn(&AsyncGuard) -> &str = AsyncGuard::name;
+    let _: fn(&AsyncGuard) -> Instant = AsyncGuard::valid_until;
+    let _: fn(&AsyncGuard) -> bool = AsyncGuard::is_lost;
+    let _: fn(&AsyncGuard) -> Option<Error> = AsyncGuard::loss_reason;
+    let _: fn(&AsyncGuard) -> Result<(), Error> = AsyncGuard::check;
+    let _: fn(&AsyncGuard) -> AsyncWatch = AsyncGuard::watch;
+    let _: fn(&AsyncWatch) -> bool = AsyncWatch::is_lost;
+    fn assert_send<T: Send + Sync>() {}
+    assert_send::<AsyncClient>();
+    assert_send::<AsyncGuard>();
+    // The acquire futures can be spawned on a multi-threaded runtime.
+    fn assert_send_future<F: std::future::Future + Send>(_: F) {}
+    let c = AsyncClient::builder().build_async();
+    assert_send_future(c.acquire("x"));
+    assert_send_future(c.acquire_timeout("x", Duration::from_secs(1)));
+    assert_send_future(c.try_acquire("x"));
+}

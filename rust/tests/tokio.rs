@@ -1,0 +1,244 @@
+//! The tokio client against the real server and a scripted fake server.
+#![cfg(feature = "tokio")]
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use common::*;
+use monolock::tokio::Client;
+use monolock::Error;
+
+fn client(addr: &str, lease_ms: u64) -> Client {
+    Client::builder()
+        .server(addr)
+        .lease(Duration::from_millis(lease_ms))
+        .build_async()
+}
+
+#[tokio::test]
+async fn acquire_release_busy_and_tokens() {
+    let server = Server::start();
+    let c = client(&server.addr, 2000);
+    let before = Instant::now();
+    let g = c.acquire("t-basic").await.unwrap();
+    let after = Instant::now();
+    let timeout = Duration::from_millis(1600);
+    assert!(g.valid_until() >= before + timeout && g.valid_until() <= after + timeout);
+    assert_eq!(g.name(), "t-basic");
+    let err = c.try_acquire("t-basic").await.unwrap_err();
+    assert!(err.is_busy(), "{err}");
+    let t1 = g.token();
+    g.release().await;
+    // The server sees the close a moment later: wait, don't try.
+    let g2 = c
+        .acquire_timeout("t-basic", Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert!(g2.token() > t1);
+    g2.check().unwrap();
+}
+
+#[tokio::test]
+async fn heartbeats_keep_a_short_lease_alive() {
+    let server = Server::start();
+    let c = client(&server.addr, 200);
+    let g = c.acquire("t-heartbeats").await.unwrap();
+    let first = g.valid_until();
+    tokio::select! {
+        lost = g.lost() => panic!("lost: {lost}"),
+        _ = tokio::time::sleep(Duration::from_millis(1000)) => {}
+    }
+    assert!(g.valid_until() > first + Duration::from_millis(500));
+    assert!(!g.is_lost());
+    assert!(c.try_acquire("t-heartbeats").await.unwrap_err().is_busy());
+}
+
+#[tokio::test]
+async fn waiting_hook_then_promotion_on_release() {
+    let server = Server::start();
+    let holder = client(&server.addr, 2000).acquire("t-fifo").await.unwrap();
+    let (tx, rx) = mpsc::channel();
+    let c = Client::builder()
+        .server(server.addr.clone())
+        .lease(Duration::from_millis(2000))
+        .on_waiting(move |name| tx.send(name.to_owned()).unwrap())
+        .build_async();
+    let waiter =
+        tokio::spawn(async move { c.acquire_timeout("t-fifo", Duration::from_secs(20)).await });
+    // The hook fires on the waiter's task; poll for it without blocking
+    // this (single-threaded) runtime.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(name) = rx.try_recv() {
+            assert_eq!(name, "t-fifo");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no waiting hook");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let t0 = holder.token();
+    drop(holder);
+    let g = waiter.await.unwrap().unwrap();
+    assert!(g.token() > t0);
+}
+
+#[tokio::test]
+async fn acquire_timeout_and_validation() {
+    let server = Server::start();
+    let c = client(&server.addr, 1000);
+    let _holder = c.acquire("t-timeout").await.unwrap();
+    let start = Instant::now();
+    let err = c
+        .acquire_timeout("t-timeout", Duration::from_millis(300))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Timeout), "{err}");
+    let took = start.elapsed();
+    assert!(
+        took >= Duration::from_millis(290) && took < Duration::from_secs(5),
+        "{took:?}"
+    );
+
+    let err = c.acquire("").await.unwrap_err();
+    assert_eq!(err.code(), Some(0x14));
+    let err = client(&server.addr, 0).acquire("a").await.unwrap_err();
+    assert_eq!(err.code(), Some(0x17));
+    let err = c.try_acquire(&"x".repeat(256)).await.unwrap_err();
+    assert_eq!(err.code(), Some(0x15));
+}
+
+#[tokio::test]
+async fn dropping_the_acquire_future_closes_the_connection() {
+    let (tx, rx) = mpsc::channel();
+    let fake = Fake::start(move |listener| {
+        let mut s = accept(&listener);
+        read_acquire(&mut s);
+        send(&mut s, &waiting());
+        expect_close(&mut s);
+        tx.send(Instant::now()).unwrap();
+    });
+    let c = client(&fake.addr, 1000);
+    let res = tokio::time::timeout(Duration::from_millis(200), c.acquire("t-drop")).await;
+    assert!(res.is_err(), "the acquire should still be pending");
+    let dropped = Instant::now();
+    let closed = tokio::task::spawn_blocking(move || rx.recv_timeout(Duration::from_secs(5)))
+        .await
+        .unwrap()
+        .expect("connection closed");
+    assert!(closed.duration_since(dropped) < Duration::from_secs(1));
+    fake.join();
+}
+
+#[tokio::test]
+async fn server_error_while_holding_is_reported_as_loss() {
+    let fake = Fake::start(|listener| {
+        let mut s = accept(&listener);
+        read_acquire(&mut s);
+        // Grant and error in one write: acquired, then lost.
+        let mut bytes = acquired(11);
+        bytes.extend(error(0x02, ""));
+        send(&mut s, &bytes);
+        expect_close(&mut s);
+    });
+    let g = client(&fake.addr, 1000).acquire("t-admin").await.unwrap();
+    assert_eq!(g.token(), 11);
+    let lost = tokio::time::timeout(Duration::from_secs(5), g.lost())
+        .await
+        .unwrap();
+    let Error::Lost(cause) = &lost else {
+        panic!("{lost}")
+    };
+    assert!(matches!(**cause, Error::AdminClosed(_)), "{cause}");
+    assert_eq!(lost.code(), Some(2));
+    assert!(g.is_lost());
+    assert!(g.loss_reason().is_some());
+    fake.join();
+}
+
+#[tokio::test]
+async fn silent_server_times_out_and_watch_sees_it() {
+    let fake = Fake::start(|listener| {
+        let mut s = accept(&listener);
+        read_acquire(&mut s);
+        send(&mut s, &acquired(12));
+        expect_close(&mut s);
+    });
+    let start = Instant::now();
+    let g = client(&fake.addr, 300).acquire("t-silent").await.unwrap();
+    let mut watch = g.watch();
+    let lost = tokio::time::timeout(Duration::from_secs(5), watch.wait())
+        .await
+        .unwrap()
+        .expect("lost, not released");
+    let at = start.elapsed();
+    assert!(lost.is_timeout(), "{lost}");
+    assert!(
+        at >= Duration::from_millis(230) && at < Duration::from_secs(2),
+        "{at:?}"
+    );
+    fake.join();
+}
+
+#[tokio::test]
+async fn watch_ends_with_none_on_release_and_kill_is_io_loss() {
+    let mut server = Server::start();
+    let c = client(&server.addr, 1000);
+    let g = c.acquire("t-watch").await.unwrap();
+    let mut watch = g.watch();
+    g.release().await;
+    assert!(watch.wait().await.is_none());
+
+    let g = c.acquire("t-watch").await.unwrap();
+    server.kill();
+    let lost = tokio::time::timeout(Duration::from_secs(5), g.lost())
+        .await
+        .unwrap();
+    let Error::Lost(cause) = &lost else {
+        panic!("{lost}")
+    };
+    assert!(matches!(**cause, Error::Io(_)), "{cause}");
+}
+
+#[tokio::test]
+async fn temporary_errors_requeue_with_backoff() {
+    let fake = Fake::start(|listener| {
+        let mut s = accept(&listener);
+        read_acquire(&mut s);
+        send(&mut s, &waiting());
+        send(&mut s, &error(0x01, ""));
+        drop(s);
+        let mut s = accept(&listener);
+        read_acquire(&mut s);
+        send(&mut s, &waiting());
+        send(&mut s, &acquired(21));
+        // Ack heartbeats until the client closes.
+        let mut b = [0u8; 1];
+        while let Ok(1) = std::io::Read::read(&mut s, &mut b) {
+            send(&mut s, &acquired(21));
+        }
+    });
+    let waits = Arc::new(AtomicUsize::new(0));
+    let w = Arc::clone(&waits);
+    let c = Client::builder()
+        .server(fake.addr.clone())
+        .lease(Duration::from_millis(1000))
+        .on_waiting(move |_| {
+            w.fetch_add(1, Ordering::SeqCst);
+        })
+        .build_async();
+    let g = c
+        .acquire_timeout("t-requeue", Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!(g.token(), 21);
+    assert_eq!(
+        waits.load(Ordering::SeqCst),
+        2,
+        "waiting again after the re-queue"
+    );
+    g.release().await;
+    fake.join();
+}
