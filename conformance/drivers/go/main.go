@@ -1,0 +1,327 @@
+// Command go is the conformance driver of the canonical Go client
+// (github.com/monolock/monolock/go/client). It speaks the pipe protocol of
+// docs/writing-a-client.md: JSON commands on stdin, JSON events on stdout,
+// one object per line. It uses the client's public API only.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/monolock/monolock/go/client"
+	"github.com/monolock/monolock/go/pkg/protocol"
+)
+
+// command is one line from the runner.
+type command struct {
+	Cmd              string   `json:"cmd"`
+	ID               string   `json:"id"`
+	Servers          []string `json:"servers"`
+	Name             *string  `json:"name"`
+	NameHex          *string  `json:"name_hex"`
+	LeaseMS          *uint64  `json:"lease_ms"`
+	Mode             string   `json:"mode"`
+	TimeoutMS        *int64   `json:"timeout_ms"`
+	ConnectTimeoutMS *int64   `json:"connect_timeout_ms"`
+}
+
+// output serialises event lines; every line is flushed at once.
+type output struct {
+	mu sync.Mutex
+	w  *bufio.Writer
+}
+
+func (o *output) emit(ev map[string]any) {
+	b, err := json.Marshal(ev)
+	if err != nil {
+		b, _ = json.Marshal(map[string]any{"event": "driver_error", "message": err.Error()})
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.w.Write(append(b, '\n'))
+	o.w.Flush()
+}
+
+func main() {
+	o := &output{w: bufio.NewWriter(os.Stdout)}
+	o.emit(map[string]any{"event": "ready", "client": "go",
+		"capabilities": []string{"cancel", "invalid_utf8_names"}})
+	d := &driver{out: o, claims: map[string]*claim{}}
+	sc := bufio.NewScanner(os.Stdin)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var c command
+		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
+			o.emit(map[string]any{"event": "driver_error", "message": "bad command: " + err.Error()})
+			continue
+		}
+		if c.Cmd == "quit" {
+			break
+		}
+		d.handle(c)
+	}
+	d.closeAll()
+}
+
+type driver struct {
+	out    *output
+	claims map[string]*claim
+}
+
+func (d *driver) driverError(format string, args ...any) {
+	d.out.emit(map[string]any{"event": "driver_error", "message": fmt.Sprintf(format, args...)})
+}
+
+func (d *driver) handle(c command) {
+	switch c.Cmd {
+	case "acquire":
+		if old := d.claims[c.ID]; old != nil && !old.finished() {
+			d.driverError("id %q is still in use", c.ID)
+			return
+		}
+		cl, err := newClaim(c, d.out)
+		if err != nil {
+			d.driverError("%v", err)
+			return
+		}
+		d.claims[c.ID] = cl
+		go cl.acquire()
+	case "release", "cancel":
+		cl := d.claims[c.ID]
+		if cl == nil {
+			d.driverError("unknown id %q", c.ID)
+			return
+		}
+		if c.Cmd == "release" {
+			cl.release()
+		} else {
+			cl.cancelWait()
+		}
+	default:
+		d.driverError("unknown command %q", c.Cmd)
+	}
+}
+
+// closeAll ends every claim quietly: quit releases everything.
+func (d *driver) closeAll() {
+	for _, cl := range d.claims {
+		cl.quit()
+	}
+}
+
+// claim is one acquire command and the lock it leads to.
+type claim struct {
+	id   string
+	out  *output
+	name string
+	mode string
+	opts []client.Option
+	ctx  context.Context
+
+	cancel   context.CancelFunc
+	acquired chan struct{} // closed when Acquire has returned and its event is out
+
+	mu      sync.Mutex
+	quiet   bool         // release or quit during the wait: no error event
+	lock    *client.Lock // set once granted
+	watched chan struct{}
+	ended   bool // no lock held any more (failed, lost or released)
+}
+
+func newClaim(c command, out *output) (*claim, error) {
+	cl := &claim{id: c.ID, out: out, mode: c.Mode, acquired: make(chan struct{})}
+	switch {
+	case c.ID == "":
+		return nil, errors.New("acquire without id")
+	case c.Mode != "wait" && c.Mode != "try":
+		return nil, fmt.Errorf("acquire %q: mode must be wait or try, not %q", c.ID, c.Mode)
+	case c.LeaseMS == nil:
+		return nil, fmt.Errorf("acquire %q: no lease_ms", c.ID)
+	}
+	switch {
+	case c.NameHex != nil:
+		b, err := hex.DecodeString(*c.NameHex)
+		if err != nil {
+			return nil, fmt.Errorf("acquire %q: name_hex: %w", c.ID, err)
+		}
+		cl.name = string(b) // Go strings hold any bytes: invalid UTF-8 reaches the client
+	case c.Name != nil:
+		cl.name = *c.Name
+	default:
+		return nil, fmt.Errorf("acquire %q: no name", c.ID)
+	}
+	// Leases beyond what a Duration holds are refused by the client all the
+	// same; clamp so that the conversion cannot overflow.
+	leaseMS := min(*c.LeaseMS, 1<<40)
+	cl.opts = []client.Option{
+		client.WithServers(c.Servers...),
+		client.WithLease(time.Duration(leaseMS) * time.Millisecond),
+		client.WithOnWaiting(func(string) { cl.emit("waiting") }),
+	}
+	if c.ConnectTimeoutMS != nil && *c.ConnectTimeoutMS > 0 {
+		cl.opts = append(cl.opts, client.WithDialTimeout(time.Duration(*c.ConnectTimeoutMS)*time.Millisecond))
+	}
+	cl.ctx, cl.cancel = context.WithCancel(context.Background())
+	if c.TimeoutMS != nil {
+		cl.ctx, cl.cancel = context.WithTimeout(context.Background(), time.Duration(*c.TimeoutMS)*time.Millisecond)
+	}
+	return cl, nil
+}
+
+func (cl *claim) emit(event string, kv ...any) {
+	ev := map[string]any{"event": event, "id": cl.id}
+	for i := 0; i+1 < len(kv); i += 2 {
+		ev[kv[i].(string)] = kv[i+1]
+	}
+	cl.out.emit(ev)
+}
+
+// emitFailure prints an error or lost event with the error's class.
+func (cl *claim) emitFailure(event, kind string, err error) {
+	var (
+		code      any // null unless there is a wire code
+		temporary any
+		se        *client.ServerError
+		pe        *protocol.Error
+	)
+	switch {
+	case errors.As(err, &se):
+		code, temporary = se.Code, se.Temporary()
+	case errors.As(err, &pe):
+		code, temporary = pe.Code, pe.Temporary()
+	}
+	cl.emit(event, "kind", kind, "code", code, "temporary", temporary, "message", err.Error())
+}
+
+// acquireKind classifies the error of a failed acquire.
+func acquireKind(err error) string {
+	var (
+		se *client.ServerError
+		pe *protocol.Error
+	)
+	switch {
+	case errors.Is(err, context.Canceled):
+		return "cancelled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, client.ErrBusy):
+		return "busy"
+	case errors.As(err, &se):
+		return "server"
+	case errors.As(err, &pe):
+		return "validation"
+	}
+	return "connect"
+}
+
+// lostKind classifies why a held lock was lost.
+func lostKind(err error) string {
+	var se *client.ServerError
+	switch {
+	case errors.As(err, &se):
+		return "server"
+	case errors.Is(err, client.ErrClientTimeout):
+		return "timeout"
+	}
+	return "io"
+}
+
+func (cl *claim) acquire() {
+	defer close(cl.acquired)
+	defer cl.cancel()
+	lock, err := cl.try()
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if err != nil {
+		cl.ended = true
+		if !cl.quiet { // a release or quit during the wait ends it silently
+			cl.emitFailure("error", acquireKind(err), err)
+		}
+		return
+	}
+	if cl.quiet { // released while the grant was on its way
+		lock.Release()
+		cl.ended = true
+		return
+	}
+	cl.lock = lock
+	cl.watched = make(chan struct{})
+	cl.emit("acquired", "token", strconv.FormatUint(lock.Token(), 10),
+		"valid_ms", float64(time.Until(lock.ValidUntil()).Microseconds())/1000)
+	go cl.watch(lock)
+}
+
+// try makes the client and runs the acquisition.
+func (cl *claim) try() (*client.Lock, error) {
+	c, err := client.New(cl.opts...)
+	if err != nil {
+		return nil, err
+	}
+	if cl.mode == "try" {
+		return c.TryAcquire(cl.ctx, cl.name)
+	}
+	return c.Acquire(cl.ctx, cl.name)
+}
+
+// watch reports the loss of a held lock; a release ends it silently.
+func (cl *claim) watch(lock *client.Lock) {
+	defer close(cl.watched)
+	<-lock.Done()
+	if err := lock.Err(); !errors.Is(err, client.ErrReleased) {
+		cl.emitFailure("lost", lostKind(err), err)
+	}
+	cl.mu.Lock()
+	cl.ended = true
+	cl.mu.Unlock()
+}
+
+func (cl *claim) finished() bool {
+	select {
+	case <-cl.acquired:
+	default:
+		return false
+	}
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	return cl.ended
+}
+
+// stop ends the claim without events of its own: a pending acquisition is
+// abandoned, a held lock released. It returns when all is closed and any
+// loss event that raced with it is out.
+func (cl *claim) stop() {
+	cl.mu.Lock()
+	cl.quiet = true
+	cl.mu.Unlock()
+	cl.cancel()
+	<-cl.acquired
+	cl.mu.Lock()
+	lock, watched := cl.lock, cl.watched
+	cl.mu.Unlock()
+	if lock != nil {
+		lock.Release()
+		<-watched
+	}
+}
+
+// release answers the release command: allowed in any state, always
+// answered with released.
+func (cl *claim) release() {
+	cl.stop()
+	cl.emit("released")
+}
+
+// cancelWait answers the cancel command: it ends a pending acquisition
+// (the error event with kind cancelled follows); for a granted or finished
+// claim there is nothing to cancel.
+func (cl *claim) cancelWait() { cl.cancel() }
+
+func (cl *claim) quit() { cl.stop() }

@@ -1,0 +1,233 @@
+package client
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/monolock/monolock/go/client/internal/backoff"
+	"github.com/monolock/monolock/go/pkg/protocol"
+)
+
+// Client makes lock claims against a monolock server. It holds no
+// connection of its own (each Lock has one) and is safe for concurrent use.
+type Client struct {
+	cfg config
+}
+
+// New returns a Client configured by opts. It fails on an invalid option,
+// for example protocol.ErrInvalidLease for a lease the server would refuse.
+func New(opts ...Option) (*Client, error) {
+	cfg := config{
+		servers:     []string{DefaultServer},
+		dialTimeout: DefaultDialTimeout,
+	}
+	if err := WithLease(DefaultLease)(&cfg); err != nil {
+		return nil, err
+	}
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.logger == nil {
+		cfg.logger = slog.New(slog.DiscardHandler)
+	}
+	return &Client{cfg: cfg}, nil
+}
+
+// Lease returns the lease the client asks for.
+func (c *Client) Lease() time.Duration { return c.cfg.lease }
+
+// Acquire takes the named lock, waiting in the server's queue until it is
+// granted or ctx is done. Temporary server errors and connection failures
+// while waiting lead to a new place in the queue after a backoff, for as long
+// as ctx allows. When ctx ends first, the error wraps ctx.Err(), and also the
+// cause of the last failed attempt if the attempt that ctx interrupted never
+// reached a server (so errors.Is(err, ErrUnavailable) tells "could not reach
+// the server" from "the lock stayed busy"). Terminal server errors
+// (*ServerError) are returned at once.
+//
+// ctx only bounds the wait: once granted, the lock is held until Release or
+// until it is lost, whatever happens to ctx.
+func (c *Client) Acquire(ctx context.Context, name string) (*Lock, error) {
+	return c.acquire(ctx, name, false)
+}
+
+// TryAcquire takes the named lock if it is free and returns ErrBusy at once
+// if another session holds it. It makes one attempt: a server error is
+// returned as *ServerError (temporary or not), and a server that cannot be
+// reached or does not answer gives an error wrapping ErrUnavailable.
+func (c *Client) TryAcquire(ctx context.Context, name string) (*Lock, error) {
+	return c.acquire(ctx, name, true)
+}
+
+func (c *Client) acquire(ctx context.Context, name string, try bool) (*Lock, error) {
+	// Validation first: a refused name never costs a connection.
+	frame, err := protocol.AppendAcquire(nil, name, c.cfg.leaseMS)
+	if err != nil {
+		return nil, err
+	}
+	log := c.cfg.logger.With("lock", name)
+	var (
+		bo      backoff.Backoff
+		lastErr error
+		next    int // index of the server to try first
+	)
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, interrupted(name, ctx, lastErr)
+		}
+		lock, used, queued, err := c.attempt(ctx, name, frame, try, next)
+		if err == nil {
+			return lock, nil
+		}
+		if ctx.Err() != nil {
+			if used >= 0 {
+				lastErr = nil // the interrupted attempt had reached a server
+			}
+			return nil, interrupted(name, ctx, lastErr)
+		}
+		if !retryable(err) || try {
+			return nil, err
+		}
+		lastErr = err
+		if used >= 0 {
+			// The server answered and then failed us (shutting down, say):
+			// give the next one of the list the first chance.
+			next = (used + 1) % len(c.cfg.servers)
+		}
+		if queued > backoff.Max {
+			bo.Reset() // a long healthy wait: this is no retry storm
+		}
+		delay := bo.Next()
+		log.Warn("monolock: acquisition failed, retrying", "err", err, "retry_in", delay)
+		if !sleep(ctx, delay) {
+			return nil, interrupted(name, ctx, lastErr)
+		}
+	}
+}
+
+// retryable reports whether a waiting acquisition should try again after err.
+func retryable(err error) bool {
+	var se *ServerError
+	if errors.As(err, &se) {
+		return se.Temporary()
+	}
+	return !errors.Is(err, ErrBusy)
+}
+
+// interrupted builds the error for an acquisition that ctx ended.
+func interrupted(name string, ctx context.Context, last error) error {
+	if last == nil {
+		return fmt.Errorf("monolock: acquire %q: %w", name, ctx.Err())
+	}
+	return fmt.Errorf("monolock: acquire %q: %w (last attempt: %w)", name, ctx.Err(), last)
+}
+
+// sleep waits for d or until ctx is done, reporting whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// attempt makes one claim: connect, ACQUIRE, and wait for the grant. used is
+// the index of the server that answered (-1 if none could be reached) and
+// queued how long the claim waited in the server's queue.
+func (c *Client) attempt(ctx context.Context, name string, frame []byte, try bool, first int) (lock *Lock, used int, queued time.Duration, err error) {
+	conn, raw, used, err := c.dial(ctx, first)
+	if err != nil {
+		return nil, -1, 0, err
+	}
+	s := startSession(conn, raw, name, frame, try, &c.cfg)
+	for {
+		select {
+		case ev := <-s.events:
+			switch {
+			case ev.waiting:
+				if c.cfg.onWaiting != nil {
+					c.cfg.onWaiting(name)
+				}
+			case ev.lock != nil:
+				return ev.lock, used, ev.queued, nil
+			default:
+				if try && !errors.Is(ev.err, ErrBusy) && !isServerError(ev.err) {
+					ev.err = fmt.Errorf("%w: %s: %w", ErrUnavailable, c.cfg.servers[used], ev.err)
+				}
+				return nil, used, ev.queued, ev.err
+			}
+		case <-ctx.Done():
+			s.stop()
+			<-s.done
+			return nil, used, 0, ctx.Err()
+		}
+	}
+}
+
+func isServerError(err error) bool {
+	var se *ServerError
+	return errors.As(err, &se)
+}
+
+// dial connects to the first server that answers, going through the list
+// from index first. conn is what the session speaks through (TLS or not);
+// raw is the TCP connection under it, which is what gets closed, so that
+// closing never blocks on a TLS alert.
+func (c *Client) dial(ctx context.Context, first int) (conn, raw net.Conn, used int, err error) {
+	var errs []error
+	for k := range c.cfg.servers {
+		i := (first + k) % len(c.cfg.servers)
+		addr := c.cfg.servers[i]
+		conn, raw, err := c.dialOne(ctx, addr)
+		if err == nil {
+			return conn, raw, i, nil
+		}
+		if ctx.Err() != nil {
+			return nil, nil, -1, ctx.Err()
+		}
+		c.cfg.logger.Debug("monolock: connect failed", "server", addr, "err", err)
+		errs = append(errs, fmt.Errorf("%s: %w", addr, err))
+	}
+	return nil, nil, -1, fmt.Errorf("%w: %w", ErrUnavailable, errors.Join(errs...))
+}
+
+func (c *Client) dialOne(ctx context.Context, addr string) (conn, raw net.Conn, err error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.dialTimeout)
+	defer cancel()
+	d := net.Dialer{}
+	raw, err = d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	if tc, ok := raw.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true) // frames are tiny; Go's default, stated here on purpose
+	}
+	if c.cfg.tls == nil {
+		return raw, raw, nil
+	}
+	cfg := c.cfg.tls
+	if cfg.ServerName == "" {
+		host, _, splitErr := net.SplitHostPort(addr)
+		if splitErr != nil {
+			host = addr
+		}
+		cfg = cfg.Clone()
+		cfg.ServerName = host
+	}
+	tc := tls.Client(raw, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		raw.Close()
+		return nil, nil, err
+	}
+	return tc, raw, nil
+}

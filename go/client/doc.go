@@ -1,0 +1,31 @@
+// Package client is the canonical Go client of monolock, a lock service whose
+// every grant carries a fencing token.
+//
+// One Lock is one TCP (or TLS) connection to the server: the connection is
+// the lease, and releasing a lock closes it. While a lock is held the client
+// sends heartbeats on the schedule of the protocol and tracks how long the
+// server is guaranteed to keep the lock (Lock.ValidUntil). When that time
+// passes without an acknowledgement, or the server reports an error, or the
+// connection fails, the lock is lost: Lock.Done closes and Lock.Err says why.
+// A lost lock is never re-acquired behind the caller's back; acquire again
+// and you get a new, larger token.
+//
+//	c, err := client.New(client.WithServers("locks.internal:7117"), client.WithLease(5*time.Second))
+//	if err != nil { ... }
+//	lock, err := c.Acquire(ctx, "jobs/nightly-report")
+//	if err != nil { ... }
+//	defer lock.Release()
+//	lctx, cancel := lock.Context(ctx) // cancelled if the lock is lost
+//	defer cancel()
+//	work(lctx, lock.Token()) // pass the token on to the guarded resource
+//
+// Waiting: Acquire queues on the server and blocks until the lock is granted
+// or ctx is done. While it waits it re-queues after temporary server errors
+// and connection failures, with exponential backoff and jitter, for as long
+// as ctx allows. TryAcquire returns ErrBusy at once instead of queueing.
+//
+// Errors: names and leases that the server would refuse are refused before
+// any byte is sent, with the canonical *protocol.Error of the code the server
+// would have used. An ERROR from the server arrives as *ServerError, which
+// matches the canonical error of its code with errors.Is.
+package client

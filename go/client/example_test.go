@@ -1,0 +1,59 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/monolock/monolock/go/client"
+)
+
+func ExampleClient_Acquire() {
+	c, err := client.New(client.WithServers("127.0.0.1:7117"), client.WithLease(5*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	lock, err := c.Acquire(ctx, "jobs/nightly-report")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lock.Release()
+
+	// Work under the lock, with a context that ends if the lock is lost,
+	// and hand the fencing token to the storage that the lock protects.
+	work, stop := lock.Context(context.Background())
+	defer stop()
+	if err := writeReport(work, lock.Token()); err != nil {
+		if errors.Is(lock.Err(), client.ErrLockLost) {
+			log.Printf("lost the lock: %v", lock.Err())
+		}
+		log.Fatal(err)
+	}
+}
+
+// writeReport stands for the work done under the lock.
+func writeReport(ctx context.Context, token uint64) error {
+	fmt.Println("writing with fencing token", token)
+	return ctx.Err()
+}
+
+func ExampleClient_TryAcquire() {
+	c, err := client.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	lock, err := c.TryAcquire(context.Background(), "jobs/cleanup")
+	switch {
+	case errors.Is(err, client.ErrBusy):
+		fmt.Println("someone else is cleaning up")
+		return
+	case err != nil:
+		log.Fatal(err)
+	}
+	defer lock.Release()
+	// ... clean up, passing lock.Token() to the storage layer ...
+}

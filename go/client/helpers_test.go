@@ -1,0 +1,110 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+const specDir = "../../spec"
+
+func loadSpec(t *testing.T, rel string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(specDir, rel))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, v))
+}
+
+// newClient returns a client for addr and registers a check that the test
+// leaves no session goroutine behind.
+func newClient(t *testing.T, addr string, lease time.Duration, opts ...Option) *Client {
+	t.Helper()
+	opts = append([]Option{WithServers(addr), WithLease(lease), WithDialTimeout(2 * time.Second)}, opts...)
+	c, err := New(opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { requireNoSessions(t) })
+	return c
+}
+
+// requireNoSessions fails if a session goroutine outlives the test: every
+// lock must end with its connection closed and both goroutines gone.
+func requireNoSessions(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for {
+		buf := make([]byte, 1<<20)
+		stacks := string(buf[:runtime.Stack(buf, true)])
+		var leaked []string
+		for _, g := range strings.Split(stacks, "\n\n") {
+			if strings.Contains(g, "client.(*session)") || strings.Contains(g, "client.startSession") {
+				leaked = append(leaked, g)
+			}
+		}
+		if len(leaked) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d session goroutines leaked:\n%s", len(leaked), strings.Join(leaked, "\n\n"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// ctxTimeout returns a context that ends after d, cancelled with the test.
+func ctxTimeout(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// acquireAsync runs Acquire (or TryAcquire) on its own goroutine.
+type acquireResult struct {
+	lock *Lock
+	err  error
+	at   time.Time
+}
+
+func acquireAsync(ctx context.Context, c *Client, name string, try bool) <-chan acquireResult {
+	ch := make(chan acquireResult, 1)
+	go func() {
+		var r acquireResult
+		if try {
+			r.lock, r.err = c.TryAcquire(ctx, name)
+		} else {
+			r.lock, r.err = c.Acquire(ctx, name)
+		}
+		r.at = time.Now()
+		ch <- r
+	}()
+	return ch
+}
+
+func result(t *testing.T, ch <-chan acquireResult) acquireResult {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(wait):
+		t.Fatal("acquire did not return")
+		return acquireResult{}
+	}
+}
+
+// lockDone waits for the lock to end and returns when Done closed.
+func lockDone(t *testing.T, l *Lock) time.Time {
+	t.Helper()
+	select {
+	case <-l.Done():
+		return time.Now()
+	case <-time.After(wait):
+		t.Fatal("lock did not end")
+		return time.Time{}
+	}
+}

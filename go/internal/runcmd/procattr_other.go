@@ -1,0 +1,10 @@
+//go:build unix && !linux
+
+package runcmd
+
+import "syscall"
+
+// procAttr puts the command in its own process group.
+func procAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true}
+}

@@ -1,0 +1,454 @@
+//go:build unix
+
+package runcmd
+
+// Unit tests of the command line, and tests of the real monolock binary
+// against the real server (monolock serve).
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/monolock/monolock/go/internal/testcerts"
+)
+
+// wait bounds every event-driven wait: generous for a loaded machine.
+const wait = 10 * time.Second
+
+var monolockBin string
+
+func TestMain(m *testing.M) {
+	os.Exit(func() int {
+		if bin := os.Getenv("MONOLOCK_BIN"); bin != "" {
+			monolockBin = bin
+			return m.Run()
+		}
+		dir, err := os.MkdirTemp("", "monolock-run-test")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		monolockBin = filepath.Join(dir, "monolock")
+		build := exec.Command("go", "build", "-o", monolockBin, "../../cmd/monolock")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "building monolock:", err)
+			return 1
+		}
+		return m.Run()
+	}())
+}
+
+func TestParse(t *testing.T) {
+	t.Setenv("MONOLOCK_SERVER", "")
+	o, err := parse([]string{"--no-wait", "--server", "a:1,b:2", "--server=c:3", "--lease", "2s", "--timeout=3s", "--conflict-exit-code", "9", "jobs/x", "--", "cmd", "-x", "--", "y"}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a:1", "b:2", "c:3"}, o.servers)
+	assert.True(t, o.noWait)
+	assert.Equal(t, 2*time.Second, o.lease)
+	assert.Equal(t, 3*time.Second, o.timeout)
+	assert.Equal(t, 9, o.conflictCode)
+	assert.Equal(t, "jobs/x", o.name)
+	assert.Equal(t, []string{"cmd", "-x", "--", "y"}, o.command)
+
+	o, err = parse([]string{"n", "true"}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"127.0.0.1:7117"}, o.servers)
+	assert.Equal(t, ExitConflict, o.conflictCode)
+	assert.Equal(t, []string{"true"}, o.command)
+
+	t.Setenv("MONOLOCK_SERVER", "env:1")
+	o, err = parse([]string{"n", "--", "true"}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"env:1"}, o.servers)
+	o, err = parse([]string{"--server", "flag:1", "n", "--", "true"}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"flag:1"}, o.servers, "--server replaces $MONOLOCK_SERVER")
+
+	for _, bad := range [][]string{
+		{}, {"n"}, {"n", "--"}, {"--bogus", "n", "--", "true"}, {"--timeout", "-1s", "n", "--", "true"},
+		{"--conflict-exit-code", "256", "n", "--", "true"}, {"--tls-cert", "c", "n", "--", "true"},
+		{"--server", ",", "n", "--", "true"},
+	} {
+		_, err := parse(bad, nil)
+		assert.Error(t, err, "%q", bad)
+	}
+}
+
+func TestHelpListsExitStatuses(t *testing.T) {
+	var out bytes.Buffer
+	require.Equal(t, 0, Main([]string{"-h"}, &out, &out))
+	for _, code := range []int{ExitUsage, ExitUnavailable, ExitConflict, ExitRefused, ExitLockLost, ExitInternal, ExitCannotExec, ExitNotFound} {
+		assert.Contains(t, out.String(), fmt.Sprintf("\n  %d ", code))
+	}
+	assert.Contains(t, out.String(), "--no-wait")
+	assert.Contains(t, out.String(), "MONOLOCK_TOKEN")
+}
+
+// serverProc is a real `monolock serve` process.
+type serverProc struct {
+	cmd  *exec.Cmd
+	addr string
+}
+
+var listenRE = regexp.MustCompile(`msg=listening addr=(\S+)`)
+
+func startServer(t *testing.T, extra ...string) *serverProc {
+	t.Helper()
+	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir(), "--admin", "off"}, extra...)
+	cmd := exec.Command(monolockBin, args...)
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if m := listenRE.FindStringSubmatch(sc.Text()); m != nil {
+				addr <- m[1]
+			}
+		}
+	}()
+	select {
+	case a := <-addr:
+		return &serverProc{cmd: cmd, addr: a}
+	case <-time.After(wait):
+		t.Fatal("server did not report its address")
+		return nil
+	}
+}
+
+// runProc is one `monolock run` process.
+type runProc struct {
+	cmd    *exec.Cmd
+	out    *syncBuffer
+	exited chan struct{}
+}
+
+type syncBuffer struct {
+	mu chanMutex
+	b  bytes.Buffer
+}
+
+// chanMutex is a mutex usable from the exec package's copying goroutine.
+type chanMutex chan struct{}
+
+func (m chanMutex) lock()   { m <- struct{}{} }
+func (m chanMutex) unlock() { <-m }
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.lock()
+	defer b.mu.unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.lock()
+	defer b.mu.unlock()
+	return b.b.String()
+}
+
+func startRun(t *testing.T, dir string, args ...string) *runProc {
+	t.Helper()
+	cmd := exec.Command(monolockBin, append([]string{"run"}, args...)...)
+	cmd.Dir = dir
+	out := &syncBuffer{mu: make(chanMutex, 1)}
+	cmd.Stdout, cmd.Stderr = out, out
+	// A command orphaned by a failed test may hold the output pipe open.
+	cmd.WaitDelay = time.Second
+	require.NoError(t, cmd.Start())
+	p := &runProc{cmd: cmd, out: out, exited: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		// SIGTERM is forwarded to the command's whole process group.
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.exited:
+		case <-time.After(wait):
+			_ = cmd.Process.Kill()
+			<-p.exited
+		}
+	})
+	return p
+}
+
+// status waits for the run to exit and returns its exit status.
+func (p *runProc) status(t *testing.T) int {
+	t.Helper()
+	select {
+	case <-p.exited:
+		return p.cmd.ProcessState.ExitCode()
+	case <-time.After(wait):
+		t.Fatalf("monolock run did not exit; output:\n%s", p.out.String())
+		return -1
+	}
+}
+
+func run(t *testing.T, dir string, args ...string) (int, string) {
+	t.Helper()
+	p := startRun(t, dir, args...)
+	return p.status(t), p.out.String()
+}
+
+// waitFile waits until path exists and is not empty, and returns its content.
+func waitFile(t *testing.T, path string) string {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(path); err == nil && len(b) > 0 && bytes.HasSuffix(b, []byte("\n")) {
+			return string(b)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("%s was not written", path)
+	return ""
+}
+
+func TestRunExportsTokenAndExitStatus(t *testing.T) {
+	srv := startServer(t)
+	code, out := run(t, t.TempDir(), "--server", srv.addr, "jobs/a", "--", "sh", "-c", `echo "token=$MONOLOCK_TOKEN name=$MONOLOCK_NAME"; exit 3`)
+	require.Equal(t, 3, code, out)
+	m := regexp.MustCompile(`token=(\d+) name=jobs/a`).FindStringSubmatch(out)
+	require.NotNil(t, m, out)
+	first, _ := strconv.ParseUint(m[1], 10, 64)
+
+	code, out = run(t, t.TempDir(), "--server", srv.addr, "jobs/a", "--", "sh", "-c", `echo "token=$MONOLOCK_TOKEN"`)
+	require.Equal(t, 0, code, out)
+	m = regexp.MustCompile(`token=(\d+)`).FindStringSubmatch(out)
+	require.NotNil(t, m, out)
+	second, _ := strconv.ParseUint(m[1], 10, 64)
+	assert.Greater(t, second, first)
+}
+
+func TestRunCommandStatuses(t *testing.T) {
+	srv := startServer(t)
+	dir := t.TempDir()
+	code, out := run(t, dir, "--server", srv.addr, "s", "--", "sh", "-c", "kill -KILL $$")
+	assert.Equal(t, 128+9, code, out)
+	code, out = run(t, dir, "--server", srv.addr, "s", "--", "/nonexistent/command")
+	assert.Equal(t, ExitNotFound, code, out)
+	code, out = run(t, dir, "--server", srv.addr, "s", "--", "/dev/null")
+	assert.Equal(t, ExitCannotExec, code, out)
+	code, out = run(t, dir, "--server", srv.addr, "", "--", "true")
+	assert.Equal(t, ExitUsage, code, out)
+	assert.Contains(t, out, "0x14")
+	code, out = run(t, dir, "--server", srv.addr, "--lease", "0s", "s", "--", "true")
+	assert.Equal(t, ExitUsage, code, out)
+	code, out = run(t, dir, "--bogus")
+	assert.Equal(t, ExitUsage, code, out)
+}
+
+func TestRunConnectionNotInherited(t *testing.T) {
+	srv := startServer(t)
+	code, out := run(t, t.TempDir(), "--server", srv.addr, "fd", "--", "sh", "-c", `ls -l /proc/$$/fd/`)
+	require.Equal(t, 0, code, out)
+	assert.NotContains(t, out, "socket:", "the command inherited a socket")
+	assert.Contains(t, out, "pipe:", "sanity: the listing shows the descriptors")
+}
+
+// TestRunSecondWaitsForFirst: the second run starts its command only after
+// the first one's command has finished.
+func TestRunSecondWaitsForFirst(t *testing.T) {
+	srv := startServer(t)
+	dir := t.TempDir()
+	script := `echo "$1 start $(date +%s%N)" >> log; sleep 0.4; echo "$1 end $(date +%s%N)" >> log`
+	first := startRun(t, dir, "--server", srv.addr, "serial", "--", "sh", "-c", script, "sh", "first")
+	require.Eventually(t, func() bool {
+		b, _ := os.ReadFile(filepath.Join(dir, "log"))
+		return strings.Contains(string(b), "first start")
+	}, wait, 5*time.Millisecond)
+	second := startRun(t, dir, "--server", srv.addr, "-v", "serial", "--", "sh", "-c", script, "sh", "second")
+	require.Equal(t, 0, first.status(t), first.out.String())
+	require.Equal(t, 0, second.status(t), second.out.String())
+	b, err := os.ReadFile(filepath.Join(dir, "log"))
+	require.NoError(t, err)
+	var order []string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Fields(line)
+		order = append(order, f[0]+" "+f[1])
+	}
+	require.Equal(t, []string{"first start", "first end", "second start", "second end"}, order)
+	assert.Contains(t, second.out.String(), "waiting for the lock")
+}
+
+func TestRunNoWaitAndTimeout(t *testing.T) {
+	srv := startServer(t)
+	dir := t.TempDir()
+	holder := startRun(t, dir, "--server", srv.addr, "busy", "--", "sh", "-c", "echo held > held; sleep 30")
+	waitFile(t, filepath.Join(dir, "held"))
+
+	code, out := run(t, dir, "--server", srv.addr, "--no-wait", "busy", "--", "touch", "ran")
+	assert.Equal(t, ExitConflict, code, out)
+	code, out = run(t, dir, "--server", srv.addr, "--no-wait", "--conflict-exit-code", "3", "busy", "--", "touch", "ran")
+	assert.Equal(t, 3, code, out)
+	start := time.Now()
+	code, out = run(t, dir, "--server", srv.addr, "--timeout", "300ms", "busy", "--", "touch", "ran")
+	assert.Equal(t, ExitConflict, code, out)
+	assert.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond)
+	assert.NoFileExists(t, filepath.Join(dir, "ran"))
+
+	// Signals go to the command; its status becomes ours; the lock is freed.
+	require.NoError(t, holder.cmd.Process.Signal(syscall.SIGTERM))
+	assert.Equal(t, 128+int(syscall.SIGTERM), holder.status(t), holder.out.String())
+	code, out = run(t, dir, "--server", srv.addr, "--no-wait", "busy", "--", "touch", "ran")
+	assert.Equal(t, 0, code, out)
+	assert.FileExists(t, filepath.Join(dir, "ran"))
+}
+
+func TestRunSignalForwardedToCommand(t *testing.T) {
+	srv := startServer(t)
+	dir := t.TempDir()
+	p := startRun(t, dir, "--server", srv.addr, "sig", "--", "sh", "-c",
+		`trap 'echo got INT; exit 7' INT; echo ready > ready; while :; do sleep 0.05; done`)
+	waitFile(t, filepath.Join(dir, "ready"))
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGINT))
+	assert.Equal(t, 7, p.status(t), p.out.String())
+	assert.Contains(t, p.out.String(), "got INT")
+}
+
+func TestRunSignalWhileWaiting(t *testing.T) {
+	srv := startServer(t)
+	dir := t.TempDir()
+	startRun(t, dir, "--server", srv.addr, "w", "--", "sh", "-c", "echo held > held; sleep 30")
+	waitFile(t, filepath.Join(dir, "held"))
+	p := startRun(t, dir, "--server", srv.addr, "-v", "w", "--", "touch", "ran")
+	require.Eventually(t, func() bool { return strings.Contains(p.out.String(), "waiting for the lock") }, wait, 5*time.Millisecond)
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGINT))
+	assert.Equal(t, 128+int(syscall.SIGINT), p.status(t), p.out.String())
+	assert.NoFileExists(t, filepath.Join(dir, "ran"))
+}
+
+func TestRunServerUnreachable(t *testing.T) {
+	srv := startServer(t)
+	require.NoError(t, srv.cmd.Process.Kill())
+	_ = srv.cmd.Wait()
+	code, out := run(t, t.TempDir(), "--server", srv.addr, "--no-wait", "u", "--", "true")
+	assert.Equal(t, ExitUnavailable, code, out)
+	code, out = run(t, t.TempDir(), "--server", srv.addr, "--timeout", "300ms", "u", "--", "true")
+	assert.Equal(t, ExitUnavailable, code, out)
+}
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// pid (comm) state ...: the state follows the last ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && s[i+2] != 'Z'
+}
+
+// TestRunLostLockKillsProcessGroup: the server goes silent (SIGSTOP), the
+// lock is lost after 0.8 x lease, and the whole process group goes: the
+// command gets SIGTERM, and a grandchild that ignores SIGTERM gets SIGKILL
+// after the grace period.
+func TestRunLostLockKillsProcessGroup(t *testing.T) {
+	srv := startServer(t)
+	dir := t.TempDir()
+	p := startRun(t, dir, "--server", srv.addr, "--lease", "500ms", "--grace", "300ms", "lost", "--", "sh", "-c",
+		`(trap '' TERM; exec sleep 300) & echo $! > grandchild; sleep 300 & echo $! > child; wait`)
+	grandchild, err := strconv.Atoi(strings.TrimSpace(waitFile(t, filepath.Join(dir, "grandchild"))))
+	require.NoError(t, err)
+	child, err := strconv.Atoi(strings.TrimSpace(waitFile(t, filepath.Join(dir, "child"))))
+	require.NoError(t, err)
+	require.True(t, alive(grandchild))
+	require.True(t, alive(child))
+
+	require.NoError(t, srv.cmd.Process.Signal(syscall.SIGSTOP))
+	stopped := time.Now()
+	require.Equal(t, ExitLockLost, p.status(t), p.out.String())
+	took := time.Since(stopped)
+	assert.Contains(t, p.out.String(), "lost")
+	assert.False(t, alive(grandchild), "the grandchild that ignores SIGTERM survived")
+	assert.False(t, alive(child), "the background child survived")
+	// 0.8 x 500ms to notice, 300ms grace, generous slack for a loaded machine.
+	assert.Less(t, took, 5*time.Second)
+}
+
+// TestRunLostLockTermIsEnough: a group that obeys SIGTERM is not kept
+// waiting for the grace period.
+func TestRunLostLockTermIsEnough(t *testing.T) {
+	srv := startServer(t)
+	dir := t.TempDir()
+	p := startRun(t, dir, "--server", srv.addr, "--lease", "500ms", "--grace", "20s", "lost2", "--", "sh", "-c",
+		`sleep 300 & echo $! > child; wait`)
+	child, err := strconv.Atoi(strings.TrimSpace(waitFile(t, filepath.Join(dir, "child"))))
+	require.NoError(t, err)
+	require.NoError(t, srv.cmd.Process.Kill()) // connection reset: lost at once
+	start := time.Now()
+	require.Equal(t, ExitLockLost, p.status(t), p.out.String())
+	assert.Less(t, time.Since(start), 5*time.Second, "waited for the grace period although the group had exited")
+	assert.False(t, alive(child))
+}
+
+// TestRunKilledTakesCommandAlong: a SIGKILL of monolock run frees the lock
+// on the server, so the command must not go on (Linux: parent-death signal).
+func TestRunKilledTakesCommandAlong(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("parent-death signals are Linux only")
+	}
+	srv := startServer(t)
+	dir := t.TempDir()
+	p := startRun(t, dir, "--server", srv.addr, "killed", "--", "sh", "-c", `echo $$ > pid; while :; do sleep 0.05; done`)
+	pid, err := strconv.Atoi(strings.TrimSpace(waitFile(t, filepath.Join(dir, "pid"))))
+	require.NoError(t, err)
+	require.NoError(t, p.cmd.Process.Kill())
+	p.status(t)
+	require.Eventually(t, func() bool { return !alive(pid) }, wait, 10*time.Millisecond)
+}
+
+// TestRunMutualTLSAndACL: run speaks TLS with a client certificate; the
+// server's ACL grants by certificate name, and a refusal is status 76.
+func TestRunMutualTLSAndACL(t *testing.T) {
+	dir := t.TempDir()
+	ca := testcerts.NewCA(t, "monolock test CA")
+	caPath := ca.Write(t, dir, "ca")
+	srvCert, srvKey := ca.Issue(t, testcerts.Spec{CN: "server", Server: true}).Write(t, dir, "server")
+	cliCert, cliKey := ca.Issue(t, testcerts.Spec{CN: "deployer"}).Write(t, dir, "client")
+	aclPath := filepath.Join(dir, "acl")
+	require.NoError(t, os.WriteFile(aclPath, []byte("cn:deployer deploy/*\n"), 0o600))
+	srv := startServer(t, "--tls-cert", srvCert, "--tls-key", srvKey, "--tls-client-ca", caPath, "--acl", aclPath)
+
+	tlsFlags := []string{"--server", srv.addr, "--tls-ca", caPath, "--tls-cert", cliCert, "--tls-key", cliKey}
+	code, out := run(t, dir, append(tlsFlags, "deploy/web", "--", "sh", "-c", `echo "token=$MONOLOCK_TOKEN"`)...)
+	require.Equal(t, 0, code, out)
+	assert.Regexp(t, `token=\d+`, out)
+
+	code, out = run(t, dir, append(tlsFlags, "other/web", "--", "touch", "ran")...)
+	assert.Equal(t, ExitRefused, code, out)
+	assert.Contains(t, out, "0x18")
+	assert.NoFileExists(t, filepath.Join(dir, "ran"))
+
+	// Without a client certificate the handshake fails: no server to talk to.
+	code, out = run(t, dir, "--server", srv.addr, "--tls-ca", caPath, "--no-wait", "deploy/web", "--", "touch", "ran")
+	assert.Equal(t, ExitUnavailable, code, out)
+	// Without trusting the server's CA either.
+	code, out = run(t, dir, "--server", srv.addr, "--tls", "--tls-cert", cliCert, "--tls-key", cliKey, "--no-wait", "deploy/web", "--", "touch", "ran")
+	assert.Equal(t, ExitUnavailable, code, out)
+	assert.NoFileExists(t, filepath.Join(dir, "ran"))
+
+	code, out = run(t, dir, "--server", srv.addr, "--tls-ca", filepath.Join(dir, "missing.pem"), "x", "--", "true")
+	assert.Equal(t, ExitUsage, code, out)
+}
