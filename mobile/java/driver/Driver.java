@@ -1,0 +1,180 @@
+package driver;
+
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import monolock.Canceller;
+import monolock.Client;
+import monolock.Config;
+import monolock.Lock;
+import monolock.Monolock;
+
+/**
+ * Conformance driver for the gomobile Java binding: speaks the pipe protocol
+ * of docs/writing-a-client.md (JSON lines; commands on stdin, events on
+ * stdout) using only the generated public API of package monolock.
+ */
+public final class Driver {
+	private static final PrintStream out = new PrintStream(System.out, false, StandardCharsets.UTF_8);
+
+	/** Held (or lost) locks by command id. */
+	private static final Map<String, Lock> locks = new ConcurrentHashMap<>();
+	/** Cancellers of acquisitions by command id. */
+	private static final Map<String, Canceller> cancellers = new ConcurrentHashMap<>();
+
+	public static void main(String[] args) throws Exception {
+		emit("{\"event\":\"ready\",\"client\":\"java-gomobile\",\"capabilities\":[\"cancel\"]}");
+		BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+		String line;
+		while ((line = in.readLine()) != null) {
+			if (line.isBlank()) {
+				continue;
+			}
+			try {
+				if (!handle(line)) {
+					break;
+				}
+			} catch (RuntimeException e) {
+				emit("{\"event\":\"driver_error\",\"message\":" + Json.quote(e.toString()) + "}");
+			}
+		}
+		for (Lock l : locks.values()) {
+			l.unlock();
+		}
+		out.flush();
+		// Exit explicitly: the Go runtime's threads must not keep the JVM up.
+		System.exit(0);
+	}
+
+	/** Runs one command; false on quit. */
+	@SuppressWarnings("unchecked")
+	private static boolean handle(String line) {
+		Object parsed = Json.parse(line);
+		if (!(parsed instanceof Map)) {
+			throw new IllegalArgumentException("command is not a JSON object");
+		}
+		Map<String, Object> cmd = (Map<String, Object>) parsed;
+		String name = String.valueOf(cmd.get("cmd"));
+		String id = cmd.get("id") instanceof String s ? s : null;
+		switch (name) {
+			case "quit":
+				return false;
+			case "acquire":
+				requireId(id, cmd);
+				Canceller cancel = new Canceller();
+				cancellers.put(id, cancel);
+				Thread t = new Thread(() -> acquire(id, cmd, cancel), "acquire-" + id);
+				t.setDaemon(true);
+				t.start();
+				return true;
+			case "release": {
+				requireId(id, cmd);
+				Lock l = locks.remove(id);
+				if (l == null) {
+					throw new IllegalArgumentException("release: no lock for id " + id);
+				}
+				l.unlock();
+				emit(event("released", id));
+				return true;
+			}
+			case "cancel": {
+				requireId(id, cmd);
+				Canceller c = cancellers.get(id);
+				if (c == null) {
+					throw new IllegalArgumentException("cancel: no acquisition for id " + id);
+				}
+				c.cancel();
+				return true;
+			}
+			default:
+				throw new IllegalArgumentException("unknown command " + name);
+		}
+	}
+
+	private static void requireId(String id, Map<String, Object> cmd) {
+		if (id == null) {
+			throw new IllegalArgumentException("command without an id: " + cmd.get("cmd"));
+		}
+	}
+
+	/** Runs an acquire command on its own thread, reporting the outcome as events. */
+	private static void acquire(String id, Map<String, Object> cmd, Canceller cancel) {
+		try {
+			if (cmd.containsKey("name_hex")) {
+				throw new IllegalArgumentException("name_hex needs the invalid_utf8_names capability");
+			}
+			Config cfg = new Config();
+			cfg.setServers(String.join(",", strings(cmd.get("servers"))));
+			cfg.setLeaseMillis(number(cmd.get("lease_ms"), "lease_ms"));
+			if (cmd.get("connect_timeout_ms") != null) {
+				cfg.setDialTimeoutMillis(number(cmd.get("connect_timeout_ms"), "connect_timeout_ms"));
+			}
+			cfg.setWaiting(lockName -> emit(event("waiting", id)));
+			String lockName = String.valueOf(cmd.get("name"));
+			Lock lock;
+			try {
+				Client client = new Client(cfg);
+				if ("try".equals(cmd.get("mode"))) {
+					lock = client.tryAcquire(lockName);
+				} else {
+					Object timeout = cmd.get("timeout_ms");
+					long ms = timeout == null ? Monolock.NoTimeout : Math.max(0, number(timeout, "timeout_ms"));
+					lock = client.acquire(lockName, ms, cancel);
+				}
+			} catch (Exception e) {
+				long code = Monolock.errorCode(e);
+				emit(failure("error", id, Monolock.errorKind(e), code, code == Monolock.NoCode ? null : Monolock.errorTemporary(e),
+						e.getMessage()));
+				return;
+			}
+			locks.put(id, lock);
+			emit("{\"event\":\"acquired\",\"id\":" + Json.quote(id) + ",\"token\":" + Json.quote(lock.tokenString())
+					+ ",\"valid_ms\":" + lock.validForMillis() + "}");
+			// Set after the acquired event, so that lost always follows it; a
+			// loss before this point is reported at once.
+			// The protocol's rule for temporary: a code below 0x10.
+			lock.setLostListener((code, reason) -> emit(failure("lost", id, lock.lostKind(), code,
+					code == Monolock.NoCode ? null : code < 0x10, reason)));
+		} catch (RuntimeException e) {
+			emit("{\"event\":\"driver_error\",\"message\":" + Json.quote(id + ": " + e) + "}");
+		}
+	}
+
+	private static String event(String name, String id) {
+		return "{\"event\":" + Json.quote(name) + ",\"id\":" + Json.quote(id) + "}";
+	}
+
+	private static String failure(String event, String id, String kind, long code, Boolean temporary, String message) {
+		return "{\"event\":" + Json.quote(event) + ",\"id\":" + Json.quote(id) + ",\"kind\":" + Json.quote(kind)
+				+ ",\"code\":" + (code == Monolock.NoCode ? "null" : Long.toString(code))
+				+ ",\"temporary\":" + temporary
+				+ ",\"message\":" + Json.quote(message == null ? "" : message) + "}";
+	}
+
+	private static List<String> strings(Object v) {
+		if (!(v instanceof List<?> l)) {
+			throw new IllegalArgumentException("servers must be a list of strings");
+		}
+		return l.stream().map(String::valueOf).toList();
+	}
+
+	/** Reads a JSON number as a long; values beyond long are clamped (they are invalid either way). */
+	private static long number(Object v, String field) {
+		if (v instanceof Long n) {
+			return n;
+		}
+		if (v instanceof Double d) {
+			return d >= Long.MAX_VALUE ? Long.MAX_VALUE : d <= Long.MIN_VALUE ? Long.MIN_VALUE : d.longValue();
+		}
+		throw new IllegalArgumentException(field + " must be a number");
+	}
+
+	private static synchronized void emit(String json) {
+		out.println(json);
+		out.flush();
+	}
+}
