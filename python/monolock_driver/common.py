@@ -1,0 +1,139 @@
+"""What both drivers share: the event stream, command parsing and the
+mapping from exceptions to event kinds."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import monolock
+from monolock import errors
+
+CAPABILITIES = ["cancel", "invalid_utf8_names"]
+
+_out_lock = threading.Lock()
+_start = time.monotonic()
+
+
+def emit(event: str, **fields: Any) -> None:
+    """Write one event line and flush (thread-safe)."""
+    record = {"event": event, **fields, "t_ms": round((time.monotonic() - _start) * 1000, 3)}
+    line = json.dumps(record, ensure_ascii=False)
+    with _out_lock:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+
+def log(message: str) -> None:
+    """A diagnostic line on stderr."""
+    sys.stderr.write(message + "\n")
+    sys.stderr.flush()
+
+
+@dataclass(frozen=True)
+class AcquireCmd:
+    """A parsed acquire command."""
+
+    id: str
+    servers: list[str]
+    name: str | bytes
+    lease_ms: int
+    try_only: bool
+    timeout: float | None
+    connect_timeout_ms: float | None
+
+    def client_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for Client / AsyncClient."""
+        kwargs: dict[str, Any] = {"lease": self.lease_ms / 1000}
+        if self.connect_timeout_ms is not None:
+            kwargs["connect_timeout"] = self.connect_timeout_ms / 1000
+        return kwargs
+
+
+def parse_acquire(cmd: dict[str, Any]) -> AcquireCmd:
+    """Read an acquire command; KeyError/ValueError when malformed."""
+    name: str | bytes
+    if "name_hex" in cmd and cmd["name_hex"] is not None:
+        name = bytes.fromhex(cmd["name_hex"])
+    else:
+        name = cmd["name"]
+        if not isinstance(name, str):
+            raise ValueError("name must be a string")
+    mode = cmd.get("mode", "wait")
+    if mode not in ("wait", "try"):
+        raise ValueError(f"unknown mode {mode!r}")
+    servers = cmd["servers"]
+    if isinstance(servers, str):
+        servers = [servers]
+    timeout_ms = cmd.get("timeout_ms")
+    connect_ms = cmd.get("connect_timeout_ms")
+    return AcquireCmd(
+        id=str(cmd["id"]),
+        servers=list(servers),
+        name=name,
+        lease_ms=int(cmd["lease_ms"]),
+        try_only=mode == "try",
+        timeout=None if timeout_ms is None else timeout_ms / 1000,
+        connect_timeout_ms=connect_ms,
+    )
+
+
+def _code_fields(exc: errors.MonolockError) -> dict[str, Any]:
+    code = exc.code
+    return {
+        "code": code,
+        "temporary": None if code is None else exc.temporary,
+        "message": str(exc),
+    }
+
+
+def error_kind(exc: BaseException) -> str:
+    """The event kind of an acquisition failure."""
+    if isinstance(exc, errors.AcquireCancelled):
+        return "cancelled"
+    if isinstance(exc, errors.LockBusy):
+        return "busy"
+    if isinstance(exc, (errors.AcquireTimeout, errors.HeartbeatTimeout)):
+        return "timeout"
+    if isinstance(exc, errors.ServerError):
+        return "server" if exc.from_server else "validation"
+    return "connect"
+
+
+def emit_error(claim_id: str, exc: errors.MonolockError) -> None:
+    emit("error", id=claim_id, kind=error_kind(exc), **_code_fields(exc))
+
+
+def emit_cancelled(claim_id: str) -> None:
+    emit(
+        "error",
+        id=claim_id,
+        kind="cancelled",
+        code=None,
+        temporary=None,
+        message="acquisition cancelled",
+    )
+
+
+def emit_acquired(claim_id: str, lock: monolock.Lock | monolock.AsyncLock) -> None:
+    valid_ms = (lock.valid_until - time.monotonic()) * 1000
+    emit("acquired", id=claim_id, token=str(lock.token), valid_ms=round(valid_ms, 3))
+
+
+def emit_lost(claim_id: str, error: errors.LockLost) -> None:
+    cause = error.cause
+    if isinstance(cause, errors.ServerError):
+        kind = "server"
+    elif isinstance(cause, errors.HeartbeatTimeout):
+        kind = "timeout"
+    else:
+        kind = "io"
+    emit("lost", id=claim_id, kind=kind, **_code_fields(error))
+
+
+def emit_bad_command(message: str) -> None:
+    emit("driver_error", message=message)

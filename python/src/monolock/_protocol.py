@@ -1,0 +1,187 @@
+"""The monolock wire format, version 1: constants, frame encoding, input
+validation and an incremental decoder for server frames.
+
+Client -> server::
+
+    ACQUIRE   [0x01][version u8][lease_ms u32][name_len u16][name]
+    HEARTBEAT [0x02]
+
+Server -> client::
+
+    WAITING   [0x11]
+    ACQUIRED  [0x12][token u64]
+    ERROR     [0x13][code u8][reason_len u8][reason]
+
+All integers are big endian. tests/test_protocol.py pins every constant and
+byte here against spec/constants.json and spec/vectors/frames.json.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass
+from typing import Union
+
+from .errors import (
+    EmptyName,
+    InvalidLease,
+    NameNotUTF8,
+    NameTooLong,
+    ProtocolViolation,
+    ServerError,
+    error_for_code,
+)
+
+VERSION = 1
+
+MSG_ACQUIRE = 0x01
+MSG_HEARTBEAT = 0x02
+MSG_WAITING = 0x11
+MSG_ACQUIRED = 0x12
+MSG_ERROR = 0x13
+
+MAX_NAME_LEN = 255
+MIN_LEASE_MS = 1
+MAX_LEASE_MS = 0xFFFFFFFF
+
+_ACQUIRE_HEADER = struct.Struct(">BBIH")
+_TOKEN = struct.Struct(">Q")
+
+HEARTBEAT_FRAME = bytes([MSG_HEARTBEAT])
+
+
+def validate_lease_ms(lease_ms: int) -> None:
+    """Raise :class:`InvalidLease` unless 1 <= lease_ms <= 2**32-1."""
+    if not MIN_LEASE_MS <= lease_ms <= MAX_LEASE_MS:
+        raise InvalidLease(f"lease must be 1..{MAX_LEASE_MS} ms, got {lease_ms}", from_server=False)
+
+
+def lease_seconds_to_ms(lease: float) -> int:
+    """Convert a lease in seconds to whole milliseconds, refusing values the
+    protocol cannot carry with :class:`InvalidLease`."""
+    if isinstance(lease, bool) or not isinstance(lease, (int, float)):
+        raise TypeError(f"lease must be a number of seconds, not {type(lease).__name__}")
+    if not math.isfinite(lease):
+        raise InvalidLease(f"lease must be finite, got {lease}", from_server=False)
+    lease_ms = round(lease * 1000)
+    validate_lease_ms(lease_ms)
+    return lease_ms
+
+
+def encode_name(name: str | bytes) -> bytes:
+    """Turn a lock name into its wire bytes, applying the server's checks in
+    the server's order: empty (0x14), over 255 bytes (0x15), invalid UTF-8
+    (0x16). A ``str`` holding lone surrogates counts as invalid UTF-8."""
+    if isinstance(name, str):
+        raw = name.encode("utf-8", "surrogatepass")
+    elif isinstance(name, (bytes, bytearray, memoryview)):
+        raw = bytes(name)
+    else:
+        raise TypeError(f"lock name must be str or bytes, not {type(name).__name__}")
+    if not raw:
+        raise EmptyName(from_server=False)
+    if len(raw) > MAX_NAME_LEN:
+        raise NameTooLong(
+            f"lock name is {len(raw)} bytes, the limit is {MAX_NAME_LEN}", from_server=False
+        )
+    try:
+        raw.decode("utf-8")  # strict: also refuses encoded surrogates
+    except UnicodeDecodeError:
+        raise NameNotUTF8(from_server=False) from None
+    return raw
+
+
+def encode_acquire(name: bytes, lease_ms: int) -> bytes:
+    """Build an ACQUIRE frame. ``name`` must come from :func:`encode_name`."""
+    validate_lease_ms(lease_ms)
+    return _ACQUIRE_HEADER.pack(MSG_ACQUIRE, VERSION, lease_ms, len(name)) + name
+
+
+def encode_acquired(token: int) -> bytes:
+    """Build an ACQUIRED frame (used by tests and fake servers)."""
+    return bytes([MSG_ACQUIRED]) + _TOKEN.pack(token)
+
+
+def encode_error(code: int, reason: str) -> bytes:
+    """Build an ERROR frame (used by tests and fake servers). The reason is
+    cut to 255 bytes without splitting a character."""
+    raw = reason.encode("utf-8")[:255].decode("utf-8", "ignore").encode("utf-8")
+    return bytes([MSG_ERROR, code, len(raw)]) + raw
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A WAITING frame."""
+
+
+@dataclass(frozen=True)
+class Acquired:
+    """An ACQUIRED frame with its fencing token."""
+
+    token: int
+
+
+@dataclass(frozen=True)
+class Error:
+    """An ERROR frame."""
+
+    code: int
+    reason: str
+
+    def to_exception(self) -> ServerError:
+        """The exception for this code, marked as sent by the server."""
+        return error_for_code(self.code, self.reason)
+
+
+Frame = Union[Waiting, Acquired, Error]
+
+
+class FrameDecoder:
+    """Cut server frames out of a byte stream.
+
+    Bytes come in whatever pieces the transport delivers: a frame may be
+    split over many :meth:`feed` calls and one call may hold several frames.
+    An unknown message type raises :class:`ProtocolViolation`; the stream
+    cannot be resynchronised after it.
+    """
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+
+    def feed(self, data: bytes) -> list[Frame]:
+        """Add bytes and return every frame they complete, in order."""
+        self._buf += data
+        frames: list[Frame] = []
+        while True:
+            frame, used = self._parse_one()
+            if frame is None:
+                return frames
+            del self._buf[:used]
+            frames.append(frame)
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held back as the start of an incomplete frame."""
+        return len(self._buf)
+
+    def _parse_one(self) -> tuple[Frame | None, int]:
+        buf = self._buf
+        if not buf:
+            return None, 0
+        kind = buf[0]
+        if kind == MSG_WAITING:
+            return Waiting(), 1
+        if kind == MSG_ACQUIRED:
+            if len(buf) < 9:
+                return None, 0
+            return Acquired(_TOKEN.unpack_from(buf, 1)[0]), 9
+        if kind == MSG_ERROR:
+            if len(buf) < 3:
+                return None, 0
+            end = 3 + buf[2]
+            if len(buf) < end:
+                return None, 0
+            reason = bytes(buf[3:end]).decode("utf-8", "replace")
+            return Error(buf[1], reason), end
+        raise ProtocolViolation(f"monolock: server sent unknown message type 0x{kind:02x}")

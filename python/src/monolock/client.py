@@ -1,0 +1,435 @@
+"""The blocking client: :class:`Client`, :class:`Lock` and :func:`lock`.
+
+Each lock claim owns one connection and one daemon thread. The thread reads
+the server's frames, sends heartbeats and watches the validity deadline, so
+a held lock stays held while the caller's thread is busy, and its loss is
+reported on time even then.
+"""
+
+from __future__ import annotations
+
+import selectors
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Generator, Iterator
+from contextlib import AbstractContextManager, contextmanager, suppress
+
+from . import _protocol as proto
+from ._config import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_LEASE,
+    DEFAULT_SERVER,
+    Address,
+    ClientConfig,
+    Servers,
+    check_timeout,
+)
+from ._lock import BaseLock, ConnectionHandler, LostCallback, WaitingCallback, logger, release_wait
+from ._plan import Attempt, Step, acquisition_plan, connect_error, run_sync
+from ._session import Session, SessionEvent
+from .errors import AcquireCancelled, AcquireTimeout, ConnectionClosed
+
+__all__ = ["Client", "Lock", "lock"]
+
+_RECV_SIZE = 4096
+# Granularity at which a blocked acquire notices its ``cancel`` event;
+# only used when one is given.
+_CANCEL_POLL = 0.01
+# Longest single wait of a connection thread; long leases wake it up early.
+_MAX_SELECT = 3600.0
+
+
+class Lock(BaseLock):
+    """A held lock. Returned by :meth:`Client.acquire`; release it with
+    :meth:`release` or a ``with`` block.
+
+    ``lost`` is a :class:`threading.Event` set when the lock is lost
+    (``lock.lost.wait()``, ``lock.lost.is_set()``); :attr:`lost_error` says
+    why. The lock is never re-acquired behind your back.
+    """
+
+    def __init__(
+        self, conn: _ThreadConnection, name: str, token: int, lease_ms: int, valid_until: float
+    ) -> None:
+        super().__init__(name, token, lease_ms, valid_until)
+        self._conn = conn
+        self._lost = threading.Event()
+
+    @property
+    def lost(self) -> threading.Event:
+        """Set once the lock is lost (not on release)."""
+        return self._lost
+
+    def release(self) -> None:
+        """Release the lock by closing its connection; the server hands it to
+        the next waiter at once. Returns once the server has closed its end
+        too (at most ``min(0.8 x lease, 2 s)``), so the lock is free on the
+        server by then. Idempotent, also fine after a loss."""
+        self._mark_released()
+        self._conn.close(confirm=True)
+
+    def _signal_lost(self) -> None:
+        self._lost.set()
+
+    def __enter__(self) -> Lock:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
+
+
+class _ThreadConnection(ConnectionHandler):
+    """One connection, served by its own daemon thread."""
+
+    def __init__(
+        self,
+        sock: socket.socket,
+        session: Session,
+        on_waiting: WaitingCallback | None,
+        on_lost: LostCallback | None,
+    ) -> None:
+        super().__init__(session, on_waiting)
+        self._sock = sock
+        self._on_lost = on_lost
+        self._changed = threading.Condition()
+        self._closing = False
+        self._confirm = False
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._out = bytearray()
+        self._want_write = False
+        self._thread = threading.Thread(
+            target=self._run, name=f"monolock {session.name}", daemon=True
+        )
+
+    # -- called by the caller's thread ----------------------------------
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def wait_outcome(self, deadline: float | None, cancel: threading.Event | None) -> Lock:
+        """Block until granted or failed; close the connection on a timeout,
+        a cancel or a failure."""
+        try:
+            with self._changed:
+                while not self.outcome_known:
+                    now = time.monotonic()
+                    if cancel is not None and cancel.is_set():
+                        break
+                    if deadline is not None and now >= deadline:
+                        break
+                    wait = None if deadline is None else deadline - now
+                    if cancel is not None:
+                        wait = _CANCEL_POLL if wait is None else min(wait, _CANCEL_POLL)
+                    self._changed.wait(wait)
+                lock, error = self.lock, self.error
+        except BaseException:  # KeyboardInterrupt: leave the queue too
+            self.close()
+            raise
+        if isinstance(lock, Lock):
+            return lock
+        self.close()
+        if error is not None:
+            raise error
+        if cancel is not None and cancel.is_set():
+            raise AcquireCancelled()
+        raise AcquireTimeout()
+
+    def close(self, *, confirm: bool = False) -> None:
+        """Close the connection and stop the thread. Idempotent.
+
+        With ``confirm``, a held session is half-closed and the server's own
+        close awaited (bounded), which tells that the server has let go.
+        """
+        with self._changed:
+            if self._closing:
+                return
+            self._closing = True
+            self._confirm = confirm
+        with suppress(OSError):  # the thread may be gone already
+            self._wake_w.send(b"x")
+        if threading.current_thread() is not self._thread and self._thread.is_alive():
+            self._thread.join()
+
+    # -- the connection's thread -----------------------------------------
+
+    def _run(self) -> None:
+        sel = selectors.DefaultSelector()
+        try:
+            sel.register(self._wake_r, selectors.EVENT_READ)
+            sel.register(self._sock, selectors.EVENT_READ)
+            self.session.start(time.monotonic())
+            self._drive([])
+            while not self.session.closed and not self._closing:
+                self._step(sel)
+            if self._confirm and self.session.held:
+                self.session.close()
+                sel.unregister(self._wake_r)
+                self._await_server_close(sel)
+        except Exception as exc:  # a bug here must still end the claim visibly
+            logger.exception("monolock: connection thread failed")
+            self._drive(self.session.connection_lost(exc))
+        finally:
+            self.session.close()
+            sel.close()
+            self._close_transport()
+            self._wake_r.close()
+            self._wake_w.close()
+            with self._changed:
+                if not self.outcome_known:
+                    self.error = ConnectionClosed("monolock: connection ended")
+                self._changed.notify_all()
+
+    def _step(self, sel: selectors.BaseSelector) -> None:
+        wakeup = self.session.next_wakeup()
+        timeout = None if wakeup is None else max(0.0, wakeup - time.monotonic())
+        if timeout is not None:
+            timeout = min(timeout, _MAX_SELECT)  # epoll refuses huge timeouts
+        want_write = bool(self._out)
+        if want_write != self._want_write:
+            mask = selectors.EVENT_READ | (selectors.EVENT_WRITE if want_write else 0)
+            sel.modify(self._sock, mask)
+            self._want_write = want_write
+        ready = sel.select(timeout)
+        if self._closing:
+            return
+        events: list[SessionEvent] = []
+        for key, mask in ready:
+            if key.fileobj is self._wake_r:
+                continue  # only here to interrupt select()
+            if mask & selectors.EVENT_WRITE:
+                events += self._flush()
+            if mask & selectors.EVENT_READ and not self.session.closed:
+                events += self._read()
+        events += self.session.tick(time.monotonic())
+        self._drive(events)
+
+    def _await_server_close(self, sel: selectors.BaseSelector) -> None:
+        """Half-close, then read until the server closes or time is up."""
+        try:
+            # socket.socket's own shutdown: SSLSocket's would drop the TLS
+            # state that is still needed to read the server's close.
+            socket.socket.shutdown(self._sock, socket.SHUT_WR)
+        except OSError:
+            return
+        sel.modify(self._sock, selectors.EVENT_READ)
+        deadline = time.monotonic() + release_wait(self.session)
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not sel.select(remaining):
+                return
+            try:
+                if not self._sock.recv(_RECV_SIZE):
+                    return
+            except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                continue
+            except OSError:
+                return
+
+    def _drive(self, events: list[SessionEvent]) -> None:
+        """Act on session events, then push out what is queued."""
+        self._process(events)
+        if self._out and not self.session.closed:
+            self._process(self._flush())
+
+    def _read(self) -> list[SessionEvent]:
+        chunks: list[bytes] = []
+        ended = False
+        cause: OSError | None = None
+        try:
+            while True:
+                data = self._sock.recv(_RECV_SIZE)
+                if not data:
+                    ended = True
+                    break
+                chunks.append(data)
+                # TLS may hold decrypted bytes that select() cannot see.
+                if isinstance(self._sock, ssl.SSLSocket) and self._sock.pending():
+                    continue
+                if len(data) < _RECV_SIZE:
+                    break
+        except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            pass
+        except OSError as exc:
+            ended, cause = True, exc
+        events: list[SessionEvent] = []
+        if chunks:
+            events += self.session.receive_data(b"".join(chunks), time.monotonic())
+        if ended:
+            events += self.session.connection_lost(cause)
+        return events
+
+    def _flush(self) -> list[SessionEvent]:
+        try:
+            while self._out:
+                sent = self._sock.send(self._out)
+                del self._out[:sent]
+        except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            pass
+        except OSError as exc:
+            return self.session.connection_lost(exc)
+        return []
+
+    # -- ConnectionHandler -----------------------------------------------
+
+    def _write(self, data: bytes) -> None:
+        self._out += data  # _drive flushes once the events are handled
+
+    def _close_transport(self) -> None:
+        self._out.clear()
+        with suppress(OSError):
+            self._sock.close()
+
+    def _outcome_known(self) -> None:
+        with self._changed:
+            self._changed.notify_all()
+
+    def _make_lock(self, token: int, valid_until: float) -> BaseLock:
+        lock = Lock(self, self.session.name, token, self.session.schedule.lease_ms, valid_until)
+        if self._on_lost is not None:
+            lock.add_lost_callback(self._on_lost)
+        return lock
+
+
+def _open_socket(config: ClientConfig, address: Address, timeout: float | None) -> socket.socket:
+    """Connect (and run the TLS handshake) within ``timeout`` seconds."""
+    try:
+        sock = socket.create_connection((address.host, address.port), timeout=timeout)
+    except OSError as exc:
+        raise connect_error(address, exc) from exc
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if config.ssl_context is not None:
+            sock = config.ssl_context.wrap_socket(
+                sock, server_hostname=config.tls_hostname(address)
+            )
+        sock.setblocking(False)
+    except OSError as exc:
+        sock.close()
+        raise connect_error(address, exc) from exc
+    return sock
+
+
+class Client(ClientConfig):
+    """A blocking monolock client.
+
+    ``servers`` is one address (``"host:port"``, ``"[::1]:7117"``,
+    ``(host, port)``) or a list tried in order. ``lease`` (seconds, whole
+    milliseconds, 0.001 to 4294967.295) sets how fast the server notices a
+    dead holder; heartbeats go out every quarter lease and a lock counts as
+    lost 0.8 x lease after the last acknowledged one. ``connect_timeout``
+    bounds each connection attempt. Pass an :class:`ssl.SSLContext` for TLS;
+    the certificate is checked against ``server_hostname`` or the address's
+    host. An invalid lease raises :class:`~monolock.errors.InvalidLease`
+    here. The client holds no connection itself: each claim has its own, so
+    one client may be shared by threads.
+    """
+
+    def acquire(
+        self,
+        name: str | bytes,
+        *,
+        timeout: float | None = None,
+        cancel: threading.Event | None = None,
+        on_waiting: WaitingCallback | None = None,
+        on_lost: LostCallback | None = None,
+    ) -> Lock:
+        """Block until the lock ``name`` is granted and return it.
+
+        ``timeout`` (seconds, ``None``: no limit) bounds the whole wait,
+        re-queues included: :class:`~monolock.errors.AcquireTimeout`. Setting
+        ``cancel`` gives up (:class:`~monolock.errors.AcquireCancelled`) and
+        leaves the queue at once. ``on_waiting(name)`` runs each time the
+        server queues the claim, ``on_lost(error)`` if the lock is later lost.
+        Temporary errors and broken connections while waiting lead to a new
+        place in the queue after a backoff; terminal errors are raised. Invalid
+        names raise before anything is sent.
+        """
+        return self._acquire(name, timeout, cancel, on_waiting, on_lost, try_only=False)
+
+    def try_acquire(
+        self,
+        name: str | bytes,
+        *,
+        on_lost: LostCallback | None = None,
+    ) -> Lock:
+        """Take the lock ``name`` if it is free right now, else raise
+        :class:`~monolock.errors.LockBusy`. No retries: any error is raised."""
+        return self._acquire(name, None, None, None, on_lost, try_only=True)
+
+    @contextmanager
+    def lock(
+        self,
+        name: str | bytes,
+        *,
+        timeout: float | None = None,
+        cancel: threading.Event | None = None,
+        on_waiting: WaitingCallback | None = None,
+        on_lost: LostCallback | None = None,
+    ) -> Iterator[Lock]:
+        """``with client.lock(name) as lock:`` acquires like :meth:`acquire`
+        and releases when the block ends."""
+        held = self.acquire(
+            name, timeout=timeout, cancel=cancel, on_waiting=on_waiting, on_lost=on_lost
+        )
+        try:
+            yield held
+        finally:
+            held.release()
+
+    def _acquire(
+        self,
+        name: str | bytes,
+        timeout: float | None,
+        cancel: threading.Event | None,
+        on_waiting: WaitingCallback | None,
+        on_lost: LostCallback | None,
+        *,
+        try_only: bool,
+    ) -> Lock:
+        raw = proto.encode_name(name)
+        timeout = check_timeout(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+
+        def attempt(step: Attempt) -> Lock:
+            if cancel is not None and cancel.is_set():
+                raise AcquireCancelled()
+            sock = _open_socket(self, step.address, step.connect_timeout)
+            session = Session(raw, self.lease_ms, try_only=try_only)
+            conn = _ThreadConnection(sock, session, on_waiting, on_lost)
+            conn.start()
+            return conn.wait_outcome(step.deadline, cancel)
+
+        def sleep(seconds: float) -> None:
+            if cancel is None:
+                time.sleep(seconds)
+            elif cancel.wait(seconds):
+                raise AcquireCancelled()
+
+        plan: Generator[Step, Lock | None, Lock]
+        plan = acquisition_plan(self, deadline, try_only=try_only)
+        return run_sync(plan, attempt, sleep)
+
+
+def lock(
+    name: str | bytes,
+    servers: Servers = DEFAULT_SERVER,
+    *,
+    lease: float = DEFAULT_LEASE,
+    timeout: float | None = None,
+    connect_timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
+    ssl_context: ssl.SSLContext | None = None,
+    server_hostname: str | None = None,
+) -> AbstractContextManager[Lock]:
+    """One-liner: ``with monolock.lock("jobs/nightly") as lock:`` holds the
+    lock for the block. Arguments as for :class:`Client` and
+    :meth:`Client.acquire`."""
+    client = Client(
+        servers,
+        lease=lease,
+        connect_timeout=connect_timeout,
+        ssl_context=ssl_context,
+        server_hostname=server_hostname,
+    )
+    return client.lock(name, timeout=timeout)

@@ -1,0 +1,300 @@
+"""Exceptions raised by monolock.
+
+Every exception derives from :class:`MonolockError`, which carries the wire
+``code`` (or ``None``) and ``temporary``: whether trying again may help.
+The code is the contract; messages are for humans.
+
+- :class:`ServerError` and one subclass per wire code (``except NameTooLong``)
+  stand for an ERROR the server sent, or the same error raised by the client
+  before sending anything (``from_server`` tells which). Codes this version
+  does not know become a plain :class:`ServerError`.
+- :class:`LockBusy`, :class:`AcquireTimeout` and :class:`AcquireCancelled`
+  end an acquisition.
+- :class:`LockLost` reports a held lock that is gone; its ``cause`` is the
+  :class:`ServerError`, :class:`HeartbeatTimeout` or
+  :class:`ConnectionClosed` behind it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+__all__ = [
+    "FIRST_TERMINAL_CODE",
+    "AcquireCancelled",
+    "AcquireTimeout",
+    "AdminClosed",
+    "ConnectError",
+    "ConnectionClosed",
+    "DuplicateAcquire",
+    "EmptyName",
+    "ExpectedAcquire",
+    "HeartbeatTimeout",
+    "InvalidLease",
+    "LockBusy",
+    "LockLost",
+    "LockReleased",
+    "MonolockError",
+    "NameNotUTF8",
+    "NameTooLong",
+    "NotAuthorized",
+    "ProtocolViolation",
+    "ServerError",
+    "ShuttingDown",
+    "UnknownMessage",
+    "UnsupportedVersion",
+    "error_for_code",
+    "is_temporary_code",
+]
+
+FIRST_TERMINAL_CODE = 0x10
+"""Codes below this are server conditions a new connection may cure; codes
+from it on are terminal. The split is a range so that codes unknown to this
+version are classified too."""
+
+
+def is_temporary_code(code: int) -> bool:
+    """Tell whether a wire error code is temporary (``code < 0x10``)."""
+    return code < FIRST_TERMINAL_CODE
+
+
+class MonolockError(Exception):
+    """Base class of every monolock exception.
+
+    ``code`` is the wire error code behind the exception, or ``None`` when
+    there is none (timeouts, connection failures). ``temporary`` tells whether
+    a new attempt may succeed.
+    """
+
+    code: int | None = None
+    temporary: bool = False
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ServerError(MonolockError):
+    """An ERROR code of the protocol.
+
+    Raised when the server sends an ERROR frame (``from_server`` is true) or,
+    for invalid names and leases, by the client itself before sending any
+    byte, with the same class and code the server would have sent
+    (``from_server`` is false). ``reason`` is the server's text (or the
+    canonical text); branch on the class or ``code``, never on the text.
+    """
+
+    text: str = "unknown error"
+    """Canonical text of the code."""
+
+    def __init__(self, code: int, reason: str = "", *, from_server: bool = True) -> None:
+        self.code = code
+        self.temporary = is_temporary_code(code)
+        self.reason = reason or self.text
+        self.from_server = from_server
+        super().__init__(f"monolock: {self.reason} (0x{code:02x})")
+
+
+class _KnownServerError(ServerError):
+    """A ServerError whose class fixes the code."""
+
+    def __init__(self, reason: str = "", *, from_server: bool = True) -> None:
+        super().__init__(type(self).code or 0, reason, from_server=from_server)
+
+
+# One class per code of spec/errors.json; tests/test_errors.py checks that
+# this table and the spec agree in code, name, text and temporariness.
+
+
+class ShuttingDown(_KnownServerError):
+    """0x01: the server is stopping. Temporary."""
+
+    code = 0x01
+    text = "server shutting down"
+
+
+class AdminClosed(_KnownServerError):
+    """0x02: an operator closed this session. Temporary."""
+
+    code = 0x02
+    text = "closed by administrator"
+
+
+class UnsupportedVersion(_KnownServerError):
+    """0x10: the server does not speak this protocol version."""
+
+    code = 0x10
+    text = "unsupported protocol version"
+
+
+class ExpectedAcquire(_KnownServerError):
+    """0x11: the first message was not ACQUIRE (a client bug)."""
+
+    code = 0x11
+    text = "first message must be ACQUIRE"
+
+
+class DuplicateAcquire(_KnownServerError):
+    """0x12: a second ACQUIRE on one connection (a client bug)."""
+
+    code = 0x12
+    text = "duplicate ACQUIRE"
+
+
+class UnknownMessage(_KnownServerError):
+    """0x13: the server read a byte that is no client message type."""
+
+    code = 0x13
+    text = "unknown message type"
+
+
+class EmptyName(_KnownServerError):
+    """0x14: the lock name is empty."""
+
+    code = 0x14
+    text = "empty lock name"
+
+
+class NameTooLong(_KnownServerError):
+    """0x15: the lock name is longer than 255 bytes of UTF-8."""
+
+    code = 0x15
+    text = "lock name too long"
+
+
+class NameNotUTF8(_KnownServerError):
+    """0x16: the lock name is not valid UTF-8."""
+
+    code = 0x16
+    text = "lock name is not valid UTF-8"
+
+
+class InvalidLease(_KnownServerError):
+    """0x17: the lease is outside 1..4294967295 milliseconds."""
+
+    code = 0x17
+    text = "lease must be positive"
+
+
+class NotAuthorized(_KnownServerError):
+    """0x18: this client's identity may not take the lock name."""
+
+    code = 0x18
+    text = "not authorized for lock"
+
+
+_ERRORS_BY_CODE: dict[int, type[_KnownServerError]] = {
+    cls.code: cls
+    for cls in (
+        ShuttingDown,
+        AdminClosed,
+        UnsupportedVersion,
+        ExpectedAcquire,
+        DuplicateAcquire,
+        UnknownMessage,
+        EmptyName,
+        NameTooLong,
+        NameNotUTF8,
+        InvalidLease,
+        NotAuthorized,
+    )
+}
+
+ERRORS_BY_CODE: Mapping[int, type[ServerError]] = _ERRORS_BY_CODE
+"""Every wire code this version knows, mapped to its exception class."""
+
+
+def error_for_code(code: int, reason: str = "", *, from_server: bool = True) -> ServerError:
+    """Build the exception for a wire code: its own class when the code is
+    known, a plain :class:`ServerError` (temporary by range) otherwise."""
+    cls = _ERRORS_BY_CODE.get(code)
+    if cls is None:
+        return ServerError(code, reason, from_server=from_server)
+    return cls(reason, from_server=from_server)
+
+
+class LockBusy(MonolockError):
+    """``try_acquire`` found the lock held by someone else."""
+
+    temporary = True
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"monolock: lock {name!r} is held by another client")
+        self.name = name
+
+
+class AcquireTimeout(MonolockError, TimeoutError):
+    """The caller's timeout passed before the lock was granted.
+
+    ``__cause__`` is the last failure seen while retrying, if any.
+    """
+
+    temporary = True
+
+    def __init__(self, message: str = "monolock: timed out waiting for the lock") -> None:
+        MonolockError.__init__(self, message)
+
+
+class AcquireCancelled(MonolockError):
+    """The caller cancelled a pending acquisition (sync API ``cancel=``)."""
+
+    temporary = True
+
+    def __init__(self, message: str = "monolock: acquisition cancelled") -> None:
+        super().__init__(message)
+
+
+class ConnectError(MonolockError):
+    """No server of the list could be reached. ``__cause__`` is the last
+    connection failure."""
+
+    temporary = True
+
+
+class ConnectionClosed(MonolockError):
+    """The connection ended or failed after it was established."""
+
+    temporary = True
+
+
+class HeartbeatTimeout(MonolockError):
+    """No reply to an ACQUIRE or HEARTBEAT within the client timeout
+    (0.8 x lease): the server may already consider the session dead."""
+
+    temporary = True
+
+
+class ProtocolViolation(MonolockError):
+    """The server sent bytes that break the protocol (unknown message type,
+    a reply nobody asked for, a changed token). The connection is closed."""
+
+    temporary = True
+
+
+class LockLost(MonolockError):
+    """A held lock is gone: the work it guards must stop.
+
+    ``cause`` (also ``__cause__``) is what ended it: a :class:`ServerError`
+    (``code`` and ``temporary`` are copied from it), a
+    :class:`HeartbeatTimeout` or a :class:`ConnectionClosed`. The lock is
+    never re-acquired behind the caller's back; acquire again for a new
+    token.
+    """
+
+    def __init__(self, name: str, token: int, cause: MonolockError) -> None:
+        super().__init__(f"monolock: lock {name!r} (token {token}) lost: {cause.message}")
+        self.name = name
+        self.token = token
+        self.cause = cause
+        self.code = cause.code
+        self.temporary = cause.temporary
+        self.__cause__ = cause
+
+
+class LockReleased(MonolockError):
+    """``check()`` on a lock that its owner already released."""
+
+    def __init__(self, name: str, token: int) -> None:
+        super().__init__(f"monolock: lock {name!r} (token {token}) was released")
+        self.name = name
+        self.token = token

@@ -1,0 +1,161 @@
+"""The conformance driver speaks the pipe protocol, for both APIs, against
+the real server."""
+
+from __future__ import annotations
+
+import json
+import queue
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from .support import PYTHON_DIR, RealServer
+
+
+class Driver:
+    def __init__(self, api: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "monolock_driver", "--api", api],
+            cwd=PYTHON_DIR,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.events: queue.Queue[dict[str, Any]] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.events.put(json.loads(line))
+
+    def send(self, **cmd: Any) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(cmd) + "\n")
+        self.proc.stdin.flush()
+
+    def next(self, timeout: float = 10) -> dict[str, Any]:
+        event = self.events.get(timeout=timeout)
+        assert isinstance(event.pop("t_ms"), float)
+        return event
+
+    def quit(self) -> int:
+        self.send(cmd="quit")
+        return self.proc.wait(timeout=20)
+
+
+@pytest.fixture(params=["sync", "asyncio"])
+def driver(request: pytest.FixtureRequest) -> Iterator[Driver]:
+    d = Driver(request.param)
+    yield d
+    if d.proc.poll() is None:
+        d.proc.kill()
+        d.proc.wait()
+    for pipe in (d.proc.stdin, d.proc.stdout, d.proc.stderr):
+        if pipe is not None:
+            pipe.close()
+
+
+def acquire(
+    driver: Driver, server: RealServer, claim_id: str, lock_name: str, **extra: Any
+) -> None:
+    cmd = {
+        "cmd": "acquire",
+        "id": claim_id,
+        "servers": [server.address],
+        "name": lock_name,
+        "lease_ms": 1000,
+        "mode": "wait",
+        "timeout_ms": 5000,
+        "connect_timeout_ms": 2000,
+    }
+    cmd.update(extra)
+    driver.send(**cmd)
+
+
+def test_ready(driver: Driver) -> None:
+    ready = driver.next()
+    assert ready["event"] == "ready"
+    assert ready["client"] in ("python-sync", "python-asyncio")
+    assert set(ready["capabilities"]) == {"cancel", "invalid_utf8_names"}
+    assert driver.quit() == 0
+
+
+def test_session(driver: Driver, real_server: RealServer) -> None:
+    assert driver.next()["event"] == "ready"
+    name = f"drv/{uuid.uuid4().hex[:8]}"
+    acquire(driver, real_server, "a", name)
+    got = driver.next()
+    assert got["event"] == "acquired" and got["id"] == "a"
+    assert int(got["token"]) > 0 and 0 < got["valid_ms"] <= 800
+
+    acquire(driver, real_server, "b", name)
+    assert driver.next() == {"event": "waiting", "id": "b"}
+    acquire(driver, real_server, "c", name, mode="try")
+    busy = driver.next()
+    assert busy["event"] == "error" and busy["kind"] == "busy" and busy["id"] == "c"
+
+    driver.send(cmd="release", id="a")
+    events = [driver.next(), driver.next()]
+    released = {"event": "released", "id": "a"}
+    assert released in events
+    b = next(e for e in events if e != released)
+    assert b["event"] == "acquired" and b["id"] == "b"
+    assert int(b["token"]) > int(got["token"])
+
+    acquire(driver, real_server, "d", name)
+    assert driver.next() == {"event": "waiting", "id": "d"}
+    driver.send(cmd="cancel", id="d")
+    cancelled = driver.next()
+    assert cancelled["event"] == "error" and cancelled["kind"] == "cancelled"
+    assert cancelled["code"] is None and cancelled["temporary"] is None
+
+    acquire(driver, real_server, "e", name, timeout_ms=200)
+    assert driver.next() == {"event": "waiting", "id": "e"}
+    timeout = driver.next()
+    assert timeout["event"] == "error" and timeout["kind"] == "timeout"
+
+    driver.send(cmd="bogus", id="x")
+    assert driver.next()["event"] == "driver_error"
+    assert driver.quit() == 0
+
+
+@pytest.mark.parametrize(
+    ("extra", "code"),
+    [
+        ({"lease_ms": 0}, 23),
+        ({"lease_ms": 4294967296}, 23),
+        ({"name": ""}, 20),
+        ({"name_hex": "ff"}, 22),
+        ({"name_hex": "", "lease_ms": 0}, 23),
+        ({"name": "x" * 256}, 21),
+    ],
+)
+def test_validation(
+    driver: Driver, real_server: RealServer, extra: dict[str, Any], code: int
+) -> None:
+    assert driver.next()["event"] == "ready"
+    acquire(driver, real_server, "v", "unused", **extra)
+    err = driver.next()
+    assert err["event"] == "error" and err["kind"] == "validation"
+    assert err["code"] == code and err["temporary"] is False
+    assert driver.quit() == 0
+
+
+def test_lost_on_shutdown(driver: Driver, fresh_server: RealServer) -> None:
+    assert driver.next()["event"] == "ready"
+    acquire(driver, fresh_server, "a", "drv/shutdown")
+    assert driver.next()["event"] == "acquired"
+    fresh_server.terminate()
+    lost = driver.next()
+    assert lost["event"] == "lost" and lost["kind"] == "server"
+    assert lost["code"] == 1 and lost["temporary"] is True
+    driver.send(cmd="release", id="a")
+    assert driver.next() == {"event": "released", "id": "a"}
+    assert driver.quit() == 0

@@ -1,0 +1,89 @@
+"""The error classes agree with spec/errors.json, code by code."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import monolock
+from monolock import errors
+
+from .support import load_spec
+
+SPEC = load_spec("errors.json")
+
+
+def class_name(entry: dict[str, Any]) -> str:
+    # The Go name without its Err prefix: ErrNameNotUTF8 -> NameNotUTF8.
+    go_name: str = entry["go_name"]
+    assert go_name.startswith("Err")
+    return go_name[3:]
+
+
+@pytest.mark.parametrize("entry", SPEC["errors"], ids=lambda e: e["name"])
+def test_every_code_has_its_class(entry: dict[str, Any]) -> None:
+    cls = getattr(errors, class_name(entry))
+    assert getattr(monolock, class_name(entry)) is cls
+    assert issubclass(cls, errors.ServerError)
+    assert cls.code == entry["code"]
+    assert cls.text == entry["text"]
+    assert errors.ERRORS_BY_CODE[entry["code"]] is cls
+
+    received = errors.error_for_code(entry["code"], "detail")
+    assert type(received) is cls
+    assert received.code == entry["code"]
+    assert received.temporary is entry["temporary"]
+    assert received.reason == "detail"
+    assert received.from_server
+    assert f"0x{entry['code']:02x}" in str(received)
+
+    # An empty reason falls back to the canonical text.
+    assert errors.error_for_code(entry["code"]).reason == entry["text"]
+    local = errors.error_for_code(entry["code"], from_server=False)
+    assert type(local) is cls
+    assert local.code == entry["code"] and not local.from_server
+
+
+def test_table_has_no_extra_codes() -> None:
+    assert set(errors.ERRORS_BY_CODE) == {e["code"] for e in SPEC["errors"]}
+
+
+def test_first_terminal_code() -> None:
+    assert errors.FIRST_TERMINAL_CODE == SPEC["first_terminal_code"]
+    for code in range(256):
+        assert errors.is_temporary_code(code) is (code < SPEC["first_terminal_code"])
+
+
+@pytest.mark.parametrize("example", SPEC["unknown_code_examples"], ids=lambda e: str(e["code"]))
+def test_unknown_codes_are_generic_server_errors(example: dict[str, Any]) -> None:
+    err = errors.error_for_code(example["code"], "")
+    assert type(err) is errors.ServerError
+    assert err.code == example["code"]
+    assert err.temporary is example["temporary"]
+
+
+def test_every_unknown_code_is_classified_by_range() -> None:
+    known = set(errors.ERRORS_BY_CODE)
+    for code in set(range(256)) - known:
+        err = errors.error_for_code(code)
+        assert type(err) is errors.ServerError
+        assert err.temporary is (code < 0x10)
+
+
+def test_lock_lost_carries_its_cause() -> None:
+    cause = errors.AdminClosed("kicked")
+    lost = errors.LockLost("a", 7, cause)
+    assert lost.cause is cause and lost.__cause__ is cause
+    assert lost.code == 0x02 and lost.temporary
+    assert isinstance(lost, monolock.MonolockError)
+    timeout = errors.LockLost("a", 7, errors.HeartbeatTimeout("late"))
+    assert timeout.code is None
+
+
+def test_acquire_timeout_is_a_timeout_error() -> None:
+    err = errors.AcquireTimeout()
+    assert isinstance(err, TimeoutError)
+    assert isinstance(err, monolock.MonolockError)
+    assert err.code is None
+    assert "timed out" in str(err)

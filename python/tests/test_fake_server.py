@@ -1,0 +1,467 @@
+"""Both APIs against a scripted server: exact bytes, timing and every kind
+of failure. Each test runs once with the sync and once with the asyncio
+client (the ``api`` fixture)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from monolock import _protocol as proto
+from monolock import errors
+
+from .support import Api, FakeServer, release_with, unused_address
+
+WAITING = b"\x11"
+
+
+def acquired(token: int) -> bytes:
+    return proto.encode_acquired(token)
+
+
+def test_acquire_sends_the_exact_frame(api: Api, fake_server: FakeServer) -> None:
+    fut = api.acquire(fake_server.address, "ロック/äö/🔒", lease=5)
+    conn = fake_server.accept()
+    expected = bytes.fromhex("0101000013880013e383ade38383e382af2fc3a4c3b62ff09f9492")
+    assert conn.read_exact(len(expected)) == expected
+    conn.send(acquired(42))
+    handle = fut.result(5)
+    assert handle.token == 42
+    assert handle.lock.name == "ロック/äö/🔒"
+    release_with(handle, conn)
+
+
+def test_bytes_name(api: Api, fake_server: FakeServer) -> None:
+    fut = api.acquire(fake_server.address, b"raw", lease=1)
+    conn = fake_server.accept()
+    assert conn.read_acquire() == (1000, b"raw")
+    conn.send(acquired(2**64 - 1))
+    handle = fut.result(5)
+    assert handle.token == 2**64 - 1
+    release_with(handle, conn)
+
+
+def test_frames_split_byte_by_byte(api: Api, fake_server: FakeServer) -> None:
+    fut = api.acquire(fake_server.address, "a", lease=10)
+    conn = fake_server.accept()
+    conn.read_acquire()
+    for b in WAITING + acquired(9007199254740993):
+        conn.send(bytes([b]))
+        time.sleep(0.005)
+    handle = fut.result(5)
+    assert handle.token == 9007199254740993
+    release_with(handle, conn)
+
+
+def test_heartbeat_interval_and_validity(api: Api, fake_server: FakeServer) -> None:
+    lease = 1.0  # base interval 250 ms, client timeout 800 ms
+    fut = api.acquire(fake_server.address, "hb", lease=lease)
+    conn = fake_server.accept()
+    conn.read_acquire()
+    conn.send(acquired(1))
+    handle = fut.result(5)
+    arrivals = []
+    for _ in range(5):
+        arrivals.append(conn.read_heartbeat())
+        conn.send(acquired(1))
+    gaps = [b - a for a, b in zip(arrivals, arrivals[1:])]
+    mean = sum(gaps) / len(gaps)
+    # Send to send every ~250 ms (less 2*srtt); generous for a busy machine.
+    assert 0.15 <= mean <= 0.4, gaps
+    assert min(gaps) >= 0.1, gaps
+    # Validity: the last acked send + 800 ms at most.
+    time.sleep(0.02)
+    remaining = handle.lock.valid_until - time.monotonic()
+    assert 0 < remaining <= 0.8
+    assert handle.lock.held
+    release_with(handle, conn)
+
+
+def test_one_heartbeat_in_flight_then_lost_on_silence(api: Api, fake_server: FakeServer) -> None:
+    lease = 1.0  # heartbeat after 250 ms, client timeout 800 ms
+    lost: list[errors.LockLost] = []
+    fut = api.acquire(fake_server.address, "silent", lease=lease, on_lost=lost.append)
+    conn = fake_server.accept()
+    conn.read_acquire()
+    conn.send(acquired(3))
+    handle = fut.result(5)
+    sent = conn.read_heartbeat()
+    conn.send(acquired(3))  # ack the first heartbeat: validity = its send + 0.8
+    second = conn.read_heartbeat()
+    assert second - sent >= 0.15
+    # No ack for the second: no third heartbeat, then the client gives up
+    # and closes 0.8 s after the acknowledged send.
+    closed = conn.wait_eof(timeout=5)
+    assert closed - sent == pytest.approx(0.8, abs=0.3)
+    assert handle.wait_lost(5)
+    err = handle.lock.lost_error
+    assert isinstance(err, errors.LockLost)
+    assert isinstance(err.cause, errors.HeartbeatTimeout)
+    assert err.code is None and err.token == 3
+    assert not handle.lock.held
+    with pytest.raises(errors.LockLost):
+        handle.lock.check()
+    assert [e.token for e in lost] == [3]
+    # Lost is final: no new connection, no silent re-acquire.
+    fake_server.assert_no_connection(0.5)
+    handle.release()  # fine after a loss
+
+
+def test_late_ack_releases_the_next_heartbeat_at_once(api: Api, fake_server: FakeServer) -> None:
+    fut = api.acquire(fake_server.address, "late", lease=1.0)
+    conn = fake_server.accept()
+    conn.read_acquire()
+    conn.send(acquired(1))
+    handle = fut.result(5)
+    conn.read_heartbeat()
+    time.sleep(0.4)  # well past the 250 ms interval
+    conn.send(acquired(1))
+    acked = time.monotonic()
+    nxt = conn.read_heartbeat()
+    assert nxt - acked < 0.2  # not a whole interval (250 ms) after the ack
+    release_with(handle, conn)
+
+
+def test_promotion_during_in_flight_heartbeat(api: Api, fake_server: FakeServer) -> None:
+    """A promotion is no ack: without the heartbeat's own ack the lock
+    ends 0.8 x lease after the last acknowledged send (here the ACQUIRE)."""
+    fut = api.acquire(fake_server.address, "promo", lease=1.0)
+    conn = fake_server.accept()
+    conn.read_acquire()
+    acquire_seen = time.monotonic()
+    conn.send(WAITING)
+    conn.read_heartbeat()
+    conn.send(acquired(11))  # promotion while the heartbeat is in flight
+    handle = fut.result(5)
+    assert handle.token == 11
+    assert handle.lock.valid_until - acquire_seen <= 0.85
+    closed = conn.wait_eof(timeout=5)
+    assert closed - acquire_seen == pytest.approx(0.8, abs=0.3)
+    assert handle.wait_lost(5)
+    lost = handle.lock.lost_error
+    assert lost is not None and isinstance(lost.cause, errors.HeartbeatTimeout)
+
+
+def test_promotion_then_ack_keeps_the_lock(api: Api, fake_server: FakeServer) -> None:
+    fut = api.acquire(fake_server.address, "promo2", lease=1.0)
+    conn = fake_server.accept()
+    conn.read_acquire()
+    conn.send(WAITING)
+    hb = conn.read_heartbeat()
+    conn.send(acquired(12) + acquired(12))  # promotion, then the ack
+    handle = fut.result(5)
+    for _ in range(5):
+        conn.read_heartbeat()
+        conn.send(acquired(12))
+    assert not handle.lock.lost.is_set()
+    assert handle.lock.valid_until > hb + 0.8
+    release_with(handle, conn)
+
+
+def test_waiting_hook_and_heartbeats_while_waiting(api: Api, fake_server: FakeServer) -> None:
+    waited = threading.Event()
+    fut = api.acquire(fake_server.address, "queue", lease=0.4, on_waiting=lambda name: waited.set())
+    conn = fake_server.accept()
+    conn.read_acquire()
+    conn.send(WAITING)
+    assert waited.wait(5)
+    for _ in range(5):  # 5 x 100 ms: longer than the lease
+        conn.read_heartbeat()
+        conn.send(WAITING)
+    assert not fut.done()
+    conn.send(acquired(4))
+    handle = fut.result(5)
+    assert handle.token == 4
+    release_with(handle, conn)
+
+
+@pytest.mark.parametrize("code", [0x01, 0x02, 0x05])
+def test_temporary_error_while_waiting_requeues(
+    api: Api, fake_server: FakeServer, code: int
+) -> None:
+    waits: list[str] = []
+    fut = api.acquire(fake_server.address, "requeue", lease=1, on_waiting=waits.append)
+    first = fake_server.accept()
+    first.read_acquire()
+    first.send(WAITING)
+    first.send(proto.encode_error(code, ""))
+    first.close()
+    second = fake_server.accept()  # a new connection, after a short backoff
+    assert second.read_acquire() == (1000, b"requeue")
+    second.send(WAITING)
+    second.send(acquired(8))
+    handle = fut.result(5)
+    assert handle.token == 8
+    assert waits == ["requeue", "requeue"]
+    release_with(handle, second)
+
+
+def test_broken_connection_while_waiting_requeues(api: Api, fake_server: FakeServer) -> None:
+    fut = api.acquire(fake_server.address, "broken", lease=1)
+    first = fake_server.accept()
+    first.read_acquire()
+    first.send(WAITING)
+    first.close()
+    second = fake_server.accept()
+    second.read_acquire()
+    second.send(acquired(2))
+    release_with(fut.result(5), second)
+
+
+def test_silent_server_while_waiting_requeues(api: Api, fake_server: FakeServer) -> None:
+    fut = api.acquire(fake_server.address, "mute", lease=0.2)
+    first = fake_server.accept()
+    first.read_acquire()
+    # No reply at all: after 160 ms the client gives up on this connection.
+    first.wait_eof(timeout=3)
+    second = fake_server.accept()
+    second.read_acquire()
+    second.send(acquired(5))
+    release_with(fut.result(5), second)
+
+
+@pytest.mark.parametrize(
+    ("code", "cls"),
+    [(0x15, errors.NameTooLong), (0x18, errors.NotAuthorized), (0x7E, errors.ServerError)],
+)
+def test_terminal_error_while_waiting_is_raised(
+    api: Api, fake_server: FakeServer, code: int, cls: type[errors.ServerError]
+) -> None:
+    fut = api.acquire(fake_server.address, "term", lease=1)
+    conn = fake_server.accept()
+    conn.read_acquire()
+    conn.send(WAITING + proto.encode_error(code, "detail"))
+    with pytest.raises(cls) as info:
+        fut.result(5)
+    assert type(info.value) is cls
+    assert info.value.code == code and info.value.from_server and not info.value.temporary
+    assert info.value.reason == "detail"
+    fake_server.assert_no_connection(0.3)
+
+
+@pytest.mark.parametrize(
+    ("code", "cls"),
+    [(0x01, errors.ShuttingDown), (0x02, errors.AdminClosed), (0x7E, errors.ServerError)],
+)
+def test_error_while_held_is_a_loss(
+    api: Api, fake_server: FakeServer, code: int, cls: type[errors.ServerError]
+) -> None:
+    fut = api.acquire(fake_server.address, "held", lease=1)
+    conn = fake_server.accept()
+    conn.read_acquire()
+    conn.send(acquired(6))
+    handle = fut.result(5)
+    conn.send(proto.encode_error(code, "bye"))
+    assert handle.wait_lost(5)
+    lost = handle.lock.lost_error
+    assert lost is not None and type(lost.cause) is cls
+    assert lost.code == code and lost.temporary is (code < 0x10)
+    conn.wait_eof()
+    fake_server.assert_no_connection(0.5)  # never re-acquired silently
+
+
+def test_connection_reset_while_held_is_a_loss(api: Api, fake_server: FakeServer) -> None:
+    fut = api.acquire(fake_server.address, "eof", lease=1)
+    conn = fake_server.accept()
+    conn.read_acquire()
+    conn.send(acquired(6))
+    handle = fut.result(5)
+    conn.close()
+    assert handle.wait_lost(5)
+    lost = handle.lock.lost_error
+    assert lost is not None and isinstance(lost.cause, errors.ConnectionClosed)
+
+
+def test_protocol_violation_while_held_is_a_loss(api: Api, fake_server: FakeServer) -> None:
+    fut = api.acquire(fake_server.address, "junk", lease=1)
+    conn = fake_server.accept()
+    conn.read_acquire()
+    conn.send(acquired(6))
+    handle = fut.result(5)
+    conn.send(b"\x7f")
+    assert handle.wait_lost(5)
+    lost = handle.lock.lost_error
+    assert lost is not None and isinstance(lost.cause, errors.ProtocolViolation)
+    conn.wait_eof()
+
+
+def test_try_acquire_busy_closes(api: Api, fake_server: FakeServer) -> None:
+    fut = api.acquire(fake_server.address, "busy", lease=1, try_only=True)
+    conn = fake_server.accept()
+    conn.read_acquire()
+    conn.send(WAITING)
+    with pytest.raises(errors.LockBusy):
+        fut.result(5)
+    conn.wait_eof()
+    fake_server.assert_no_connection(0.3)
+
+
+def test_try_acquire_temporary_error_is_raised(api: Api, fake_server: FakeServer) -> None:
+    fut = api.acquire(fake_server.address, "busy", lease=1, try_only=True)
+    conn = fake_server.accept()
+    conn.read_acquire()
+    conn.send(proto.encode_error(0x01, ""))
+    with pytest.raises(errors.ShuttingDown):
+        fut.result(5)
+    fake_server.assert_no_connection(0.3)
+
+
+def test_try_acquire_free(api: Api, fake_server: FakeServer) -> None:
+    fut = api.acquire(fake_server.address, "free", lease=1, try_only=True)
+    conn = fake_server.accept()
+    conn.read_acquire()
+    conn.send(acquired(1))
+    release_with(fut.result(5), conn)
+
+
+def test_timeout_while_waiting_closes(api: Api, fake_server: FakeServer) -> None:
+    start = time.monotonic()
+    fut = api.acquire(fake_server.address, "slow", lease=1, timeout=0.3)
+    conn = fake_server.accept()
+    conn.read_acquire()
+    conn.send(WAITING)
+    with pytest.raises(errors.AcquireTimeout):
+        fut.result(5)
+    assert time.monotonic() - start >= 0.29
+    conn.wait_eof()
+
+
+@pytest.mark.parametrize(
+    ("name", "lease", "cls"),
+    [
+        ("", 1.0, errors.EmptyName),
+        ("x" * 256, 1.0, errors.NameTooLong),
+        (b"\xff", 1.0, errors.NameNotUTF8),
+        ("a", 0, errors.InvalidLease),
+        ("", 4294967.296, errors.InvalidLease),
+    ],
+)
+def test_validation_sends_nothing(
+    api: Api, fake_server: FakeServer, name: str | bytes, lease: float, cls: type[Exception]
+) -> None:
+    fut = api.acquire(fake_server.address, name, lease=lease)
+    with pytest.raises(cls) as info:
+        fut.result(5)
+    assert isinstance(info.value, errors.ServerError) and not info.value.from_server
+    fake_server.assert_no_connection(0.2)
+
+
+def test_try_acquire_unreachable(api: Api) -> None:
+    fut = api.acquire(unused_address(), "nobody", lease=1, try_only=True)
+    with pytest.raises(errors.ConnectError):
+        fut.result(10)
+
+
+def test_unreachable_with_timeout(api: Api) -> None:
+    fut = api.acquire(unused_address(), "nobody", lease=1, timeout=0.4)
+    with pytest.raises(errors.AcquireTimeout) as info:
+        fut.result(10)
+    assert isinstance(info.value.__cause__, errors.ConnectError)
+
+
+def test_second_server_when_first_is_down(api: Api, fake_server: FakeServer) -> None:
+    fut = api.acquire([unused_address(), fake_server.address], "failover", lease=1)
+    conn = fake_server.accept()
+    conn.read_acquire()
+    conn.send(acquired(1))
+    release_with(fut.result(5), conn)
+
+
+def test_connect_timeout(api: Api) -> None:
+    # A listener whose backlog is full never completes the handshake: the
+    # connect timeout has to end the attempt.
+    import socket
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        port = listener.getsockname()[1]
+        fillers = []
+        try:
+            for _ in range(8):
+                s = socket.socket()
+                s.setblocking(False)
+                s.connect_ex(("127.0.0.1", port))
+                fillers.append(s)
+            fut = api.acquire(
+                f"127.0.0.1:{port}", "stuck", lease=1, try_only=True, connect_timeout=0.3
+            )
+            with pytest.raises(errors.ConnectError):
+                fut.result(10)
+        finally:
+            for s in fillers:
+                s.close()
+
+
+def test_largest_lease(api: Api, fake_server: FakeServer) -> None:
+    fut = api.acquire(fake_server.address, "x", lease=4294967.295)
+    conn = fake_server.accept()
+    assert conn.read_exact(9) == bytes.fromhex("0101ffffffff000178")
+    conn.send(acquired(1))
+    handle = fut.result(5)
+    conn.assert_silent(0.3)  # first heartbeat in 12 days
+    assert handle.lock.remaining > 3_000_000
+    fut2 = api.pool_call(handle.release)
+    conn.wait_eof()
+    conn.close()
+    fut2.result(5)
+
+
+def test_release_waits_for_the_server_close(api: Api, fake_server: FakeServer) -> None:
+    fut = api.acquire(fake_server.address, "bye", lease=10)
+    conn = fake_server.accept()
+    conn.read_acquire()
+    conn.send(acquired(1))
+    handle = fut.result(5)
+    released = api.pool_call(handle.release)
+    conn.wait_eof()  # the client's half-close
+    assert not released.done()  # still waiting for the server's side
+    conn.close()
+    released.result(5)
+    assert handle.lock.released and not handle.lock.lost.is_set()
+
+
+def test_release_gives_up_waiting_for_a_mute_server(api: Api, fake_server: FakeServer) -> None:
+    fut = api.acquire(fake_server.address, "mute-bye", lease=0.5)
+    conn = fake_server.accept()
+    conn.read_acquire()
+    conn.send(acquired(1))
+    handle = fut.result(5)
+    start = time.monotonic()
+    handle.release()  # the server never closes: bounded by 0.8 x lease
+    assert 0.3 <= time.monotonic() - start <= 3
+    assert not handle.lock.lost.is_set()
+
+
+def test_loss_reported_on_time_while_the_caller_spins(fake_server: FakeServer) -> None:
+    """The caller's thread is busy in pure Python; the heartbeat thread
+    still reports the loss 0.8 x lease after the last acknowledged send."""
+    import monolock
+
+    times: dict[str, float] = {}
+
+    def server() -> None:
+        conn = fake_server.accept()
+        conn.read_acquire()
+        conn.send(acquired(1))
+        times["acked_hb"] = conn.read_heartbeat()
+        conn.send(acquired(1))
+        conn.read_heartbeat()  # never acked
+        times["closed"] = conn.wait_eof()
+
+    script = threading.Thread(target=server)
+    script.start()
+    lock = monolock.Client(fake_server.address, lease=1.0).acquire(
+        "spin", on_lost=lambda err: times.setdefault("lost", time.monotonic())
+    )
+    spin_until = time.monotonic() + 2.0
+    while time.monotonic() < spin_until:
+        pass
+    script.join(5)
+    assert lock.lost.is_set()
+    # Reported by the heartbeat thread, not when this thread looked.
+    assert times["lost"] < spin_until
+    assert times["lost"] - times["acked_hb"] == pytest.approx(0.8, abs=0.3)
+    assert times["closed"] <= times["lost"] + 0.3

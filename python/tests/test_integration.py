@@ -1,0 +1,222 @@
+"""Both clients against the real `monolock serve` binary."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+
+import pytest
+
+import monolock
+from monolock import errors
+from monolock.aio import AsyncClient
+
+from .support import Api, RealServer
+
+
+def unique(prefix: str) -> str:
+    return f"py/{prefix}/{uuid.uuid4().hex[:8]}"
+
+
+def test_acquire_release_handoff(api: Api, real_server: RealServer) -> None:
+    name = unique("handoff")
+    holder = api.acquire(real_server.address, name, lease=1).result(10)
+    waited = threading.Event()
+    waiter = api.acquire(real_server.address, name, lease=1, on_waiting=lambda n: waited.set())
+    assert waited.wait(10)
+    assert not waiter.done()
+    holder.release()
+    second = waiter.result(10)
+    assert second.token > holder.token
+    second.release()
+
+
+def test_fifo_order(api: Api, real_server: RealServer) -> None:
+    name = unique("fifo")
+    holder = api.acquire(real_server.address, name, lease=1).result(10)
+    futures = []
+    for _ in range(3):
+        queued = threading.Event()
+        futures.append(
+            api.acquire(real_server.address, name, lease=1, on_waiting=lambda n, q=queued: q.set())
+        )
+        assert queued.wait(10)
+    tokens = [holder.token]
+    holder.release()
+    for fut in futures:
+        handle = fut.result(10)
+        tokens.append(handle.token)
+        assert all(not f.done() for f in futures[futures.index(fut) + 1 :])
+        handle.release()
+    assert tokens == sorted(tokens)
+
+
+def test_try_acquire_busy(api: Api, real_server: RealServer) -> None:
+    name = unique("busy")
+    holder = api.acquire(real_server.address, name, lease=1).result(10)
+    with pytest.raises(errors.LockBusy):
+        api.acquire(real_server.address, name, lease=1, try_only=True).result(10)
+    holder.release()
+    free = api.acquire(real_server.address, name, lease=1, try_only=True).result(10)
+    free.release()
+
+
+def test_waiter_keeps_its_place_longer_than_the_lease(api: Api, real_server: RealServer) -> None:
+    name = unique("patient")
+    holder = api.acquire(real_server.address, name, lease=0.5).result(10)
+    waits: list[str] = []
+    waiter = api.acquire(real_server.address, name, lease=0.5, on_waiting=waits.append)
+    time.sleep(1.5)  # three leases: heartbeats keep both sessions alive
+    assert not waiter.done()
+    assert not holder.lock.lost.is_set()
+    holder.release()
+    handle = waiter.result(10)
+    assert waits == [name]  # queued once, never re-queued
+    handle.release()
+
+
+def test_timeout_leaves_the_queue(api: Api, real_server: RealServer) -> None:
+    name = unique("timeout")
+    holder = api.acquire(real_server.address, name, lease=1).result(10)
+    with pytest.raises(errors.AcquireTimeout):
+        api.acquire(real_server.address, name, lease=1, timeout=0.3).result(10)
+    waiter = api.acquire(real_server.address, name, lease=1)
+    holder.release()
+    waiter.result(10).release()
+
+
+def test_validity_and_check(api: Api, real_server: RealServer) -> None:
+    handle = api.acquire(real_server.address, unique("valid"), lease=2).result(10)
+    lock = handle.lock
+    assert 0 < lock.valid_until - time.monotonic() <= 1.6
+    assert 0 < lock.remaining <= 1.6
+    lock.check()
+    assert lock.held and lock.lease == 2.0
+    handle.release()
+    assert lock.released and not lock.held and lock.remaining == 0
+    with pytest.raises(errors.LockReleased):
+        lock.check()
+    assert not lock.lost.is_set()
+    handle.release()  # idempotent
+
+
+def test_tokens_increase(api: Api, real_server: RealServer) -> None:
+    tokens = []
+    for _ in range(3):
+        handle = api.acquire(real_server.address, unique("token"), lease=1).result(10)
+        tokens.append(handle.token)
+        handle.release()
+    assert tokens == sorted(set(tokens))
+
+
+def test_shutdown_loses_the_lock(api: Api, fresh_server: RealServer) -> None:
+    handle = api.acquire(fresh_server.address, unique("shutdown"), lease=5).result(10)
+    fresh_server.terminate()
+    assert handle.wait_lost(10)
+    lost = handle.lock.lost_error
+    assert lost is not None
+    assert isinstance(lost.cause, errors.ShuttingDown)
+    assert lost.code == 0x01 and lost.temporary
+
+
+def test_sync_cancel_leaves_the_queue(real_server: RealServer) -> None:
+    name = unique("cancel")
+    client = monolock.Client(real_server.address, lease=1)
+    holder = client.acquire(name)
+    cancel = threading.Event()
+    queued = threading.Event()
+    outcome: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            client.acquire(name, cancel=cancel, on_waiting=lambda n: queued.set())
+        except BaseException as exc:
+            outcome.append(exc)
+
+    t = threading.Thread(target=wait)
+    t.start()
+    assert queued.wait(10)
+    next_waiter_queued = threading.Event()
+    result: list[monolock.Lock] = []
+    t2 = threading.Thread(
+        target=lambda: result.append(
+            client.acquire(name, on_waiting=lambda n: next_waiter_queued.set())
+        )
+    )
+    t2.start()
+    assert next_waiter_queued.wait(10)
+    cancel.set()
+    t.join(5)
+    assert len(outcome) == 1 and isinstance(outcome[0], errors.AcquireCancelled)
+    holder.release()
+    t2.join(10)
+    assert result and result[0].token > holder.token
+    result[0].release()
+
+
+async def test_asyncio_cancel_leaves_the_queue(real_server: RealServer) -> None:
+    name = unique("acancel")
+    client = AsyncClient(real_server.address, lease=1)
+    holder = await client.acquire(name)
+    queued = asyncio.Event()
+    task = asyncio.create_task(client.acquire(name, on_waiting=lambda n: queued.set()))
+    await asyncio.wait_for(queued.wait(), 10)
+    queued.clear()
+    second = asyncio.create_task(client.acquire(name, on_waiting=lambda n: queued.set()))
+    await asyncio.wait_for(queued.wait(), 10)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await holder.release()
+    lock = await asyncio.wait_for(second, 10)
+    assert lock.token > holder.token
+    await lock.release()
+
+
+async def test_asyncio_context_managers(real_server: RealServer) -> None:
+    name = unique("actx")
+    async with AsyncClient(real_server.address, lease=1).lock(name) as lock:
+        lock.check()
+        with pytest.raises(errors.LockBusy):
+            await AsyncClient(real_server.address).try_acquire(name)
+    assert lock.released
+    async with monolock.aio.lock(name, real_server.address, lease=1) as again:
+        assert again.token > lock.token
+        async with again:
+            pass
+    assert again.released
+
+
+def test_sync_context_managers(real_server: RealServer) -> None:
+    name = unique("ctx")
+    with monolock.Client(real_server.address, lease=1).lock(name) as lock:
+        lock.check()
+        with pytest.raises(errors.LockBusy):
+            monolock.Client(real_server.address).try_acquire(name)
+    assert lock.released
+    with monolock.lock(name, real_server.address, lease=1) as again, again:
+        assert again.token > lock.token
+    assert again.released
+
+
+def test_lock_survives_a_cpu_bound_caller(real_server: RealServer) -> None:
+    """The heartbeat thread keeps the lock while the caller's thread spins
+    in pure Python for three leases: the interpreter hands the GIL over
+    every switch interval, so heartbeats go out on time."""
+    name = unique("cpu")
+    lease = 1.0
+    lock = monolock.Client(real_server.address, lease=lease).acquire(name)
+    spin_until = time.monotonic() + 3 * lease
+    n = 0
+    while time.monotonic() < spin_until:
+        n += 1
+    assert n > 0
+    assert not lock.lost.is_set(), lock.lost_error
+    lock.check()
+    assert lock.valid_until > time.monotonic()
+    # The server agrees: the lock is still taken.
+    with pytest.raises(errors.LockBusy):
+        monolock.Client(real_server.address).try_acquire(name)
+    lock.release()

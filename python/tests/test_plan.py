@@ -1,0 +1,203 @@
+"""The acquisition policy, run with a scripted executor and a fake clock."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+
+import pytest
+
+from monolock import errors
+from monolock._config import Address, ClientConfig
+from monolock._plan import Attempt, Sleep, Step, acquisition_plan, run_sync
+from monolock._schedule import Backoff
+
+A = "127.0.0.1:1"
+B = "127.0.0.1:2"
+
+
+class Script:
+    """Answers each Attempt with the next scripted outcome and records the
+    steps; time moves only by Sleep (and by ``attempt_cost``)."""
+
+    def __init__(self, outcomes: list[object], attempt_cost: float = 0.0) -> None:
+        self.outcomes = outcomes
+        self.steps: list[Step] = []
+        self.now = 0.0
+        self.attempt_cost = attempt_cost
+
+    def clock(self) -> float:
+        return self.now
+
+    def attempt(self, step: Attempt) -> str:
+        self.steps.append(step)
+        self.now += self.attempt_cost
+        outcome = self.outcomes.pop(0)
+        if isinstance(outcome, BaseException):
+            raise outcome
+        assert isinstance(outcome, str)
+        return outcome
+
+    def sleep(self, seconds: float) -> None:
+        self.steps.append(Sleep(seconds))
+        self.now += seconds
+
+    @property
+    def addresses(self) -> list[str]:
+        return [str(s.address) for s in self.steps if isinstance(s, Attempt)]
+
+    @property
+    def sleeps(self) -> list[float]:
+        return [s.seconds for s in self.steps if isinstance(s, Sleep)]
+
+
+def run(
+    script: Script,
+    *servers: str,
+    deadline: float | None = None,
+    try_only: bool = False,
+    connect_timeout: float | None = 5.0,
+) -> str:
+    config = ClientConfig(list(servers) or [A], connect_timeout=connect_timeout)
+    plan: Generator[Step, str | None, str] = acquisition_plan(
+        config,
+        deadline,
+        try_only=try_only,
+        clock=script.clock,
+        backoff=Backoff(lambda: 1.0),
+    )
+    return run_sync(plan, script.attempt, script.sleep)
+
+
+def conn_error() -> errors.ConnectError:
+    return errors.ConnectError("refused")
+
+
+def test_first_attempt_wins() -> None:
+    s = Script(["lock"])
+    assert run(s) == "lock"
+    assert s.steps == [Attempt(Address("127.0.0.1", 1), 5.0, None)]
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        errors.ShuttingDown(),
+        errors.AdminClosed(),
+        errors.ServerError(0x05),
+        errors.ConnectionClosed("eof"),
+        errors.HeartbeatTimeout("late"),
+        errors.ProtocolViolation("junk"),
+        conn_error(),
+    ],
+    ids=lambda e: type(e).__name__,
+)
+def test_waiting_requeues_after_temporary_failures(failure: errors.MonolockError) -> None:
+    s = Script([failure, failure, "lock"])
+    assert run(s) == "lock"
+    # Equal jitter with rand=1: the full ceiling, doubling from 50 ms.
+    assert s.sleeps == pytest.approx([0.05, 0.1])
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [errors.NameTooLong(), errors.NotAuthorized(), errors.ServerError(0x7E)],
+    ids=lambda e: type(e).__name__,
+)
+def test_terminal_errors_go_to_the_caller(failure: errors.ServerError) -> None:
+    s = Script([failure])
+    with pytest.raises(type(failure)):
+        run(s)
+    assert s.sleeps == []
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [errors.ShuttingDown(), errors.ConnectionClosed("eof"), errors.LockBusy("x")],
+    ids=lambda e: type(e).__name__,
+)
+def test_try_acquire_never_retries(failure: errors.MonolockError) -> None:
+    s = Script([failure])
+    with pytest.raises(type(failure)):
+        run(s, try_only=True)
+    assert len(s.steps) == 1
+
+
+def test_try_acquire_walks_the_servers_then_reports_connect() -> None:
+    s = Script([conn_error(), conn_error()])
+    with pytest.raises(errors.ConnectError) as info:
+        run(s, A, B, try_only=True)
+    assert s.addresses == [A, B]
+    assert isinstance(info.value.__cause__, errors.ConnectError)
+
+
+def test_unreachable_server_moves_to_the_next_at_once() -> None:
+    s = Script([conn_error(), "lock"])
+    assert run(s, A, B) == "lock"
+    assert s.addresses == [A, B] and s.sleeps == []
+
+
+def test_each_attempt_starts_from_the_first_server() -> None:
+    s = Script([errors.ShuttingDown(), conn_error(), "lock"])
+    assert run(s, A, B) == "lock"
+    assert s.addresses == [A, A, B]
+
+
+def test_all_unreachable_backs_off_then_tries_again() -> None:
+    s = Script([conn_error(), conn_error(), conn_error(), "lock"])
+    assert run(s, A, B) == "lock"
+    assert s.addresses == [A, B, A, B]
+    assert s.sleeps == pytest.approx([0.05])
+
+
+def test_terminal_connect_error_is_raised() -> None:
+    refused = errors.ConnectError("bad certificate")
+    refused.temporary = False
+    s = Script([refused])
+    with pytest.raises(errors.ConnectError):
+        run(s, A, B)
+    assert s.addresses == [A]
+
+
+def test_deadline_bounds_sleep_and_raises_timeout_with_cause() -> None:
+    s = Script([errors.ShuttingDown()] * 20)
+    with pytest.raises(errors.AcquireTimeout) as info:
+        run(s, deadline=0.2)
+    assert isinstance(info.value.__cause__, errors.ShuttingDown)
+    # 0.05 + 0.1, then the rest up to the deadline, never past it.
+    assert s.sleeps == pytest.approx([0.05, 0.1, 0.05])
+    assert s.now == pytest.approx(0.2)
+
+
+def test_connect_timeout_is_cut_to_the_deadline() -> None:
+    s = Script(["lock"])
+    s.now = 9.0
+    run(s, deadline=10.0, connect_timeout=5.0)
+    step = s.steps[0]
+    assert isinstance(step, Attempt)
+    assert step.connect_timeout == pytest.approx(1.0) and step.deadline == 10.0
+
+
+def test_no_connect_timeout_takes_the_deadline() -> None:
+    s = Script(["lock"])
+    run(s, deadline=3.0, connect_timeout=None)
+    step = s.steps[0]
+    assert isinstance(step, Attempt) and step.connect_timeout == pytest.approx(3.0)
+
+
+def test_acquire_timeout_from_the_attempt_is_final() -> None:
+    s = Script([errors.AcquireTimeout()])
+    with pytest.raises(errors.AcquireTimeout):
+        run(s, deadline=1.0)
+    assert len(s.steps) == 1
+
+
+def test_cancel_is_final() -> None:
+    s = Script([errors.AcquireCancelled()])
+    with pytest.raises(errors.AcquireCancelled):
+        run(s)
+
+
+def test_no_deadline_retries_on() -> None:
+    s = Script([conn_error()] * 30 + ["lock"])
+    assert run(s) == "lock"
+    assert max(s.sleeps) == pytest.approx(2.0)  # capped at 2 s

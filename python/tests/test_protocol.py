@@ -1,0 +1,163 @@
+"""Frames and validation against spec/constants.json and
+spec/vectors/frames.json."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from monolock import _protocol as proto
+from monolock import errors
+
+from .support import load_spec
+
+CONSTANTS = load_spec("constants.json")
+FRAMES = load_spec("vectors/frames.json")
+
+
+def test_constants_match_spec() -> None:
+    assert proto.VERSION == CONSTANTS["protocol_version"]
+    types = CONSTANTS["message_types"]
+    assert proto.MSG_ACQUIRE == types["ACQUIRE"]
+    assert proto.MSG_HEARTBEAT == types["HEARTBEAT"]
+    assert proto.MSG_WAITING == types["WAITING"]
+    assert proto.MSG_ACQUIRED == types["ACQUIRED"]
+    assert proto.MSG_ERROR == types["ERROR"]
+    assert proto.MAX_NAME_LEN == CONSTANTS["max_name_len"]
+    assert proto.MIN_LEASE_MS == CONSTANTS["lease_ms"]["min"]
+    assert proto.MAX_LEASE_MS == CONSTANTS["lease_ms"]["max"]
+
+
+@pytest.mark.parametrize("vec", FRAMES["client_valid"], ids=lambda v: v["desc"])
+def test_client_frames(vec: dict[str, Any]) -> None:
+    expected = bytes.fromhex(vec["hex"])
+    if vec["type"] == "HEARTBEAT":
+        assert expected == proto.HEARTBEAT_FRAME
+        return
+    for name in (vec["name"], vec["name"].encode("utf-8")):
+        raw = proto.encode_name(name)
+        assert proto.encode_acquire(raw, vec["lease_ms"]) == expected
+
+
+def feed_whole(decoder: proto.FrameDecoder, data: bytes) -> list[proto.Frame]:
+    return decoder.feed(data)
+
+
+def feed_bytewise(decoder: proto.FrameDecoder, data: bytes) -> list[proto.Frame]:
+    frames: list[proto.Frame] = []
+    for i in range(len(data)):
+        got = decoder.feed(data[i : i + 1])
+        # A frame completes only on its last byte.
+        assert len(got) == (1 if i == len(data) - 1 else 0)
+        frames += got
+    return frames
+
+
+def expected_frame(vec: dict[str, Any]) -> proto.Frame:
+    if vec["type"] == "WAITING":
+        return proto.Waiting()
+    if vec["type"] == "ACQUIRED":
+        return proto.Acquired(int(vec["token"]))
+    return proto.Error(vec["code"], vec["reason"])
+
+
+@pytest.mark.parametrize("feed", [feed_whole, feed_bytewise])
+@pytest.mark.parametrize("vec", FRAMES["server_valid"], ids=lambda v: v["desc"])
+def test_server_frames(vec: dict[str, Any], feed: Any) -> None:
+    data = bytes.fromhex(vec["hex"])
+    decoder = proto.FrameDecoder()
+    assert feed(decoder, data) == [expected_frame(vec)]
+    assert decoder.buffered == 0
+
+
+@pytest.mark.parametrize("vec", FRAMES["server_valid"], ids=lambda v: v["desc"])
+def test_server_frames_encode(vec: dict[str, Any]) -> None:
+    frame = expected_frame(vec)
+    if isinstance(frame, proto.Acquired):
+        assert proto.encode_acquired(frame.token) == bytes.fromhex(vec["hex"])
+    elif isinstance(frame, proto.Error):
+        assert proto.encode_error(frame.code, frame.reason) == bytes.fromhex(vec["hex"])
+
+
+def test_all_server_frames_in_one_read_and_every_split() -> None:
+    vectors = FRAMES["server_valid"]
+    stream = b"".join(bytes.fromhex(v["hex"]) for v in vectors)
+    expected = [expected_frame(v) for v in vectors]
+    assert proto.FrameDecoder().feed(stream) == expected
+    # Every cut of the stream into two reads gives the same frames.
+    for cut in range(len(stream) + 1):
+        decoder = proto.FrameDecoder()
+        assert decoder.feed(stream[:cut]) + decoder.feed(stream[cut:]) == expected
+
+
+def test_error_frame_converts_to_its_exception() -> None:
+    data = proto.encode_error(0x13, "unknown message type: 0x7f")
+    frame = proto.FrameDecoder().feed(data)[0]
+    assert isinstance(frame, proto.Error)
+    exc = frame.to_exception()
+    assert isinstance(exc, errors.UnknownMessage)
+    assert exc.reason == "unknown message type: 0x7f"
+
+
+@pytest.mark.parametrize("kind", [0x00, 0x01, 0x02, 0x10, 0x14, 0x7F, 0xFF])
+def test_unknown_server_message_type(kind: int) -> None:
+    decoder = proto.FrameDecoder()
+    with pytest.raises(errors.ProtocolViolation, match=f"0x{kind:02x}"):
+        decoder.feed(bytes([0x11, kind]))
+
+
+@pytest.mark.parametrize("vec", FRAMES["client_invalid"], ids=lambda v: v["desc"])
+def test_client_invalid_inputs(vec: dict[str, Any]) -> None:
+    """Lease first, then the name, each with the server's code."""
+    raw = bytes.fromhex(vec["name_hex"])
+
+    def validate(name: str | bytes) -> None:
+        lease_ms = vec["lease_ms"]
+        proto.validate_lease_ms(lease_ms)
+        proto.encode_acquire(proto.encode_name(name), lease_ms)
+
+    candidates: list[str | bytes] = [raw]
+    # The same name as text, when Python can hold it in a str.
+    candidates.append(raw.decode("utf-8", "surrogateescape"))
+    for name in candidates:
+        with pytest.raises(errors.ServerError) as info:
+            validate(name)
+        assert info.value.code == vec["code"]
+        assert type(info.value) is errors.ERRORS_BY_CODE[vec["code"]]
+        assert not info.value.from_server
+        assert info.value.temporary is False
+
+
+def test_str_with_lone_surrogate_is_not_utf8() -> None:
+    with pytest.raises(errors.NameNotUTF8):
+        proto.encode_name("a\ud800")
+
+
+@pytest.mark.parametrize(
+    ("seconds", "lease_ms"),
+    [(0.001, 1), (1, 1000), (2.5, 2500), (4294967.295, 4294967295), (0.0014, 1)],
+)
+def test_lease_seconds_to_ms(seconds: float, lease_ms: int) -> None:
+    assert proto.lease_seconds_to_ms(seconds) == lease_ms
+
+
+@pytest.mark.parametrize("seconds", [0, 0.0004, -1, 4294967.296, float("nan"), float("inf")])
+def test_invalid_lease_seconds(seconds: float) -> None:
+    with pytest.raises(errors.InvalidLease) as info:
+        proto.lease_seconds_to_ms(seconds)
+    assert info.value.code == 0x17 and not info.value.from_server
+
+
+def test_lease_must_be_a_number() -> None:
+    with pytest.raises(TypeError):
+        proto.lease_seconds_to_ms("10")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        proto.encode_name(5)  # type: ignore[arg-type]
+
+
+def test_long_reason_is_cut_on_a_character_boundary() -> None:
+    frame = proto.encode_error(1, "é" * 200)
+    assert frame[2] == 254
+    decoded = proto.FrameDecoder().feed(frame)[0]
+    assert decoded == proto.Error(1, "é" * 127)
