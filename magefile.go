@@ -83,6 +83,19 @@ func (Test) Node() error { mg.Deps(Build); return runIn("node", "bash", "scripts
 // Rust runs rust/scripts/test.sh: fmt, clippy, cargo test, cargo package.
 func (Test) Rust() error { mg.Deps(Build); return runIn("rust", "bash", "scripts/test.sh") }
 
+// Mobile groups the gomobile binding targets.
+type Mobile mg.Namespace
+
+// Jvm generates the Java bindings with gobind, builds them for the desktop
+// JVM and runs the Java tests against the real server.
+func (Mobile) Jvm() error { mg.Deps(Build); return runIn(".", "bash", "mobile/scripts/jvm.sh") }
+
+// Android builds an AAR with gomobile bind (needs an Android SDK and NDK).
+func (Mobile) Android() error { return runIn(".", "bash", "mobile/scripts/android.sh") }
+
+// Ios builds an XCFramework with gomobile bind (needs macOS and Xcode).
+func (Mobile) Ios() error { return runIn(".", "bash", "mobile/scripts/ios.sh") }
+
 // All runs every language's tests and the conformance matrix, and reports
 // every failure rather than stopping at the first.
 func (Test) All() error {
@@ -95,6 +108,7 @@ func (Test) All() error {
 		{"test:python", Test{}.Python},
 		{"test:node", Test{}.Node},
 		{"test:rust", Test{}.Rust},
+		{"mobile:jvm", Mobile{}.Jvm},
 		{"conformance", Conformance},
 	} {
 		fmt.Printf("==> %s\n", step.name)
