@@ -53,6 +53,12 @@ func Build() error {
 	return runIn("go", "go", "build", "-ldflags", "-X main.version="+version(), "-o", binPath(), "./cmd/monolock")
 }
 
+// Release cross-compiles monolock for linux, darwin and windows on amd64 and
+// arm64 into dist/, with the version embedded and a SHA256SUMS file.
+func Release() error {
+	return runIn("go", "go", "run", "./internal/release", "-version", version(), "-out", filepath.Join(root, "dist"))
+}
+
 // Serve builds monolock and runs the server on its defaults (127.0.0.1:7117).
 func Serve() error {
 	mg.Deps(Build)

@@ -15,6 +15,8 @@ var version = "dev"
 var subcommands = map[string]func(args []string) int{
 	"serve":   serveMain,
 	"run":     runMain,
+	"locks":   locksMain,
+	"kick":    kickMain,
 	"version": func([]string) int { fmt.Println("monolock", version); return 0 },
 }
 
@@ -42,6 +44,8 @@ func usage(w io.Writer) {
 commands:
   serve     run the lock server
   run       hold a lock while a command runs (flock for a fleet)
+  locks     list locks, holders and waiters (admin API)
+  kick      close a session: its lock goes to the next waiter (admin API)
   version   print the version
 
 Run "monolock <command> -h" for a command's flags.

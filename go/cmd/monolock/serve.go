@@ -2,85 +2,306 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/monolock/monolock/go/internal/acl"
+	"github.com/monolock/monolock/go/internal/admin"
+	"github.com/monolock/monolock/go/internal/metrics"
 	"github.com/monolock/monolock/go/internal/server"
+	"github.com/monolock/monolock/go/internal/tlsconfig"
 )
 
-// shutdownGrace bounds how long a graceful stop waits for sessions to take
-// their ERROR 0x01 before the remaining connections are cut.
-const shutdownGrace = 10 * time.Second
+// defaultDrainTimeout bounds how long a graceful stop waits for sessions to
+// take their ERROR 0x01 before the remaining connections are cut.
+const defaultDrainTimeout = 10 * time.Second
+
+// serveFlags is the parsed command line of monolock serve.
+type serveFlags struct {
+	listen, dataDir              string
+	handshake                    time.Duration
+	tlsCert, tlsKey, tlsClientCA string
+	aclPath                      string
+	adminAddr, adminTokenFile    string
+	adminTLS                     bool
+	adminExplicit                bool // --admin was given (flag or environment)
+	logFormat, logLevel          string
+	maxSessions, maxPerAddr      int
+	drainTimeout, lockDelay      time.Duration
+	checkConfig                  bool
+}
+
+// serveSetup is everything serve builds from its flags before it starts.
+type serveSetup struct {
+	flags      serveFlags
+	log        *slog.Logger
+	tls        *tlsconfig.Reloader // nil without TLS
+	acl        *acl.Authorizer     // nil without an ACL
+	adminToken string
+}
+
+// usageError is a bad flag, environment variable or file: one line, exit 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func badUsage(format string, args ...any) error {
+	return &usageError{fmt.Sprintf(format, args...)}
+}
+
+// envName is the environment variable that sets a flag: MONOLOCK_ and the
+// flag's name in upper case with '_' for '-'.
+func envName(flagName string) string {
+	return "MONOLOCK_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+func newServeFlagSet(f *serveFlags) *flag.FlagSet {
+	fs := flag.NewFlagSet("monolock serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are reported in one line by the caller
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:7117", "TCP `address` to accept lock sessions on")
+	fs.StringVar(&f.dataDir, "data-dir", defaultDataDir(), "`directory` for the fencing token high-water mark (created if missing)")
+	fs.DurationVar(&f.handshake, "handshake-timeout", server.DefaultHandshakeTimeout,
+		"close a connection that has not sent its ACQUIRE within this `duration`")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "PEM `file` with the server certificate chain: serve TLS (1.2+, 1.3 preferred)")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM `file` with the private key of --tls-cert")
+	fs.StringVar(&f.tlsClientCA, "tls-client-ca", "", "PEM `file` of CAs; require client certificates signed by them (mutual TLS)")
+	fs.StringVar(&f.aclPath, "acl", "", "ACL `file` mapping client identities to lock-name patterns (reloaded on SIGHUP)")
+	fs.StringVar(&f.adminAddr, "admin", admin.DefaultAddr, "admin HTTP `address` (locks, kick, metrics, health), or \"off\"")
+	fs.StringVar(&f.adminTokenFile, "admin-token-file", "", "`file` holding a bearer token the admin API requires")
+	fs.BoolVar(&f.adminTLS, "admin-tls", false, "serve the admin API over TLS with --tls-cert and --tls-key")
+	fs.StringVar(&f.logFormat, "log-format", "text", "log `format`: text or json")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
+	fs.IntVar(&f.maxSessions, "max-sessions", 0, "refuse connections beyond this many open sessions (0: no limit)")
+	fs.IntVar(&f.maxPerAddr, "max-sessions-per-addr", 0, "refuse connections beyond this many open sessions from one client IP (0: no limit)")
+	fs.DurationVar(&f.drainTimeout, "drain-timeout", defaultDrainTimeout,
+		"on SIGTERM, wait this long for sessions to take their shutdown ERROR before cutting them")
+	fs.DurationVar(&f.lockDelay, "lock-delay", 0,
+		"after a holder goes silent (lease expired), keep its lock from the next waiter for this long (0: off)")
+	fs.BoolVar(&f.checkConfig, "check-config", false, "check the flags and files, print the result and exit")
+	return fs
+}
+
+// parseServeFlags reads the command line, then the environment for every
+// flag the command line did not set.
+func parseServeFlags(args []string, getenv func(string) string) (serveFlags, error) {
+	var f serveFlags
+	fs := newServeFlagSet(&f)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return f, err
+		}
+		return f, badUsage("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return f, badUsage("unexpected argument %q", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	var envErr error
+	fs.VisitAll(func(fl *flag.Flag) {
+		if set[fl.Name] || envErr != nil {
+			return
+		}
+		v := getenv(envName(fl.Name))
+		if v == "" {
+			return
+		}
+		if err := fs.Set(fl.Name, v); err != nil {
+			envErr = badUsage("invalid value %q for %s: %v", v, envName(fl.Name), err)
+		}
+		set[fl.Name] = true
+	})
+	f.adminExplicit = set["admin"]
+	return f, envErr
+}
+
+// setUp checks the flags and loads the files they name. Every error is a
+// usage error: one line, exit status 2.
+func setUp(f serveFlags, stderr io.Writer) (*serveSetup, error) {
+	switch {
+	case f.dataDir == "":
+		return nil, badUsage("no --data-dir given and no home directory to default to")
+	case f.handshake <= 0:
+		return nil, badUsage("--handshake-timeout must be positive, got %v", f.handshake)
+	case f.drainTimeout <= 0:
+		return nil, badUsage("--drain-timeout must be positive, got %v", f.drainTimeout)
+	case f.lockDelay < 0:
+		return nil, badUsage("--lock-delay must not be negative, got %v", f.lockDelay)
+	case f.maxSessions < 0 || f.maxPerAddr < 0:
+		return nil, badUsage("--max-sessions and --max-sessions-per-addr must not be negative")
+	}
+	if _, _, err := net.SplitHostPort(f.listen); err != nil {
+		return nil, badUsage("--listen %q: %v", f.listen, err)
+	}
+	if st, err := os.Stat(f.dataDir); err == nil && !st.IsDir() {
+		return nil, badUsage("--data-dir %s is not a directory", f.dataDir)
+	}
+	s := &serveSetup{flags: f}
+	var err error
+	if s.log, err = newLogger(f.logFormat, f.logLevel, stderr); err != nil {
+		return nil, err
+	}
+	if f.tlsCert != "" || f.tlsKey != "" || f.tlsClientCA != "" {
+		if f.tlsCert == "" || f.tlsKey == "" {
+			return nil, badUsage("TLS needs both --tls-cert and --tls-key")
+		}
+		if s.tls, err = tlsconfig.Load(tlsconfig.Files{Cert: f.tlsCert, Key: f.tlsKey, ClientCA: f.tlsClientCA}); err != nil {
+			return nil, badUsage("%v", err)
+		}
+	}
+	if f.aclPath != "" {
+		if s.acl, err = acl.Load(f.aclPath); err != nil {
+			return nil, badUsage("--acl %v", err)
+		}
+	}
+	if f.adminTokenFile != "" {
+		b, err := os.ReadFile(f.adminTokenFile)
+		if err != nil {
+			return nil, badUsage("--admin-token-file: %v", err)
+		}
+		if s.adminToken = strings.TrimSpace(string(b)); s.adminToken == "" || strings.ContainsAny(s.adminToken, " \t\r\n") {
+			return nil, badUsage("--admin-token-file %s: want one token (no spaces) on one line", f.adminTokenFile)
+		}
+	}
+	if f.adminAddr != admin.Off {
+		if _, _, err := net.SplitHostPort(f.adminAddr); err != nil {
+			return nil, badUsage("--admin %q: %v (or \"off\")", f.adminAddr, err)
+		}
+		if f.adminTLS && s.tls == nil {
+			return nil, badUsage("--admin-tls needs --tls-cert and --tls-key")
+		}
+		if !admin.IsLoopback(f.adminAddr) && !f.adminTLS && s.adminToken == "" {
+			return nil, badUsage("refusing to serve the admin API on non-loopback %s without --admin-tls or --admin-token-file", f.adminAddr)
+		}
+	}
+	return s, nil
+}
+
+func newLogger(format, level string, w io.Writer) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, badUsage("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, badUsage("--log-format %q: want text or json", format)
+}
 
 // serveMain runs the lock server until SIGTERM or SIGINT.
 func serveMain(args []string) int {
-	fs := flag.NewFlagSet("monolock serve", flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // errors are reported in one line below
-	listen := fs.String("listen", "127.0.0.1:7117", "TCP `address` to accept lock sessions on")
-	dataDir := fs.String("data-dir", defaultDataDir(), "`directory` for the fencing token high-water mark (created if missing)")
-	handshake := fs.Duration("handshake-timeout", server.DefaultHandshakeTimeout,
-		"close a connection that has not sent its ACQUIRE within this `duration`")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(os.Stdout)
-			fmt.Fprintln(os.Stdout, "usage: monolock serve [flags]")
-			fs.PrintDefaults()
-			return 0
-		}
+	f, err := parseServeFlags(args, os.Getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stdout, "usage: monolock serve [flags]")
+		fmt.Fprintln(os.Stdout, "\nEvery flag can also be set by an environment variable: --max-sessions by MONOLOCK_MAX_SESSIONS, and so on.")
+		fmt.Fprintln(os.Stdout, "The command line wins over the environment. SIGHUP reloads the --acl and TLS files. See docs/operating.md.")
+		fmt.Fprintln(os.Stdout)
+		fs := newServeFlagSet(&serveFlags{})
+		fs.SetOutput(os.Stdout)
+		fs.PrintDefaults()
+		return 0
+	}
+	var setup *serveSetup
+	if err == nil {
+		setup, err = setUp(f, os.Stderr)
+	}
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "monolock serve: %v (see monolock serve -h)\n", err)
 		return 2
 	}
-	switch {
-	case fs.NArg() > 0:
-		fmt.Fprintf(os.Stderr, "monolock serve: unexpected argument %q (see monolock serve -h)\n", fs.Arg(0))
-		return 2
-	case *dataDir == "":
-		fmt.Fprintln(os.Stderr, "monolock serve: no --data-dir given and no home directory to default to")
-		return 2
-	case *handshake <= 0:
-		fmt.Fprintf(os.Stderr, "monolock serve: --handshake-timeout must be positive, got %v\n", *handshake)
-		return 2
+	if f.checkConfig {
+		fmt.Fprintln(os.Stdout, "monolock serve: configuration OK")
+		return 0
 	}
+	return run(setup)
+}
 
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	srv, err := server.New(server.Config{DataDir: *dataDir, HandshakeTimeout: *handshake, Logger: log})
+// run starts the lock server and the admin API and serves until a signal.
+func run(s *serveSetup) int {
+	f, log := s.flags, s.log
+	m := metrics.New()
+	cfg := server.Config{
+		DataDir:            f.dataDir,
+		HandshakeTimeout:   f.handshake,
+		Logger:             log,
+		MaxSessions:        f.maxSessions,
+		MaxSessionsPerAddr: f.maxPerAddr,
+		LockDelay:          f.lockDelay,
+		Observer:           m,
+	}
+	if s.acl != nil {
+		cfg.Authorizer = s.acl
+	}
+	srv, err := server.New(cfg)
 	if err != nil {
 		log.Error("cannot start", "err", err)
 		return 1
 	}
-	ln, err := net.Listen("tcp", *listen)
+	m.SetSource(srv)
+	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
 		log.Error("cannot listen", "err", err)
 		return 1
 	}
+	if s.tls != nil {
+		ln = tls.NewListener(ln, s.tls.Server())
+	}
 	// Tests and tools read the bound address from this exact line.
 	log.Info("listening", "addr", ln.Addr().String())
-	log.Info("token store", "data_dir", *dataDir)
+	log.Info("token store", "data_dir", f.dataDir)
+	if s.tls != nil {
+		log.Info("TLS on", "mutual", s.tls.MutualTLS())
+	}
+	if s.acl != nil {
+		log.Info("ACL loaded", "file", s.acl.Path(), "rules", s.acl.Rules().Len())
+	}
+
+	adminSrv, code := startAdmin(s, srv, m)
+	if code != 0 {
+		ln.Close()
+		return code
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-
-	select {
-	case err := <-served:
-		log.Error("serve failed", "err", err)
-		shutdown(srv, log)
-		return 1
-	case <-ctx.Done():
+wait:
+	for {
+		select {
+		case <-hup:
+			reload(s, m)
+		case err := <-served:
+			log.Error("serve failed", "err", err)
+			shutdown(srv, adminSrv, f.drainTimeout, log)
+			return 1
+		case <-ctx.Done():
+			break wait
+		}
 	}
-	log.Info("shutting down")
-	code := 0
-	if err := shutdown(srv, log); err != nil {
+	log.Info("shutting down", "drain_timeout", f.drainTimeout)
+	code = 0
+	if err := shutdown(srv, adminSrv, f.drainTimeout, log); err != nil {
 		code = 1
 	}
 	<-served
@@ -88,12 +309,86 @@ func serveMain(args []string) int {
 	return code
 }
 
-func shutdown(srv *server.Server, log *slog.Logger) error {
-	ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+// startAdmin starts the admin API unless it is off. If the default address
+// is taken (another server on this machine, a test run), the lock server
+// runs without it and says so; an address given explicitly must work.
+func startAdmin(s *serveSetup, srv *server.Server, m *metrics.Metrics) (*http.Server, int) {
+	f, log := s.flags, s.log
+	if f.adminAddr == admin.Off {
+		log.Info("admin API off")
+		return nil, 0
+	}
+	aln, err := net.Listen("tcp", f.adminAddr)
+	if err != nil {
+		if !f.adminExplicit {
+			log.Warn("admin API not started: default address unavailable; set --admin to another address or \"off\"",
+				"addr", f.adminAddr, "err", err)
+			return nil, 0
+		}
+		log.Error("cannot listen for the admin API", "addr", f.adminAddr, "err", err)
+		return nil, 1
+	}
+	if f.adminTLS {
+		aln = tls.NewListener(aln, s.tls.Admin())
+	}
+	h := admin.Handler(admin.Config{Server: srv, Metrics: m.Handler(), Token: s.adminToken, Logger: log})
+	hs := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	go func() {
+		if err := hs.Serve(aln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("admin API failed", "err", err)
+		}
+	}()
+	log.Info("admin listening", "addr", aln.Addr().String(), "tls", f.adminTLS, "token", s.adminToken != "")
+	return hs, 0
+}
+
+// reload re-reads the ACL and TLS files. A bad file is reported and the
+// configuration in force stays; sessions are never dropped.
+func reload(s *serveSetup, m *metrics.Metrics) {
+	if s.acl == nil && s.tls == nil {
+		s.log.Info("SIGHUP: no ACL or TLS files to reload")
+		return
+	}
+	var errs []error
+	if s.acl != nil {
+		if rs, err := s.acl.Reload(); err != nil {
+			errs = append(errs, err)
+		} else {
+			s.log.Info("ACL reloaded", "file", s.acl.Path(), "rules", rs.Len())
+		}
+	}
+	if s.tls != nil {
+		if err := s.tls.Reload(); err != nil {
+			errs = append(errs, err)
+		} else {
+			s.log.Info("TLS files reloaded")
+		}
+	}
+	err := errors.Join(errs...)
+	if err != nil {
+		s.log.Error("reload failed; keeping the previous configuration",
+			"err", strings.ReplaceAll(err.Error(), "\n", "; "))
+	}
+	m.Reloaded(err)
+}
+
+func shutdown(srv *server.Server, adminSrv *http.Server, drain time.Duration, log *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(context.Background(), drain)
 	defer cancel()
 	err := srv.Shutdown(ctx)
 	if err != nil {
 		log.Error("shutdown incomplete", "err", err)
+	}
+	if adminSrv != nil {
+		// /readyz answered 503 during the drain; now the admin API goes too.
+		actx, acancel := context.WithTimeout(context.Background(), time.Second)
+		defer acancel()
+		_ = adminSrv.Shutdown(actx)
 	}
 	return err
 }

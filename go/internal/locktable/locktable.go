@@ -48,6 +48,10 @@ type lock struct {
 	holder     *Claim
 	head, tail *Claim
 	waiters    int
+	// blocked keeps a lock whose holder went silent from being granted until
+	// Unblock (the server's lock delay): a holder that vanished may still be
+	// touching the resource.
+	blocked bool
 }
 
 // Table maps lock names to their holder and waiters. It is safe for
@@ -83,7 +87,7 @@ func (t *Table) Acquire(c *Claim) (granted bool, err error) {
 		l = &lock{}
 		t.locks[c.Name] = l
 	}
-	if l.holder == nil {
+	if l.holder == nil && !l.blocked {
 		if err := t.grant(l, c); err != nil {
 			t.dropIfEmpty(c.Name, l)
 			return false, err
@@ -134,21 +138,66 @@ func (t *Table) Release(c *Claim) (promoted *Claim, failed []*Claim) {
 		return nil, nil
 	}
 	l.holder = nil
-	if !t.closed {
-		for l.head != nil {
-			next := l.head
-			t.unlink(l, next)
-			if err := t.grant(l, next); err != nil {
-				next.lock = nil
-				failed = append(failed, next)
-				continue
-			}
-			promoted = next
-			break
-		}
-	}
+	promoted, failed = t.promote(l)
 	t.dropIfEmpty(c.Name, l)
 	return promoted, failed
+}
+
+// ReleaseBlocked removes c from the table like Release, except that if c held
+// the lock nobody is granted it until Unblock(c.Name): new claims queue
+// behind the absent holder. It reports whether the lock was blocked (false if
+// c was only waiting, or not in the table).
+func (t *Table) ReleaseBlocked(c *Claim) (blocked bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l := c.lock
+	if l == nil {
+		return false
+	}
+	c.lock = nil
+	if l.holder != c {
+		t.unlink(l, c)
+		t.dropIfEmpty(c.Name, l)
+		return false
+	}
+	l.holder = nil
+	l.blocked = true
+	return true
+}
+
+// Unblock ends the block that ReleaseBlocked put on name and grants the lock
+// to the first waiter, unless the table is closed. Its results are those of
+// Release.
+func (t *Table) Unblock(name string) (promoted *Claim, failed []*Claim) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l := t.locks[name]
+	if l == nil || !l.blocked {
+		return nil, nil
+	}
+	l.blocked = false
+	promoted, failed = t.promote(l)
+	t.dropIfEmpty(name, l)
+	return promoted, failed
+}
+
+// promote grants the free lock l to its first waiter that can get a token.
+// Caller holds t.mu.
+func (t *Table) promote(l *lock) (promoted *Claim, failed []*Claim) {
+	if t.closed {
+		return nil, nil
+	}
+	for l.head != nil {
+		next := l.head
+		t.unlink(l, next)
+		if err := t.grant(l, next); err != nil {
+			next.lock = nil
+			failed = append(failed, next)
+			continue
+		}
+		return next, failed
+	}
+	return nil, failed
 }
 
 // unlink removes waiter c from l's queue. Caller holds t.mu.
@@ -170,7 +219,7 @@ func (t *Table) unlink(l *lock, c *Claim) {
 // dropIfEmpty forgets a lock nobody holds or waits for, so the map only
 // holds live names. Caller holds t.mu.
 func (t *Table) dropIfEmpty(name string, l *lock) {
-	if l.holder == nil && l.head == nil && t.locks[name] == l {
+	if l.holder == nil && l.head == nil && !l.blocked && t.locks[name] == l {
 		delete(t.locks, name)
 	}
 }
@@ -193,8 +242,11 @@ type Entry struct {
 // LockInfo describes one lock in a snapshot.
 type LockInfo struct {
 	Name    string
-	Holder  *Entry  // nil after shutdown began: nobody is promoted then
+	Holder  *Entry  // nil after shutdown began, or while Blocked
 	Waiters []Entry // in queue order
+	// Blocked: the holder went silent and the lock delay has not passed;
+	// nobody holds the lock and nobody is granted it yet.
+	Blocked bool
 }
 
 // Snapshot returns every live lock, sorted by name, with its holder and
@@ -204,7 +256,7 @@ func (t *Table) Snapshot() []LockInfo {
 	defer t.mu.Unlock()
 	out := make([]LockInfo, 0, len(t.locks))
 	for name, l := range t.locks {
-		info := LockInfo{Name: name}
+		info := LockInfo{Name: name, Blocked: l.blocked}
 		if h := l.holder; h != nil {
 			info.Holder = &Entry{Session: h.Session, Token: h.token.Load(), Since: h.since}
 		}
@@ -216,6 +268,20 @@ func (t *Table) Snapshot() []LockInfo {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// Counts returns the number of live locks, of held locks and of queued
+// waiters, for gauges read at scrape time.
+func (t *Table) Counts() (locks, holders, waiters int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, l := range t.locks {
+		if l.holder != nil {
+			holders++
+		}
+		waiters += l.waiters
+	}
+	return len(t.locks), holders, waiters
 }
 
 // Len returns the number of live locks.

@@ -157,3 +157,50 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		}
 	}
 }
+
+// A blocked lock (the holder went silent, lock delay running) grants nobody,
+// not even a newcomer to an empty queue, until Unblock; then FIFO as usual.
+func TestReleaseBlockedHoldsTheLockUntilUnblock(t *testing.T) {
+	tab := New(&counter{})
+	holder, waiter := claim(1, "a"), claim(2, "a")
+	_, err := tab.Acquire(holder)
+	require.NoError(t, err)
+	_, err = tab.Acquire(waiter)
+	require.NoError(t, err)
+
+	assert.True(t, tab.ReleaseBlocked(holder))
+	late := claim(3, "a")
+	granted, err := tab.Acquire(late)
+	require.NoError(t, err)
+	assert.False(t, granted, "a blocked lock is granted to nobody")
+	snap := tab.Snapshot()
+	require.Len(t, snap, 1)
+	assert.True(t, snap[0].Blocked)
+	assert.Nil(t, snap[0].Holder)
+	assert.Len(t, snap[0].Waiters, 2)
+	_, holders, waiters := tab.Counts()
+	assert.Equal(t, 0, holders)
+	assert.Equal(t, 2, waiters)
+
+	promoted, failed := tab.Unblock("a")
+	assert.Empty(t, failed)
+	assert.Same(t, waiter, promoted)
+	assert.Equal(t, uint64(2), waiter.Token())
+	p2, _ := tab.Unblock("a")
+	assert.Nil(t, p2, "a second Unblock is a no-op")
+}
+
+// Unblocking a lock whose queue emptied meanwhile forgets the name; a
+// waiter's ReleaseBlocked is an ordinary leave.
+func TestUnblockEmptyLockIsForgotten(t *testing.T) {
+	tab := New(&counter{})
+	holder, waiter := claim(1, "a"), claim(2, "a")
+	_, _ = tab.Acquire(holder)
+	_, _ = tab.Acquire(waiter)
+	assert.False(t, tab.ReleaseBlocked(waiter))
+	assert.True(t, tab.ReleaseBlocked(holder))
+	assert.Equal(t, 1, tab.Len(), "a blocked lock stays listed")
+	promoted, _ := tab.Unblock("a")
+	assert.Nil(t, promoted)
+	assert.Equal(t, 0, tab.Len())
+}

@@ -11,8 +11,9 @@
 // with tls.NewListener for TLS; TCP_NODELAY is still set on the TCP
 // connection underneath), Config.Authorizer decides which peer may take which
 // name (ERROR 0x18), Locks and Sessions feed an admin listing or metrics, and
-// Kick ends one session with ERROR 0x02. A connection limit belongs in
-// startSession.
+// Kick ends one session with ERROR 0x02. Connection limits are applied in
+// startSession, before the session exists; an Observer sees the events that
+// metrics count.
 package server
 
 import (
@@ -22,10 +23,12 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"time"
 
 	"github.com/monolock/monolock/go/internal/locktable"
+	"github.com/monolock/monolock/go/internal/peer"
 	"github.com/monolock/monolock/go/internal/tokenstore"
 	"github.com/monolock/monolock/go/pkg/protocol"
 )
@@ -56,6 +59,22 @@ type Config struct {
 	// Authorizer, if set, is asked for every ACQUIRE that passed validation.
 	Authorizer Authorizer
 
+	// MaxSessions caps open sessions and MaxSessionsPerAddr caps those from
+	// one client IP address; 0 means no limit. A connection over a limit is
+	// closed before any byte is read or written: the client sees a
+	// connection failure, which it treats as temporary.
+	MaxSessions        int
+	MaxSessionsPerAddr int
+
+	// LockDelay, if positive, keeps the lock of a holder that went silent
+	// (its lease ran out) from being granted to the next waiter for this
+	// long, as in Chubby: for resources that cannot check fencing tokens.
+	// A holder that closes its connection or is kicked releases at once.
+	LockDelay time.Duration
+
+	// Observer, if set, is told of grants, expiries, errors and refusals.
+	Observer Observer
+
 	// tokenBlock overrides the token store's block size (tests).
 	tokenBlock uint64
 }
@@ -65,6 +84,10 @@ type Config struct {
 type Server struct {
 	handshakeTimeout time.Duration
 	authorizer       Authorizer
+	maxSessions      int
+	maxPerAddr       int
+	lockDelay        time.Duration
+	obs              Observer
 	log              *slog.Logger
 	tokens           *tokenstore.Store
 	table            *locktable.Table
@@ -72,6 +95,7 @@ type Server struct {
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
 	sessions  map[uint64]*session
+	perAddr   map[netip.Addr]int // open sessions per client IP, when limited
 	lastID    uint64
 	shutdown  bool
 	drained   chan struct{} // closed when shutdown began and the last session ended
@@ -90,6 +114,13 @@ func New(cfg Config) (*Server, error) {
 	if cfg.HandshakeTimeout == 0 {
 		cfg.HandshakeTimeout = DefaultHandshakeTimeout
 	}
+	if cfg.MaxSessions < 0 || cfg.MaxSessionsPerAddr < 0 || cfg.LockDelay < 0 {
+		return nil, errors.New("server: negative limit or lock delay")
+	}
+	obs := cfg.Observer
+	if obs == nil {
+		obs = nopObserver{}
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -101,11 +132,16 @@ func New(cfg Config) (*Server, error) {
 	return &Server{
 		handshakeTimeout: cfg.HandshakeTimeout,
 		authorizer:       cfg.Authorizer,
+		maxSessions:      cfg.MaxSessions,
+		maxPerAddr:       cfg.MaxSessionsPerAddr,
+		lockDelay:        cfg.LockDelay,
+		obs:              obs,
 		log:              log,
 		tokens:           tokens,
 		table:            locktable.New(tokens),
 		listeners:        make(map[net.Listener]struct{}),
 		sessions:         make(map[uint64]*session),
+		perAddr:          make(map[netip.Addr]int),
 		drained:          make(chan struct{}),
 	}, nil
 }
@@ -180,6 +216,16 @@ func (s *Server) startSession(conn net.Conn) {
 		// Too late to serve: the same answer every other session got.
 		_ = conn.SetWriteDeadline(time.Now().Add(writeTimeout))
 		_, _ = conn.Write(protocol.AppendError(nil, protocol.ErrShuttingDown.Code, errText(protocol.ErrShuttingDown)))
+		s.obs.ErrorSent(protocol.ErrShuttingDown.Code)
+		conn.Close()
+		return
+	}
+	if reason := s.overLimitLocked(conn); reason != "" {
+		s.mu.Unlock()
+		// Before any reply: the client sees a failed connection, which it
+		// retries like any temporary failure.
+		s.log.Debug("connection refused", "remote", conn.RemoteAddr(), "reason", reason)
+		s.obs.Refused(reason)
 		conn.Close()
 		return
 	}
@@ -195,8 +241,46 @@ func (s *Server) startSession(conn net.Conn) {
 func (s *Server) endSession(sess *session) {
 	s.mu.Lock()
 	delete(s.sessions, sess.id)
+	if s.maxPerAddr > 0 {
+		ip := remoteIP(sess.conn)
+		if s.perAddr[ip]--; s.perAddr[ip] <= 0 {
+			delete(s.perAddr, ip)
+		}
+	}
 	s.mu.Unlock()
 	s.sessionsWG.Done()
+}
+
+// Reasons a connection is refused, as passed to Observer.Refused.
+const (
+	RefusedMaxSessions = "max_sessions"
+	RefusedPerAddr     = "per_address"
+)
+
+// overLimitLocked counts conn against the connection limits and returns ""
+// if it may become a session, else why not. Caller holds s.mu.
+func (s *Server) overLimitLocked(conn net.Conn) string {
+	if s.maxSessions > 0 && len(s.sessions) >= s.maxSessions {
+		return RefusedMaxSessions
+	}
+	if s.maxPerAddr > 0 {
+		ip := remoteIP(conn)
+		if s.perAddr[ip] >= s.maxPerAddr {
+			return RefusedPerAddr
+		}
+		s.perAddr[ip]++
+	}
+	return ""
+}
+
+// remoteIP is the client's IP address (IPv4-mapped IPv6 unmapped), or the
+// zero Addr for a connection that is not IP.
+func remoteIP(conn net.Conn) netip.Addr {
+	if ta, ok := conn.RemoteAddr().(*net.TCPAddr); ok {
+		return ta.AddrPort().Addr().Unmap()
+	}
+	ap, _ := netip.ParseAddrPort(conn.RemoteAddr().String())
+	return ap.Addr().Unmap()
 }
 
 // Shutdown stops the server: it closes the listeners, stops all grants, sends
@@ -250,22 +334,83 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // Kick ends the session with ERROR 0x02 (closed by administrator). If it held
 // a lock, the next waiter is promoted before Kick returns. It reports whether
-// the session existed.
+// the session existed and was still live (not already ending).
 func (s *Server) Kick(sessionID uint64) bool {
 	s.mu.Lock()
 	sess := s.sessions[sessionID]
 	s.mu.Unlock()
-	if sess == nil {
+	if sess == nil || !sess.end(protocol.ErrAdminClosed, "", false) {
 		return false
 	}
 	s.log.Info("session kicked", "session", sessionID)
-	sess.finish(protocol.ErrAdminClosed, "")
 	return true
 }
 
 // Locks returns a snapshot of every live lock with its holder and waiters.
 func (s *Server) Locks() []locktable.LockInfo {
 	return s.table.Snapshot()
+}
+
+// SessionInfo describes one session holding or waiting for a lock.
+type SessionInfo struct {
+	ID       uint64
+	Remote   string        // client address as host:port
+	Identity string        // see package peer; "anonymous" without a client certificate
+	Lease    time.Duration // the lease the client asked for
+	Token    uint64        // fencing token; 0 while waiting
+	Since    time.Time     // granted at (holder) or queued at (waiter)
+}
+
+// LockStatus is one lock in the admin listing.
+type LockStatus struct {
+	Name    string
+	Holder  *SessionInfo  // nil while nobody holds it
+	Waiters []SessionInfo // in queue order: the first is promoted next
+	// Blocked: the holder went silent and the lock delay is running.
+	Blocked bool
+}
+
+// LockStatus returns every live lock, sorted by name, with the details of its
+// holder and waiters. Sessions that end while the snapshot is taken may be
+// listed without remote address and identity.
+func (s *Server) LockStatus() []LockStatus {
+	snap := s.table.Snapshot()
+	out := make([]LockStatus, 0, len(snap))
+	for _, l := range snap {
+		st := LockStatus{Name: l.Name, Blocked: l.Blocked, Waiters: make([]SessionInfo, 0, len(l.Waiters))}
+		if l.Holder != nil {
+			h := s.sessionInfo(*l.Holder)
+			st.Holder = &h
+		}
+		for _, w := range l.Waiters {
+			st.Waiters = append(st.Waiters, s.sessionInfo(w))
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+func (s *Server) sessionInfo(e locktable.Entry) SessionInfo {
+	info := SessionInfo{ID: e.Session, Token: e.Token, Since: e.Since}
+	if sess := s.session(e.Session); sess != nil {
+		info.Remote = sess.conn.RemoteAddr().String()
+		info.Identity = peer.Primary(sess.conn)
+		info.Lease = time.Duration(sess.leaseMS.Load()) * time.Millisecond
+	}
+	return info
+}
+
+// Counts returns the number of live locks, held locks and queued waiters.
+func (s *Server) Counts() (locks, holders, waiters int) {
+	return s.table.Counts()
+}
+
+// Ready reports whether the server is accepting sessions: it serves at least
+// one listener and is not shutting down.
+func (s *Server) Ready() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.shutdown && len(s.listeners) > 0
 }
 
 // Sessions returns the number of open sessions, including those that have not

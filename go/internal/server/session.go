@@ -1,9 +1,12 @@
 package server
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,7 +29,8 @@ type session struct {
 	// nothing is written but its final ERROR, and its claim is out of the
 	// table. The reader also loads it without wmu to notice a kick.
 	done      atomic.Bool
-	lingerEnd atomic.Int64 // a final ERROR was sent: drain until then (UnixNano) before closing
+	lingerEnd atomic.Int64  // a final ERROR was sent: drain until then (UnixNano) before closing
+	leaseMS   atomic.Uint32 // the client's lease, for the admin listing
 
 	wmu  sync.Mutex
 	wbuf [9]byte // guarded by wmu: WAITING or ACQUIRED, built without allocating
@@ -56,6 +60,10 @@ func (e *wireError) Error() string { return e.code.Error() + ": " + e.reason }
 // errFinished stops the reader of a session that someone else ended.
 var errFinished = errors.New("session finished")
 
+// errSilent ends a session whose lease ran out: no valid frame within the
+// lease after the last one.
+var errSilent = errors.New("lease expired")
+
 // run is the session's reader goroutine.
 func (ss *session) run() {
 	defer ss.srv.endSession(ss)
@@ -69,13 +77,33 @@ func (ss *session) run() {
 	case errors.As(err, &pe):
 		ss.srv.log.Debug("session error", "session", ss.id, "remote", ss.conn.RemoteAddr(), "code", pe.Code)
 		ss.finish(pe, "")
+	case errors.Is(err, errSilent):
+		ss.srv.log.Debug("session expired", "session", ss.id, "remote", ss.conn.RemoteAddr())
+		if ss.end(nil, "", true) {
+			ss.srv.obs.Expired()
+		}
+	case tlsHandshakeFailed(ss.conn, err):
+		// A client without an acceptable certificate, or not speaking TLS:
+		// worth an operator's attention, unlike ordinary closes.
+		ss.srv.log.Info("TLS handshake failed", "remote", ss.conn.RemoteAddr(), "err", err)
+		ss.finish(nil, "")
 	default:
-		// Peer closed, lease expired, handshake timeout, or ended by someone
-		// else: close without a message.
+		// Peer closed, handshake timeout, or ended by someone else: close
+		// without a message.
 		ss.srv.log.Debug("session closed", "session", ss.id, "remote", ss.conn.RemoteAddr(), "err", err)
 		ss.finish(nil, "")
 	}
 	ss.drainAndClose()
+}
+
+// tlsHandshakeFailed reports whether err ended a TLS connection before its
+// handshake completed (not a plain close or timeout).
+func tlsHandshakeFailed(conn net.Conn, err error) bool {
+	tc, ok := conn.(*tls.Conn)
+	if !ok || tc.ConnectionState().HandshakeComplete {
+		return false
+	}
+	return err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, net.ErrClosed)
 }
 
 // drainAndClose closes the connection; after a final ERROR it first reads
@@ -121,6 +149,7 @@ func (ss *session) serve() error {
 	}
 	lastSeen := time.Now()
 	lease := time.Duration(leaseMS) * time.Millisecond
+	ss.leaseMS.Store(leaseMS)
 	if a := ss.srv.authorizer; a != nil {
 		if err := a.Authorize(ss.conn, name); err != nil {
 			return &wireError{protocol.ErrNotAuthorized, protocol.ErrCodeName(protocol.ErrNotAuthorized.Code) + ": " + err.Error()}
@@ -146,6 +175,12 @@ func (ss *session) serve() error {
 		}
 		t, err := ss.readType()
 		if err != nil {
+			if ss.done.Load() {
+				return errFinished
+			}
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				return errSilent
+			}
 			return err
 		}
 		switch t {
@@ -173,12 +208,16 @@ func (ss *session) register(name string) error {
 		return errFinished
 	}
 	ss.claim.Name = name
-	if _, err := ss.srv.table.Acquire(&ss.claim); err != nil {
+	granted, err := ss.srv.table.Acquire(&ss.claim)
+	if err != nil {
 		if errors.Is(err, locktable.ErrClosed) {
 			return protocol.ErrShuttingDown
 		}
 		ss.srv.log.Error("cannot issue a fencing token", "err", err)
 		return &wireError{protocol.ErrShuttingDown, "cannot issue a fencing token"}
+	}
+	if granted {
+		ss.srv.obs.Granted()
 	}
 	return nil
 }
@@ -218,17 +257,20 @@ func (ss *session) reply() error {
 	return ss.writeLocked(frame)
 }
 
-// promote sends the unsolicited ACQUIRED of a promotion. A failed write ends
-// the session; its reader then releases the lock to the next waiter.
-func (ss *session) promote() {
+// promote sends the unsolicited ACQUIRED of a promotion and reports whether
+// it was written. A failed write ends the session; its reader then releases
+// the lock to the next waiter.
+func (ss *session) promote() bool {
 	ss.wmu.Lock()
 	defer ss.wmu.Unlock()
 	if ss.done.Load() {
-		return
+		return false
 	}
 	if err := ss.writeLocked(protocol.AppendAcquired(ss.wbuf[:0], ss.claim.Token())); err != nil {
 		ss.conn.Close()
+		return false
 	}
+	return true
 }
 
 func (ss *session) writeLocked(frame []byte) error {
@@ -245,19 +287,31 @@ func (ss *session) writeLocked(frame []byte) error {
 // and half-closes, leaving the reader to drain and close, or, with no final
 // message, closes the connection. Either way a blocked reader wakes up.
 func (ss *session) finish(final *protocol.Error, reason string) {
+	ss.end(final, reason, false)
+}
+
+// end is finish; silent says the session ended because its lease ran out,
+// which delays the hand-over of its lock when a lock delay is configured.
+// It reports whether this call ended the session.
+func (ss *session) end(final *protocol.Error, reason string, silent bool) bool {
 	ss.wmu.Lock()
 	if ss.done.Load() {
 		ss.wmu.Unlock()
-		return
+		return false
 	}
 	ss.done.Store(true)
 	ss.wmu.Unlock()
 
-	ss.srv.release(&ss.claim)
+	if silent && ss.srv.lockDelay > 0 {
+		ss.srv.releaseDelayed(&ss.claim)
+	} else {
+		ss.srv.release(&ss.claim)
+	}
 	if final == nil {
 		ss.conn.Close()
-		return
+		return true
 	}
+	ss.srv.obs.ErrorSent(final.Code)
 	if reason == "" {
 		reason = protocol.ErrCodeName(final.Code)
 	}
@@ -267,16 +321,39 @@ func (ss *session) finish(final *protocol.Error, reason string) {
 	cw, ok := ss.conn.(interface{ CloseWrite() error })
 	if err != nil || !ok || cw.CloseWrite() != nil {
 		ss.conn.Close()
-		return
+		return true
 	}
 	end := time.Now().Add(lingerTimeout)
 	ss.lingerEnd.Store(end.UnixNano())
 	_ = ss.conn.SetReadDeadline(end)
+	return true
 }
 
 // release takes c out of the lock table and tells the promoted waiter, if any.
 func (s *Server) release(c *locktable.Claim) {
+	start := time.Now()
 	promoted, failed := s.table.Release(c)
+	s.handOver(promoted, failed, start)
+}
+
+// releaseDelayed takes c out of the lock table; if c held the lock, the next
+// waiter is granted it only after the lock delay.
+func (s *Server) releaseDelayed(c *locktable.Claim) {
+	if !s.table.ReleaseBlocked(c) {
+		return
+	}
+	start := time.Now()
+	name := c.Name
+	s.log.Info("holder went silent; lock delayed", "lock", name, "delay", s.lockDelay)
+	time.AfterFunc(s.lockDelay, func() {
+		promoted, failed := s.table.Unblock(name)
+		s.handOver(promoted, failed, start)
+	})
+}
+
+// handOver tells the sessions the table promoted (or could not give a
+// token to) after a release that began at start.
+func (s *Server) handOver(promoted *locktable.Claim, failed []*locktable.Claim, start time.Time) {
 	for _, f := range failed {
 		if sess := s.session(f.Session); sess != nil {
 			sess.finish(protocol.ErrShuttingDown, "cannot issue a fencing token")
@@ -285,7 +362,9 @@ func (s *Server) release(c *locktable.Claim) {
 	if promoted != nil {
 		if sess := s.session(promoted.Session); sess != nil {
 			s.log.Debug("promoted", "session", sess.id, "lock", promoted.Name, "token", promoted.Token())
-			sess.promote()
+			if sess.promote() {
+				s.obs.Promoted(time.Since(start))
+			}
 		}
 	}
 }

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/monolock/monolock/go/internal/admin"
+)
+
+// adminFlags are the flags monolock locks and monolock kick share: where the
+// admin API is and how to authenticate to it.
+type adminFlags struct {
+	addr, tokenFile, caFile string
+	timeout                 time.Duration
+}
+
+func (a *adminFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&a.addr, "admin", admin.DefaultAddr, "admin API `address` (host:port or http(s):// URL)")
+	fs.StringVar(&a.tokenFile, "admin-token-file", "", "`file` holding the admin API's bearer token")
+	fs.StringVar(&a.caFile, "admin-ca", "", "PEM `file` of the CA that signed the admin API's certificate: use HTTPS")
+	fs.DurationVar(&a.timeout, "timeout", 10*time.Second, "give up after this `duration`")
+}
+
+// client builds the admin API client; errors are usage errors.
+func (a *adminFlags) client() (*admin.Client, error) {
+	var token string
+	if a.tokenFile != "" {
+		b, err := os.ReadFile(a.tokenFile)
+		if err != nil {
+			return nil, badUsage("--admin-token-file: %v", err)
+		}
+		token = strings.TrimSpace(string(b))
+	}
+	var tlsCfg *tls.Config
+	if a.caFile != "" {
+		pem, err := os.ReadFile(a.caFile)
+		if err != nil {
+			return nil, badUsage("--admin-ca: %v", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, badUsage("--admin-ca %s: no PEM certificate in it", a.caFile)
+		}
+		tlsCfg = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	if a.timeout <= 0 {
+		return nil, badUsage("--timeout must be positive")
+	}
+	return admin.NewClient(a.addr, token, tlsCfg, a.timeout), nil
+}
+
+// adminEnvFlags are the flags of locks and kick that the environment can
+// set, shared with monolock serve: MONOLOCK_ADMIN, MONOLOCK_ADMIN_TOKEN_FILE
+// and MONOLOCK_ADMIN_CA.
+var adminEnvFlags = map[string]bool{"admin": true, "admin-token-file": true, "admin-ca": true}
+
+// parseAdminCommand parses flags and then the environment for the admin
+// flags not given.
+func parseAdminCommand(fs *flag.FlagSet, args []string) error {
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return badUsage("%v", err)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		if !adminEnvFlags[f.Name] || set[f.Name] || envErr != nil {
+			return
+		}
+		if v := os.Getenv(envName(f.Name)); v != "" {
+			if err := fs.Set(f.Name, v); err != nil {
+				envErr = badUsage("invalid value %q for %s: %v", v, envName(f.Name), err)
+			}
+		}
+	})
+	return envErr
+}
+
+// commandFailed prints err in one line and returns the exit status: 2 for
+// usage errors, 1 otherwise.
+func commandFailed(cmd string, err error) int {
+	fmt.Fprintf(os.Stderr, "monolock %s: %v\n", cmd, err)
+	var ue *usageError
+	if errors.As(err, &ue) {
+		return 2
+	}
+	return 1
+}
+
+func printHelp(fs *flag.FlagSet, usage string) int {
+	fs.SetOutput(os.Stdout)
+	fmt.Fprintln(os.Stdout, usage)
+	fmt.Fprintln(os.Stdout)
+	fs.PrintDefaults()
+	return 0
+}
+
+// locksMain is `monolock locks`: list the server's locks, holders and
+// waiters from its admin API.
+func locksMain(args []string) int {
+	fs := flag.NewFlagSet("monolock locks", flag.ContinueOnError)
+	var af adminFlags
+	af.register(fs)
+	asJSON := fs.Bool("json", false, "print the admin API's JSON instead of a table")
+	if err := parseAdminCommand(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return printHelp(fs, "usage: monolock locks [flags]\n\nLists every lock: its holder, then its waiters in the order they will be granted it.")
+		}
+		return commandFailed("locks", err)
+	}
+	if fs.NArg() > 0 {
+		return commandFailed("locks", badUsage("unexpected argument %q", fs.Arg(0)))
+	}
+	c, err := af.client()
+	if err != nil {
+		return commandFailed("locks", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), af.timeout)
+	defer cancel()
+	locks, err := c.Locks(ctx)
+	if err != nil {
+		return commandFailed("locks", err)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(admin.LocksResponse{Locks: locks})
+		return 0
+	}
+	writeLockTable(os.Stdout, locks, time.Now())
+	return 0
+}
+
+// writeLockTable prints one row per session: the holder first, then the
+// waiters in queue order, under each lock's name.
+func writeLockTable(w io.Writer, locks []admin.Lock, now time.Time) {
+	if len(locks) == 0 {
+		fmt.Fprintln(w, "no locks")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "LOCK\tSTATE\tSESSION\tTOKEN\tIDENTITY\tREMOTE\tLEASE\tFOR")
+	row := func(name, state string, s admin.Session) {
+		tok := "-"
+		if s.Token != 0 {
+			tok = strconv.FormatUint(s.Token, 10)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%v\t%v\n", name, state, s.ID, tok, dash(s.Identity), dash(s.Remote),
+			time.Duration(s.LeaseMS)*time.Millisecond, now.Sub(s.Since).Round(time.Second))
+	}
+	for _, l := range locks {
+		name := l.Name
+		switch {
+		case l.Holder != nil:
+			row(name, "held", *l.Holder)
+			name = ""
+		case l.Blocked:
+			fmt.Fprintf(tw, "%s\tdelayed\t-\t-\t-\t-\t-\t-\n", name)
+			name = ""
+		}
+		for i, s := range l.Waiters {
+			row(name, "waiting #"+strconv.Itoa(i+1), s)
+			name = ""
+		}
+	}
+	tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

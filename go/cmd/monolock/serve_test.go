@@ -1,0 +1,506 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/monolock/monolock/go/client"
+	"github.com/monolock/monolock/go/internal/admin"
+	"github.com/monolock/monolock/go/internal/testcerts"
+	"github.com/monolock/monolock/go/pkg/protocol"
+)
+
+// wait turns a hang into a failure; it is never reached when things work.
+const wait = 15 * time.Second
+
+// binary is the monolock command built from this source for the tests.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "monolock-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "monolock")
+	out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "building monolock: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// command runs monolock to completion and returns its exit status and
+// output.
+func command(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Env = append(cleanEnv(), env...)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	default:
+		t.Fatalf("running monolock %v: %v", args, err)
+	}
+	return code, out.String(), errb.String()
+}
+
+// cleanEnv is the test's environment without MONOLOCK_ settings, so that
+// the caller's shell cannot change what a test checks.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "MONOLOCK_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// serverProc is a running monolock serve.
+type serverProc struct {
+	t     *testing.T
+	cmd   *exec.Cmd
+	addr  string // lock protocol address
+	admin string // admin API address, "" when off
+
+	mu     sync.Mutex
+	lines  []string
+	more   chan struct{} // closed and replaced when a line arrives
+	exited chan struct{}
+	code   int
+}
+
+var addrRE = regexp.MustCompile(`addr=(\S+)`)
+
+// startServe starts monolock serve with args (plus a fresh --data-dir) and
+// waits until it listens, and for the admin API unless it is off.
+func startServe(t *testing.T, env []string, args ...string) *serverProc {
+	t.Helper()
+	args = append([]string{"serve", "--data-dir", t.TempDir()}, args...)
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(cleanEnv(), env...)
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	p := &serverProc{t: t, cmd: cmd, more: make(chan struct{}), exited: make(chan struct{})}
+	go p.readLog(stderr)
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.exited:
+		case <-time.After(wait):
+			_ = cmd.Process.Kill()
+			<-p.exited
+		}
+		if t.Failed() {
+			t.Logf("server log:\n%s", strings.Join(p.log(), "\n"))
+		}
+	})
+	p.addr = addrRE.FindStringSubmatch(p.waitLog("msg=listening"))[1]
+	if line := p.waitLog(`msg="admin listening"`, `msg="admin API off"`); strings.Contains(line, "admin listening") {
+		p.admin = addrRE.FindStringSubmatch(line)[1]
+	}
+	return p
+}
+
+func (p *serverProc) readLog(r io.Reader) {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		p.mu.Lock()
+		p.lines = append(p.lines, sc.Text())
+		close(p.more)
+		p.more = make(chan struct{})
+		p.mu.Unlock()
+	}
+	err := p.cmd.Wait()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		p.code = ee.ExitCode()
+	}
+	close(p.exited)
+}
+
+func (p *serverProc) log() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.lines...)
+}
+
+// waitLog returns the first log line containing any of subs, waiting for it.
+func (p *serverProc) waitLog(subs ...string) string {
+	p.t.Helper()
+	return p.waitLogFrom(0, subs...)
+}
+
+// waitLogFrom is waitLog over the lines from index from on.
+func (p *serverProc) waitLogFrom(from int, subs ...string) string {
+	p.t.Helper()
+	deadline := time.After(wait)
+	for i := from; ; {
+		p.mu.Lock()
+		lines, more := p.lines, p.more
+		p.mu.Unlock()
+		for ; i < len(lines); i++ {
+			for _, s := range subs {
+				if strings.Contains(lines[i], s) {
+					return lines[i]
+				}
+			}
+		}
+		select {
+		case <-more:
+		case <-p.exited:
+			p.t.Fatalf("server exited (status %d) before logging %q", p.code, subs)
+		case <-deadline:
+			p.t.Fatalf("server did not log %q", subs)
+		}
+	}
+}
+
+// signal sends sig and waits for the log line that shows it was handled.
+func (p *serverProc) signal(sig os.Signal, logged ...string) string {
+	p.t.Helper()
+	n := len(p.log())
+	require.NoError(p.t, p.cmd.Process.Signal(sig))
+	return p.waitLogFrom(n, logged...)
+}
+
+// One clear line and exit status 2 for every bad flag, value or file.
+func TestBadConfigGivesOneLineAndStatus2(t *testing.T) {
+	dir := t.TempDir()
+	badACL := filepath.Join(dir, "bad.acl")
+	require.NoError(t, os.WriteFile(badACL, []byte("cn:ok jobs/*\nwho-knows jobs/*\n"), 0o600))
+	notPEM := filepath.Join(dir, "junk.pem")
+	require.NoError(t, os.WriteFile(notPEM, []byte("junk"), 0o600))
+	ca := testcerts.NewCA(t, "ca")
+	cert, key := ca.Issue(t, testcerts.Spec{CN: "server", Server: true}).Write(t, dir, "server")
+
+	cases := []struct {
+		env  []string
+		args []string
+		want string
+	}{
+		{nil, []string{"serve", "--no-such-flag"}, "flag provided but not defined"},
+		{nil, []string{"serve", "extra"}, `unexpected argument "extra"`},
+		{nil, []string{"serve", "--max-sessions", "-1"}, "must not be negative"},
+		{nil, []string{"serve", "--handshake-timeout", "0s"}, "--handshake-timeout must be positive"},
+		{nil, []string{"serve", "--listen", "nonsense"}, `--listen "nonsense"`},
+		{nil, []string{"serve", "--log-format", "xml"}, `--log-format "xml": want text or json`},
+		{nil, []string{"serve", "--acl", filepath.Join(dir, "missing.acl")}, "missing.acl: no such file"},
+		{nil, []string{"serve", "--acl", badACL}, `bad.acl: line 2: identity "who-knows"`},
+		{nil, []string{"serve", "--tls-cert", cert}, "TLS needs both --tls-cert and --tls-key"},
+		{nil, []string{"serve", "--tls-cert", cert, "--tls-key", notPEM}, "junk.pem"},
+		{nil, []string{"serve", "--tls-cert", cert, "--tls-key", key, "--tls-client-ca", notPEM}, "no PEM certificate"},
+		{nil, []string{"serve", "--admin", "0.0.0.0:7118"}, "refusing to serve the admin API on non-loopback 0.0.0.0:7118"},
+		{nil, []string{"serve", "--admin-tls"}, "--admin-tls needs --tls-cert"},
+		{[]string{"MONOLOCK_MAX_SESSIONS=lots"}, []string{"serve"}, `invalid value "lots" for MONOLOCK_MAX_SESSIONS`},
+		{[]string{"MONOLOCK_LOCK_DELAY=-1s"}, []string{"serve"}, "--lock-delay must not be negative"},
+		{nil, []string{"locks", "--nope"}, "flag provided but not defined"},
+		{nil, []string{"kick"}, "no session id given"},
+		{nil, []string{"kick", "abc"}, `session id "abc" is not a number`},
+	}
+	for _, c := range cases {
+		code, stdout, stderr := command(t, c.env, append(c.args, "--check-config")...)
+		if c.args[0] != "serve" {
+			code, stdout, stderr = command(t, c.env, c.args...)
+		}
+		assert.Equal(t, 2, code, "%v: status", c.args)
+		assert.Empty(t, stdout, "%v", c.args)
+		assert.Equal(t, 1, strings.Count(stderr, "\n"), "%v: want one line, got %q", c.args, stderr)
+		assert.Contains(t, stderr, c.want, "%v", c.args)
+	}
+}
+
+func TestCheckConfigAcceptsGoodFiles(t *testing.T) {
+	dir := t.TempDir()
+	ca := testcerts.NewCA(t, "ca")
+	cert, key := ca.Issue(t, testcerts.Spec{CN: "server", Server: true}).Write(t, dir, "server")
+	aclPath := filepath.Join(dir, "acl")
+	require.NoError(t, os.WriteFile(aclPath, []byte("cn:ci ci/*\n"), 0o600))
+	tokenFile := filepath.Join(dir, "token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600))
+	code, stdout, stderr := command(t, []string{"MONOLOCK_ACL=" + aclPath},
+		"serve", "--check-config", "--data-dir", filepath.Join(dir, "data"),
+		"--tls-cert", cert, "--tls-key", key, "--tls-client-ca", ca.Write(t, dir, "ca"),
+		"--admin", "0.0.0.0:7118", "--admin-token-file", tokenFile)
+	assert.Equal(t, 0, code, stderr)
+	assert.Equal(t, "monolock serve: configuration OK\n", stdout)
+	_, err := os.Stat(filepath.Join(dir, "data"))
+	assert.True(t, os.IsNotExist(err), "--check-config creates nothing")
+}
+
+// Environment variables set flags; the command line wins over them.
+func TestEnvironmentSetsFlags(t *testing.T) {
+	p := startServe(t, []string{"MONOLOCK_LISTEN=127.0.0.1:0", "MONOLOCK_ADMIN=off", "MONOLOCK_MAX_SESSIONS=1",
+		"MONOLOCK_LOG_LEVEL=debug"})
+	assert.Empty(t, p.admin, "MONOLOCK_ADMIN=off")
+	first := rawDial(t, p.addr)
+	first.acquire(t, "x")
+	assert.Equal(t, protocol.MsgAcquired, first.readType(t))
+	over := rawDial(t, p.addr)
+	over.acquire(t, "y")
+	_, err := over.conn.Read(make([]byte, 1))
+	assert.Error(t, err, "over MONOLOCK_MAX_SESSIONS: closed before any reply")
+
+	// The Go client treats the refusal as temporary: it retries until a
+	// place is free.
+	c, err := client.New(client.WithServers(p.addr), client.WithLease(10*time.Second))
+	require.NoError(t, err)
+	got := make(chan error, 1)
+	seen := len(p.log())
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		l, err := c.Acquire(ctx, "y")
+		if err == nil {
+			_ = l.Release()
+		}
+		got <- err
+	}()
+	p.waitLogFrom(seen, `msg="connection refused"`) // the client was turned away at least once
+	first.conn.Close()
+	assert.NoError(t, <-got)
+
+	q := startServe(t, []string{"MONOLOCK_ADMIN=off"}, "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0")
+	assert.NotEmpty(t, q.admin, "--admin overrides MONOLOCK_ADMIN")
+}
+
+// An admin address given explicitly must be free.
+func TestExplicitAdminAddressInUseFails(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer busy.Close()
+	code, _, stderr := command(t, nil, "serve", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir(), "--admin", busy.Addr().String())
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, `msg="cannot listen for the admin API"`)
+}
+
+type rawConn struct{ conn net.Conn }
+
+func rawDial(t *testing.T, addr string) *rawConn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, wait)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	require.NoError(t, c.SetDeadline(time.Now().Add(wait)))
+	return &rawConn{c}
+}
+
+func (r *rawConn) acquire(t *testing.T, name string) {
+	t.Helper()
+	b, err := protocol.AppendAcquire(nil, name, 60000)
+	require.NoError(t, err)
+	_, err = r.conn.Write(b)
+	require.NoError(t, err)
+}
+
+func (r *rawConn) readType(t *testing.T) uint8 {
+	t.Helper()
+	var b [1]byte
+	_, err := io.ReadFull(r.conn, b[:])
+	require.NoError(t, err)
+	if b[0] == protocol.MsgAcquired {
+		_, err = protocol.ReadAcquiredBody(r.conn)
+		require.NoError(t, err)
+	}
+	return b[0]
+}
+
+// tlsClient returns a Go client for addr presenting cert (none if nil).
+func tlsClient(t *testing.T, addr string, ca *testcerts.CA, cert *tls.Certificate) *client.Client {
+	t.Helper()
+	cfg := &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12}
+	if cert != nil {
+		cfg.Certificates = []tls.Certificate{*cert}
+	}
+	c, err := client.New(client.WithServers(addr), client.WithLease(10*time.Second), client.WithTLS(cfg))
+	require.NoError(t, err)
+	return c
+}
+
+// acquireCode acquires name and returns the server's error code, or 0 with
+// the lock on success.
+func acquireCode(t *testing.T, c *client.Client, name string) (uint8, *client.Lock) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	l, err := c.Acquire(ctx, name)
+	if err == nil {
+		t.Cleanup(func() { _ = l.Release() })
+		return 0, l
+	}
+	var se *client.ServerError
+	require.True(t, errors.As(err, &se), "acquire %q: %v", name, err)
+	return se.Code, nil
+}
+
+// Mutual TLS refuses a client without a certificate; the ACL answers 0x18
+// to identities it does not allow; SIGHUP swaps the rules for new sessions
+// only, and a bad file on SIGHUP keeps the rules in force.
+func TestMutualTLSAndACLReload(t *testing.T) {
+	dir := t.TempDir()
+	ca := testcerts.NewCA(t, "monolock test CA")
+	cert, key := ca.Issue(t, testcerts.Spec{CN: "server", Server: true}).Write(t, dir, "server")
+	aclPath := filepath.Join(dir, "acl")
+	require.NoError(t, os.WriteFile(aclPath, []byte("cn:alice jobs/*\n"), 0o600))
+	caFile := ca.Write(t, dir, "ca")
+	p := startServe(t, nil, "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--admin-tls",
+		"--tls-cert", cert, "--tls-key", key, "--tls-client-ca", caFile, "--acl", aclPath)
+
+	// No certificate: the handshake fails, no frame ever arrives.
+	raw, err := net.DialTimeout("tcp", p.addr, wait)
+	require.NoError(t, err)
+	defer raw.Close()
+	require.NoError(t, raw.SetDeadline(time.Now().Add(wait)))
+	tc := tls.Client(raw, &tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1"})
+	acq, err := protocol.AppendAcquire(nil, "jobs/1", 60000)
+	require.NoError(t, err)
+	_, werr := tc.Write(acq) // TLS 1.3: the client's handshake may succeed ...
+	n, rerr := tc.Read(make([]byte, 16))
+	assert.Zero(t, n)
+	assert.True(t, werr != nil || rerr != nil, "... but the server refuses the session")
+	if rerr != nil {
+		assert.NotErrorIs(t, rerr, os.ErrDeadlineExceeded, "refused at once, not left hanging")
+	}
+	p.waitLog(`msg="TLS handshake failed"`)
+
+	alice := ca.Issue(t, testcerts.Spec{CN: "alice"}).TLS
+	bob := ca.Issue(t, testcerts.Spec{CN: "bob", URIs: []string{"spiffe://example.org/bob"}}).TLS
+	aliceC, bobC := tlsClient(t, p.addr, ca, &alice), tlsClient(t, p.addr, ca, &bob)
+
+	code, held := acquireCode(t, aliceC, "jobs/1")
+	require.Zero(t, code)
+	assert.Equal(t, uint64(1), held.Token())
+	code, _ = acquireCode(t, aliceC, "other/1")
+	assert.Equal(t, protocol.ErrNotAuthorized.Code, code, "name outside alice's patterns")
+	code, _ = acquireCode(t, bobC, "jobs/2")
+	assert.Equal(t, protocol.ErrNotAuthorized.Code, code, "bob is not in the ACL")
+
+	// New rules: bob's SPIFFE ID in, alice out.
+	require.NoError(t, os.WriteFile(aclPath, []byte("uri:spiffe://example.org/* jobs/*\n"), 0o600))
+	p.signal(syscall.SIGHUP, `msg="ACL reloaded"`)
+	code, _ = acquireCode(t, bobC, "jobs/2")
+	assert.Zero(t, code, "bob is allowed after the reload")
+	code, _ = acquireCode(t, aliceC, "jobs/3")
+	assert.Equal(t, protocol.ErrNotAuthorized.Code, code, "alice's new sessions are denied")
+	assert.NoError(t, held.Err(), "alice's existing session keeps its lock")
+
+	// A bad file is rejected with a clear message; the rules in force stay.
+	require.NoError(t, os.WriteFile(aclPath, []byte("uri:spiffe://example.org/* jobs/*\nbroken\n"), 0o600))
+	line := p.signal(syscall.SIGHUP, "reload failed")
+	assert.Contains(t, line, "line 2")
+	code, _ = acquireCode(t, bobC, "jobs/4")
+	assert.Zero(t, code, "the previous rules still apply")
+
+	// The admin listing (over HTTPS) names the identities.
+	status, _, stderr := command(t, nil, "locks", "--admin", p.admin)
+	assert.Equal(t, 1, status, "plain HTTP to an HTTPS admin API fails")
+	assert.Contains(t, stderr, "admin API")
+	status, stdout, stderr := command(t, nil, "locks", "--json", "--admin", p.admin, "--admin-ca", caFile)
+	require.Equal(t, 0, status, stderr)
+	var resp admin.LocksResponse
+	require.NoError(t, json.Unmarshal([]byte(stdout), &resp))
+	ids := map[string]string{}
+	for _, l := range resp.Locks {
+		require.NotNil(t, l.Holder, l.Name)
+		ids[l.Name] = l.Holder.Identity
+	}
+	assert.Equal(t, map[string]string{"jobs/1": "cn:alice", "jobs/2": "uri:spiffe://example.org/bob",
+		"jobs/4": "uri:spiffe://example.org/bob"}, ids)
+	assert.NoError(t, held.Err(), "still held after all reloads")
+}
+
+// monolock locks prints holder and waiters in order; monolock kick ends the
+// holder with 0x02 and the first waiter gets the lock.
+func TestLocksAndKickCommands(t *testing.T) {
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte("t0ken\n"), 0o600))
+	p := startServe(t, nil, "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--admin-token-file", tokenFile)
+	holder, first, second := rawDial(t, p.addr), rawDial(t, p.addr), rawDial(t, p.addr)
+	holder.acquire(t, "deploy/web")
+	require.Equal(t, protocol.MsgAcquired, holder.readType(t))
+	first.acquire(t, "deploy/web")
+	require.Equal(t, protocol.MsgWaiting, first.readType(t))
+	second.acquire(t, "deploy/web")
+	require.Equal(t, protocol.MsgWaiting, second.readType(t))
+
+	code, _, stderr := command(t, nil, "locks", "--admin", p.admin)
+	assert.Equal(t, 1, code, "no token: refused")
+	assert.Contains(t, stderr, "bearer token")
+
+	env := []string{"MONOLOCK_ADMIN=" + p.admin, "MONOLOCK_ADMIN_TOKEN_FILE=" + tokenFile}
+	code, stdout, stderr := command(t, env, "locks")
+	require.Equal(t, 0, code, stderr)
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	require.Len(t, lines, 4, stdout)
+	assert.Regexp(t, `^LOCK\s+STATE\s+SESSION\s+TOKEN\s+IDENTITY\s+REMOTE\s+LEASE\s+FOR$`, lines[0])
+	assert.Regexp(t, `^deploy/web\s+held\s+1\s+1\s+anonymous\s+`+regexp.QuoteMeta(holder.conn.LocalAddr().String())+`\s+1m0s\s`, lines[1])
+	assert.Regexp(t, `^\s+waiting #1\s+2\s+-\s+anonymous\s+`+regexp.QuoteMeta(first.conn.LocalAddr().String()), lines[2])
+	assert.Regexp(t, `^\s+waiting #2\s+3\s+-\s+anonymous\s+`+regexp.QuoteMeta(second.conn.LocalAddr().String()), lines[3])
+
+	code, stdout, stderr = command(t, env, "kick", "1")
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, "kicked session 1\n", stdout)
+	var b [1]byte
+	_, err := io.ReadFull(holder.conn, b[:])
+	require.NoError(t, err)
+	require.Equal(t, protocol.MsgError, b[0])
+	errCode, _, err := protocol.ReadErrorBody(holder.conn)
+	require.NoError(t, err)
+	assert.Equal(t, protocol.ErrAdminClosed.Code, errCode)
+	assert.Equal(t, protocol.MsgAcquired, first.readType(t), "the first waiter is promoted")
+
+	code, _, stderr = command(t, env, "kick", "1")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "no session 1")
+}
+
+// SIGTERM: every session gets ERROR 0x01, the process exits 0.
+func TestSIGTERMShutsDownGracefully(t *testing.T) {
+	p := startServe(t, nil, "--listen", "127.0.0.1:0", "--admin", "off", "--drain-timeout", "5s")
+	c := rawDial(t, p.addr)
+	c.acquire(t, "x")
+	require.Equal(t, protocol.MsgAcquired, c.readType(t))
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	assert.Equal(t, protocol.MsgError, c.readType(t))
+	errCode, _, err := protocol.ReadErrorBody(c.conn)
+	require.NoError(t, err)
+	assert.Equal(t, protocol.ErrShuttingDown.Code, errCode)
+	c.conn.Close()
+	select {
+	case <-p.exited:
+	case <-time.After(wait):
+		t.Fatal("server did not exit")
+	}
+	assert.Equal(t, 0, p.code)
+	p.waitLog("msg=stopped")
+}

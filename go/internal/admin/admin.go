@@ -1,0 +1,194 @@
+// Package admin is the lock server's HTTP admin API, served on a listener of
+// its own:
+//
+//	GET  /v1/locks                  every lock: holder and waiters in queue order (JSON)
+//	POST /v1/sessions/{id}/kick     end a session with ERROR 0x02; its lock goes to the next waiter
+//	GET  /metrics                   Prometheus metrics
+//	GET  /healthz                   200 while the process runs
+//	GET  /readyz                    200 while the server accepts sessions, else 503
+//
+// With a bearer token configured, /v1/ and /metrics require the header
+// "Authorization: Bearer TOKEN"; the health checks never do.
+package admin
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/monolock/monolock/go/internal/server"
+)
+
+// Server is what the admin API reads and acts on; *server.Server has it.
+type Server interface {
+	LockStatus() []server.LockStatus
+	Kick(sessionID uint64) bool
+	Ready() bool
+}
+
+// Config configures the handler.
+type Config struct {
+	Server  Server
+	Metrics http.Handler // nil: /metrics answers 404
+	Token   string       // "": no authentication
+	Logger  *slog.Logger // nil: discard
+}
+
+// Session is one session in a lock listing.
+type Session struct {
+	ID       uint64    `json:"session"`
+	Remote   string    `json:"remote"`
+	Identity string    `json:"identity"`
+	Token    uint64    `json:"token,omitempty"`
+	LeaseMS  int64     `json:"lease_ms"`
+	Since    time.Time `json:"since"`
+}
+
+// Lock is one lock in a listing.
+type Lock struct {
+	Name    string    `json:"name"`
+	Holder  *Session  `json:"holder"`
+	Waiters []Session `json:"waiters"`
+	Blocked bool      `json:"blocked,omitempty"` // holder went silent; lock delay running
+}
+
+// LocksResponse is the body of GET /v1/locks.
+type LocksResponse struct {
+	Locks []Lock `json:"locks"`
+}
+
+// KickResponse is the body of a successful kick.
+type KickResponse struct {
+	Kicked uint64 `json:"kicked"`
+}
+
+// ErrorResponse is the body of every non-2xx answer from /v1/.
+type ErrorResponse struct {
+	Error string `json:"error"`
+}
+
+// Handler returns the admin API.
+func Handler(cfg Config) http.Handler {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	a := &api{srv: cfg.Server, log: log}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /readyz", a.readyz)
+	protected := http.NewServeMux()
+	protected.HandleFunc("GET /v1/locks", a.locks)
+	protected.HandleFunc("POST /v1/sessions/{id}/kick", a.kick)
+	protected.HandleFunc("/v1/", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusNotFound, ErrorResponse{"no such endpoint"})
+	})
+	if cfg.Metrics != nil {
+		protected.Handle("GET /metrics", cfg.Metrics)
+	}
+	guarded := requireToken(cfg.Token, protected)
+	mux.Handle("/v1/", guarded)
+	mux.Handle("/metrics", guarded)
+	return mux
+}
+
+type api struct {
+	srv Server
+	log *slog.Logger
+}
+
+func (a *api) readyz(w http.ResponseWriter, _ *http.Request) {
+	if !a.srv.Ready() {
+		http.Error(w, "not ready", http.StatusServiceUnavailable)
+		return
+	}
+	fmt.Fprintln(w, "ready")
+}
+
+func (a *api) locks(w http.ResponseWriter, _ *http.Request) {
+	status := a.srv.LockStatus()
+	resp := LocksResponse{Locks: make([]Lock, 0, len(status))}
+	for _, l := range status {
+		out := Lock{Name: l.Name, Blocked: l.Blocked, Waiters: make([]Session, 0, len(l.Waiters))}
+		if l.Holder != nil {
+			h := session(*l.Holder)
+			out.Holder = &h
+		}
+		for _, s := range l.Waiters {
+			out.Waiters = append(out.Waiters, session(s))
+		}
+		resp.Locks = append(resp.Locks, out)
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func session(s server.SessionInfo) Session {
+	return Session{ID: s.ID, Remote: s.Remote, Identity: s.Identity, Token: s.Token,
+		LeaseMS: s.Lease.Milliseconds(), Since: s.Since.UTC()}
+}
+
+func (a *api) kick(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseUint(r.PathValue("id"), 10, 64)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, ErrorResponse{fmt.Sprintf("session id %q is not a number", r.PathValue("id"))})
+		return
+	}
+	if !a.srv.Kick(id) {
+		writeJSON(w, http.StatusNotFound, ErrorResponse{fmt.Sprintf("no session %d", id)})
+		return
+	}
+	a.log.Info("admin kicked a session", "session", id, "by", r.RemoteAddr)
+	writeJSON(w, http.StatusOK, KickResponse{Kicked: id})
+}
+
+// requireToken lets a request through only with the right bearer token.
+func requireToken(token string, next http.Handler) http.Handler {
+	if token == "" {
+		return next
+	}
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="monolock"`)
+			writeJSON(w, http.StatusUnauthorized, ErrorResponse{"missing or wrong bearer token"})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// IsLoopback reports whether a listen address ("host:port") only accepts
+// connections from this machine: a loopback IP or "localhost". An empty
+// host (all interfaces) is not loopback.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
+}
+
+// DefaultAddr is where the admin API listens unless told otherwise.
+const DefaultAddr = "127.0.0.1:7118"
+
+// Off is the --admin value that turns the admin API off.
+const Off = "off"

@@ -1,0 +1,269 @@
+package admin_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/monolock/monolock/go/client"
+	"github.com/monolock/monolock/go/internal/admin"
+	"github.com/monolock/monolock/go/internal/metrics"
+	"github.com/monolock/monolock/go/internal/server"
+)
+
+const wait = 10 * time.Second // turns a hang into a failure; never reached when things work
+
+// stack is a real lock server with its metrics and admin API.
+type stack struct {
+	srv   *server.Server
+	addr  string // lock protocol
+	admin *httptest.Server
+}
+
+func start(t *testing.T, token string) *stack {
+	t.Helper()
+	m := metrics.New()
+	srv, err := server.New(server.Config{DataDir: t.TempDir(), Observer: m})
+	require.NoError(t, err)
+	m.SetSource(srv)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	hs := httptest.NewServer(admin.Handler(admin.Config{Server: srv, Metrics: m.Handler(), Token: token}))
+	t.Cleanup(func() {
+		hs.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		require.NoError(t, srv.Shutdown(ctx))
+		require.NoError(t, <-served)
+	})
+	return &stack{srv: srv, addr: ln.Addr().String(), admin: hs}
+}
+
+// waiter acquires name in the background, reporting WAITING on queued.
+type waiter struct {
+	lock *client.Lock
+	err  error
+	done chan struct{}
+}
+
+func startWaiter(t *testing.T, addr, name string) *waiter {
+	t.Helper()
+	queued := make(chan struct{}, 1)
+	c, err := client.New(client.WithServers(addr), client.WithLease(10*time.Second),
+		client.WithOnWaiting(func(string) {
+			select {
+			case queued <- struct{}{}:
+			default:
+			}
+		}))
+	require.NoError(t, err)
+	w := &waiter{done: make(chan struct{})}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*wait)
+	go func() {
+		defer close(w.done)
+		defer cancel()
+		w.lock, w.err = c.Acquire(ctx, name)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-w.done
+		if w.lock != nil {
+			_ = w.lock.Release()
+		}
+	})
+	select {
+	case <-queued:
+	case <-w.done:
+		t.Fatalf("acquire returned without queueing: %v", w.err)
+	case <-time.After(wait):
+		t.Fatal("no WAITING")
+	}
+	return w
+}
+
+func scrape(t *testing.T, s *stack) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get(s.admin.URL + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	require.NoError(t, err)
+	return fams
+}
+
+// value returns the value of the family's sample with the given labels.
+func value(t *testing.T, fams map[string]*dto.MetricFamily, name string, labels ...string) float64 {
+	t.Helper()
+	fam := fams[name]
+	require.NotNil(t, fam, "no metric %s", name)
+next:
+	for _, m := range fam.GetMetric() {
+		for i := 0; i+1 < len(labels); i += 2 {
+			found := false
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == labels[i] && lp.GetValue() == labels[i+1] {
+					found = true
+				}
+			}
+			if !found {
+				continue next
+			}
+		}
+		switch {
+		case m.Counter != nil:
+			return m.Counter.GetValue()
+		case m.Gauge != nil:
+			return m.Gauge.GetValue()
+		case m.Histogram != nil:
+			return float64(m.Histogram.GetSampleCount())
+		}
+	}
+	t.Fatalf("no sample of %s with %v", name, labels)
+	return 0
+}
+
+// Three clients on one lock: the listing shows the holder and the waiters in
+// arrival order; a kick ends the holder with 0x02 and promotes the first
+// waiter; the metrics follow.
+func TestListKickAndMetrics(t *testing.T) {
+	s := start(t, "")
+	ac := admin.NewClient(s.admin.Listener.Addr().String(), "", nil, wait)
+	ctx := context.Background()
+
+	before := scrape(t, s)
+	assert.Zero(t, value(t, before, "monolock_grants_total"))
+	assert.Zero(t, value(t, before, "monolock_errors_total", "code", "0x02"))
+
+	c, err := client.New(client.WithServers(s.addr), client.WithLease(10*time.Second))
+	require.NoError(t, err)
+	actx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	held, err := c.Acquire(actx, "deploy/web")
+	require.NoError(t, err)
+	defer held.Release()
+	second := startWaiter(t, s.addr, "deploy/web")
+	third := startWaiter(t, s.addr, "deploy/web")
+
+	locks, err := ac.Locks(ctx)
+	require.NoError(t, err)
+	require.Len(t, locks, 1)
+	l := locks[0]
+	assert.Equal(t, "deploy/web", l.Name)
+	require.NotNil(t, l.Holder)
+	assert.Equal(t, held.Token(), l.Holder.Token)
+	assert.Equal(t, "anonymous", l.Holder.Identity)
+	assert.Equal(t, int64(10000), l.Holder.LeaseMS)
+	assert.Contains(t, l.Holder.Remote, "127.0.0.1:")
+	assert.WithinDuration(t, time.Now(), l.Holder.Since, time.Minute)
+	require.Len(t, l.Waiters, 2)
+	ids := []uint64{l.Holder.ID, l.Waiters[0].ID, l.Waiters[1].ID}
+	assert.Less(t, ids[0], ids[1], "sessions are numbered in arrival order")
+	assert.Less(t, ids[1], ids[2], "the waiters are listed in queue order")
+	assert.Zero(t, l.Waiters[0].Token)
+
+	mid := scrape(t, s)
+	assert.Equal(t, 1.0, value(t, mid, "monolock_grants_total"))
+	assert.Equal(t, 1.0, value(t, mid, "monolock_holders"))
+	assert.Equal(t, 2.0, value(t, mid, "monolock_waiters"))
+	assert.Equal(t, 3.0, value(t, mid, "monolock_sessions"))
+
+	require.NoError(t, ac.Kick(ctx, l.Holder.ID))
+	select {
+	case <-held.Done():
+	case <-time.After(wait):
+		t.Fatal("the kicked holder did not report its loss")
+	}
+	var se *client.ServerError
+	require.True(t, errors.As(held.Err(), &se), "lost with %v", held.Err())
+	assert.Equal(t, uint8(0x02), se.Code)
+	assert.ErrorIs(t, held.Err(), client.ErrLockLost)
+
+	select {
+	case <-second.done:
+	case <-time.After(wait):
+		t.Fatal("the first waiter was not promoted")
+	}
+	require.NoError(t, second.err)
+	assert.Equal(t, held.Token()+1, second.lock.Token())
+
+	locks, err = ac.Locks(ctx)
+	require.NoError(t, err)
+	require.Len(t, locks, 1)
+	require.NotNil(t, locks[0].Holder)
+	assert.Equal(t, ids[1], locks[0].Holder.ID)
+	require.Len(t, locks[0].Waiters, 1)
+	assert.Equal(t, ids[2], locks[0].Waiters[0].ID)
+
+	// The promotion is counted just after it is sent: scrape until it shows.
+	after := scrape(t, s)
+	for deadline := time.Now().Add(wait); value(t, after, "monolock_grants_total") < 2 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+		after = scrape(t, s)
+	}
+	assert.Equal(t, 2.0, value(t, after, "monolock_grants_total"))
+	assert.Equal(t, 1.0, value(t, after, "monolock_errors_total", "code", "0x02"))
+	assert.Equal(t, 1.0, value(t, after, "monolock_handoff_seconds"), "one hand-over observed")
+	assert.Equal(t, 1.0, value(t, after, "monolock_holders"))
+	assert.Equal(t, 1.0, value(t, after, "monolock_waiters"))
+
+	// Kicking a session that is gone is a 404, reported as such.
+	err = ac.Kick(ctx, ids[0])
+	assert.ErrorContains(t, err, "404")
+	_ = third
+}
+
+func TestBearerTokenGuardsAPIButNotHealth(t *testing.T) {
+	s := start(t, "s3cret")
+	get := func(path, auth string) int {
+		req, err := http.NewRequest(http.MethodGet, s.admin.URL+path, nil)
+		require.NoError(t, err)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	assert.Equal(t, http.StatusUnauthorized, get("/v1/locks", ""))
+	assert.Equal(t, http.StatusUnauthorized, get("/v1/locks", "Bearer wrong"))
+	assert.Equal(t, http.StatusUnauthorized, get("/metrics", ""))
+	assert.Equal(t, http.StatusOK, get("/v1/locks", "Bearer s3cret"))
+	assert.Equal(t, http.StatusOK, get("/metrics", "Bearer s3cret"))
+	assert.Equal(t, http.StatusOK, get("/healthz", ""))
+	assert.Equal(t, http.StatusOK, get("/readyz", ""))
+
+	_, err := admin.NewClient(s.admin.URL, "wrong", nil, wait).Locks(context.Background())
+	assert.ErrorContains(t, err, "missing or wrong bearer token")
+	_, err = admin.NewClient(s.admin.URL, "s3cret", nil, wait).Locks(context.Background())
+	assert.NoError(t, err)
+
+	// Once shutdown begins, the server is no longer ready.
+	require.NoError(t, s.srv.Shutdown(context.Background()))
+	assert.Equal(t, http.StatusServiceUnavailable, get("/readyz", ""))
+	assert.Equal(t, http.StatusOK, get("/healthz", ""))
+}
+
+func TestIsLoopback(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"127.0.0.1:7118": true, "[::1]:7118": true, "localhost:7118": true, "127.0.0.2:0": true,
+		":7118": false, "0.0.0.0:7118": false, "10.0.0.1:7118": false, "[::]:7118": false,
+		"example.org:7118": false, "nonsense": false,
+	} {
+		assert.Equal(t, want, admin.IsLoopback(addr), addr)
+	}
+}

@@ -1,0 +1,157 @@
+// Package metrics exports the lock server's state and events in the
+// Prometheus format, with the official client library.
+//
+// Gauges (sessions, locks, holders, waiters) are read from the server when
+// scraped, so they cost nothing between scrapes. Counters are resolved once,
+// up front, so that counting an event never allocates; nothing at all is
+// counted per heartbeat.
+package metrics
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/monolock/monolock/go/internal/server"
+	"github.com/monolock/monolock/go/pkg/protocol"
+)
+
+// Source is the server state read at scrape time; *server.Server has it.
+type Source interface {
+	Sessions() int
+	Counts() (locks, holders, waiters int)
+}
+
+// Metrics is a Prometheus registry with the server's metrics. It implements
+// server.Observer.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	grants   prometheus.Counter
+	expiries prometheus.Counter
+	handoff  prometheus.Histogram
+	errors   *prometheus.CounterVec
+	byCode   [256]prometheus.Counter // pre-resolved for the known codes
+	refused  *prometheus.CounterVec
+	refusedN map[string]prometheus.Counter
+	reloads  *prometheus.CounterVec
+}
+
+var _ server.Observer = (*Metrics)(nil)
+
+// New returns the metrics; call SetSource before the first scrape so the
+// gauges have something to read.
+func New() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		grants: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "monolock_grants_total",
+			Help: "Locks granted, each with a new fencing token: first grants and promotions.",
+		}),
+		expiries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "monolock_expiries_total",
+			Help: "Sessions closed because their lease ran out without a heartbeat.",
+		}),
+		handoff: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "monolock_handoff_seconds",
+			Help: "Time from a holder's end to the next waiter's promotion being sent (lock delay included).",
+			// 50µs .. ~26s: loopback hand-overs are sub-millisecond, a
+			// lock delay adds seconds.
+			Buckets: prometheus.ExponentialBuckets(50e-6, 4, 10),
+		}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "monolock_errors_total",
+			Help: "ERROR messages sent to sessions, by protocol error code.",
+		}, []string{"code"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "monolock_connections_refused_total",
+			Help: "Connections closed before any reply because a connection limit was reached.",
+		}, []string{"reason"}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "monolock_config_reloads_total",
+			Help: "Reloads of the ACL and TLS files on SIGHUP, by result.",
+		}, []string{"result"}),
+	}
+	for code := range 256 {
+		if protocol.CodeErr(uint8(code)) != nil {
+			m.byCode[code] = m.errors.WithLabelValues(codeLabel(uint8(code)))
+		}
+	}
+	m.refusedN = map[string]prometheus.Counter{
+		server.RefusedMaxSessions: m.refused.WithLabelValues(server.RefusedMaxSessions),
+		server.RefusedPerAddr:     m.refused.WithLabelValues(server.RefusedPerAddr),
+	}
+	m.reloads.WithLabelValues("ok")
+	m.reloads.WithLabelValues("error")
+	m.reg.MustRegister(m.grants, m.expiries, m.handoff, m.errors, m.refused, m.reloads,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+func codeLabel(code uint8) string { return fmt.Sprintf("0x%02x", code) }
+
+// SetSource registers the gauges that read src at scrape time. Call it once.
+func (m *Metrics) SetSource(src Source) {
+	gauge := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
+	}
+	m.reg.MustRegister(
+		gauge("monolock_sessions", "Open sessions (connections), including those not past their ACQUIRE.",
+			func() float64 { return float64(src.Sessions()) }),
+		gauge("monolock_locks", "Lock names with a holder or waiters.",
+			func() float64 { l, _, _ := src.Counts(); return float64(l) }),
+		gauge("monolock_holders", "Locks currently held.",
+			func() float64 { _, h, _ := src.Counts(); return float64(h) }),
+		gauge("monolock_waiters", "Sessions queued for a lock.",
+			func() float64 { _, _, w := src.Counts(); return float64(w) }),
+	)
+}
+
+// Handler serves the metrics in the Prometheus exposition format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// Registry returns the underlying registry (for tests and extra collectors).
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Reloaded counts a reload of the configuration files.
+func (m *Metrics) Reloaded(err error) {
+	if err != nil {
+		m.reloads.WithLabelValues("error").Inc()
+		return
+	}
+	m.reloads.WithLabelValues("ok").Inc()
+}
+
+// Granted implements server.Observer.
+func (m *Metrics) Granted() { m.grants.Inc() }
+
+// Promoted implements server.Observer.
+func (m *Metrics) Promoted(handoff time.Duration) {
+	m.grants.Inc()
+	m.handoff.Observe(handoff.Seconds())
+}
+
+// Expired implements server.Observer.
+func (m *Metrics) Expired() { m.expiries.Inc() }
+
+// ErrorSent implements server.Observer.
+func (m *Metrics) ErrorSent(code uint8) {
+	if c := m.byCode[code]; c != nil {
+		c.Inc()
+		return
+	}
+	m.errors.WithLabelValues(codeLabel(code)).Inc()
+}
+
+// Refused implements server.Observer.
+func (m *Metrics) Refused(reason string) {
+	if c := m.refusedN[reason]; c != nil {
+		c.Inc()
+	}
+}

@@ -1,0 +1,58 @@
+package metrics
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/monolock/monolock/go/internal/server"
+)
+
+type fakeSource struct{}
+
+func (fakeSource) Sessions() int                         { return 5 }
+func (fakeSource) Counts() (locks, holders, waiters int) { return 3, 2, 4 }
+
+func TestEventsCountWithoutAllocating(t *testing.T) {
+	m := New()
+	m.SetSource(fakeSource{})
+	allocs := testing.AllocsPerRun(100, func() {
+		m.Granted()
+		m.Promoted(time.Millisecond)
+		m.Expired()
+		m.ErrorSent(0x18)
+		m.Refused(server.RefusedPerAddr)
+	})
+	assert.Zero(t, allocs, "counting events must not allocate")
+
+	assert.Equal(t, 202.0, counter(t, m.grants))
+	assert.Equal(t, 101.0, counter(t, m.expiries))
+	assert.Equal(t, 101.0, counter(t, m.errors.WithLabelValues("0x18")))
+	assert.Equal(t, 101.0, counter(t, m.refused.WithLabelValues(server.RefusedPerAddr)))
+	m.ErrorSent(0xEE) // a code this version does not know still counts
+	assert.Equal(t, 1.0, counter(t, m.errors.WithLabelValues("0xee")))
+
+	fams, err := m.Registry().Gather()
+	require.NoError(t, err)
+	gauges := map[string]float64{}
+	for _, f := range fams {
+		if f.GetType() == dto.MetricType_GAUGE && len(f.GetMetric()) == 1 {
+			gauges[f.GetName()] = f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	assert.Equal(t, 5.0, gauges["monolock_sessions"])
+	assert.Equal(t, 3.0, gauges["monolock_locks"])
+	assert.Equal(t, 2.0, gauges["monolock_holders"])
+	assert.Equal(t, 4.0, gauges["monolock_waiters"])
+}
+
+func counter(t *testing.T, c prometheus.Metric) float64 {
+	t.Helper()
+	var m dto.Metric
+	require.NoError(t, c.Write(&m))
+	return m.GetCounter().GetValue()
+}
