@@ -1,6 +1,6 @@
 module github.com/monolock/monolock/conformance
 
-go 1.24.0
+go 1.26.0
 
 require github.com/monolock/monolock/go v0.0.0
 

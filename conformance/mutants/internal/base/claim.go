@@ -1,0 +1,414 @@
+package base
+
+import (
+	"bufio"
+	"encoding/binary"
+	"io"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+const (
+	msgAcquire   = 0x01
+	msgHeartbeat = 0x02
+	msgWaiting   = 0x11
+	msgAcquired  = 0x12
+	msgError     = 0x13
+)
+
+// claim is one acquire command: one lock claim, possibly over several
+// connections while it waits.
+type claim struct {
+	id, name, mode string
+	leaseMS        uint64
+	servers        []string
+	deadline       time.Time // zero: wait forever
+	connectTimeout time.Duration
+	bugs           Bugs
+	o              *out
+
+	mu   sync.Mutex
+	done bool
+	ctl  chan string // release, cancel, quit
+}
+
+func newClaim(c command, bugs Bugs, o *out) (*claim, error) {
+	name, err := c.name()
+	if err != nil {
+		return nil, err
+	}
+	cl := &claim{id: c.ID, name: name, mode: c.Mode, servers: c.Servers, bugs: bugs, o: o,
+		ctl: make(chan string, 8), connectTimeout: 5 * time.Second}
+	if c.LeaseMS != nil {
+		cl.leaseMS = *c.LeaseMS
+	}
+	if c.TimeoutMS != nil {
+		cl.deadline = time.Now().Add(time.Duration(*c.TimeoutMS) * time.Millisecond)
+	}
+	if c.ConnectTimeoutMS != nil {
+		cl.connectTimeout = time.Duration(*c.ConnectTimeoutMS) * time.Millisecond
+	}
+	return cl, nil
+}
+
+func (cl *claim) emit(event string, kv ...any) {
+	ev := map[string]any{"event": event, "id": cl.id}
+	for i := 0; i+1 < len(kv); i += 2 {
+		ev[kv[i].(string)] = kv[i+1]
+	}
+	cl.o.emit(ev)
+}
+
+func (cl *claim) fail(event, kind string, code int) {
+	if code < 0 {
+		cl.emit(event, "kind", kind, "code", nil, "temporary", nil, "message", kind)
+		return
+	}
+	cl.emit(event, "kind", kind, "code", code, "temporary", code < 0x10, "message", kind)
+}
+
+// stop delivers release, cancel or quit to the claim's goroutine.
+func (cl *claim) stop(kind string) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if cl.done {
+		if kind == "release" {
+			cl.emit("released")
+		}
+		return
+	}
+	cl.ctl <- kind
+}
+
+// finish marks the claim over and answers commands that raced with the end.
+func (cl *claim) finish() {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	cl.done = true
+	for {
+		select {
+		case k := <-cl.ctl:
+			if k == "release" {
+				cl.emit("released")
+			}
+		default:
+			return
+		}
+	}
+}
+
+// validate returns the wire code the server would send for this input, or 0.
+func (cl *claim) validate() int {
+	switch {
+	case cl.leaseMS == 0 || cl.leaseMS > 0xffffffff:
+		return 0x17
+	case cl.bugs.SkipNameValidation:
+		return 0
+	case len(cl.name) == 0:
+		return 0x14
+	case len(cl.name) > 255:
+		return 0x15
+	case !utf8.ValidString(cl.name):
+		return 0x16
+	}
+	return 0
+}
+
+// failure is why a waiting attempt ended in a way that may be retried.
+type failure struct {
+	kind string // connect or server
+	code int    // -1: none
+}
+
+func (cl *claim) run() {
+	defer cl.finish()
+	if code := cl.validate(); code != 0 {
+		cl.fail("error", "validation", code)
+		return
+	}
+	frame := []byte{msgAcquire, 1}
+	frame = binary.BigEndian.AppendUint32(frame, uint32(cl.leaseMS))
+	frame = binary.BigEndian.AppendUint16(frame, uint16(len(cl.name)))
+	frame = append(frame, cl.name...)
+	for attempt := 0; ; attempt++ {
+		retry, f := cl.session(frame, cl.servers[attempt%len(cl.servers)])
+		if !retry {
+			return
+		}
+		if cl.mode == "try" {
+			cl.fail("error", f.kind, f.code)
+			return
+		}
+		// Equal jitter: 50 ms doubling to 2 s, half fixed, half random.
+		d := min(2*time.Second, 50*time.Millisecond<<min(attempt, 6))
+		d = d/2 + rand.N(d/2+1)
+		var deadline <-chan time.Time
+		if !cl.deadline.IsZero() {
+			deadline = time.After(time.Until(cl.deadline))
+		}
+		select {
+		case <-time.After(d):
+		case <-deadline:
+			cl.fail("error", "timeout", -1)
+			return
+		case k := <-cl.ctl:
+			cl.stopped(k, false)
+			return
+		}
+	}
+}
+
+// stopped reports a release, cancel or quit that ended the claim.
+func (cl *claim) stopped(kind string, held bool) {
+	switch {
+	case kind == "release":
+		cl.emit("released")
+	case kind == "cancel" && !held:
+		cl.fail("error", "cancelled", -1)
+	}
+}
+
+type frame struct {
+	typ   byte
+	token uint64
+	code  byte
+}
+
+// session runs one connection. It returns retry=true when a waiting claim
+// should try again on a new connection; every other end emits its event.
+func (cl *claim) session(acquire []byte, addr string) (bool, failure) {
+	dialTimeout := cl.connectTimeout
+	if !cl.deadline.IsZero() {
+		dialTimeout = min(dialTimeout, time.Until(cl.deadline))
+	}
+	nc, err := net.DialTimeout("tcp", addr, dialTimeout)
+	if err != nil {
+		return true, failure{"connect", -1}
+	}
+	conn := nc.(*net.TCPConn)
+	_ = conn.SetNoDelay(true)
+	defer conn.Close()
+	frames := make(chan frame)
+	quit := make(chan struct{})
+	defer close(quit)
+	go cl.read(conn, frames, quit)
+
+	lease := time.Duration(cl.leaseMS) * time.Millisecond
+	clientTimeout := lease * 8 / 10
+	sent := time.Now()
+	if _, err := conn.Write(acquire); err != nil {
+		return true, failure{"connect", -1}
+	}
+	pending := []time.Time{sent} // requests not yet answered, oldest first
+	lastSend, validFrom := sent, sent
+	srtt := time.Duration(-1)
+	held, waiting, hbDue := false, false, false
+
+	interval := func() time.Duration {
+		if cl.bugs.FixedHalfLease {
+			return lease / 2
+		}
+		base := lease / 4
+		if srtt < 0 {
+			return base
+		}
+		return min(max(base-2*srtt, time.Millisecond), base)
+	}
+	hb := time.NewTimer(interval())
+	defer hb.Stop()
+	timeout := time.NewTimer(clientTimeout)
+	defer timeout.Stop()
+	var deadline <-chan time.Time
+	if !cl.deadline.IsZero() {
+		deadline = time.After(time.Until(cl.deadline))
+	}
+
+	sendHeartbeat := func() bool {
+		lastSend = time.Now()
+		pending = append(pending, lastSend)
+		hb.Reset(interval())
+		_, err := conn.Write([]byte{msgHeartbeat})
+		return err == nil
+	}
+	ack := func() {
+		if len(pending) == 0 {
+			return // an extra reply: nothing to account it to
+		}
+		now := time.Now()
+		sample := now.Sub(pending[0])
+		if srtt < 0 {
+			srtt = sample
+		} else {
+			srtt = (srtt*8 + sample*2) / 10
+		}
+		validFrom = pending[0]
+		if cl.bugs.TimeoutFromReply {
+			validFrom = now
+		}
+		pending = pending[1:]
+		timeout.Reset(time.Until(validFrom.Add(clientTimeout)))
+		if hbDue {
+			hbDue = false
+			sendHeartbeat()
+		} else {
+			hb.Reset(time.Until(lastSend.Add(interval())))
+		}
+	}
+	validMS := func() float64 {
+		return float64(time.Until(validFrom.Add(clientTimeout))) / float64(time.Millisecond)
+	}
+	ioEnd := func() (bool, failure) {
+		if held {
+			cl.fail("lost", "io", -1)
+			return false, failure{}
+		}
+		return true, failure{"connect", -1}
+	}
+
+	for {
+		select {
+		case f, ok := <-frames:
+			if !ok {
+				return ioEnd()
+			}
+			switch f.typ {
+			case msgWaiting:
+				ack()
+				if !waiting && !held {
+					if cl.mode == "try" {
+						cl.emit("error", "kind", "busy", "code", nil, "temporary", nil, "message", "busy")
+						return false, failure{}
+					}
+					waiting = true
+					cl.emit("waiting")
+				}
+			case msgAcquired:
+				switch {
+				case waiting:
+					// The promotion: never the ack of an in-flight heartbeat.
+					if cl.bugs.PromotionIsAck {
+						ack()
+					}
+					waiting, held = false, true
+					cl.emit("acquired", "token", itoa(f.token), "valid_ms", validMS())
+				case !held:
+					ack()
+					held = true
+					cl.emit("acquired", "token", itoa(f.token), "valid_ms", validMS())
+				default:
+					ack()
+				}
+			case msgError:
+				code := int(f.code)
+				switch {
+				case held:
+					cl.fail("lost", "server", code)
+				case code < 0x10 && cl.mode == "wait":
+					return true, failure{"server", code}
+				default:
+					cl.fail("error", "server", code)
+				}
+				return false, failure{}
+			default:
+				return ioEnd() // a byte that is not a server message
+			}
+		case <-hb.C:
+			if len(pending) > 0 {
+				hbDue = true // one in flight at most: send when it is answered
+			} else if !sendHeartbeat() {
+				return ioEnd()
+			}
+		case <-timeout.C:
+			if held {
+				cl.fail("lost", "timeout", -1)
+				return false, failure{}
+			}
+			return true, failure{"connect", -1}
+		case <-deadline:
+			if !held {
+				cl.fail("error", "timeout", -1)
+				return false, failure{}
+			}
+		case k := <-cl.ctl:
+			cl.stopped(k, held)
+			if k == "cancel" && held {
+				continue // nothing pending to cancel
+			}
+			return false, failure{}
+		}
+	}
+}
+
+// read turns the byte stream into frames until the connection ends.
+func (cl *claim) read(conn net.Conn, frames chan<- frame, quit <-chan struct{}) {
+	defer close(frames)
+	deliver := func(f frame) bool {
+		select {
+		case frames <- f:
+			return true
+		case <-quit:
+			return false
+		}
+	}
+	if cl.bugs.OneReadOneMessage {
+		buf := make([]byte, 512)
+		for {
+			n, err := conn.Read(buf)
+			if n > 0 {
+				var msg [9]byte // a short read leaves zeros: the bug
+				copy(msg[:], buf[:n])
+				f := frame{typ: msg[0], token: binary.BigEndian.Uint64(msg[1:9]), code: msg[1]}
+				if !deliver(f) {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}
+	br := bufio.NewReader(conn)
+	for {
+		t, err := br.ReadByte()
+		if err != nil {
+			return
+		}
+		f := frame{typ: t}
+		switch t {
+		case msgAcquired:
+			var b [8]byte
+			if _, err := io.ReadFull(br, b[:]); err != nil {
+				return
+			}
+			f.token = binary.BigEndian.Uint64(b[:])
+		case msgError:
+			var h [2]byte
+			if _, err := io.ReadFull(br, h[:]); err != nil {
+				return
+			}
+			if _, err := io.CopyN(io.Discard, br, int64(h[1])); err != nil {
+				return
+			}
+			f.code = h[0]
+		}
+		if !deliver(f) {
+			return
+		}
+	}
+}
+
+func itoa(v uint64) string {
+	var b [20]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + v%10)
+		v /= 10
+		if v == 0 {
+			return string(b[i:])
+		}
+	}
+}

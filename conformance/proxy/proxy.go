@@ -1,0 +1,212 @@
+// Package proxy is the fault proxy: it sits between a client and the real
+// server, forwards bytes both ways, records what the client sent and what it
+// was delivered, and injects faults on demand: fragment every write into
+// single bytes, delay a direction, blackhole a direction, or reset every
+// connection.
+package proxy
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/monolock/monolock/conformance/wire"
+)
+
+// Faults is the proxy's current behaviour, per direction (wire.Up, wire.Down).
+type Faults struct {
+	Fragment  [2]bool
+	Delay     [2]time.Duration
+	Blackhole [2]bool
+}
+
+// Proxy forwards client connections to one upstream address.
+type Proxy struct {
+	ln       net.Listener
+	upstream string
+	start    time.Time
+
+	mu      sync.Mutex
+	faults  Faults
+	conns   []*Conn
+	claimed int           // conns handed out by Accept
+	changed chan struct{} // closed and replaced on every new connection
+}
+
+// Conn is one proxied client connection.
+type Conn struct {
+	client, server net.Conn
+	rec            *wire.Record
+}
+
+// Record is the connection's log, seen from the client's side.
+func (c *Conn) Record() *wire.Record { return c.rec }
+
+// Listen starts a proxy on a loopback port in front of upstream.
+func Listen(upstream string, start time.Time) (*Proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{ln: ln, upstream: upstream, start: start, changed: make(chan struct{})}
+	go p.acceptLoop()
+	return p, nil
+}
+
+// Addr is the address clients dial.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Set replaces the faults; it applies to bytes read from now on.
+func (p *Proxy) Set(f Faults) {
+	p.mu.Lock()
+	p.faults = f
+	p.mu.Unlock()
+}
+
+// Faults returns the current faults.
+func (p *Proxy) Faults() Faults {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.faults
+}
+
+// Conns returns the proxied connections in accept order.
+func (p *Proxy) Conns() []*Conn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]*Conn(nil), p.conns...)
+}
+
+// Accept returns the next proxied connection not yet handed out, waiting
+// until ctx ends.
+func (p *Proxy) Accept(ctx context.Context) (*Conn, error) {
+	for {
+		p.mu.Lock()
+		if p.claimed < len(p.conns) {
+			c := p.conns[p.claimed]
+			p.claimed++
+			p.mu.Unlock()
+			return c, nil
+		}
+		ch := p.changed
+		p.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, errors.New("no connection")
+		}
+	}
+}
+
+// Reset aborts every connection on both sides with a TCP reset.
+func (p *Proxy) Reset() {
+	for _, c := range p.Conns() {
+		for _, nc := range []net.Conn{c.client, c.server} {
+			if tc, ok := nc.(*net.TCPConn); ok {
+				_ = tc.SetLinger(0)
+			}
+			_ = nc.Close()
+		}
+	}
+}
+
+// Close stops the proxy and closes every connection.
+func (p *Proxy) Close() {
+	_ = p.ln.Close()
+	for _, c := range p.Conns() {
+		_ = c.client.Close()
+		_ = c.server.Close()
+	}
+}
+
+func (p *Proxy) now() time.Duration { return time.Since(p.start) }
+
+func (p *Proxy) acceptLoop() {
+	for {
+		cc, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		sc, err := net.DialTimeout("tcp", p.upstream, 5*time.Second)
+		if err != nil {
+			_ = cc.Close()
+			continue
+		}
+		for _, nc := range []net.Conn{cc, sc} {
+			_ = nc.(*net.TCPConn).SetNoDelay(true)
+		}
+		c := &Conn{client: cc, server: sc, rec: wire.NewRecord()}
+		p.mu.Lock()
+		p.conns = append(p.conns, c)
+		close(p.changed)
+		p.changed = make(chan struct{})
+		p.mu.Unlock()
+		go p.pump(c, wire.Up)
+		go p.pump(c, wire.Down)
+	}
+}
+
+type piece struct {
+	data []byte
+	due  time.Time
+}
+
+// pump copies one direction. A reader stamps and queues, a writer applies
+// delay and fragmentation, so a delay never reorders bytes.
+func (p *Proxy) pump(c *Conn, d wire.Dir) {
+	src, dst := c.client, c.server
+	if d == wire.Down {
+		src, dst = c.server, c.client
+	}
+	queue := make(chan piece, 1024)
+	go func() {
+		defer close(queue)
+		buf := make([]byte, 4096)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 {
+				f := p.Faults()
+				if d == wire.Up {
+					c.rec.Add(p.now(), wire.Up, buf[:n]) // what the client sent
+				}
+				if !f.Blackhole[d] {
+					queue <- piece{append([]byte(nil), buf[:n]...), time.Now().Add(f.Delay[d])}
+				}
+			}
+			if err != nil {
+				if d == wire.Up {
+					c.rec.ClientClosed(p.now())
+				}
+				return
+			}
+		}
+	}()
+	for pc := range queue {
+		if w := time.Until(pc.due); w > 0 {
+			time.Sleep(w)
+		}
+		frag := p.Faults().Fragment[d]
+		for len(pc.data) > 0 {
+			n := len(pc.data)
+			if frag {
+				n = 1
+			}
+			if d == wire.Down {
+				c.rec.Add(p.now(), wire.Down, pc.data[:n]) // what the client is delivered
+			}
+			if _, err := dst.Write(pc.data[:n]); err != nil {
+				break
+			}
+			pc.data = pc.data[n:]
+			if frag && len(pc.data) > 0 {
+				time.Sleep(time.Millisecond) // let each byte leave as its own segment
+			}
+		}
+	}
+	// The source ended: pass the end on, so a closed client frees its lock.
+	if tc, ok := dst.(*net.TCPConn); ok {
+		_ = tc.CloseWrite()
+	}
+}

@@ -1,0 +1,309 @@
+// Package wire records what crosses a monolock connection and reads it back
+// as frames, so the runner can judge a client by what it actually sent and
+// received: which reply acknowledged which send, how many requests were in
+// flight, when the heartbeats left.
+//
+// Both the fake server and the fault proxy record into a Record. Times are
+// durations since the scenario started (monotonic clock). Bytes from the
+// client are stamped after the read returns, bytes to the client just before
+// the write starts, so causality survives: a client send caused by a reply is
+// always stamped later than that reply.
+package wire
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Dir is the direction of a chunk.
+type Dir int
+
+const (
+	Up   Dir = iota // client -> server
+	Down            // server -> client
+)
+
+// Chunk is one read (Up) or one write (Down).
+type Chunk struct {
+	At   time.Duration
+	Dir  Dir
+	Data []byte
+}
+
+// Record is the thread-safe log of one connection.
+type Record struct {
+	mu           sync.Mutex
+	chunks       []Chunk
+	clientClosed time.Duration // when the client ended the connection, -1 while open
+	ended        bool          // nothing more will be read, whoever closed
+	changed      chan struct{} // closed and replaced on every change
+}
+
+// NewRecord returns an empty record.
+func NewRecord() *Record {
+	return &Record{clientClosed: -1, changed: make(chan struct{})}
+}
+
+func (r *Record) notify() {
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// Add appends a chunk.
+func (r *Record) Add(at time.Duration, d Dir, data []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.chunks = append(r.chunks, Chunk{At: at, Dir: d, Data: append([]byte(nil), data...)})
+	r.notify()
+}
+
+// ClientClosed notes that the client closed (or reset) the connection.
+func (r *Record) ClientClosed(at time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.clientClosed < 0 {
+		r.clientClosed = at
+		r.ended = true
+		r.notify()
+	}
+}
+
+// End notes that nothing more will be read from the client, for whatever
+// reason (the server side closed, or the client did).
+func (r *Record) End() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.ended {
+		r.ended = true
+		r.notify()
+	}
+}
+
+// Ended reports whether End was called, and a channel closed at the next change.
+func (r *Record) Ended() (bool, <-chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ended, r.changed
+}
+
+// Snapshot returns the chunks so far, when the client closed (-1: not yet),
+// and a channel closed at the next change.
+func (r *Record) Snapshot() ([]Chunk, time.Duration, <-chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Chunk(nil), r.chunks...), r.clientClosed, r.changed
+}
+
+// Frame is one parsed message.
+type Frame struct {
+	At   time.Duration // stamp of the chunk that completed the frame
+	Type byte
+	Raw  []byte
+	// Token (ACQUIRED), Code and Reason (ERROR), LeaseMS and Name (ACQUIRE).
+	Token   uint64
+	Code    byte
+	Reason  string
+	LeaseMS uint32
+	Name    string
+}
+
+// Message types, repeated here so the runner does not depend on the package
+// under test to judge it.
+const (
+	Acquire   byte = 0x01
+	Heartbeat byte = 0x02
+	Waiting   byte = 0x11
+	Acquired  byte = 0x12
+	Error     byte = 0x13
+)
+
+// TypeName names a message type.
+func TypeName(t byte) string {
+	switch t {
+	case Acquire:
+		return "ACQUIRE"
+	case Heartbeat:
+		return "HEARTBEAT"
+	case Waiting:
+		return "WAITING"
+	case Acquired:
+		return "ACQUIRED"
+	case Error:
+		return "ERROR"
+	}
+	return fmt.Sprintf("0x%02x", t)
+}
+
+// frameLen returns the length of the frame at the start of b, 0 if more bytes
+// are needed, or an error if b cannot start a frame in direction d.
+func frameLen(b []byte, d Dir) (int, error) {
+	need := func(n int) (int, error) {
+		if len(b) < n {
+			return 0, nil
+		}
+		return n, nil
+	}
+	switch {
+	case d == Up && b[0] == Acquire:
+		if len(b) >= 2 && b[1] != 1 {
+			return 0, fmt.Errorf("ACQUIRE with version %d", b[1])
+		}
+		if len(b) < 8 {
+			return 0, nil
+		}
+		return need(8 + int(binary.BigEndian.Uint16(b[6:8])))
+	case d == Up && b[0] == Heartbeat:
+		return 1, nil
+	case d == Down && b[0] == Waiting:
+		return 1, nil
+	case d == Down && b[0] == Acquired:
+		return need(9)
+	case d == Down && b[0] == Error:
+		if len(b) < 3 {
+			return 0, nil
+		}
+		return need(3 + int(b[2]))
+	}
+	return 0, fmt.Errorf("unexpected byte 0x%02x", b[0])
+}
+
+func decode(f *Frame) {
+	switch f.Type {
+	case Acquire:
+		f.LeaseMS = binary.BigEndian.Uint32(f.Raw[2:6])
+		f.Name = string(f.Raw[8:])
+	case Acquired:
+		f.Token = binary.BigEndian.Uint64(f.Raw[1:9])
+	case Error:
+		f.Code = f.Raw[1]
+		f.Reason = string(f.Raw[3:])
+	}
+}
+
+// Frames splits one direction of the chunks into frames. It stops at the
+// first byte that cannot start a frame and reports it; a trailing partial
+// frame is reported as Partial.
+func Frames(chunks []Chunk, d Dir) (frames []Frame, partial []byte, err error) {
+	var buf []byte
+	for _, c := range chunks {
+		if c.Dir != d {
+			continue
+		}
+		buf = append(buf, c.Data...)
+		for len(buf) > 0 {
+			n, ferr := frameLen(buf, d)
+			if ferr != nil {
+				return frames, buf, ferr
+			}
+			if n == 0 {
+				break
+			}
+			f := Frame{At: c.At, Type: buf[0], Raw: append([]byte(nil), buf[:n]...)}
+			decode(&f)
+			frames = append(frames, f)
+			buf = buf[n:]
+		}
+	}
+	return frames, buf, nil
+}
+
+// Exchange is one client request and the reply that answered it.
+type Exchange struct {
+	Send  Frame
+	Reply *Frame // nil: never answered
+}
+
+// Analysis is the reply accounting of one connection, done by the rules a
+// client must follow: every ACQUIRE and HEARTBEAT gets exactly one WAITING
+// or ACQUIRED, and while the session is WAITING an ACQUIRED is the
+// unsolicited promotion, never an ack.
+type Analysis struct {
+	Exchanges   []Exchange
+	Promotions  []Frame
+	Errors      []Frame // ERROR frames sent to the client
+	MaxInFlight int     // most requests sent and not yet answered at once
+	Heartbeats  []Frame // HEARTBEAT sends, in order
+	ClientBytes int
+	Problem     string // unparseable bytes, if any
+}
+
+// Analyze runs the reply accounting over a record's chunks.
+func Analyze(chunks []Chunk) Analysis {
+	var a Analysis
+	up, _, uerr := Frames(chunks, Up)
+	down, _, derr := Frames(chunks, Down)
+	if uerr != nil {
+		a.Problem = "client sent " + uerr.Error()
+	} else if derr != nil {
+		a.Problem = "server sent " + derr.Error()
+	}
+	for _, c := range chunks {
+		if c.Dir == Up {
+			a.ClientBytes += len(c.Data)
+		}
+	}
+	var pending []int // indexes into a.Exchanges
+	waiting := false
+	i, j := 0, 0
+	for i < len(up) || j < len(down) {
+		// Merge by time; on a tie the server frame goes first, which is the
+		// causal order (a reply stamped no later than the send it caused).
+		if j < len(down) && (i >= len(up) || down[j].At <= up[i].At) {
+			f := down[j]
+			j++
+			switch f.Type {
+			case Waiting:
+				waiting = true
+			case Acquired:
+				if waiting {
+					waiting = false
+					a.Promotions = append(a.Promotions, f)
+					continue
+				}
+			case Error:
+				a.Errors = append(a.Errors, f)
+				continue
+			}
+			if len(pending) > 0 {
+				fc := f
+				a.Exchanges[pending[0]].Reply = &fc
+				pending = pending[1:]
+			}
+			continue
+		}
+		f := up[i]
+		i++
+		a.Exchanges = append(a.Exchanges, Exchange{Send: f})
+		pending = append(pending, len(a.Exchanges)-1)
+		if len(pending) > a.MaxInFlight {
+			a.MaxInFlight = len(pending)
+		}
+		if f.Type == Heartbeat {
+			a.Heartbeats = append(a.Heartbeats, f)
+		}
+	}
+	return a
+}
+
+// LastAckedSend returns the send time of the last answered request, and false
+// if none was answered.
+func (a Analysis) LastAckedSend() (time.Duration, bool) {
+	for k := len(a.Exchanges) - 1; k >= 0; k-- {
+		if a.Exchanges[k].Reply != nil {
+			return a.Exchanges[k].Send.At, true
+		}
+	}
+	return 0, false
+}
+
+// LastReply returns the time of the last reply that acknowledged a request.
+func (a Analysis) LastReply() (time.Duration, bool) {
+	for k := len(a.Exchanges) - 1; k >= 0; k-- {
+		if r := a.Exchanges[k].Reply; r != nil {
+			return r.At, true
+		}
+	}
+	return 0, false
+}

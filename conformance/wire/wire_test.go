@@ -1,0 +1,82 @@
+package wire
+
+import (
+	"testing"
+	"time"
+)
+
+func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+
+func acquireFrame() []byte { return []byte{1, 1, 0, 0, 3, 0xe8, 0, 1, 'a'} }
+
+func TestFramesReassemblesSplitAndCoalescedChunks(t *testing.T) {
+	chunks := []Chunk{
+		{At: ms(1), Dir: Up, Data: acquireFrame()[:3]},
+		{At: ms(2), Dir: Up, Data: append(acquireFrame()[3:], 2)},
+		{At: ms(3), Dir: Down, Data: []byte{0x11, 0x12, 0, 0, 0, 0, 0, 0, 0}},
+		{At: ms(4), Dir: Down, Data: []byte{7, 0x13, 2, 1}},
+		{At: ms(5), Dir: Down, Data: []byte{'x'}},
+	}
+	up, rest, err := Frames(chunks, Up)
+	if err != nil || len(rest) != 0 || len(up) != 2 || up[0].Name != "a" || up[0].LeaseMS != 1000 || up[0].At != ms(2) || up[1].Type != Heartbeat {
+		t.Fatalf("up = %+v, rest %x, err %v", up, rest, err)
+	}
+	down, rest, err := Frames(chunks, Down)
+	if err != nil || len(rest) != 0 || len(down) != 3 {
+		t.Fatalf("down = %+v, rest %x, err %v", down, rest, err)
+	}
+	if down[1].Token != 7 || down[1].At != ms(4) || down[2].Code != 2 || down[2].Reason != "x" {
+		t.Fatalf("down = %+v", down)
+	}
+}
+
+func TestFramesRejectsUnknownBytes(t *testing.T) {
+	if _, _, err := Frames([]Chunk{{Dir: Up, Data: []byte{0x7f}}}, Up); err == nil {
+		t.Fatal("0x7f from a client parsed")
+	}
+	if _, _, err := Frames([]Chunk{{Dir: Up, Data: []byte{1, 2}}}, Up); err == nil {
+		t.Fatal("ACQUIRE version 2 parsed")
+	}
+}
+
+// A promotion while a heartbeat is in flight acknowledges nothing: the
+// heartbeat's ack is the ACQUIRED after it.
+func TestAnalyzePromotionIsNotAnAck(t *testing.T) {
+	acquired := []byte{0x12, 0, 0, 0, 0, 0, 0, 0, 9}
+	chunks := []Chunk{
+		{At: ms(0), Dir: Up, Data: acquireFrame()},
+		{At: ms(1), Dir: Down, Data: []byte{0x11}},
+		{At: ms(10), Dir: Up, Data: []byte{2}},
+		{At: ms(11), Dir: Down, Data: acquired}, // promotion
+		{At: ms(20), Dir: Down, Data: acquired}, // ack of the heartbeat
+		{At: ms(30), Dir: Up, Data: []byte{2}},  // never answered
+	}
+	a := Analyze(chunks)
+	if len(a.Promotions) != 1 || a.Promotions[0].At != ms(11) {
+		t.Fatalf("promotions %+v", a.Promotions)
+	}
+	if r := a.Exchanges[1].Reply; r == nil || r.At != ms(20) {
+		t.Fatalf("heartbeat answered by %+v, want the ACQUIRED at 20ms", r)
+	}
+	if at, ok := a.LastAckedSend(); !ok || at != ms(10) {
+		t.Fatalf("last acked send %v", at)
+	}
+	if at, ok := a.LastReply(); !ok || at != ms(20) {
+		t.Fatalf("last reply %v", at)
+	}
+	if a.MaxInFlight != 1 || len(a.Heartbeats) != 2 {
+		t.Fatalf("in flight %d, heartbeats %d", a.MaxInFlight, len(a.Heartbeats))
+	}
+}
+
+func TestAnalyzeCountsRequestsInFlight(t *testing.T) {
+	chunks := []Chunk{
+		{At: ms(0), Dir: Up, Data: acquireFrame()},
+		{At: ms(1), Dir: Down, Data: []byte{0x12, 0, 0, 0, 0, 0, 0, 0, 1}},
+		{At: ms(5), Dir: Up, Data: []byte{2}},
+		{At: ms(6), Dir: Up, Data: []byte{2}},
+	}
+	if a := Analyze(chunks); a.MaxInFlight != 2 {
+		t.Fatalf("max in flight %d, want 2", a.MaxInFlight)
+	}
+}
