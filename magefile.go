@@ -69,6 +69,7 @@ func Serve() error {
 
 // Go runs go vet and the race-enabled Go tests of the go and conformance modules.
 func (Test) Go() error {
+	mg.Deps(Build) // tests of the real binary use MONOLOCK_BIN
 	for _, dir := range []string{"go", "conformance"} {
 		if err := runIn(dir, "go", "vet", "./..."); err != nil {
 			return err
@@ -106,6 +107,7 @@ func (Mobile) Ios() error { return runIn(".", "bash", "mobile/scripts/ios.sh") }
 // every failure rather than stopping at the first.
 func (Test) All() error {
 	var errs []error
+	var failed []string
 	for _, step := range []struct {
 		name string
 		fn   func() error
@@ -120,20 +122,13 @@ func (Test) All() error {
 		fmt.Printf("==> %s\n", step.name)
 		if err := step.fn(); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", step.name, err))
+			failed = append(failed, step.name)
 		}
 	}
-	if len(errs) > 0 {
-		fmt.Println("FAILED:", strings.Join(names(errs), ", "))
+	if len(failed) > 0 {
+		fmt.Println("FAILED:", strings.Join(failed, ", "))
 	}
 	return errors.Join(errs...)
-}
-
-func names(errs []error) []string {
-	out := make([]string, len(errs))
-	for i, err := range errs {
-		out[i] = strings.SplitN(err.Error(), ":", 2)[0]
-	}
-	return out
 }
 
 // Conformance runs every client of conformance/manifest.json through every

@@ -17,7 +17,7 @@ trap cleanup EXIT
 
 tarball="$(npm pack --silent --pack-destination "$work" | tail -n 1)"
 echo "packed $tarball"
-if tar -tzf "$work/$tarball" | grep -vE '^package/(dist/(esm|cjs)/|README\.md$|package\.json$)'; then
+if tar -tzf "$work/$tarball" | grep -vE '^package/(dist/(esm|cjs)/|README\.md$|LICENSE$|package\.json$)'; then
   echo "unexpected files in the tarball (above)" >&2
   exit 1
 fi
