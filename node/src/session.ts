@@ -37,7 +37,8 @@ type State = "connecting" | "acquiring" | "waiting" | "held" | "closed";
 const now = (): number => performance.now();
 
 /** Longest wait of a graceful release for the server's side of the close. */
-const RELEASE_WAIT_MS = 500;
+/** Upper bound of the wait for the server to confirm a release (spec: release.max_wait_ms). */
+export const RELEASE_WAIT_MS = 1000;
 
 /** One connection's protocol state machine. */
 export class Session {

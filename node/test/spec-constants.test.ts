@@ -13,6 +13,7 @@ import {
   RETRY,
 } from "../src/constants.js";
 import * as errors from "../src/errors.js";
+import { RELEASE_WAIT_MS } from "../src/session.js";
 import { loadSpec } from "./helpers/spec.js";
 
 interface Constants {
@@ -151,4 +152,9 @@ describe("spec/errors.json", () => {
     const lostTerminal = new errors.LockLostError("server", "x", errors.errorForCode(0x18));
     assert.equal(lostTerminal.temporary, false);
   });
+});
+
+test("release wait bound matches spec/constants.json", () => {
+  const spec = loadSpec<{ release: { max_wait_ms: number } }>("constants.json");
+  assert.equal(RELEASE_WAIT_MS, spec.release.max_wait_ms);
 });

@@ -58,3 +58,9 @@ def test_backoff_random_delays_stay_in_range() -> None:
         delay = b.next_delay()
         assert ceiling / 2 <= delay <= ceiling
     assert b.ceiling_ms(10_000) == CONSTANTS["retry"]["max_ms"]
+
+
+def test_release_wait_matches_spec() -> None:
+    from monolock import _lock
+
+    assert _lock.RELEASE_WAIT_MAX * 1000 == CONSTANTS["release"]["max_wait_ms"]

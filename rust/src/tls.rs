@@ -36,13 +36,14 @@ fn client_session(settings: &TlsSettings, server: &str) -> io::Result<ClientConn
     ClientConnection::new(Arc::clone(&settings.config), name).map_err(io::Error::other)
 }
 
-/// Completes the handshake on a blocking socket before `deadline`.
+/// Completes the handshake on a blocking socket before `deadline`; the
+/// returned session is ready for application data on `tcp`.
 pub(crate) fn handshake_blocking(
     settings: &TlsSettings,
     server: &str,
-    mut tcp: std::net::TcpStream,
+    mut tcp: &std::net::TcpStream,
     deadline: std::time::Instant,
-) -> io::Result<rustls::StreamOwned<ClientConnection, std::net::TcpStream>> {
+) -> io::Result<ClientConnection> {
     let mut conn = client_session(settings, server)?;
     while conn.is_handshaking() {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
@@ -71,7 +72,7 @@ pub(crate) fn handshake_blocking(
         }
     }
     tcp.set_write_timeout(None)?;
-    Ok(rustls::StreamOwned::new(conn, tcp))
+    Ok(conn)
 }
 
 /// A TLS session over a tokio socket, driven by hand so that no further
@@ -161,6 +162,15 @@ impl AsyncTls {
         use std::io::Write;
         self.conn.writer().write_all(frame)?;
         self.flush().await
+    }
+
+    /// Sends close_notify, then shuts down the socket's write side; the
+    /// server's answer can still be read.
+    pub(crate) async fn half_close(&mut self) -> io::Result<()> {
+        use tokio::io::AsyncWriteExt;
+        self.conn.send_close_notify();
+        self.flush().await?;
+        self.tcp.shutdown().await
     }
 }
 

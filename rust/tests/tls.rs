@@ -33,7 +33,8 @@ fn client_config() -> Arc<rustls::ClientConfig> {
 }
 
 /// A TLS fake server: grants `token` to each of `conns` connections in
-/// turn and acks every heartbeat until the client closes.
+/// turn, acks every heartbeat until the client's close_notify and answers
+/// it with its own.
 fn tls_server(conns: usize, token: u64) -> Fake {
     let cert: CertificateDer<'static> = test_cert().cert.der().clone();
     let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(
@@ -63,12 +64,22 @@ fn tls_server(conns: usize, token: u64) -> Fake {
             s.write_all(&grant).unwrap();
             let mut hb = [0u8; 1];
             let mut beats = 0;
-            while let Ok(1) = s.read(&mut hb) {
-                assert_eq!(hb[0], 0x02);
-                beats += 1;
-                s.write_all(&grant).unwrap();
+            loop {
+                match s.read(&mut hb) {
+                    Ok(1) => {
+                        assert_eq!(hb[0], 0x02);
+                        beats += 1;
+                        s.write_all(&grant).unwrap();
+                    }
+                    // rustls reads zero bytes only after a close_notify.
+                    Ok(_) => break,
+                    Err(e) => panic!("the release did not send close_notify: {e}"),
+                }
             }
             assert!(beats >= 2, "heartbeats over TLS: {beats}");
+            // Answer the half-close as the real server does.
+            s.conn.send_close_notify();
+            s.flush().unwrap();
         }
     })
 }

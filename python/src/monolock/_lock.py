@@ -20,7 +20,7 @@ WaitingCallback = Callable[[str], object]
 """Called with the lock name each time the server queues the claim."""
 
 
-RELEASE_WAIT_MAX = 2.0
+RELEASE_WAIT_MAX = 1.0
 """Longest a release waits for the server to close its end, in seconds."""
 
 

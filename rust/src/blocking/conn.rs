@@ -1,16 +1,31 @@
 //! Blocking connections: plain TCP, or TLS over TCP with the `tls` feature.
+//!
+//! Every method takes `&self`, so that a held lock's keeper thread can sit
+//! in a read while the guard's thread half-closes the same connection to
+//! release the lock. With TLS the rustls session sits behind a mutex that
+//! is never held across a blocking socket read: the reader takes raw bytes
+//! from the socket unlocked, then locks to decrypt them.
 
 use std::io::{self, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::{Shutdown, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use crate::config::Config;
 
 /// One connection to a server.
-pub(crate) enum Conn {
-    Tcp(TcpStream),
+pub(crate) struct Conn {
+    tcp: TcpStream,
     #[cfg(feature = "tls")]
-    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
+    tls: Option<std::sync::Mutex<rustls::ClientConnection>>,
+}
+
+/// What one read from the connection gave.
+enum Read1 {
+    Data(usize),
+    /// The read timeout passed.
+    Nothing,
+    /// The server closed its side.
+    End,
 }
 
 impl Conn {
@@ -43,48 +58,98 @@ impl Conn {
 
     #[cfg(not(feature = "tls"))]
     fn wrap(_: &Config, _: &str, tcp: TcpStream, _: Instant) -> io::Result<Conn> {
-        Ok(Conn::Tcp(tcp))
+        Ok(Conn { tcp })
     }
 
     #[cfg(feature = "tls")]
     fn wrap(config: &Config, server: &str, tcp: TcpStream, deadline: Instant) -> io::Result<Conn> {
-        match &config.tls {
-            None => Ok(Conn::Tcp(tcp)),
-            Some(tls) => {
-                let stream = crate::tls::handshake_blocking(tls, server, tcp, deadline)?;
-                Ok(Conn::Tls(Box::new(stream)))
-            }
-        }
+        let tls = match &config.tls {
+            None => None,
+            Some(tls) => Some(std::sync::Mutex::new(crate::tls::handshake_blocking(
+                tls, server, &tcp, deadline,
+            )?)),
+        };
+        Ok(Conn { tcp, tls })
     }
 
-    /// The TCP socket underneath, for timeouts and shutdown.
+    /// The TCP socket underneath, for a cancel handle's shutdown.
     pub(crate) fn tcp(&self) -> &TcpStream {
-        match self {
-            Conn::Tcp(tcp) => tcp,
-            #[cfg(feature = "tls")]
-            Conn::Tls(tls) => tls.get_ref(),
-        }
+        &self.tcp
     }
 
     /// Reads what is there, waiting at most `timeout`. `Ok(None)` when the
     /// time ran out, an `UnexpectedEof` error when the server closed.
     pub(crate) fn read_within(
-        &mut self,
+        &self,
         buf: &mut [u8],
         timeout: Duration,
     ) -> io::Result<Option<usize>> {
-        self.tcp().set_read_timeout(Some(timeout))?;
-        let res = match self {
-            Conn::Tcp(tcp) => tcp.read(buf),
-            #[cfg(feature = "tls")]
-            Conn::Tls(tls) => tls.read(buf),
-        };
-        match res {
-            Ok(0) => Err(io::Error::new(
+        match self.read1(buf, Instant::now() + timeout)? {
+            Read1::Data(n) => Ok(Some(n)),
+            Read1::Nothing => Ok(None),
+            Read1::End => Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
                 "server closed the connection",
             )),
-            Ok(n) => Ok(Some(n)),
+        }
+    }
+
+    #[cfg(not(feature = "tls"))]
+    fn read1(&self, buf: &mut [u8], deadline: Instant) -> io::Result<Read1> {
+        self.read_tcp(buf, deadline)
+    }
+
+    #[cfg(feature = "tls")]
+    fn read1(&self, buf: &mut [u8], deadline: Instant) -> io::Result<Read1> {
+        let Some(tls) = &self.tls else {
+            return self.read_tcp(buf, deadline);
+        };
+        let mut raw = [0u8; 4096];
+        loop {
+            {
+                let mut session = lock(tls);
+                match session.reader().read(buf) {
+                    Ok(0) => return Ok(Read1::End), // close_notify
+                    Ok(n) => return Ok(Read1::Data(n)),
+                    // Closed without close_notify: an end all the same.
+                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(Read1::End),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            // Unlocked while blocked: a half-close may happen meanwhile.
+            let n = match self.read_tcp(&mut raw, deadline)? {
+                Read1::Data(n) => n,
+                Read1::Nothing => return Ok(Read1::Nothing),
+                Read1::End => 0,
+            };
+            let mut session = lock(tls);
+            let mut chunk = &raw[..n];
+            loop {
+                // With an empty chunk this tells rustls about the end.
+                session.read_tls(&mut chunk)?;
+                session
+                    .process_new_packets()
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+                if chunk.is_empty() {
+                    break;
+                }
+            }
+            // Answers rustls may owe the server (a TLS 1.3 key update).
+            write_tls(&mut session, &self.tcp)?;
+        }
+    }
+
+    /// One read from the socket itself, waiting until `deadline` at most.
+    fn read_tcp(&self, buf: &mut [u8], deadline: Instant) -> io::Result<Read1> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(Read1::Nothing);
+        }
+        self.tcp.set_read_timeout(Some(left))?;
+        match (&self.tcp).read(buf) {
+            Ok(0) => Ok(Read1::End),
+            Ok(n) => Ok(Read1::Data(n)),
             Err(e)
                 if matches!(
                     e.kind(),
@@ -93,21 +158,55 @@ impl Conn {
                         | io::ErrorKind::Interrupted
                 ) =>
             {
-                Ok(None)
+                Ok(Read1::Nothing)
             }
             Err(e) => Err(e),
         }
     }
 
     /// Writes a whole frame.
-    pub(crate) fn send(&mut self, frame: &[u8]) -> io::Result<()> {
-        match self {
-            Conn::Tcp(tcp) => tcp.write_all(frame),
-            #[cfg(feature = "tls")]
-            Conn::Tls(tls) => {
-                tls.write_all(frame)?;
-                tls.flush()
-            }
+    pub(crate) fn send(&self, frame: &[u8]) -> io::Result<()> {
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &self.tls {
+            let mut session = lock(tls);
+            session.writer().write_all(frame)?;
+            return write_tls(&mut session, &self.tcp);
         }
+        (&self.tcp).write_all(frame)
     }
+
+    /// Half-closes: ends our direction (after a TLS close_notify) and
+    /// leaves the server's open, so its close can still be read.
+    pub(crate) fn half_close(&self) -> io::Result<()> {
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &self.tls {
+            let mut session = lock(tls);
+            session.send_close_notify();
+            write_tls(&mut session, &self.tcp)?;
+        }
+        self.tcp.shutdown(Shutdown::Write)
+    }
+
+    /// Closes both directions at once; a read blocked in another thread
+    /// returns. Errors are of no interest: the socket may be closed already.
+    pub(crate) fn close(&self) {
+        let _ = self.tcp.shutdown(Shutdown::Both);
+    }
+}
+
+#[cfg(feature = "tls")]
+fn lock(
+    tls: &std::sync::Mutex<rustls::ClientConnection>,
+) -> std::sync::MutexGuard<'_, rustls::ClientConnection> {
+    tls.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Writes out whatever rustls has queued.
+#[cfg(feature = "tls")]
+fn write_tls(session: &mut rustls::ClientConnection, mut tcp: &TcpStream) -> io::Result<()> {
+    while session.wants_write() {
+        session.write_tls(&mut tcp)?;
+    }
+    Ok(())
 }

@@ -1,7 +1,11 @@
 //! A held lock: the guard the application keeps, and the keeper thread
 //! that heartbeats the connection and watches it.
+//!
+//! Release is shared work: the guard half-closes the connection (its
+//! thread is the one that must not return early), and the keeper, which
+//! owns the reading, reads on until the server closes its side. The guard
+//! waits for the keeper, bounded by the session's release wait.
 
-use std::net::{Shutdown, TcpStream};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -9,7 +13,7 @@ use std::time::{Duration, Instant};
 use super::conn::Conn;
 use crate::core::codec::HEARTBEAT;
 use crate::core::session::{wait_for, Session};
-use crate::core::step::hold_step;
+use crate::core::step::{hold_step, release_step, ReleaseStep};
 use crate::error::Error;
 
 /// State shared by the guard, its watchers and the keeper thread.
@@ -22,7 +26,11 @@ struct State {
     valid_until: Instant,
     /// Set once, by the keeper, when the lock is lost ([`Error::Lost`]).
     lost: Option<Error>,
-    released: bool,
+    /// When the guard started the release (and half-closed).
+    released: Option<Instant>,
+    /// The keeper is done with the connection: it saw the server's close,
+    /// gave up waiting for it, or the session had ended before.
+    closed: bool,
 }
 
 impl Shared {
@@ -37,7 +45,8 @@ impl Shared {
     }
 }
 
-/// A held lock. Dropping it releases the lock (closes the connection).
+/// A held lock. Dropping it releases the lock, as [`LockGuard::release`]
+/// does: when either returns, the server has freed the lock.
 ///
 /// While the guard lives, a background thread sends heartbeats and reads
 /// the server's replies. The lock is safe to use until
@@ -64,8 +73,10 @@ pub struct LockGuard {
     name: String,
     token: u64,
     shared: Arc<Shared>,
-    /// A second handle on the socket, to close it from this side.
-    closer: TcpStream,
+    /// Shared with the keeper, to half-close it from this side.
+    conn: Arc<Conn>,
+    /// How long a release waits for the server's close.
+    release_wait: Duration,
     keeper: Option<JoinHandle<()>>,
 }
 
@@ -87,24 +98,28 @@ impl LockGuard {
                 "lock guard for a session without grant".into(),
             ));
         };
-        let closer = conn.tcp().try_clone()?;
+        let release_wait = session.release_wait();
+        let conn = Arc::new(conn);
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 valid_until,
                 lost: None,
-                released: false,
+                released: None,
+                closed: false,
             }),
             changed: Condvar::new(),
         });
         let keeper_shared = Arc::clone(&shared);
+        let keeper_conn = Arc::clone(&conn);
         let keeper = std::thread::Builder::new()
             .name(format!("monolock keeper {token}"))
-            .spawn(move || keep(conn, session, &keeper_shared))?;
+            .spawn(move || keep(&keeper_conn, session, &keeper_shared))?;
         Ok(LockGuard {
             name: name.to_owned(),
             token,
             shared,
-            closer,
+            conn,
+            release_wait,
             keeper: Some(keeper),
         })
     }
@@ -198,9 +213,17 @@ impl LockGuard {
         }
     }
 
-    /// Releases the lock: closes the connection (the server hands the lock
-    /// to the next waiter at once) and stops the keeper thread. The same as
-    /// dropping the guard; safe after a loss.
+    /// Releases the lock and returns once the server has freed it, so that
+    /// another client's [`Client::try_acquire`](crate::Client::try_acquire)
+    /// right after this finds the lock free (or the next waiter already
+    /// holding it).
+    ///
+    /// It half-closes the connection (after a TLS close_notify) and waits
+    /// for the server to close its side, which the server does only after
+    /// freeing the lock and promoting the next waiter. The wait is bounded
+    /// by 0.8 of the lease, at most one second; then the connection is
+    /// closed regardless (the server frees the lock on its own once it
+    /// notices). The same as dropping the guard; safe after a loss.
     pub fn release(self) {
         drop(self);
     }
@@ -208,10 +231,29 @@ impl LockGuard {
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        self.shared.state().released = true;
+        let started = Instant::now();
+        let until = started + self.release_wait;
+        self.shared.state().released = Some(started);
         self.shared.changed.notify_all();
-        // Ignore errors: after a loss the socket is closed already.
-        let _ = self.closer.shutdown(Shutdown::Both);
+        // The keeper, blocked in a read, reads the server's close. Ignore
+        // errors: after a loss the connection is closed already.
+        let _ = self.conn.half_close();
+        let mut state = self.shared.state();
+        while !state.closed {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            state = self
+                .shared
+                .changed
+                .wait_timeout(state, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        drop(state);
+        // Past the bound the keeper may still sit in a read: end it.
+        self.conn.close();
         if let Some(keeper) = self.keeper.take() {
             let _ = keeper.join();
         }
@@ -240,7 +282,7 @@ impl LossWatch {
             if let Some(lost) = &state.lost {
                 return Some(lost.clone());
             }
-            if state.released {
+            if state.released.is_some() {
                 return None;
             }
             state = self.shared.wait(state);
@@ -250,45 +292,91 @@ impl LossWatch {
     /// Whether the lock was lost (its validity ran out or the keeper saw it).
     pub fn is_lost(&self) -> bool {
         let state = self.shared.state();
-        state.lost.is_some() || (!state.released && Instant::now() >= state.valid_until)
+        state.lost.is_some() || (state.released.is_none() && Instant::now() >= state.valid_until)
     }
 }
 
-/// The keeper thread: heartbeats and reads until the session ends, then
-/// closes the connection and records the loss (unless it was a release).
-fn keep(mut conn: Conn, mut session: Session, shared: &Shared) {
-    let cause = run_session(&mut conn, &mut session, shared);
+/// How the keeper's watch over a held session ended.
+enum End {
+    /// The guard released the lock at this instant.
+    Released(Instant),
+    /// The lock was lost, for this cause.
+    Lost(Error),
+}
+
+/// The keeper thread: heartbeats and reads until the session ends. On a
+/// release it reads on until the server closes; on a loss it records why.
+/// Either way it closes the connection and says so.
+fn keep(conn: &Conn, mut session: Session, shared: &Shared) {
+    let lost = match run_session(conn, &mut session, shared) {
+        End::Released(at) => {
+            await_server_close(conn, &mut session, at);
+            None
+        }
+        End::Lost(cause) => Some(Error::Lost(Box::new(cause))),
+    };
     // Close first, then tell: once the application hears "lost", the
     // connection is gone.
-    let _ = conn.tcp().shutdown(Shutdown::Both);
-    drop(conn);
+    conn.close();
     let mut state = shared.state();
-    if !state.released {
-        state.lost = Some(Error::Lost(Box::new(cause)));
+    state.closed = true;
+    // A release that raced the loss wins: the guard is gone anyway.
+    if state.released.is_none() {
+        state.lost = lost;
     }
     drop(state);
     shared.changed.notify_all();
 }
 
-/// Follows a granted session until it fails; returns the cause.
-fn run_session(conn: &mut Conn, session: &mut Session, shared: &Shared) -> Error {
+/// Follows a granted session until it is released or fails.
+fn run_session(conn: &Conn, session: &mut Session, shared: &Shared) -> End {
     let mut buf = [0u8; 512];
+    // An error after the guard's half-close (a heartbeat refused, the
+    // server's close) is part of the release, not a loss.
+    let end = |cause: Error| match shared.state().released {
+        Some(at) => End::Released(at),
+        None => End::Lost(cause),
+    };
     loop {
         let now = Instant::now();
+        if let Some(at) = shared.state().released {
+            return End::Released(at);
+        }
         let step = match hold_step(session, now) {
             Ok(step) => step,
-            Err(cause) => return cause,
+            Err(cause) => return end(cause),
         };
         shared.state().valid_until = step.valid_until;
         if step.heartbeat {
             if let Err(e) = conn.send(&HEARTBEAT) {
-                return Error::io(e);
+                return end(Error::io(e));
             }
         }
         match conn.read_within(&mut buf, wait_for(step.wake, now)) {
             Ok(Some(n)) => session.feed(&buf[..n]),
             Ok(None) => {}
-            Err(e) => return Error::io(e),
+            Err(e) => return end(Error::io(e)),
+        }
+    }
+}
+
+/// Reads, ignoring late acks, until the server closes its side (which
+/// means it freed the lock) or the release wait from `at` runs out. The
+/// guard already half-closed; it also cuts this short at the bound.
+fn await_server_close(conn: &Conn, session: &mut Session, at: Instant) {
+    session.begin_release(at);
+    let mut buf = [0u8; 512];
+    loop {
+        let now = Instant::now();
+        let until = match release_step(session, now) {
+            ReleaseStep::Done => return,
+            ReleaseStep::ReadUntil(until) => until,
+        };
+        match conn.read_within(&mut buf, wait_for(until, now)) {
+            Ok(Some(n)) => session.feed(&buf[..n]),
+            Ok(None) => {}
+            // The server's close (or the guard's, at the bound).
+            Err(_) => return,
         }
     }
 }

@@ -172,7 +172,7 @@ impl Attempt<'_> {
             connect_timeout =
                 connect_timeout.min(deadline.saturating_duration_since(Instant::now()));
         }
-        let mut conn = Conn::connect(self.config, server, connect_timeout)
+        let conn = Conn::connect(self.config, server, connect_timeout)
             .map_err(|e| Failure::Connect(Error::io(e)))?;
         if let Some(cancel) = self.cancel {
             cancel.attach(conn.tcp()).map_err(Failure::Final)?;

@@ -8,6 +8,9 @@ const CLIENT_TIMEOUT_FACTOR: f64 = 0.8;
 const SRTT_ALPHA: f64 = 0.2;
 const SAFE_RTT_FACTOR: f64 = 2.0;
 const MIN_INTERVAL_MS: f64 = 1.0;
+/// The longest a release waits for the server to close its side. The team
+/// rule (shared by all clients; not in spec/constants.json yet).
+const RELEASE_WAIT_MAX: Duration = Duration::from_secs(1);
 
 /// Heartbeat timing for one connection, in milliseconds as `f64` so that
 /// the arithmetic matches `spec/vectors/heartbeat.json` exactly.
@@ -63,6 +66,14 @@ impl Schedule {
     pub(crate) fn client_timeout(&self) -> Duration {
         ms(self.client_timeout_ms())
     }
+
+    /// How long a release waits for the server's close after half-closing:
+    /// the client timeout, at most one second. Past the client timeout the
+    /// server may be gone anyway; the cap keeps a release of a long lease
+    /// quick when the server is slow.
+    pub(crate) fn release_wait(&self) -> Duration {
+        self.client_timeout().min(RELEASE_WAIT_MAX)
+    }
 }
 
 fn ms(value: f64) -> Duration {
@@ -87,6 +98,10 @@ mod tests {
         assert_eq!(hb["srtt_alpha"], SRTT_ALPHA);
         assert_eq!(hb["safe_rtt_factor"].as_f64().unwrap(), SAFE_RTT_FACTOR);
         assert_eq!(hb["min_interval_ms"].as_f64().unwrap(), MIN_INTERVAL_MS);
+        assert_eq!(
+            c["release"]["max_wait_ms"].as_u64().unwrap(),
+            RELEASE_WAIT_MAX.as_millis() as u64
+        );
     }
 
     #[test]
@@ -132,5 +147,19 @@ mod tests {
         assert_eq!(s.interval(), Duration::from_millis(250));
         s.observe_rtt(Duration::from_millis(10));
         assert_eq!(s.interval(), Duration::from_millis(230));
+    }
+
+    #[test]
+    fn release_wait_is_the_client_timeout_capped_at_one_second() {
+        assert_eq!(
+            Schedule::new(500).release_wait(),
+            Duration::from_millis(400)
+        );
+        assert_eq!(
+            Schedule::new(1250).release_wait(),
+            Duration::from_millis(1000)
+        );
+        assert_eq!(Schedule::new(30_000).release_wait(), Duration::from_secs(1));
+        assert_eq!(Schedule::new(1).release_wait(), Duration::from_micros(800));
     }
 }

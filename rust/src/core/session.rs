@@ -4,6 +4,10 @@
 //! the ACQUIRE, feed it every byte they read, ask it when to wake up next,
 //! and send a HEARTBEAT when it says so. Reply accounting, RTT sampling,
 //! validity and the give-up deadline all live here, once.
+//!
+//! Release is a phase too: the client half-closes, stops heartbeating and
+//! reads (ignoring late acks) until the server closes its side, which it
+//! does only after freeing the lock, or until a bound passes.
 
 use std::time::{Duration, Instant};
 
@@ -20,6 +24,9 @@ enum Phase {
     Waiting,
     /// The server granted the lock with this token.
     Held(u64),
+    /// The client half-closed to hand the lock back and waits until `until`
+    /// for the server to close its side.
+    Releasing { until: Instant },
 }
 
 /// What a frame meant for the caller.
@@ -29,7 +36,8 @@ pub(crate) enum Event {
     Waiting,
     /// The lock was granted, as the reply to ACQUIRE or as a promotion.
     Acquired { token: u64 },
-    /// A reply acknowledged a send; nothing changed but the deadlines.
+    /// A reply acknowledged a send; nothing changed but the deadlines. (While
+    /// releasing, every reply is a late ack of this kind and is ignored.)
     Acked,
 }
 
@@ -78,6 +86,9 @@ impl Session {
         };
         match frame {
             Frame::Error { code, reason } => Err(Error::from_code(code, reason)),
+            // The ack of a heartbeat sent before the release: nothing to
+            // account for any more.
+            _ if self.release_deadline().is_some() => Ok(Some(Event::Acked)),
             Frame::Waiting => self.on_waiting(now).map(Some),
             Frame::Acquired { token } => self.on_acquired(token, now).map(Some),
         }
@@ -117,6 +128,8 @@ impl Session {
                 self.ack(now)?;
                 Ok(Event::Acked)
             }
+            // poll_frame ignores replies before they get here.
+            Phase::Releasing { .. } => Ok(Event::Acked),
         }
     }
 
@@ -141,6 +154,7 @@ impl Session {
     /// next waits for its ack).
     fn heartbeat_due(&self) -> Option<Instant> {
         match (self.phase, self.pending) {
+            (Phase::Releasing { .. }, _) => None,
             // The ACQUIRE is the request in flight until its reply arrives.
             (_, Some(_)) | (Phase::Requested, None) => None,
             (_, None) => Some(self.last_send + self.schedule.interval()),
@@ -149,6 +163,9 @@ impl Session {
 
     /// The next instant at which [`Session::poll_timer`] has work to do.
     pub(crate) fn next_wakeup(&self) -> Instant {
+        if let Some(until) = self.release_deadline() {
+            return until;
+        }
         match self.heartbeat_due() {
             Some(due) => due.min(self.deadline()),
             None => self.deadline(),
@@ -159,6 +176,10 @@ impl Session {
     /// is recorded as of `now`); `Err(Timeout)` means no ack arrived within
     /// the client timeout.
     pub(crate) fn poll_timer(&mut self, now: Instant) -> Result<bool, Error> {
+        if self.release_deadline().is_some() {
+            // Handing back: validity no longer matters, nothing is sent.
+            return Ok(false);
+        }
         if now >= self.deadline() {
             return Err(Error::Timeout);
         }
@@ -172,7 +193,35 @@ impl Session {
         }
     }
 
-    /// The fencing token, once granted.
+    /// Starts handing the lock back at `now`, the moment the client
+    /// half-closes: no more heartbeats, replies still in flight are ignored.
+    /// Returns until when to wait for the server's close: the client
+    /// timeout from `now`, at most one second. Idempotent: a second call
+    /// keeps the first deadline.
+    pub(crate) fn begin_release(&mut self, now: Instant) -> Instant {
+        if let Some(until) = self.release_deadline() {
+            return until;
+        }
+        let until = now + self.schedule.release_wait();
+        self.phase = Phase::Releasing { until };
+        until
+    }
+
+    /// How long a release waits for the server's close.
+    pub(crate) fn release_wait(&self) -> Duration {
+        self.schedule.release_wait()
+    }
+
+    /// Until when a release waits for the server's close; `None` unless
+    /// releasing.
+    pub(crate) fn release_deadline(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Releasing { until } => Some(until),
+            _ => None,
+        }
+    }
+
+    /// The fencing token, once granted (and not being handed back).
     pub(crate) fn token(&self) -> Option<u64> {
         match self.phase {
             Phase::Held(token) => Some(token),
@@ -314,6 +363,42 @@ mod tests {
         assert!(!s.poll_timer(t0 + ms(600)).unwrap());
         assert_eq!(s.next_wakeup(), t0 + ms(800));
         assert!(matches!(s.poll_timer(t0 + ms(800)), Err(Error::Timeout)));
+    }
+
+    #[test]
+    fn release_stops_heartbeats_and_ignores_late_acks() {
+        let t0 = Instant::now();
+        let mut s = Session::new(1000, t0);
+        feed_all(&mut s, &acquired(4), t0).unwrap();
+        // A heartbeat is in flight when the release begins.
+        assert!(s.poll_timer(t0 + ms(250)).unwrap());
+        assert_eq!(s.release_deadline(), None);
+        let until = s.begin_release(t0 + ms(300));
+        assert_eq!(until, t0 + ms(300 + 800));
+        assert_eq!(s.release_deadline(), Some(until));
+        assert_eq!(s.token(), None);
+        // Its ack, and even a stray WAITING, are read and ignored.
+        let mut late = acquired(4);
+        late.extend(WAITING);
+        let ev = feed_all(&mut s, &late, t0 + ms(310)).unwrap();
+        assert_eq!(ev, vec![Event::Acked, Event::Acked]);
+        // No heartbeat is ever due again, nor a timeout; a second begin
+        // keeps the deadline.
+        assert!(!s.poll_timer(t0 + ms(700)).unwrap());
+        assert!(!s.poll_timer(t0 + ms(5000)).unwrap());
+        assert_eq!(s.next_wakeup(), until);
+        assert_eq!(s.begin_release(t0 + ms(900)), until);
+        // The server's ERROR still ends it.
+        let err = feed_all(&mut s, &[0x13, 0x01, 0x00], t0 + ms(320)).unwrap_err();
+        assert_eq!(err.code(), Some(1));
+    }
+
+    #[test]
+    fn release_wait_is_capped_at_one_second() {
+        let t0 = Instant::now();
+        let mut s = Session::new(60_000, t0);
+        feed_all(&mut s, &acquired(1), t0).unwrap();
+        assert_eq!(s.begin_release(t0 + ms(5)), t0 + ms(1005));
     }
 
     #[test]

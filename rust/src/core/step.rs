@@ -84,6 +84,40 @@ pub(crate) fn hold_step(session: &mut Session, now: Instant) -> Result<HoldStep,
     })
 }
 
+/// What a connection that is handing its lock back does next.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum ReleaseStep {
+    /// The hand-back is over: close the connection. Reached when the wait
+    /// ran out or the server sent an ERROR; the server's close (EOF) ends
+    /// it too, which the client sees as a read of zero bytes.
+    Done,
+    /// Read until then, feeding the session; late acks are ignored.
+    ReadUntil(Instant),
+}
+
+/// Processes what a releasing session has buffered and what the clock
+/// says. The end of the stream during a release is the server confirming
+/// it freed the lock, never a loss; the clients stop reading there.
+pub(crate) fn release_step(session: &mut Session, now: Instant) -> ReleaseStep {
+    let Some(until) = session.release_deadline() else {
+        return ReleaseStep::Done; // not releasing: nothing to wait for
+    };
+    loop {
+        match session.poll_frame(now) {
+            Ok(Some(_late_ack)) => {}
+            Ok(None) => break,
+            // An ERROR (the server ended the session, and the claim with
+            // it) or garbage: nothing more worth waiting for.
+            Err(_) => return ReleaseStep::Done,
+        }
+    }
+    if now >= until {
+        ReleaseStep::Done
+    } else {
+        ReleaseStep::ReadUntil(until)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -178,5 +212,41 @@ mod tests {
             hold_step(&mut s, t0 + ms(270)),
             Err(Error::Protocol(_))
         ));
+    }
+
+    #[test]
+    fn release_step_reads_past_late_acks_until_the_bound() {
+        let t0 = Instant::now();
+        let mut s = Session::new(1000, t0);
+        // Not releasing: nothing to wait for.
+        assert_eq!(release_step(&mut s, t0), ReleaseStep::Done);
+        s.feed(&[0x12, 0, 0, 0, 0, 0, 0, 0, 5]);
+        s.poll_frame(t0).unwrap();
+        assert!(hold_step(&mut s, t0 + ms(250)).unwrap().heartbeat);
+        let until = s.begin_release(t0 + ms(260));
+        assert_eq!(until, t0 + ms(1060));
+        assert_eq!(
+            release_step(&mut s, t0 + ms(260)),
+            ReleaseStep::ReadUntil(until)
+        );
+        // The heartbeat's ack arrives: ignored, keep reading.
+        s.feed(&[0x12, 0, 0, 0, 0, 0, 0, 0, 5]);
+        assert_eq!(
+            release_step(&mut s, t0 + ms(270)),
+            ReleaseStep::ReadUntil(until)
+        );
+        // The bound passes without the server's close.
+        assert_eq!(release_step(&mut s, until), ReleaseStep::Done);
+    }
+
+    #[test]
+    fn release_step_ends_on_an_error_frame() {
+        let t0 = Instant::now();
+        let mut s = Session::new(1000, t0);
+        s.feed(&[0x12, 0, 0, 0, 0, 0, 0, 0, 5]);
+        s.poll_frame(t0).unwrap();
+        s.begin_release(t0);
+        s.feed(&[0x13, 0x01, 0x00]);
+        assert_eq!(release_step(&mut s, t0 + ms(1)), ReleaseStep::Done);
     }
 }

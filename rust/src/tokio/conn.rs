@@ -77,4 +77,14 @@ impl Conn {
             Conn::Tls(tls) => tls.send(frame).await,
         }
     }
+
+    /// Half-closes: ends our direction (after a TLS close_notify) and
+    /// leaves the server's open, so its close can still be read.
+    pub(crate) async fn half_close(&mut self) -> io::Result<()> {
+        match self {
+            Conn::Tcp(tcp) => tcp.shutdown().await,
+            #[cfg(feature = "tls")]
+            Conn::Tls(tls) => tls.half_close().await,
+        }
+    }
 }

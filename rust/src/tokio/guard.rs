@@ -1,8 +1,9 @@
 //! A held lock on tokio: the guard, and the task that heartbeats the
-//! connection and watches it.
+//! connection, watches it and, on release, hands the lock back.
 
 use std::time::Instant;
 
+use ::tokio::sync::oneshot::{self, error::TryRecvError};
 use ::tokio::sync::watch;
 use ::tokio::task::JoinHandle;
 use ::tokio::time::timeout_at;
@@ -10,7 +11,7 @@ use ::tokio::time::timeout_at;
 use super::conn::Conn;
 use crate::core::codec::HEARTBEAT;
 use crate::core::session::Session;
-use crate::core::step::hold_step;
+use crate::core::step::{hold_step, release_step, ReleaseStep};
 use crate::error::Error;
 
 /// What the keeper task publishes.
@@ -21,13 +22,25 @@ struct State {
     lost: Option<Error>,
 }
 
-/// A held lock. Dropping it releases the lock: the keeper task is aborted
-/// and the connection closed.
+/// A held lock. Release it with [`LockGuard::release`]`.await`, which
+/// completes once the server has freed the lock.
 ///
 /// A spawned task sends heartbeats and reads the replies. The lock is safe
 /// to use until [`LockGuard::valid_until`]; when the server ends the session
 /// or no acknowledgement arrives in time, the lock is lost and
 /// [`LockGuard::lost`] completes with the reason.
+///
+/// # Dropping
+///
+/// `Drop` cannot await, so dropping the guard only *starts* the release:
+/// the keeper task, on the runtime it was spawned on, half-closes the
+/// connection and waits (bounded) for the server's close in the
+/// background. The lock is free a moment after the drop, not at once: a
+/// `try_acquire` right after a drop may still find it busy. If that
+/// runtime is shutting down, the task is dropped with its connection,
+/// which closes it at once; the server frees the lock when it sees the
+/// close. Use `release().await` whenever the next step relies on the lock
+/// being free.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), monolock::Error> {
@@ -47,6 +60,8 @@ pub struct LockGuard {
     name: String,
     token: u64,
     state: watch::Receiver<State>,
+    /// Dropping it tells the keeper to hand the lock back.
+    release: Option<oneshot::Sender<()>>,
     keeper: Option<JoinHandle<()>>,
 }
 
@@ -72,11 +87,13 @@ impl LockGuard {
             valid_until,
             lost: None,
         });
-        let keeper = ::tokio::spawn(keep(conn, session, tx));
+        let (release, released) = oneshot::channel();
+        let keeper = ::tokio::spawn(keep(conn, session, tx, released));
         Ok(LockGuard {
             name: name.to_owned(),
             token,
             state: rx,
+            release: Some(release),
             keeper: Some(keeper),
         })
     }
@@ -142,24 +159,32 @@ impl LockGuard {
         }
     }
 
-    /// Releases the lock and waits until the connection is closed (the
-    /// server then hands the lock to the next waiter). Dropping the guard
-    /// does the same without waiting. Safe after a loss.
+    /// Releases the lock and completes once the server has freed it, so
+    /// that another client's `try_acquire` right after this finds the lock
+    /// free (or the next waiter already holding it).
+    ///
+    /// The keeper task half-closes the connection (after a TLS
+    /// close_notify) and waits for the server to close its side, which the
+    /// server does only after freeing the lock and promoting the next
+    /// waiter. The wait is bounded by 0.8 of the lease, at most one second;
+    /// then the connection is closed regardless. Safe after a loss.
+    /// Cancelling this future leaves the release running in the background,
+    /// as a drop does.
     pub async fn release(mut self) {
+        drop(self.release.take());
         if let Some(keeper) = self.keeper.take() {
-            keeper.abort();
-            // The task (and with it the connection) is gone once this
-            // returns; its outcome (cancelled) is of no interest.
+            // Its outcome is of no interest: a panic has nothing to release.
             let _ = keeper.await;
         }
     }
 }
 
 impl Drop for LockGuard {
+    /// Starts the release in the background; see the type's docs.
     fn drop(&mut self) {
-        if let Some(keeper) = self.keeper.take() {
-            keeper.abort();
-        }
+        drop(self.release.take());
+        // The keeper task runs on, detached, until the hand-back is over.
+        drop(self.keeper.take());
     }
 }
 
@@ -191,22 +216,45 @@ impl LossWatch {
     }
 }
 
-/// The keeper task: heartbeats and reads until the session ends, then
-/// closes the connection and publishes the loss. A release aborts it.
-async fn keep(mut conn: Conn, mut session: Session, tx: watch::Sender<State>) {
-    let cause = run_session(&mut conn, &mut session, &tx).await;
-    // Close first, then tell.
-    drop(conn);
-    tx.send_modify(|s| s.lost = Some(Error::Lost(Box::new(cause))));
+/// How the keeper's watch over a held session ended.
+enum End {
+    /// The guard released the lock.
+    Released,
+    /// The lock was lost, for this cause.
+    Lost(Error),
 }
 
-/// Follows a granted session until it fails; returns the cause.
-async fn run_session(conn: &mut Conn, session: &mut Session, tx: &watch::Sender<State>) -> Error {
+/// The keeper task: heartbeats and reads until the session ends. On a
+/// release it hands the lock back; on a loss it closes the connection and
+/// publishes why.
+async fn keep(
+    mut conn: Conn,
+    mut session: Session,
+    tx: watch::Sender<State>,
+    mut release: oneshot::Receiver<()>,
+) {
+    match run_session(&mut conn, &mut session, &tx, &mut release).await {
+        End::Released => hand_back(&mut conn, &mut session).await,
+        End::Lost(cause) => {
+            // Close first, then tell.
+            drop(conn);
+            tx.send_modify(|s| s.lost = Some(Error::Lost(Box::new(cause))));
+        }
+    }
+}
+
+/// Follows a granted session until it is released or fails.
+async fn run_session(
+    conn: &mut Conn,
+    session: &mut Session,
+    tx: &watch::Sender<State>,
+    release: &mut oneshot::Receiver<()>,
+) -> End {
     let mut buf = [0u8; 512];
     loop {
         let step = match hold_step(session, Instant::now()) {
             Ok(step) => step,
-            Err(cause) => return cause,
+            Err(cause) => return ended(cause, release),
         };
         tx.send_if_modified(|s| {
             let changed = s.valid_until != step.valid_until;
@@ -215,13 +263,56 @@ async fn run_session(conn: &mut Conn, session: &mut Session, tx: &watch::Sender<
         });
         if step.heartbeat {
             if let Err(e) = conn.send(&HEARTBEAT).await {
-                return Error::io(e);
+                return ended(Error::io(e), release);
             }
         }
-        match timeout_at(step.wake.into(), conn.read(&mut buf)).await {
+        // Conn::read is cancel-safe: a release or a timeout loses no bytes.
+        let read = ::tokio::select! {
+            biased;
+            _ = &mut *release => return End::Released,
+            read = timeout_at(step.wake.into(), conn.read(&mut buf)) => read,
+        };
+        match read {
             Err(_elapsed) => {}
             Ok(Ok(n)) => session.feed(&buf[..n]),
-            Ok(Err(e)) => return Error::io(e),
+            Ok(Err(e)) => return ended(Error::io(e), release),
+        }
+    }
+}
+
+/// A session that failed while the guard was just being released is a
+/// release: nobody holds the guard to hear of a loss.
+fn ended(cause: Error, release: &mut oneshot::Receiver<()>) -> End {
+    match release.try_recv() {
+        Err(TryRecvError::Empty) => End::Lost(cause),
+        _ => End::Released,
+    }
+}
+
+/// Half-closes and reads, ignoring late acks, until the server closes its
+/// side (which means it freed the lock) or the release wait runs out. The
+/// caller drops the connection afterwards.
+async fn hand_back(conn: &mut Conn, session: &mut Session) {
+    let until = session.begin_release(Instant::now());
+    // Bounded as well: a server that stopped reading could stall the write
+    // of the close_notify.
+    if !matches!(
+        timeout_at(until.into(), conn.half_close()).await,
+        Ok(Ok(()))
+    ) {
+        return;
+    }
+    let mut buf = [0u8; 512];
+    loop {
+        let until = match release_step(session, Instant::now()) {
+            ReleaseStep::Done => return,
+            ReleaseStep::ReadUntil(until) => until,
+        };
+        match timeout_at(until.into(), conn.read(&mut buf)).await {
+            Err(_elapsed) => {} // the next step says Done
+            Ok(Ok(n)) => session.feed(&buf[..n]),
+            // The server's close: the lock is free.
+            Ok(Err(_)) => return,
         }
     }
 }

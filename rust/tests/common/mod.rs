@@ -42,10 +42,25 @@ pub struct Server {
 
 impl Server {
     pub fn start() -> Server {
+        Server::start_with(&[])
+    }
+
+    /// Like [`Server::start`], with further `serve` flags (e.g. TLS files).
+    pub fn start_with(flags: &[&std::ffi::OsStr]) -> Server {
         let data = TempDir::new();
+        // No admin API: tests run many servers at once, and the default
+        // admin port is one fixed port.
         let mut child = Command::new(server_bin())
-            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .args([
+                "serve",
+                "--admin",
+                "off",
+                "--listen",
+                "127.0.0.1:0",
+                "--data-dir",
+            ])
             .arg(&data.0)
+            .args(flags)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

@@ -1,0 +1,18 @@
+package client
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestReleaseWaitMatchesSpec(t *testing.T) {
+	var c struct {
+		Release struct {
+			MaxWaitMS int64 `json:"max_wait_ms"`
+		} `json:"release"`
+	}
+	loadSpec(t, "constants.json", &c)
+	assert.Equal(t, time.Duration(c.Release.MaxWaitMS)*time.Millisecond, releaseWait)
+}
