@@ -92,7 +92,7 @@ export class Lock implements AsyncDisposable {
    * Releases the lock by closing its connection; the server hands it to the
    * next waiter at once. {@link Lock.signal} aborts first. Resolves once the
    * server has closed its side too (so the lock is free there), or after at
-   * most min(0.8 × lease, 0.5 s) if it does not answer; either way no socket
+   * most min(0.8 × lease, 1 s) if it does not answer; either way no socket
    * or timer of this lock is left. Idempotent, also after loss.
    */
   release(): Promise<void> {

@@ -100,7 +100,7 @@ export class Session {
    * Ends a held session gracefully: sends FIN and waits for the server to
    * close its side, which it does only after letting the lock go. So once
    * this resolves, the lock is free on the server. A server that does not
-   * answer within min(client timeout, 0.5 s) gets the connection destroyed.
+   * answer within min(client timeout, 1 s) gets the connection destroyed.
    */
   release(): Promise<void> {
     if (this.state === "closed") return this.closed;

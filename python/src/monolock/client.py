@@ -65,7 +65,7 @@ class Lock(BaseLock):
     def release(self) -> None:
         """Release the lock by closing its connection; the server hands it to
         the next waiter at once. Returns once the server has closed its end
-        too (at most ``min(0.8 x lease, 2 s)``), so the lock is free on the
+        too (at most ``min(0.8 x lease, 1 s)``), so the lock is free on the
         server by then. Idempotent, also fine after a loss."""
         self._mark_released()
         self._conn.close(confirm=True)
