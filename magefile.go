@@ -67,10 +67,10 @@ func Serve() error {
 	return cmd.Run()
 }
 
-// Go runs go vet and the race-enabled Go tests of the go and conformance modules.
+// Go runs go vet and the race-enabled Go tests of the go, conformance and bench modules.
 func (Test) Go() error {
 	mg.Deps(Build) // tests of the real binary use MONOLOCK_BIN
-	for _, dir := range []string{"go", "conformance"} {
+	for _, dir := range []string{"go", "conformance", "bench"} {
 		if err := runIn(dir, "go", "vet", "./..."); err != nil {
 			return err
 		}
@@ -129,6 +129,14 @@ func (Test) All() error {
 		fmt.Println("FAILED:", strings.Join(failed, ", "))
 	}
 	return errors.Join(errs...)
+}
+
+// Bench installs and starts Redis, etcd, PostgreSQL and ZooKeeper on
+// loopback, measures them beside monolock serve, and regenerates
+// docs/benchmarks.md and its charts (about 10 minutes; needs root for apt-get).
+func Bench() error {
+	mg.Deps(Build)
+	return runIn("bench", "go", "run", "./cmd/bench", "-out", "../docs")
 }
 
 // Conformance runs every client of conformance/manifest.json through every

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"log"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/monolock/monolock/bench/internal/drivers"
+	"github.com/monolock/monolock/bench/internal/report"
+)
+
+// wantedClients are the clients workload 5 asks for, in report order.
+var wantedClients = []string{"go", "python-sync", "python-asyncio", "node", "rust-blocking", "rust-tokio"}
+
+// clientSpecs returns the driver of every client: the Go client through
+// this binary's own `driver` subcommand (built with the benchmark, so the
+// Go row never waits on another build), the others as listed in
+// conformance/manifest.json. Rust drivers are built and run in release
+// mode here: a debug build would measure the compiler's settings.
+func clientSpecs(root string) (map[string]drivers.Spec, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	specs := map[string]drivers.Spec{"go": {Name: "go", Dir: ".", Run: []string{self, "driver"}}}
+	b, err := os.ReadFile(filepath.Join(root, "conformance", "manifest.json"))
+	if err != nil {
+		return specs, err
+	}
+	var m struct {
+		Clients []drivers.Spec `json:"clients"`
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return specs, err
+	}
+	for _, s := range m.Clients {
+		if len(s.Build) > 1 && s.Build[0] == "cargo" && s.Build[1] == "build" && !slices.Contains(s.Build, "--release") {
+			s.Build = slices.Insert(slices.Clone(s.Build), 2, "--release")
+			s.Run = slices.Clone(s.Run)
+			s.Run[0] = strings.Replace(s.Run[0], "target/debug/", "target/release/", 1)
+		}
+		if s.Name == "go" {
+			continue // the benchmark's own driver, see above
+		}
+		specs[s.Name] = s
+	}
+	return specs, nil
+}
+
+func (rn *runner) runClients() error {
+	root, _ := filepath.Abs("..")
+	specs, err := clientSpecs(root)
+	if err != nil {
+		log.Printf("clients: %v", err)
+	}
+	mono, err := rn.startMonolock()
+	if err != nil {
+		return err
+	}
+	defer mono.Stop()
+	built := map[string]error{}
+	for _, name := range rn.clients {
+		spec, ok := specs[name]
+		fail := func(msg string) {
+			for _, w := range []struct {
+				wl string
+				n  int
+			}{{"uncontended", 1}, {"uncontended", 16}, {"handoff", 16}} {
+				rn.r.Clients = append(rn.r.Clients, report.ClientCell{Client: name, Workload: w.wl, Workers: w.n, Err: msg})
+			}
+			log.Printf("clients    %-14s: %s", name, msg)
+		}
+		if !ok {
+			fail("no driver in conformance/manifest.json at the time of this run")
+			continue
+		}
+		key := spec.Dir + " " + strings.Join(spec.Build, " ")
+		if _, done := built[key]; !done {
+			bctx, cancel := context.WithTimeout(rn.ctx, 10*time.Minute)
+			built[key] = drivers.Build(bctx, root, spec)
+			cancel()
+		}
+		if err := built[key]; err != nil {
+			fail("driver build failed: " + err.Error())
+			continue
+		}
+		d, err := drivers.Start(rn.ctx, root, spec)
+		if err != nil {
+			fail("driver did not start: " + err.Error())
+			continue
+		}
+		for _, n := range []int{1, 16} {
+			c := report.ClientCell{Client: name, Workload: "uncontended", Workers: n}
+			c.Stats, err = drivers.Uncontended(rn.ctx, d, mono.Addr, n, rn.plan.clientFor)
+			if err != nil {
+				c.Err = err.Error()
+			}
+			log.Printf("clients    %-14s uncontended %2d: %7.0f cycles/s  p50 %v  p99 %v  errors %d %s", name, n, c.Stats.PerSec, c.Stats.P50, c.Stats.P99, c.Stats.Errors, c.Err)
+			rn.r.Clients = append(rn.r.Clients, c)
+		}
+		c := report.ClientCell{Client: name, Workload: "handoff", Workers: 16}
+		c.Stats, err = drivers.Handoff(rn.ctx, d, mono.Addr, 16, rn.plan.clientFor)
+		if err != nil {
+			c.Err = err.Error()
+		}
+		log.Printf("clients    %-14s handoff     16: %7.0f handoffs/s  p50 %v  p99 %v  errors %d %s", name, c.Stats.PerSec, c.Stats.P50, c.Stats.P99, c.Stats.Errors, c.Err)
+		rn.r.Clients = append(rn.r.Clients, c)
+		d.Close()
+		if rn.ctx.Err() != nil {
+			return rn.ctx.Err()
+		}
+	}
+	return nil
+}

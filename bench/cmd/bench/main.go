@@ -1,0 +1,356 @@
+// Command bench measures monolock beside Redis, etcd, PostgreSQL and
+// ZooKeeper on loopback and regenerates docs/benchmarks.md with its charts.
+//
+//	go run ./cmd/bench -out ../docs            # full run, under 20 minutes
+//	go run ./cmd/bench -quick -out /tmp/docs   # every workload briefly
+//
+// It installs and starts the peers with scripts/peers.sh (Debian packages),
+// builds monolock from ../go, runs every workload for a bounded time and
+// stops everything it started.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/monolock/monolock/bench/internal/monoserver"
+	"github.com/monolock/monolock/bench/internal/report"
+	"github.com/monolock/monolock/bench/internal/systems"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "driver" {
+		os.Exit(driverMain())
+	}
+	if len(os.Args) > 1 && os.Args[1] == "hold" {
+		os.Exit(holdMain(os.Args[2:]))
+	}
+	os.Exit(benchMain())
+}
+
+// plan is what one run measures and for how long.
+type plan struct {
+	throughputFor time.Duration
+	workerCounts  []int
+	handoffFor    time.Duration
+	handoffers    int
+	idleCounts    map[string][]int // holders per system
+	idleLease     time.Duration
+	idleWindow    time.Duration
+	deadLease     time.Duration
+	deadTrials    int
+	clientFor     time.Duration // each workload-5 cell
+}
+
+var fullPlan = plan{
+	throughputFor: 10 * time.Second,
+	workerCounts:  []int{1, 16, 64},
+	handoffFor:    15 * time.Second,
+	handoffers:    16,
+	idleCounts: map[string][]int{
+		systems.Monolock: {10000, 50000, 100000},
+		systems.Redis:    {10000, 50000, 100000},
+		// Each etcd holder is a lease (a raft write to create), each
+		// ZooKeeper holder a session, each PostgreSQL holder a backend
+		// process: these are measured at sizes they can set up in time.
+		systems.Etcd:      {10000},
+		systems.ZooKeeper: {10000},
+		systems.Postgres:  {1000},
+	},
+	idleLease:  10 * time.Second,
+	idleWindow: 10 * time.Second,
+	deadLease:  2 * time.Second,
+	deadTrials: 5,
+	clientFor:  5 * time.Second,
+}
+
+var quickPlan = plan{
+	throughputFor: 1500 * time.Millisecond,
+	workerCounts:  []int{1, 16, 64},
+	handoffFor:    2 * time.Second,
+	handoffers:    16,
+	idleCounts: map[string][]int{
+		systems.Monolock:  {2000},
+		systems.Redis:     {2000},
+		systems.Etcd:      {200},
+		systems.ZooKeeper: {200},
+		systems.Postgres:  {100},
+	},
+	idleLease:  10 * time.Second,
+	idleWindow: 3 * time.Second,
+	deadLease:  2 * time.Second,
+	deadTrials: 1,
+	clientFor:  time.Second,
+}
+
+func benchMain() int {
+	var (
+		out        = flag.String("out", "../docs", "docs `directory` to write benchmarks.md and bench/*.png into")
+		quick      = flag.Bool("quick", false, "run every workload briefly (about 2 minutes), for development")
+		only       = flag.String("workloads", "throughput,handoff,idle,dead,clients", "comma-separated `workloads` to run")
+		sysList    = flag.String("systems", strings.Join(systems.All, ","), "comma-separated `systems` to measure")
+		clientList = flag.String("clients", strings.Join(wantedClients, ","), "comma-separated `clients` for the clients workload")
+		noPeers    = flag.Bool("no-peers", false, "do not install/start/stop peers (they run already)")
+		keepPeers  = flag.Bool("keep-peers", false, "leave the peers running at the end")
+		profileDir = flag.String("profile", "", "write CPU profiles of the monolock server and of this client process into `dir`")
+		render     = flag.Bool("render", false, "only re-render benchmarks.md and the charts from OUT/bench/results.json (after editing analysis.md)")
+		analysis   = flag.String("analysis", "analysis.md", "hand-written `file` appended to benchmarks.md")
+	)
+	flag.Parse()
+	log.SetFlags(log.Ltime)
+	if *render {
+		return renderOnly(*out, *analysis)
+	}
+	p := fullPlan
+	if *quick {
+		p = quickPlan
+	}
+	want := func(list, item string) bool { return strings.Contains(","+list+",", ","+item+",") }
+	var sysNames []string
+	for _, s := range systems.All {
+		if want(*sysList, s) {
+			sysNames = append(sysNames, s)
+		}
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	raiseFileLimit()
+
+	r := &report.Results{
+		Started:   time.Now(),
+		Command:   commandLine(),
+		Quick:     *quick,
+		Cores:     runtime.NumCPU(),
+		CPUModel:  cpuModel(),
+		GoVersion: runtime.Version(),
+		Kernel:    kernel(),
+		LoadStart: loadavg(),
+		Versions:  map[string]string{},
+	}
+
+	work, err := os.MkdirTemp("", "monolock-bench-")
+	if err != nil {
+		log.Print(err)
+		return 1
+	}
+	defer os.RemoveAll(work)
+
+	peerSystems := len(sysNames) > 1 || sysNames[0] != systems.Monolock
+	if !*noPeers && peerSystems {
+		if err := peers("install"); err != nil {
+			log.Printf("installing peers: %v", err)
+			return 1
+		}
+		if err := peers("start"); err != nil {
+			log.Printf("starting peers: %v", err)
+			return 1
+		}
+		if !*keepPeers {
+			defer func() {
+				if err := peers("stop"); err != nil {
+					log.Printf("stopping peers: %v", err)
+				}
+			}()
+		}
+	}
+	r.Versions = versions(sysNames)
+
+	bin, err := monoserver.Build(filepath.Join("..", "go"), work)
+	if err != nil {
+		log.Print(err)
+		return 1
+	}
+	var clientNames []string
+	for _, c := range wantedClients {
+		if want(*clientList, c) {
+			clientNames = append(clientNames, c)
+		}
+	}
+	rn := &runner{ctx: ctx, plan: p, bin: bin, work: work, r: r, systems: sysNames, clients: clientNames, profileDir: *profileDir}
+	for _, w := range []struct {
+		name string
+		run  func() error
+	}{
+		{"throughput", rn.throughput},
+		{"handoff", rn.handoff},
+		{"dead", rn.dead},
+		{"idle", rn.idle},
+		{"clients", rn.runClients},
+	} {
+		if !want(*only, w.name) {
+			continue
+		}
+		if err := w.run(); err != nil {
+			log.Printf("%s: %v", w.name, err)
+			return 1
+		}
+		if ctx.Err() != nil {
+			log.Print("interrupted")
+			return 1
+		}
+	}
+	r.Duration = time.Since(r.Started)
+	r.LoadEnd = loadavg()
+	r.Notes = notes(r)
+
+	text, err := os.ReadFile(*analysis)
+	if err != nil && !os.IsNotExist(err) {
+		log.Print(err)
+		return 1
+	}
+	if err := report.Write(*out, r, string(text)); err != nil {
+		log.Print(err)
+		return 1
+	}
+	log.Printf("wrote %s in %s", filepath.Join(*out, "benchmarks.md"), r.Duration.Round(time.Second))
+	return 0
+}
+
+// peers runs scripts/peers.sh with one verb.
+func peers(verb string) error {
+	cmd := exec.Command("bash", filepath.Join("scripts", "peers.sh"), verb)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	return cmd.Run()
+}
+
+// raiseFileLimit lifts RLIMIT_NOFILE so 100k idle connections fit, in this
+// process and in the monolock server it starts (children inherit it).
+func raiseFileLimit() {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return
+	}
+	want := uint64(400000)
+	if lim.Max < want {
+		// Raising the hard limit needs root (CAP_SYS_RESOURCE); without it
+		// keep what we have, and the idle workload reports what failed.
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: want, Max: want}); err == nil {
+			return
+		}
+		want = lim.Max
+	}
+	_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: want, Max: lim.Max})
+}
+
+func commandLine() string {
+	args := append([]string{"go run ./cmd/bench"}, os.Args[1:]...)
+	return "cd bench && " + strings.Join(args, " ")
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " / ")
+}
+
+func cpuModel() string {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return runtime.GOARCH
+}
+
+func kernel() string {
+	b, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// versions asks each peer binary for its version.
+func versions(names []string) map[string]string {
+	v := map[string]string{}
+	run := func(name string, args ...string) string {
+		out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+		if err != nil {
+			return "unknown"
+		}
+		line := strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
+		return line
+	}
+	for _, n := range names {
+		switch n {
+		case systems.Redis:
+			v[n] = run(n, "redis-server", "--version")
+		case systems.Etcd:
+			v[n] = run(n, "etcd", "--version")
+		case systems.Postgres:
+			pg, _ := filepath.Glob("/usr/lib/postgresql/*/bin/postgres")
+			if len(pg) > 0 {
+				v[n] = run(n, pg[len(pg)-1], "--version")
+			}
+		case systems.ZooKeeper:
+			if out, err := os.ReadFile("/usr/share/doc/zookeeper/changelog.Debian.gz"); err == nil && len(out) > 0 {
+				v[n] = "Debian package"
+			}
+			if out, err := exec.Command("dpkg-query", "-W", "-f", "${Version}", "zookeeper").Output(); err == nil {
+				v[n] = "zookeeper " + string(out)
+			}
+		case systems.Monolock:
+			v[n] = "monolock serve, built from ../go"
+		}
+	}
+	return v
+}
+
+// notes says what the reader must know about this run's conditions.
+func notes(r *report.Results) []string {
+	var ns []string
+	var l1 float64
+	fmt.Sscanf(r.LoadEnd, "%f", &l1)
+	var l0 float64
+	fmt.Sscanf(r.LoadStart, "%f", &l0)
+	if max(l0, l1) > 0.5*float64(r.Cores) {
+		ns = append(ns, fmt.Sprintf("The machine was shared while this ran (load average %s at the start, %s at the end, on %d cores): "+
+			"other processes competed for the CPUs, so the absolute figures are lower and the tails longer than on an idle machine. "+
+			"The ratios compare systems measured in the same conditions, one after another.", r.LoadStart, r.LoadEnd, r.Cores))
+	}
+	ns = append(ns, "Load generator and servers share the same cores: on a 2-core machine the client side of every workload takes CPU from the server it measures.")
+	return ns
+}
+
+// renderOnly rewrites the report from a previous run's results.json.
+func renderOnly(out, analysis string) int {
+	b, err := os.ReadFile(filepath.Join(out, "bench", "results.json"))
+	if err != nil {
+		log.Print(err)
+		return 1
+	}
+	var r report.Results
+	if err := json.Unmarshal(b, &r); err != nil {
+		log.Print(err)
+		return 1
+	}
+	text, err := os.ReadFile(analysis)
+	if err != nil && !os.IsNotExist(err) {
+		log.Print(err)
+		return 1
+	}
+	if err := report.Write(out, &r, string(text)); err != nil {
+		log.Print(err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,271 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/monolock/monolock/bench/internal/monoserver"
+	"github.com/monolock/monolock/bench/internal/procstat"
+	"github.com/monolock/monolock/bench/internal/report"
+	"github.com/monolock/monolock/bench/internal/systems"
+	"github.com/monolock/monolock/bench/internal/workload"
+)
+
+// runner runs the workloads of one plan and fills in the results.
+type runner struct {
+	ctx        context.Context
+	plan       plan
+	bin, work  string
+	r          *report.Results
+	systems    []string
+	clients    []string
+	profileDir string
+	serverSeq  int
+}
+
+// startMonolock starts a fresh `monolock serve` with its own data dir.
+func (rn *runner) startMonolock() (*monoserver.Server, error) {
+	rn.serverSeq++
+	dir := filepath.Join(rn.work, fmt.Sprintf("data-%d", rn.serverSeq))
+	return monoserver.Start(rn.ctx, rn.bin, dir)
+}
+
+// withSystem opens each wanted system (monolock on a fresh server) and
+// calls f with it, closing it afterwards.
+func (rn *runner) withSystem(name string, o systems.Options, f func(sys systems.System, mono *monoserver.Server) error) error {
+	var mono *monoserver.Server
+	addr := ""
+	if name == systems.Monolock {
+		var err error
+		if mono, err = rn.startMonolock(); err != nil {
+			return err
+		}
+		defer mono.Stop()
+		addr = mono.Addr
+	}
+	sys, err := systems.Open(rn.ctx, name, addr, o)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", name, err)
+	}
+	defer sys.Close()
+	return f(sys, mono)
+}
+
+// profile writes a CPU profile of this process around f when -profile is set.
+func (rn *runner) profile(name string, f func()) {
+	if rn.profileDir == "" {
+		f()
+		return
+	}
+	_ = os.MkdirAll(rn.profileDir, 0o755)
+	out, err := os.Create(filepath.Join(rn.profileDir, name+".pprof"))
+	if err == nil && pprof.StartCPUProfile(out) == nil {
+		defer func() { pprof.StopCPUProfile(); out.Close() }()
+	}
+	f()
+}
+
+func (rn *runner) throughput() error {
+	for _, name := range rn.systems {
+		for _, w := range rn.plan.workerCounts {
+			o := systems.Options{Lease: 10 * time.Second, Pool: w}
+			cell := report.ThroughputCell{System: name, Workers: w}
+			err := rn.withSystem(name, o, func(sys systems.System, mono *monoserver.Server) error {
+				pid := serverPID(name, mono)
+				s0, c0 := procstat.CPU(pid), procstat.CPU(os.Getpid())
+				var err error
+				rn.profile(fmt.Sprintf("client-throughput-%s-%d", name, w), func() {
+					cell.Stats, err = workload.Throughput(rn.ctx, sys, w, rn.plan.throughputFor, name != systems.ZooKeeper)
+				})
+				if n := float64(cell.Stats.Count); n > 0 && pid > 0 {
+					cell.ServerCPUPerOp = float64((procstat.CPU(pid) - s0).Microseconds()) / n
+					cell.ClientCPUPerOp = float64((procstat.CPU(os.Getpid()) - c0).Microseconds()) / n
+				}
+				return err
+			})
+			if err != nil {
+				cell.Err = err.Error()
+			}
+			log.Printf("throughput %-9s %2d workers: %8.0f cycles/s  p50 %v  p99 %v  errors %d  cpu/op server %.0f µs client %.0f µs %s",
+				name, w, cell.Stats.PerSec, cell.Stats.P50, cell.Stats.P99, cell.Stats.Errors, cell.ServerCPUPerOp, cell.ClientCPUPerOp, cell.Err)
+			rn.r.Throughput = append(rn.r.Throughput, cell)
+		}
+	}
+	return rn.ctx.Err()
+}
+
+func (rn *runner) handoff() error {
+	for _, name := range rn.systems {
+		o := systems.Options{Lease: 10 * time.Second, Pool: rn.plan.handoffers}
+		cell := report.HandoffCell{System: name, Workers: rn.plan.handoffers}
+		err := rn.withSystem(name, o, func(sys systems.System, _ *monoserver.Server) error {
+			var err error
+			rn.profile("client-handoff-"+name, func() {
+				cell.Result, err = workload.Handoff(rn.ctx, sys, rn.plan.handoffers, rn.plan.handoffFor, fmt.Sprintf("contended-%d", time.Now().UnixNano()))
+			})
+			return err
+		})
+		if err != nil {
+			cell.Err = err.Error()
+		}
+		l := cell.Result.Latency
+		log.Printf("handoff    %-9s: %7.0f handoffs/s %7.0f grants/s  p50 %v  p99 %v  wait p99 %v  errors %d %s",
+			name, l.PerSec, cell.Result.GrantsPerSec, l.P50, l.P99, cell.Result.Wait.P99, l.Errors, cell.Err)
+		rn.r.Handoff = append(rn.r.Handoff, cell)
+	}
+	return rn.ctx.Err()
+}
+
+// peerPorts are the loopback ports scripts/peers.sh starts the peers on.
+var peerPorts = map[string]int{systems.Redis: 16379, systems.Etcd: 12379, systems.ZooKeeper: 12181, systems.Postgres: 15432}
+
+// serverPID is the process serving name, 0 if it cannot be found.
+func serverPID(name string, mono *monoserver.Server) int {
+	if mono != nil {
+		return mono.PID()
+	}
+	pid, err := procstat.ListenerPID(peerPorts[name])
+	if err != nil {
+		return 0
+	}
+	return pid
+}
+
+// holdCommand runs this same binary as a lock holder (see holdMain).
+func (rn *runner) holdCommand(monoAddr string) workload.HoldCommand {
+	self, _ := os.Executable()
+	return func(system, name string, lease time.Duration) *exec.Cmd {
+		cmd := exec.Command(self, "hold", "-system", system, "-name", name, "-lease", lease.String(), "-monolock", monoAddr)
+		cmd.Stderr = os.Stderr
+		return cmd
+	}
+}
+
+func (rn *runner) dead() error {
+	for _, name := range rn.systems {
+		o := systems.Options{Lease: rn.plan.deadLease, Pool: 4}
+		cell := report.DeadCell{System: name}
+		err := rn.withSystem(name, o, func(sys systems.System, mono *monoserver.Server) error {
+			addr := ""
+			if mono != nil {
+				addr = mono.Addr
+			}
+			cell.Result = workload.DeadHolder(rn.ctx, sys, rn.holdCommand(addr), rn.plan.deadLease, rn.plan.deadTrials)
+			return nil
+		})
+		if err != nil {
+			cell.Result = workload.DeadResult{Lease: rn.plan.deadLease, Trials: rn.plan.deadTrials, Missed: rn.plan.deadTrials, FirstErr: err.Error()}
+		}
+		log.Printf("dead       %-9s: lease %v samples %v missed %d %s", name, cell.Result.Lease, cell.Result.Samples, cell.Result.Missed, cell.Result.FirstErr)
+		rn.r.Dead = append(rn.r.Dead, cell)
+	}
+	return rn.ctx.Err()
+}
+
+func (rn *runner) idle() error {
+	for _, name := range rn.systems {
+		counts := rn.plan.idleCounts[name]
+		if name == systems.Monolock {
+			counts = rn.fitFileLimit(counts)
+		}
+		for _, n := range counts {
+			cell := report.IdleCell{System: name}
+			if name == systems.Monolock && n > rn.maxSessions() {
+				cell.Result.Holders = n
+				cell.Err = fmt.Sprintf("not run: one connection is one file descriptor, and this machine caps every process at %d (RLIMIT_NOFILE hard limit; raising it needs CAP_SYS_RESOURCE, which this sandbox does not grant)", fileLimit())
+				log.Printf("idle       %-9s %6d holders: %s", name, n, cell.Err)
+				rn.r.Idle = append(rn.r.Idle, cell)
+				continue
+			}
+			err := rn.idleCell(name, n, &cell.Result)
+			if err != nil {
+				cell.Err = err.Error()
+			}
+			x := cell.Result
+			log.Printf("idle       %-9s %6d holders: %d up in %v, %.0f B/holder, %.3f cores, %d refreshes, %d lost %s",
+				name, n, x.Established, x.Setup.Round(time.Millisecond), x.BytesPerHolder, x.CPUCores, x.Refreshes, x.Lost, cell.Err)
+			rn.r.Idle = append(rn.r.Idle, cell)
+			if rn.ctx.Err() != nil {
+				return rn.ctx.Err()
+			}
+		}
+	}
+	return nil
+}
+
+// fileLimit is this process's RLIMIT_NOFILE after raiseFileLimit; the
+// monolock server inherits it.
+func fileLimit() int {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return 1 << 20
+	}
+	return int(lim.Cur)
+}
+
+// maxSessions is how many idle connections fit under the file limit of
+// both the server and this load generator, with room for their other files.
+func (rn *runner) maxSessions() int { return fileLimit() - 1000 }
+
+// fitFileLimit adds, when some counts exceed what the file limit allows,
+// the largest round count that fits, so the run still measures as close
+// to the asked size as the machine permits.
+func (rn *runner) fitFileLimit(counts []int) []int {
+	limit := rn.maxSessions()
+	out := slices.Clone(counts)
+	if slices.Max(counts) > limit && limit > 0 {
+		fit := limit / 1000 * 1000
+		if !slices.Contains(out, fit) {
+			out = append(out, fit)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (rn *runner) idleCell(name string, n int, res *workload.IdleResult) error {
+	lease, window := rn.plan.idleLease, rn.plan.idleWindow
+	var err error
+	switch name {
+	case systems.Monolock:
+		// A fresh server per size, so each starts from the same baseline.
+		mono, err := rn.startMonolock()
+		if err != nil {
+			return err
+		}
+		defer mono.Stop()
+		time.Sleep(time.Second) // let the new process settle before the baseline
+		*res, err = workload.MeasureIdle(rn.ctx, mono.PID(), n, lease, window, workload.IdleMonolock(mono.Addr))
+		return err
+	case systems.Redis, systems.Etcd, systems.ZooKeeper, systems.Postgres:
+		pid, perr := procstat.ListenerPID(peerPorts[name])
+		if perr != nil {
+			return perr
+		}
+		err = rn.withSystem(name, systems.Options{Lease: lease, Pool: 16}, func(sys systems.System, _ *monoserver.Server) error {
+			var setup func(ctx context.Context, n int, lease time.Duration) (*workload.Holders, error)
+			switch name {
+			case systems.Redis:
+				setup = workload.IdleRedis(systems.RedisClient(sys))
+			case systems.Etcd:
+				setup = workload.IdleEtcd(systems.EtcdClient(sys))
+			case systems.ZooKeeper:
+				setup = workload.IdleZooKeeper(systems.ZooKeeperAddr)
+			case systems.Postgres:
+				setup = workload.IdlePostgres(systems.PostgresAddr)
+			}
+			var err error
+			*res, err = workload.MeasureIdle(rn.ctx, pid, n, lease, window, setup)
+			return err
+		})
+	}
+	return err
+}

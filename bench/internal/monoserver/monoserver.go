@@ -1,0 +1,101 @@
+// Package monoserver builds and runs the real `monolock serve` binary for
+// the benchmarks, the same way users run it.
+package monoserver
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Build returns the monolock binary: $MONOLOCK_BIN if set, else a fresh
+// build of goDir/cmd/monolock into outDir.
+func Build(goDir, outDir string) (string, error) {
+	if bin := os.Getenv("MONOLOCK_BIN"); bin != "" {
+		return bin, nil
+	}
+	bin := filepath.Join(outDir, "monolock")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/monolock")
+	cmd.Dir = goDir
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("building monolock: %w", err)
+	}
+	return bin, nil
+}
+
+// Server is one running `monolock serve`.
+type Server struct {
+	Addr string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// PID is the server's process id.
+func (s *Server) PID() int { return s.cmd.Process.Pid }
+
+// Start runs `bin serve` on 127.0.0.1 with a port chosen by the kernel and
+// a data directory under dataDir, and waits for its "listening" log line.
+func Start(ctx context.Context, bin, dataDir string, extraArgs ...string) (*Server, error) {
+	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir}, extraArgs...)
+	cmd := exec.Command(bin, args...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	s := &Server{cmd: cmd, done: make(chan struct{})}
+	addrc := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			line := sc.Text()
+			if i := strings.Index(line, "msg=listening"); i >= 0 {
+				if j := strings.Index(line, "addr="); j >= 0 {
+					select {
+					case addrc <- strings.Fields(line[j+len("addr="):])[0]:
+					default:
+					}
+				}
+			}
+		}
+		_, _ = io.Copy(io.Discard, stderr)
+	}()
+	go func() { _ = cmd.Wait(); close(s.done) }()
+	select {
+	case s.Addr = <-addrc:
+		return s, nil
+	case <-s.done:
+		return nil, errors.New("monolock serve exited before listening")
+	case <-time.After(20 * time.Second):
+		s.Stop()
+		return nil, errors.New("monolock serve did not log its address within 20 s")
+	case <-ctx.Done():
+		s.Stop()
+		return nil, ctx.Err()
+	}
+}
+
+// Signal sends sig to the server.
+func (s *Server) Signal(sig os.Signal) error { return s.cmd.Process.Signal(sig) }
+
+// Stop ends the server gracefully (SIGTERM), killing it after 15 s.
+func (s *Server) Stop() {
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+	case <-time.After(15 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+	}
+}
