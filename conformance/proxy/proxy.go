@@ -179,6 +179,9 @@ func (p *Proxy) pump(c *Conn, d wire.Dir) {
 				if d == wire.Up {
 					c.rec.ClientClosed(p.now())
 				}
+				// The end of the stream is delayed like its bytes: a
+				// client's close reaches the server only after the delay.
+				queue <- piece{nil, time.Now().Add(p.Faults().Delay[d])}
 				return
 			}
 		}

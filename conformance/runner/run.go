@@ -97,6 +97,7 @@ type run struct {
 	start  time.Time
 	drv    *driver.Process
 	addr   string
+	srv    *server // the real server (server and proxy back ends)
 	fake   *fake.Server
 	proxy  *proxy.Proxy
 	conns  map[string]*conn
@@ -141,12 +142,12 @@ func runOne(ctx context.Context, c Client, sc *scenario.Scenario, opt Options) (
 		if opt.ServerBin == "" {
 			return Error, fmt.Sprintf("back end: no server binary (%v)", opt.ServerErr), ""
 		}
-		srv, err := startServer(ctx, opt.ServerBin)
+		srv, err := startServer(ctx, opt.ServerBin, sc.Server)
 		if err != nil {
 			return Error, "back end: " + err.Error(), ""
 		}
 		defer srv.stop()
-		r.addr = srv.addr
+		r.srv, r.addr = srv, srv.addr
 		if sc.Backend == scenario.BackendProxy {
 			p, err := proxy.Listen(srv.addr, r.start)
 			if err != nil {

@@ -70,6 +70,9 @@ func (r *run) step(ctx context.Context, st scenario.Step) error {
 		if st.ConnectTimeoutMS != nil {
 			cmd["connect_timeout_ms"] = *st.ConnectTimeoutMS
 		}
+		if r.srv != nil && r.srv.certs != nil {
+			cmd["tls"] = r.tlsOf(st.TLS)
+		}
 		r.leases[st.ID] = float64(*st.LeaseMS)
 		return r.send(cmd, st.As)
 	case "release", "cancel":
@@ -169,6 +172,10 @@ func (r *run) step(ctx context.Context, st scenario.Step) error {
 		r.proxy.Set(f)
 		r.mark(st.As, r.now())
 		return nil
+	case "kick":
+		wctx, cancel := within(ctx, st.WithinMS)
+		defer cancel()
+		return r.kick(wctx, *st.Name, st.As)
 	case "await_heartbeats":
 		return r.awaitHeartbeats(ctx, st)
 	case "await_close":

@@ -12,8 +12,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
+
+	"github.com/monolock/monolock/conformance/tlscerts"
 )
 
 // Back ends.
@@ -30,8 +33,29 @@ type Scenario struct {
 	Backend     string   `json:"backend"`
 	Requires    []string `json:"requires,omitempty"`
 	TimeoutMS   int      `json:"timeout_ms,omitempty"`
+	Server      *Server  `json:"server,omitempty"`
 	Steps       []Step   `json:"steps"`
 	Checks      []Check  `json:"checks,omitempty"`
+}
+
+// Server configures the real server of a "server" scenario. The runner
+// makes the certificates (package tlscerts) and the ACL file per run.
+type Server struct {
+	// TLS serves TLS with a certificate for 127.0.0.1 and localhost signed
+	// by the run's CA; every acquire then carries tls (capability "tls").
+	TLS bool `json:"tls,omitempty"`
+	// ClientCA requires client certificates signed by the run's CA.
+	ClientCA bool `json:"client_ca,omitempty"`
+	// ACL holds the lines of the --acl file; absent: no --acl (an empty
+	// list is an empty file, which denies everything).
+	ACL []string `json:"acl,omitempty"`
+}
+
+// StepTLS is the tls object of an acquire step on a TLS server: the runner
+// adds the CA file; these pick a client certificate and the server name.
+type StepTLS struct {
+	Cert       string  `json:"cert,omitempty"`        // a name of tlscerts.Clients
+	ServerName *string `json:"server_name,omitempty"` // absent: the host of the address
 }
 
 // Step is one action or expectation. Op selects which fields apply.
@@ -47,6 +71,7 @@ type Step struct {
 	Mode             string                     `json:"mode,omitempty"`
 	TimeoutMS        *int64                     `json:"timeout_ms,omitempty"`
 	ConnectTimeoutMS *int64                     `json:"connect_timeout_ms,omitempty"`
+	TLS              *StepTLS                   `json:"tls,omitempty"`
 	Event            string                     `json:"event,omitempty"`
 	Fields           map[string]json.RawMessage `json:"fields,omitempty"`
 	At               *Window                    `json:"at,omitempty"`
@@ -101,7 +126,7 @@ var ops = map[string]string{
 	"pause": "", "mark": "", "accept": "fake proxy", "await_heartbeats": "fake proxy",
 	"await_close": "fake proxy",
 	"recv":        "fake", "send": "fake", "respond": "fake", "silence": "fake", "close": "fake",
-	"reset": "fake proxy", "fault": "proxy",
+	"reset": "fake proxy", "fault": "proxy", "kick": "server proxy",
 }
 
 var checks = map[string]string{
@@ -170,6 +195,9 @@ func (s *Scenario) validate() error {
 	default:
 		return fmt.Errorf("backend %q: want server, fake or proxy", s.Backend)
 	}
+	if err := s.validateServer(); err != nil {
+		return err
+	}
 	ids := map[string]bool{}
 	conns := map[string]bool{}
 	for i, st := range s.Steps {
@@ -189,7 +217,19 @@ func (s *Scenario) validate() error {
 			if st.Mode != "wait" && st.Mode != "try" {
 				return bad("mode must be wait or try")
 			}
+			if st.TLS != nil {
+				if s.Server == nil || !s.Server.TLS {
+					return bad("tls needs a scenario whose server has tls")
+				}
+				if _, ok := tlscerts.Clients[st.TLS.Cert]; st.TLS.Cert != "" && !ok {
+					return bad(fmt.Sprintf("tls.cert %q: no such client certificate (see spec/scenarios/README.md)", st.TLS.Cert))
+				}
+			}
 			ids[st.ID] = true
+		case "kick":
+			if st.Name == nil || *st.Name == "" {
+				return bad("needs name (the lock whose holder is kicked)")
+			}
 		case "release", "cancel":
 			if !ids[st.ID] {
 				return bad("id not acquired before")
@@ -270,6 +310,30 @@ func (s *Scenario) validate() error {
 		}
 		if missing {
 			return fmt.Errorf("check %d: %s lacks a field it needs (see spec/scenarios/README.md)", i+1, c.Check)
+		}
+	}
+	return nil
+}
+
+// validateServer checks the server object: real server only, client_ca
+// only with tls, and the tls capability required whenever tls is on.
+func (s *Scenario) validateServer() error {
+	sv := s.Server
+	if sv == nil {
+		return nil
+	}
+	if s.Backend != BackendServer {
+		return fmt.Errorf("server settings need backend server")
+	}
+	if sv.ClientCA && !sv.TLS {
+		return fmt.Errorf("server.client_ca needs server.tls")
+	}
+	if sv.TLS && !slices.Contains(s.Requires, "tls") {
+		return fmt.Errorf("a TLS server needs \"requires\": [\"tls\"]")
+	}
+	for i, line := range sv.ACL {
+		if strings.ContainsAny(line, "\n\r") {
+			return fmt.Errorf("server.acl line %d: one rule per entry", i+1)
 		}
 	}
 	return nil

@@ -37,6 +37,13 @@ func TestLoadRejectsMistakes(t *testing.T) {
 		"two names":       `{"description": "d", "backend": "fake", "steps": [{"op": "acquire", "id": "a", "name": "a", "name_hex": "61", "lease_ms": 1, "mode": "wait"}]}`,
 		"unknown check":   `{"description": "d", "backend": "fake", "steps": [], "checks": [{"check": "vibes"}]}`,
 		"check no field":  `{"description": "d", "backend": "fake", "steps": [], "checks": [{"check": "max_in_flight"}]}`,
+		"server on fake":  `{"description": "d", "backend": "fake", "server": {"acl": []}, "steps": []}`,
+		"tls no require":  `{"description": "d", "backend": "server", "server": {"tls": true}, "steps": []}`,
+		"ca without tls":  `{"description": "d", "backend": "server", "server": {"client_ca": true}, "steps": []}`,
+		"tls plain srv":   `{"description": "d", "backend": "server", "steps": [{"op": "acquire", "id": "a", "name": "a", "lease_ms": 1, "mode": "wait", "tls": {}}]}`,
+		"unknown cert":    `{"description": "d", "backend": "server", "requires": ["tls"], "server": {"tls": true}, "steps": [{"op": "acquire", "id": "a", "name": "a", "lease_ms": 1, "mode": "wait", "tls": {"cert": "carol"}}]}`,
+		"kick on fake":    `{"description": "d", "backend": "fake", "steps": [{"op": "kick", "name": "a"}]}`,
+		"kick no name":    `{"description": "d", "backend": "server", "steps": [{"op": "kick"}]}`,
 	}
 	dir := t.TempDir()
 	for desc, body := range cases {

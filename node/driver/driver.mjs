@@ -1,6 +1,7 @@
 // Conformance driver for the Node client: JSON-line commands on stdin,
 // JSON-line events on stdout (see docs/writing-a-client.md). It uses the
 // package's public API only, imported by its own name.
+import { readFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 import {
   AcquireAbortedError,
@@ -38,6 +39,17 @@ function describe(err) {
   return { code: err.code, temporary: err.code === null ? null : err.temporary, message: err.message };
 }
 
+/** `tls.connect` options from the command's tls object (PEM files, server name). */
+function tlsOptions(t) {
+  if (t == null) return undefined;
+  return {
+    ...(t.ca_file == null ? {} : { ca: readFileSync(t.ca_file) }),
+    ...(t.cert_file == null ? {} : { cert: readFileSync(t.cert_file) }),
+    ...(t.key_file == null ? {} : { key: readFileSync(t.key_file) }),
+    ...(t.server_name == null ? {} : { servername: t.server_name }),
+  };
+}
+
 function acquire(cmd) {
   const { id } = cmd;
   const existing = claims.get(id);
@@ -51,6 +63,7 @@ function acquire(cmd) {
       servers: cmd.servers,
       leaseMs: cmd.lease_ms,
       ...(cmd.connect_timeout_ms == null ? {} : { connectTimeoutMs: cmd.connect_timeout_ms }),
+      ...(cmd.tls == null ? {} : { tls: tlsOptions(cmd.tls) }),
     });
   } catch (err) {
     emit({ event: "driver_error", message: String(err?.message ?? err) });
@@ -144,4 +157,4 @@ lines.on("line", (line) => {
 });
 lines.on("close", () => void quit());
 
-emit({ event: "ready", client: "node", capabilities: ["cancel", "invalid_utf8_names"] });
+emit({ event: "ready", client: "node", capabilities: ["cancel", "invalid_utf8_names", "tls"] });

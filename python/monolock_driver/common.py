@@ -4,6 +4,7 @@ mapping from exceptions to event kinds."""
 from __future__ import annotations
 
 import json
+import ssl
 import sys
 import threading
 import time
@@ -13,7 +14,7 @@ from typing import Any
 import monolock
 from monolock import errors
 
-CAPABILITIES = ["cancel", "invalid_utf8_names"]
+CAPABILITIES = ["cancel", "invalid_utf8_names", "tls"]
 
 _out_lock = threading.Lock()
 _start = time.monotonic()
@@ -45,13 +46,51 @@ class AcquireCmd:
     try_only: bool
     timeout: float | None
     connect_timeout_ms: float | None
+    tls: TlsCmd | None = None
 
     def client_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for Client / AsyncClient."""
         kwargs: dict[str, Any] = {"lease": self.lease_ms / 1000}
         if self.connect_timeout_ms is not None:
             kwargs["connect_timeout"] = self.connect_timeout_ms / 1000
+        if self.tls is not None:
+            kwargs["ssl_context"] = self.tls.context()
+            if self.tls.server_name is not None:
+                kwargs["server_hostname"] = self.tls.server_name
         return kwargs
+
+
+@dataclass(frozen=True)
+class TlsCmd:
+    """The tls object of an acquire command: PEM files and the name the
+    server's certificate must carry (None: the host of the address)."""
+
+    ca_file: str | None
+    cert_file: str | None
+    key_file: str | None
+    server_name: str | None
+
+    def context(self) -> ssl.SSLContext:
+        """A verifying client context with the CA and client certificate."""
+        context = ssl.create_default_context(cafile=self.ca_file)
+        if self.cert_file is not None:
+            context.load_cert_chain(self.cert_file, self.key_file)
+        return context
+
+
+def _parse_tls(value: Any) -> TlsCmd | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValueError("tls must be an object")
+
+    def text(key: str) -> str | None:
+        field = value.get(key)
+        if field is not None and not isinstance(field, str):
+            raise ValueError(f"tls.{key} must be a string")
+        return field
+
+    return TlsCmd(text("ca_file"), text("cert_file"), text("key_file"), text("server_name"))
 
 
 def parse_acquire(cmd: dict[str, Any]) -> AcquireCmd:
@@ -79,6 +118,7 @@ def parse_acquire(cmd: dict[str, Any]) -> AcquireCmd:
         try_only=mode == "try",
         timeout=None if timeout_ms is None else timeout_ms / 1000,
         connect_timeout_ms=connect_ms,
+        tls=_parse_tls(cmd.get("tls")),
     )
 
 

@@ -3,7 +3,7 @@
 //! crate's public API only.
 //!
 //! ```text
-//! cargo build --features tokio --example conformance_driver
+//! cargo build --features tokio,tls --example conformance_driver
 //! target/debug/examples/conformance_driver --api blocking   # or --api tokio
 //! ```
 
@@ -159,6 +159,9 @@ impl AcquireCmd {
         if let Some(ms) = cmd["connect_timeout_ms"].as_u64() {
             builder = builder.connect_timeout(Duration::from_millis(ms));
         }
+        if !cmd["tls"].is_null() {
+            builder = with_tls(builder, &cmd["tls"])?;
+        }
         Ok(AcquireCmd {
             id,
             name,
@@ -167,6 +170,64 @@ impl AcquireCmd {
             builder,
         })
     }
+}
+
+/// The driver's capabilities: `tls` only when built with the crate's `tls`
+/// feature.
+fn capabilities() -> Value {
+    if cfg!(feature = "tls") {
+        json!(["cancel", "tls"])
+    } else {
+        json!(["cancel"])
+    }
+}
+
+/// Applies the command's tls object: the CA to verify the server with, an
+/// optional client certificate and key (PEM files), and the server name.
+#[cfg(feature = "tls")]
+fn with_tls(builder: ClientBuilder, t: &Value) -> Result<ClientBuilder, String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+    let file = |key: &str| -> Result<Option<&str>, String> {
+        match &t[key] {
+            Value::Null => Ok(None),
+            Value::String(s) => Ok(Some(s.as_str())),
+            _ => Err(format!("tls.{key} must be a string")),
+        }
+    };
+    let certs = |path: &str| -> Result<Vec<CertificateDer<'static>>, String> {
+        CertificateDer::pem_file_iter(path)
+            .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| format!("{path}: {e}"))
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    if let Some(ca) = file("ca_file")? {
+        for cert in certs(ca)? {
+            roots.add(cert).map_err(|e| format!("{ca}: {e}"))?;
+        }
+    }
+    let config = rustls::ClientConfig::builder().with_root_certificates(roots);
+    let config = match (file("cert_file")?, file("key_file")?) {
+        (Some(cert), Some(key)) => {
+            let key = PrivateKeyDer::from_pem_file(key).map_err(|e| format!("{key}: {e}"))?;
+            config
+                .with_client_auth_cert(certs(cert)?, key)
+                .map_err(|e| format!("client certificate: {e}"))?
+        }
+        (None, None) => config.with_no_client_auth(),
+        _ => return Err("tls: cert_file and key_file go together".into()),
+    };
+    let mut builder = builder.tls(Arc::new(config));
+    if let Some(name) = file("server_name")? {
+        builder = builder.tls_server_name(name);
+    }
+    Ok(builder)
+}
+
+#[cfg(not(feature = "tls"))]
+fn with_tls(_: ClientBuilder, _: &Value) -> Result<ClientBuilder, String> {
+    Err("tls needs the crate's tls feature (cargo build --features tokio,tls)".into())
 }
 
 fn decode_hex(s: &str) -> Result<Vec<u8>, String> {
@@ -221,7 +282,9 @@ mod blocking {
     type Claims = Arc<Mutex<HashMap<String, Claim>>>;
 
     pub fn run(out: Out) {
-        out.emit(json!({"event": "ready", "client": "rust-blocking", "capabilities": ["cancel"]}));
+        out.emit(
+            json!({"event": "ready", "client": "rust-blocking", "capabilities": capabilities()}),
+        );
         let claims: Claims = Arc::default();
         command_loop(&out.clone(), |name, cmd| match name {
             "acquire" => acquire(&out, &claims, cmd),
@@ -344,7 +407,9 @@ mod tokio_api {
             // Dropping tx ends the receive loop: quit.
         });
         rt.block_on(async move {
-            out.emit(json!({"event": "ready", "client": "rust-tokio", "capabilities": ["cancel"]}));
+            out.emit(
+                json!({"event": "ready", "client": "rust-tokio", "capabilities": capabilities()}),
+            );
             let claims: Claims = Arc::default();
             while let Some((name, cmd)) = rx.recv().await {
                 match name.as_str() {

@@ -7,6 +7,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -31,6 +33,42 @@ type command struct {
 	Mode             string   `json:"mode"`
 	TimeoutMS        *int64   `json:"timeout_ms"`
 	ConnectTimeoutMS *int64   `json:"connect_timeout_ms"`
+	TLS              *tlsCmd  `json:"tls"`
+}
+
+// tlsCmd is the tls object of an acquire command: PEM files and the name
+// the server's certificate must carry (absent: the host of the address).
+type tlsCmd struct {
+	CAFile     string  `json:"ca_file"`
+	CertFile   string  `json:"cert_file"`
+	KeyFile    string  `json:"key_file"`
+	ServerName *string `json:"server_name"`
+}
+
+// config builds the client's TLS configuration from the files.
+func (t *tlsCmd) config() (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, err
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("tls: no certificate in %s", t.CAFile)
+		}
+	}
+	if t.CertFile != "" || t.KeyFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	if t.ServerName != nil {
+		cfg.ServerName = *t.ServerName
+	}
+	return cfg, nil
 }
 
 // output serialises event lines; every line is flushed at once.
@@ -53,7 +91,7 @@ func (o *output) emit(ev map[string]any) {
 func main() {
 	o := &output{w: bufio.NewWriter(os.Stdout)}
 	o.emit(map[string]any{"event": "ready", "client": "go",
-		"capabilities": []string{"cancel", "invalid_utf8_names"}})
+		"capabilities": []string{"cancel", "invalid_utf8_names", "tls"}})
 	d := &driver{out: o, claims: map[string]*claim{}}
 	sc := bufio.NewScanner(os.Stdin)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -168,6 +206,13 @@ func newClaim(c command, out *output) (*claim, error) {
 	}
 	if c.ConnectTimeoutMS != nil && *c.ConnectTimeoutMS > 0 {
 		cl.opts = append(cl.opts, client.WithDialTimeout(time.Duration(*c.ConnectTimeoutMS)*time.Millisecond))
+	}
+	if c.TLS != nil {
+		cfg, err := c.TLS.config()
+		if err != nil {
+			return nil, fmt.Errorf("acquire %q: %w", c.ID, err)
+		}
+		cl.opts = append(cl.opts, client.WithTLS(cfg))
 	}
 	cl.ctx, cl.cancel = context.WithCancel(context.Background())
 	if c.TimeoutMS != nil {

@@ -1,9 +1,13 @@
 package driver;
 
 import java.io.BufferedReader;
+import java.io.IOException;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
+import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
@@ -27,7 +31,7 @@ public final class Driver {
 	private static final Map<String, Canceller> cancellers = new ConcurrentHashMap<>();
 
 	public static void main(String[] args) throws Exception {
-		emit("{\"event\":\"ready\",\"client\":\"java-gomobile\",\"capabilities\":[\"cancel\"]}");
+		emit("{\"event\":\"ready\",\"client\":\"java-gomobile\",\"capabilities\":[\"cancel\",\"tls\"]}");
 		BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
 		String line;
 		while ((line = in.readLine()) != null) {
@@ -113,6 +117,9 @@ public final class Driver {
 			if (cmd.get("connect_timeout_ms") != null) {
 				cfg.setDialTimeoutMillis(number(cmd.get("connect_timeout_ms"), "connect_timeout_ms"));
 			}
+			if (cmd.get("tls") != null) {
+				configureTls(cfg, cmd.get("tls"));
+			}
 			cfg.setWaiting(lockName -> emit(event("waiting", id)));
 			String lockName = String.valueOf(cmd.get("name"));
 			Lock lock;
@@ -141,6 +148,36 @@ public final class Driver {
 					code == Monolock.NoCode ? null : code < 0x10, reason)));
 		} catch (RuntimeException e) {
 			emit("{\"event\":\"driver_error\",\"message\":" + Json.quote(id + ": " + e) + "}");
+		}
+	}
+
+	/** Applies the command's tls object: PEM files and the server name. */
+	@SuppressWarnings("unchecked")
+	private static void configureTls(Config cfg, Object tls) {
+		if (!(tls instanceof Map)) {
+			throw new IllegalArgumentException("tls must be an object");
+		}
+		Map<String, Object> t = (Map<String, Object>) tls;
+		cfg.setUseTLS(true);
+		if (t.get("ca_file") != null) {
+			cfg.setRootCAsPEM(readFile(t.get("ca_file")));
+		}
+		if (t.get("cert_file") != null) {
+			cfg.setClientCertPEM(readFile(t.get("cert_file")));
+		}
+		if (t.get("key_file") != null) {
+			cfg.setClientKeyPEM(readFile(t.get("key_file")));
+		}
+		if (t.get("server_name") != null) {
+			cfg.setServerName(String.valueOf(t.get("server_name")));
+		}
+	}
+
+	private static byte[] readFile(Object path) {
+		try {
+			return Files.readAllBytes(Path.of(String.valueOf(path)));
+		} catch (IOException e) {
+			throw new UncheckedIOException(e);
 		}
 	}
 

@@ -2,6 +2,7 @@ package base
 
 import (
 	"bufio"
+	"crypto/tls"
 	"encoding/binary"
 	"io"
 	"math/rand/v2"
@@ -27,6 +28,7 @@ type claim struct {
 	servers        []string
 	deadline       time.Time // zero: wait forever
 	connectTimeout time.Duration
+	tls            *tls.Config // nil: plain TCP
 	bugs           Bugs
 	o              *out
 
@@ -50,6 +52,11 @@ func newClaim(c command, bugs Bugs, o *out) (*claim, error) {
 	}
 	if c.ConnectTimeoutMS != nil {
 		cl.connectTimeout = time.Duration(*c.ConnectTimeoutMS) * time.Millisecond
+	}
+	if c.TLS != nil {
+		if cl.tls, err = c.TLS.config(); err != nil {
+			return nil, err
+		}
 	}
 	return cl, nil
 }
@@ -184,12 +191,10 @@ func (cl *claim) session(acquire []byte, addr string) (bool, failure) {
 	if !cl.deadline.IsZero() {
 		dialTimeout = min(dialTimeout, time.Until(cl.deadline))
 	}
-	nc, err := net.DialTimeout("tcp", addr, dialTimeout)
+	conn, err := cl.dial(addr, dialTimeout)
 	if err != nil {
 		return true, failure{"connect", -1}
 	}
-	conn := nc.(*net.TCPConn)
-	_ = conn.SetNoDelay(true)
 	defer conn.Close()
 	frames := make(chan frame)
 	quit := make(chan struct{})
@@ -333,11 +338,60 @@ func (cl *claim) session(acquire []byte, addr string) (bool, failure) {
 				return false, failure{}
 			}
 		case k := <-cl.ctl:
+			if k == "release" && held && !cl.bugs.ReleaseWithoutWait {
+				// The server lets the lock go before it closes: wait for
+				// that, so the lock is free when released is out.
+				halfCloseAndWait(conn, frames)
+			}
 			cl.stopped(k, held)
 			if k == "cancel" && held {
 				continue // nothing pending to cancel
 			}
 			return false, failure{}
+		}
+	}
+}
+
+// dial connects (TCP_NODELAY) and, with TLS, completes the handshake.
+func (cl *claim) dial(addr string, timeout time.Duration) (net.Conn, error) {
+	nc, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return nil, err
+	}
+	_ = nc.(*net.TCPConn).SetNoDelay(true)
+	if cl.tls == nil {
+		return nc, nil
+	}
+	cfg := cl.tls
+	if cfg.ServerName == "" {
+		cfg = cfg.Clone()
+		cfg.ServerName, _, _ = net.SplitHostPort(addr)
+	}
+	tc := tls.Client(nc, cfg)
+	_ = tc.SetDeadline(time.Now().Add(timeout))
+	if err := tc.Handshake(); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	_ = tc.SetDeadline(time.Time{})
+	return tc, nil
+}
+
+// halfCloseAndWait ends the sending side and waits (2 s at most) until the
+// server has closed its side, discarding what it still sends.
+func halfCloseAndWait(conn net.Conn, frames <-chan frame) {
+	if cw, ok := conn.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	limit := time.After(2 * time.Second)
+	for {
+		select {
+		case _, ok := <-frames:
+			if !ok {
+				return
+			}
+		case <-limit:
+			return
 		}
 	}
 }

@@ -7,6 +7,8 @@ package base
 
 import (
 	"bufio"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -28,6 +30,9 @@ type Bugs struct {
 	TimeoutFromReply bool
 	// SkipNameValidation sends names without checking them first.
 	SkipNameValidation bool
+	// ReleaseWithoutWait reports released as soon as it has closed,
+	// before the server has let the lock go.
+	ReleaseWithoutWait bool
 }
 
 // command is one line from the runner.
@@ -41,6 +46,39 @@ type command struct {
 	Mode             string   `json:"mode"`
 	TimeoutMS        *int64   `json:"timeout_ms"`
 	ConnectTimeoutMS *int64   `json:"connect_timeout_ms"`
+	TLS              *tlsCmd  `json:"tls"`
+}
+
+// tlsCmd is the tls object of an acquire command.
+type tlsCmd struct {
+	CAFile     string  `json:"ca_file"`
+	CertFile   string  `json:"cert_file"`
+	KeyFile    string  `json:"key_file"`
+	ServerName *string `json:"server_name"`
+}
+
+// config builds the TLS configuration; an empty server name is filled in
+// per address by the dialer.
+func (t *tlsCmd) config() (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: x509.NewCertPool()}
+	pem, err := os.ReadFile(t.CAFile)
+	if err != nil {
+		return nil, err
+	}
+	if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("no certificate in %s", t.CAFile)
+	}
+	if t.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	if t.ServerName != nil {
+		cfg.ServerName = *t.ServerName
+	}
+	return cfg, nil
 }
 
 // out serialises event lines on stdout.
@@ -61,7 +99,7 @@ func (o *out) emit(ev map[string]any) {
 func Main(client string, bugs Bugs) {
 	o := &out{w: bufio.NewWriter(os.Stdout)}
 	o.emit(map[string]any{"event": "ready", "client": client,
-		"capabilities": []string{"cancel", "invalid_utf8_names"}})
+		"capabilities": []string{"cancel", "invalid_utf8_names", "tls"}})
 	claims := map[string]*claim{}
 	sc := bufio.NewScanner(os.Stdin)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
