@@ -6,6 +6,7 @@ from __future__ import annotations
 import ssl
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -70,31 +71,32 @@ def test_tls_server_hostname(
     release_with(fut.result(10), conn)
 
 
-def test_tls_wrong_hostname_is_terminal(
+def _assert_refused_handshakes_retry(api: Api, tls_server: FakeServer, **kwargs: Any) -> None:
+    """A refused server certificate is a failed connection: a waiting
+    acquisition tries again until its deadline, which carries the cause."""
+    fut = api.acquire(tls_server.address, "tls/refused", lease=1, timeout=1.5, **kwargs)
+    for _ in range(2):  # the first attempt and at least one retry
+        with pytest.raises(ssl.SSLError):
+            tls_server.accept()  # the client refuses the handshake
+    with pytest.raises(errors.AcquireTimeout) as info:
+        fut.result(10)
+    cause = info.value.__cause__  # the last attempt's failure
+    assert isinstance(cause, errors.ConnectError)
+    assert cause.temporary
+
+
+def test_tls_wrong_hostname_is_retried_until_deadline(
     api: Api, tls_server: FakeServer, certs: tuple[Path, Path, Path]
 ) -> None:
-    fut = api.acquire(
-        tls_server.address,
-        "tls/c",
-        lease=1,
+    _assert_refused_handshakes_retry(
+        api,
+        tls_server,
         ssl_context=client_context(certs[0]),
         server_hostname="not-this-server.example",
     )
-    with pytest.raises(ssl.SSLError):
-        tls_server.accept()  # the client refuses the handshake
-    with pytest.raises(errors.ConnectError) as info:
-        fut.result(10)
-    assert not info.value.temporary
-    assert isinstance(info.value.__cause__, ssl.SSLCertVerificationError)
-    tls_server.assert_no_connection(0.3)  # no retry
 
 
-def test_tls_untrusted_certificate_is_terminal(api: Api, tls_server: FakeServer) -> None:
-    fut = api.acquire(
-        tls_server.address, "tls/d", lease=1, ssl_context=ssl.create_default_context()
-    )
-    with pytest.raises(ssl.SSLError):
-        tls_server.accept()
-    with pytest.raises(errors.ConnectError) as info:
-        fut.result(10)
-    assert not info.value.temporary
+def test_tls_untrusted_certificate_is_retried_until_deadline(
+    api: Api, tls_server: FakeServer
+) -> None:
+    _assert_refused_handshakes_retry(api, tls_server, ssl_context=ssl.create_default_context())

@@ -10,7 +10,6 @@ caller's deadline.
 
 from __future__ import annotations
 
-import ssl
 import time
 from collections.abc import Generator
 from dataclasses import dataclass
@@ -63,10 +62,10 @@ _REQUEUE = (ServerError, ConnectionClosed, HeartbeatTimeout, ProtocolViolation)
 
 def connect_error(address: Address, exc: OSError) -> ConnectError:
     """The error for a failed connection attempt (TCP or TLS handshake)."""
-    error = ConnectError(f"monolock: cannot connect to {address}: {exc}")
-    # A certificate the client refuses will be refused again: terminal.
-    error.temporary = not isinstance(exc, ssl.SSLCertVerificationError)
-    return error
+    # A refused certificate counts as a failed connection, as in every
+    # client: another server of the list may be fine, and a waiting
+    # acquisition retries until its deadline, which then carries this cause.
+    return ConnectError(f"monolock: cannot connect to {address}: {exc}")
 
 
 def _deadline_error(last: MonolockError | None) -> AcquireTimeout:
