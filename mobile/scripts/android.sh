@@ -33,7 +33,7 @@ out="$build_dir/android"
 step "gomobile bind -target=android -> $out/monolock.aar"
 rm -rf "$out"
 mkdir -p "$out"
-(cd "$go_dir" && gomobile bind -v -target=android -androidapi "${ANDROID_API:-21}" \
+(cd "$bind_module_dir" && gomobile bind -v -target=android -androidapi "${ANDROID_API:-21}" \
 	-o "$out/monolock.aar" "$bind_pkg") || die "gomobile bind -target=android failed (see above)"
 
 step "check the AAR"

@@ -21,7 +21,7 @@ out="$build_dir/ios"
 step "gomobile bind -target=${IOS_TARGETS:-ios,iossimulator} -> $out/Monolock.xcframework"
 rm -rf "$out"
 mkdir -p "$out"
-(cd "$go_dir" && gomobile bind -v -target="${IOS_TARGETS:-ios,iossimulator}" \
+(cd "$bind_module_dir" && gomobile bind -v -target="${IOS_TARGETS:-ios,iossimulator}" \
 	-o "$out/Monolock.xcframework" "$bind_pkg") || die "gomobile bind for Apple targets failed (see above)"
 [[ -f "$out/Monolock.xcframework/Info.plist" ]] || die "no Monolock.xcframework/Info.plist was written"
 echo "built $out/Monolock.xcframework" >&2

@@ -33,8 +33,8 @@ check_tools() {
 run_gobind() {
 	step "gobind -lang=go,java (and objc) $bind_pkg"
 	rm -rf "$gobind_out"
-	(cd "$go_dir" && go tool gobind -lang=go,java -outdir "$gobind_out" "$bind_pkg") ||
-		die "gobind failed (is the tool directive for golang.org/x/mobile/cmd/gobind in go/go.mod?)"
+	(cd "$bind_module_dir" && go tool gobind -lang=go,java -outdir "$gobind_out" "$bind_pkg") ||
+		die "gobind failed (is the tool directive for golang.org/x/mobile/cmd/gobind in mobile/go.mod?)"
 	[[ -f "$gobind_out/java/go/Seq.java" && -f "$gobind_out/src/gobind/seq.go" ]] ||
 		die "gobind output lacks java/go/Seq.java or src/gobind/seq.go; its layout changed"
 	# gobind leaves out, with a comment, what it cannot export: every
@@ -45,7 +45,7 @@ run_gobind() {
 	# The Objective-C header too (generating it needs no Mac): the tests
 	# check docs/mobile.md's Swift snippets against it.
 	rm -rf "$gobind_objc_out"
-	(cd "$go_dir" && go tool gobind -lang=objc -outdir "$gobind_objc_out" "$bind_pkg") ||
+	(cd "$bind_module_dir" && go tool gobind -lang=objc -outdir "$gobind_objc_out" "$bind_pkg") ||
 		die "gobind -lang=objc failed"
 	[[ -f "$gobind_objc_out/src/gobind/Monolock.objc.h" ]] || die "gobind -lang=objc wrote no Monolock.objc.h"
 	if grep -n "skipped" "$gobind_objc_out/src/gobind/Monolock.objc.h"; then
@@ -123,11 +123,11 @@ build_stubs() {
 build_shared() {
 	step "go build -buildmode=c-shared -> build/lib/libgojni.so"
 	mkdir -p "$build_dir/lib"
-	(cd "$go_dir" &&
+	(cd "$bind_module_dir" &&
 		CGO_ENABLED=1 \
 			CGO_CFLAGS="-O2 -g -D__GOBIND_ANDROID__ -I$java_home/include -I$java_home/include/linux -I$mobile_dir/stubs/c" \
 			CGO_LDFLAGS="-L$stub_lib_dir" \
-			go build -buildmode=c-shared -o "$build_dir/lib/libgojni.so" "./${jni_pkg_dir#"$go_dir/"}") ||
+			go build -buildmode=c-shared -o "$build_dir/lib/libgojni.so" "./${jni_pkg_dir#"$bind_module_dir/"}") ||
 		die "the c-shared build of the adapted glue failed (see the compiler output above)"
 	rm -f "$build_dir/lib/libgojni.h"
 	local symbols

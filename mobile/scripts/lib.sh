@@ -5,12 +5,16 @@ mobile_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 repo_dir=$(cd "$mobile_dir/.." && pwd)
 go_dir="$repo_dir/go"
 build_dir="$mobile_dir/build"
+# The binding is built in its own Go module (mobile/go.mod), which pins
+# golang.org/x/mobile as a tool and points at ../go with a replace: users of
+# the Go client never inherit x/mobile or the Go version it needs.
+bind_module_dir="$mobile_dir"
 
 # The Go package that gomobile binds, and where its JVM glue is compiled:
-# the glue is a cgo main package, so it must live inside the Go module; the
-# leading underscore keeps it out of ./... patterns (go vet, go test).
+# the glue is a cgo main package, so it must live inside the binding's
+# module; the leading underscore keeps it out of ./... patterns.
 bind_pkg="github.com/monolock/monolock/go/mobile"
-jni_pkg_dir="$go_dir/mobile/build/_jni"
+jni_pkg_dir="$bind_module_dir/build/_jni"
 
 # step prints a headline for the next stage; die says which stage broke.
 current_step="(start)"
@@ -75,10 +79,10 @@ java_run() {
 gomobile_tools() {
 	need go "Install Go (see go/go.mod for the version)."
 	mkdir -p "$build_dir/bin"
-	(cd "$go_dir" &&
+	(cd "$bind_module_dir" &&
 		go build -o "$build_dir/bin/gomobile" golang.org/x/mobile/cmd/gomobile &&
 		go build -o "$build_dir/bin/gobind" golang.org/x/mobile/cmd/gobind) ||
-		die "cannot build gomobile/gobind from the golang.org/x/mobile pinned in go/go.mod"
+		die "cannot build gomobile/gobind from the golang.org/x/mobile pinned in mobile/go.mod"
 	PATH="$build_dir/bin:$PATH"
 	export PATH
 }
