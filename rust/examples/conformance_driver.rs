@@ -267,19 +267,139 @@ fn command_loop(out: &Out, mut handle: impl FnMut(&str, &Value)) {
     }
 }
 
+/// What the driver knows of one command id, in either API: `P` is how to
+/// cancel a pending acquire, `G` the lock guard.
+enum Claim<P, G> {
+    Pending(P),
+    Held(G),
+    Done,
+}
+
+type Claims<P, G> = Arc<Mutex<HashMap<String, Claim<P, G>>>>;
+
+/// What the driver asks of a lock guard, in either API.
+trait Guard {
+    type Watch;
+    fn token(&self) -> u64;
+    fn valid_until(&self) -> Instant;
+    fn watch(&self) -> Self::Watch;
+}
+
+impl Guard for monolock::LockGuard {
+    type Watch = monolock::LossWatch;
+    fn token(&self) -> u64 {
+        self.token()
+    }
+    fn valid_until(&self) -> Instant {
+        self.valid_until()
+    }
+    fn watch(&self) -> Self::Watch {
+        self.watch()
+    }
+}
+
+impl Guard for monolock::tokio::LockGuard {
+    type Watch = monolock::tokio::LossWatch;
+    fn token(&self) -> u64 {
+        self.token()
+    }
+    fn valid_until(&self) -> Instant {
+        self.valid_until()
+    }
+    fn watch(&self) -> Self::Watch {
+        self.watch()
+    }
+}
+
+/// Parses an acquire command, checks that its id is free and hooks the
+/// `waiting` event to its builder; on a problem it reports a driver error
+/// and returns `None`.
+fn start_acquire<P, G>(out: &Out, claims: &Claims<P, G>, cmd: &Value) -> Option<AcquireCmd> {
+    let mut parsed = match AcquireCmd::parse(cmd) {
+        Ok(p) => p,
+        Err(e) => {
+            out.driver_error(e);
+            return None;
+        }
+    };
+    if matches!(
+        lock(claims).get(&parsed.id),
+        Some(Claim::Pending(_) | Claim::Held(_))
+    ) {
+        out.driver_error(format!("id {} is already in use", parsed.id));
+        return None;
+    }
+    let (waiting_out, waiting_id) = (out.clone(), parsed.id.clone());
+    parsed.builder = parsed
+        .builder
+        .on_waiting(move |_| waiting_out.emit(json!({"event": "waiting", "id": waiting_id})));
+    Some(parsed)
+}
+
+/// Records the outcome of an acquire and reports it; returns the watch of
+/// a granted lock. The event goes out under the lock, so that a release
+/// that follows it finds the claim.
+fn record<P, G: Guard>(
+    out: &Out,
+    claims: &Claims<P, G>,
+    id: &str,
+    res: Result<G, Error>,
+) -> Option<G::Watch> {
+    let mut map = lock(claims);
+    match res {
+        Ok(guard) => {
+            out.acquired(id, guard.token(), guard.valid_until());
+            let watch = guard.watch();
+            map.insert(id.to_owned(), Claim::Held(guard));
+            Some(watch)
+        }
+        Err(err) => {
+            map.insert(id.to_owned(), Claim::Done);
+            out.error(id, &err);
+            None
+        }
+    }
+}
+
+/// Takes the claim a release command names: `Some((id, Some(guard)))` to
+/// release, `Some((id, None))` when it ended already, `None` after
+/// reporting a driver error. Finish with [`end_release`].
+fn begin_release<P, G>(
+    out: &Out,
+    claims: &Claims<P, G>,
+    cmd: &Value,
+) -> Option<(String, Option<G>)> {
+    let id = cmd["id"].as_str().unwrap_or_default().to_owned();
+    let claim = lock(claims).remove(&id);
+    match claim {
+        Some(Claim::Held(guard)) => Some((id, Some(guard))),
+        Some(Claim::Done) => Some((id, None)),
+        Some(Claim::Pending(cancel)) => {
+            lock(claims).insert(id.clone(), Claim::Pending(cancel));
+            out.driver_error(format!("release: id {id} is still pending"));
+            None
+        }
+        None => {
+            out.driver_error(format!("release: no lock for id {id}"));
+            None
+        }
+    }
+}
+
+/// Marks a released claim done and reports it.
+fn end_release<P, G>(out: &Out, claims: &Claims<P, G>, id: String) {
+    lock(claims).insert(id.clone(), Claim::Done);
+    out.emit(json!({"event": "released", "id": id}));
+}
+
 /// The blocking API: one thread per pending acquire and per held lock's
 /// loss watcher.
 mod blocking {
     use super::*;
     use monolock::{CancelHandle, LockGuard};
 
-    enum Claim {
-        Pending(CancelHandle),
-        Held(LockGuard),
-        Done,
-    }
-
-    type Claims = Arc<Mutex<HashMap<String, Claim>>>;
+    type Claim = super::Claim<CancelHandle, LockGuard>;
+    type Claims = super::Claims<CancelHandle, LockGuard>;
 
     pub fn run(out: Out) {
         out.emit(
@@ -301,28 +421,17 @@ mod blocking {
     }
 
     fn acquire(out: &Out, claims: &Claims, cmd: &Value) {
-        let parsed = match AcquireCmd::parse(cmd) {
-            Ok(p) => p,
-            Err(e) => return out.driver_error(e),
-        };
-        let AcquireCmd {
+        let Some(AcquireCmd {
             id,
             name,
             try_mode,
             timeout,
             builder,
-        } = parsed;
-        if matches!(
-            lock(claims).get(&id),
-            Some(Claim::Pending(_) | Claim::Held(_))
-        ) {
-            return out.driver_error(format!("id {id} is already in use"));
-        }
-        let waiting_out = out.clone();
-        let waiting_id = id.clone();
-        let client = builder
-            .on_waiting(move |_| waiting_out.emit(json!({"event": "waiting", "id": waiting_id})))
-            .build();
+        }) = start_acquire(out, claims, cmd)
+        else {
+            return;
+        };
+        let client = builder.build();
         let cancel = CancelHandle::new();
         lock(claims).insert(id.clone(), Claim::Pending(cancel.clone()));
         let (out, claims) = (out.clone(), Arc::clone(claims));
@@ -332,39 +441,22 @@ mod blocking {
             } else {
                 client.acquire_cancellable(&name, timeout, &cancel)
             };
-            let mut map = lock(&claims);
-            match res {
-                Ok(guard) => {
-                    out.acquired(&id, guard.token(), guard.valid_until());
-                    let watch = guard.watch();
-                    map.insert(id.clone(), Claim::Held(guard));
-                    drop(map);
-                    if let Some(lost) = watch.wait() {
-                        out.lost(&id, &lost);
-                    }
-                }
-                Err(err) => {
-                    map.insert(id.clone(), Claim::Done);
-                    out.error(&id, &err);
+            if let Some(watch) = record(&out, &claims, &id, res) {
+                if let Some(lost) = watch.wait() {
+                    out.lost(&id, &lost);
                 }
             }
         });
     }
 
     fn release(out: &Out, claims: &Claims, cmd: &Value) {
-        let id = cmd["id"].as_str().unwrap_or_default().to_owned();
-        let claim = lock(claims).remove(&id);
-        match claim {
-            Some(Claim::Held(guard)) => guard.release(),
-            Some(Claim::Done) => {}
-            Some(Claim::Pending(cancel)) => {
-                lock(claims).insert(id.clone(), Claim::Pending(cancel));
-                return out.driver_error(format!("release: id {id} is still pending"));
-            }
-            None => return out.driver_error(format!("release: no lock for id {id}")),
+        let Some((id, guard)) = begin_release(out, claims, cmd) else {
+            return;
+        };
+        if let Some(guard) = guard {
+            guard.release();
         }
-        lock(claims).insert(id.clone(), Claim::Done);
-        out.emit(json!({"event": "released", "id": id}));
+        end_release(out, claims, id);
     }
 
     fn cancel(out: &Out, claims: &Claims, cmd: &Value) {
@@ -384,13 +476,8 @@ mod tokio_api {
     use monolock::tokio::LockGuard;
     use tokio::sync::{mpsc, oneshot};
 
-    enum Claim {
-        Pending(oneshot::Sender<()>),
-        Held(LockGuard),
-        Done,
-    }
-
-    type Claims = Arc<Mutex<HashMap<String, Claim>>>;
+    type Claim = super::Claim<oneshot::Sender<()>, LockGuard>;
+    type Claims = super::Claims<oneshot::Sender<()>, LockGuard>;
 
     pub fn run(out: Out) {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -428,27 +515,17 @@ mod tokio_api {
     }
 
     fn acquire(out: &Out, claims: &Claims, cmd: &Value) {
-        let AcquireCmd {
+        let Some(AcquireCmd {
             id,
             name,
             try_mode,
             timeout,
             builder,
-        } = match AcquireCmd::parse(cmd) {
-            Ok(p) => p,
-            Err(e) => return out.driver_error(e),
+        }) = start_acquire(out, claims, cmd)
+        else {
+            return;
         };
-        if matches!(
-            lock(claims).get(&id),
-            Some(Claim::Pending(_) | Claim::Held(_))
-        ) {
-            return out.driver_error(format!("id {id} is already in use"));
-        }
-        let waiting_out = out.clone();
-        let waiting_id = id.clone();
-        let client = builder
-            .on_waiting(move |_| waiting_out.emit(json!({"event": "waiting", "id": waiting_id})))
-            .build_async();
+        let client = builder.build_async();
         let (cancel_tx, cancel_rx) = oneshot::channel();
         lock(claims).insert(id.clone(), Claim::Pending(cancel_tx));
         let (out, claims) = (out.clone(), Arc::clone(claims));
@@ -465,25 +542,8 @@ mod tokio_api {
                 res = attempt => res,
                 _ = cancel_rx => Err(Error::Cancelled),
             };
-            // Record the outcome under the lock, so that a release that
-            // follows the event finds the claim; never hold it across await.
-            let watch = {
-                let mut map = lock(&claims);
-                match res {
-                    Ok(guard) => {
-                        out.acquired(&id, guard.token(), guard.valid_until());
-                        let watch = guard.watch();
-                        map.insert(id.clone(), Claim::Held(guard));
-                        Some(watch)
-                    }
-                    Err(err) => {
-                        map.insert(id.clone(), Claim::Done);
-                        out.error(&id, &err);
-                        None
-                    }
-                }
-            };
-            if let Some(mut watch) = watch {
+            // `record` takes the claims lock and lets go before any await.
+            if let Some(mut watch) = record(&out, &claims, &id, res) {
                 if let Some(lost) = watch.wait().await {
                     out.lost(&id, &lost);
                 }
@@ -492,19 +552,13 @@ mod tokio_api {
     }
 
     async fn release(out: &Out, claims: &Claims, cmd: &Value) {
-        let id = cmd["id"].as_str().unwrap_or_default().to_owned();
-        let claim = lock(claims).remove(&id);
-        match claim {
-            Some(Claim::Held(guard)) => guard.release().await,
-            Some(Claim::Done) => {}
-            Some(Claim::Pending(cancel)) => {
-                lock(claims).insert(id.clone(), Claim::Pending(cancel));
-                return out.driver_error(format!("release: id {id} is still pending"));
-            }
-            None => return out.driver_error(format!("release: no lock for id {id}")),
+        let Some((id, guard)) = begin_release(out, claims, cmd) else {
+            return;
+        };
+        if let Some(guard) = guard {
+            guard.release().await;
         }
-        lock(claims).insert(id.clone(), Claim::Done);
-        out.emit(json!({"event": "released", "id": id}));
+        end_release(out, claims, id);
     }
 
     fn cancel(claims: &Claims, cmd: &Value) {

@@ -3,19 +3,14 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::*;
 use monolock::{CancelHandle, Client, Error};
 
 fn client(addr: &str, lease_ms: u64) -> Client {
-    Client::builder()
-        .server(addr)
-        .lease(Duration::from_millis(lease_ms))
-        .connect_timeout(Duration::from_secs(5))
-        .build()
+    builder(addr, Duration::from_millis(lease_ms)).build()
 }
 
 #[test]
@@ -77,9 +72,7 @@ fn waiters_are_promoted_in_order_with_waiting_hooks() {
     let mut waiters = Vec::new();
     for i in 0..2 {
         let hook_tx = tx.clone();
-        let c = Client::builder()
-            .server(server.addr.clone())
-            .lease(Duration::from_millis(2000))
+        let c = builder(&server.addr, Duration::from_millis(2000))
             .on_waiting(move |name| hook_tx.send(format!("waiting {i} {name}")).unwrap())
             .build();
         let done_tx = tx.clone();
@@ -233,18 +226,13 @@ fn exact_bytes_and_promotion_during_an_inflight_heartbeat() {
             send(&mut s, &a[3..]);
         }
     });
-    let waited = Arc::new(AtomicUsize::new(0));
-    let w = Arc::clone(&waited);
-    let c = Client::builder()
-        .server(fake.addr.clone())
-        .lease(Duration::from_millis(100))
-        .on_waiting(move |_| {
-            w.fetch_add(1, Ordering::SeqCst);
-        })
+    let waited = WaitCount::default();
+    let c = builder(&fake.addr, Duration::from_millis(100))
+        .on_waiting(waited.hook())
         .build();
     let g = c.acquire_timeout("exact", Duration::from_secs(10)).unwrap();
     assert_eq!(g.token(), 41);
-    assert_eq!(waited.load(Ordering::SeqCst), 1);
+    assert_eq!(waited.get(), 1);
     // Let the fake run its heartbeat exchanges, then release.
     std::thread::sleep(Duration::from_millis(150));
     assert!(!g.is_lost(), "{:?}", g.loss_reason());
@@ -334,20 +322,15 @@ fn temporary_errors_while_waiting_requeue_and_terminal_ones_return() {
         send(&mut s, &error(0x7e, "future"));
         drop(s);
     });
-    let waits = Arc::new(AtomicUsize::new(0));
-    let w = Arc::clone(&waits);
-    let c = Client::builder()
-        .server(fake.addr.clone())
-        .lease(Duration::from_millis(1000))
-        .on_waiting(move |_| {
-            w.fetch_add(1, Ordering::SeqCst);
-        })
+    let waits = WaitCount::default();
+    let c = builder(&fake.addr, Duration::from_millis(1000))
+        .on_waiting(waits.hook())
         .build();
     let g = c
         .acquire_timeout("requeue", Duration::from_secs(10))
         .unwrap();
     assert_eq!(g.token(), 3);
-    assert_eq!(waits.load(Ordering::SeqCst), 1);
+    assert_eq!(waits.get(), 1);
     drop(g);
     let err = c
         .acquire_timeout("requeue", Duration::from_secs(10))

@@ -21,20 +21,12 @@ const TEST_BUDGET: Duration = Duration::from_secs(60);
 const LEASE: Duration = Duration::from_secs(10);
 
 fn blocking_client(addr: &str, lease: Duration) -> monolock::Client {
-    monolock::Client::builder()
-        .server(addr)
-        .lease(lease)
-        .connect_timeout(Duration::from_secs(5))
-        .build()
+    builder(addr, lease).build()
 }
 
 #[cfg(feature = "tokio")]
 fn tokio_client(addr: &str, lease: Duration) -> monolock::tokio::Client {
-    monolock::tokio::Client::builder()
-        .server(addr)
-        .lease(lease)
-        .connect_timeout(Duration::from_secs(5))
-        .build_async()
+    builder(addr, lease).build_async()
 }
 
 /// `ROUNDS` times: `a` takes the lock and releases it, and `b` must get it
@@ -68,9 +60,7 @@ fn blocking_release_promotes_the_waiter_before_it_returns() {
     let c = blocking_client(&server.addr, LEASE);
     let held = c.acquire("promote").unwrap();
     let (queued_tx, queued) = mpsc::channel();
-    let waiter = monolock::Client::builder()
-        .server(&server.addr)
-        .lease(LEASE)
+    let waiter = builder(&server.addr, LEASE)
         .on_waiting(move |_| {
             let _ = queued_tx.send(());
         })
@@ -178,6 +168,13 @@ mod tls {
         _files: TempDir,
     }
 
+    impl TlsServer {
+        /// A builder for this server, trusting its certificate.
+        pub(super) fn builder(&self) -> monolock::ClientBuilder {
+            common::builder(&self.server.addr, LEASE).tls(Arc::clone(&self.client_config))
+        }
+    }
+
     pub(super) fn start() -> TlsServer {
         let cert = rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()])
             .unwrap();
@@ -209,13 +206,7 @@ mod tls {
     #[test]
     fn blocking_over_tls_try_acquire_right_after_release_finds_the_lock_free() {
         let s = start();
-        let client = || {
-            monolock::Client::builder()
-                .server(&s.server.addr)
-                .lease(LEASE)
-                .tls(Arc::clone(&s.client_config))
-                .build()
-        };
+        let client = || s.builder().build();
         blocking_handovers(&client(), &client(), "tls-handover");
     }
 
@@ -223,13 +214,7 @@ mod tls {
     #[tokio::test]
     async fn tokio_over_tls_try_acquire_right_after_release_finds_the_lock_free() {
         let s = start();
-        let client = || {
-            monolock::tokio::Client::builder()
-                .server(&s.server.addr)
-                .lease(LEASE)
-                .tls(Arc::clone(&s.client_config))
-                .build_async()
-        };
+        let client = || s.builder().build_async();
         tokio_handovers(&client(), &client(), "t-tls-handover").await;
     }
 }

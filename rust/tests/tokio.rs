@@ -3,8 +3,7 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -12,10 +11,7 @@ use monolock::tokio::Client;
 use monolock::Error;
 
 fn client(addr: &str, lease_ms: u64) -> Client {
-    Client::builder()
-        .server(addr)
-        .lease(Duration::from_millis(lease_ms))
-        .build_async()
+    builder(addr, Duration::from_millis(lease_ms)).build_async()
 }
 
 #[tokio::test]
@@ -58,9 +54,7 @@ async fn waiting_hook_then_promotion_on_release() {
     let server = Server::start();
     let holder = client(&server.addr, 2000).acquire("t-fifo").await.unwrap();
     let (tx, rx) = mpsc::channel();
-    let c = Client::builder()
-        .server(server.addr.clone())
-        .lease(Duration::from_millis(2000))
+    let c = builder(&server.addr, Duration::from_millis(2000))
         .on_waiting(move |name| tx.send(name.to_owned()).unwrap())
         .build_async();
     let waiter =
@@ -217,25 +211,16 @@ async fn temporary_errors_requeue_with_backoff() {
             send(&mut s, &acquired(21));
         }
     });
-    let waits = Arc::new(AtomicUsize::new(0));
-    let w = Arc::clone(&waits);
-    let c = Client::builder()
-        .server(fake.addr.clone())
-        .lease(Duration::from_millis(1000))
-        .on_waiting(move |_| {
-            w.fetch_add(1, Ordering::SeqCst);
-        })
+    let waits = WaitCount::default();
+    let c = builder(&fake.addr, Duration::from_millis(1000))
+        .on_waiting(waits.hook())
         .build_async();
     let g = c
         .acquire_timeout("t-requeue", Duration::from_secs(10))
         .await
         .unwrap();
     assert_eq!(g.token(), 21);
-    assert_eq!(
-        waits.load(Ordering::SeqCst),
-        2,
-        "waiting again after the re-queue"
-    );
+    assert_eq!(waits.get(), 2, "waiting again after the re-queue");
     g.release().await;
     fake.join();
 }

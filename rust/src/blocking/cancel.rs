@@ -1,9 +1,10 @@
 //! Cancelling a blocking acquire from another thread.
 
 use std::net::{Shutdown, TcpStream};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
 
+use super::signal::Signal;
 use crate::error::Error;
 
 /// Cancels a pending [`Client::acquire_cancellable`](crate::Client::acquire_cancellable)
@@ -23,13 +24,7 @@ use crate::error::Error;
 /// ```
 #[derive(Clone, Default)]
 pub struct CancelHandle {
-    inner: Arc<Inner>,
-}
-
-#[derive(Default)]
-struct Inner {
-    state: Mutex<State>,
-    changed: Condvar,
+    inner: Arc<Signal<State>>,
 }
 
 #[derive(Default)]
@@ -54,10 +49,7 @@ impl CancelHandle {
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
-        self.inner
-            .state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        self.inner.lock()
     }
 
     /// Cancels the acquire: closes its connection and wakes its backoff.
@@ -69,7 +61,7 @@ impl CancelHandle {
             // Ignore errors: the connection may be closed already.
             let _ = conn.shutdown(Shutdown::Both);
         }
-        self.inner.changed.notify_all();
+        self.inner.notify_all();
     }
 
     /// Whether [`CancelHandle::cancel`] was called.
@@ -95,21 +87,12 @@ impl CancelHandle {
     /// Sleeps for `delay` unless cancelled first.
     pub(crate) fn sleep(&self, delay: Duration) -> Result<(), Error> {
         let until = Instant::now() + delay;
-        let mut state = self.state();
-        loop {
-            if state.cancelled {
-                return Err(Error::Cancelled);
-            }
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Ok(());
-            }
-            state = self
-                .inner
-                .changed
-                .wait_timeout(state, left)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
+        let state = self
+            .inner
+            .wait_while_until(self.state(), Some(until), |s| !s.cancelled);
+        if state.cancelled {
+            return Err(Error::Cancelled);
         }
+        Ok(())
     }
 }

@@ -6,43 +6,29 @@
 //! owns the reading, reads on until the server closes its side. The guard
 //! waits for the keeper, bounded by the session's release wait.
 
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::conn::Conn;
+use super::signal::Signal;
 use crate::core::codec::HEARTBEAT;
+use crate::core::held::{Grant, Standing};
 use crate::core::session::{wait_for, Session};
 use crate::core::step::{hold_step, release_step, ReleaseStep};
 use crate::error::Error;
 
 /// State shared by the guard, its watchers and the keeper thread.
-struct Shared {
-    state: Mutex<State>,
-    changed: Condvar,
-}
+type Shared = Signal<State>;
 
 struct State {
-    valid_until: Instant,
-    /// Set once, by the keeper, when the lock is lost ([`Error::Lost`]).
-    lost: Option<Error>,
+    /// Validity and loss, as the keeper last saw them.
+    held: Standing,
     /// When the guard started the release (and half-closed).
     released: Option<Instant>,
     /// The keeper is done with the connection: it saw the server's close,
     /// gave up waiting for it, or the session had ended before.
     closed: bool,
-}
-
-impl Shared {
-    fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn wait<'a>(&self, state: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
-        self.changed
-            .wait(state)
-            .unwrap_or_else(PoisonError::into_inner)
-    }
 }
 
 /// A held lock. Dropping it releases the lock, as [`LockGuard::release`]
@@ -70,8 +56,7 @@ impl Shared {
 /// # Ok::<(), monolock::Error>(())
 /// ```
 pub struct LockGuard {
-    name: String,
-    token: u64,
+    grant: Grant,
     shared: Arc<Shared>,
     /// Shared with the keeper, to half-close it from this side.
     conn: Arc<Conn>,
@@ -82,41 +67,29 @@ pub struct LockGuard {
 
 impl std::fmt::Debug for LockGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LockGuard")
-            .field("name", &self.name)
-            .field("token", &self.token)
-            .field("lost", &self.is_lost())
-            .finish()
+        self.grant.fmt_guard(f, self.is_lost())
     }
 }
 
 impl LockGuard {
     /// Takes over a granted connection and starts its keeper thread.
     pub(crate) fn start(name: &str, conn: Conn, session: Session) -> Result<LockGuard, Error> {
-        let (Some(token), Some(valid_until)) = (session.token(), session.valid_until()) else {
-            return Err(Error::Protocol(
-                "lock guard for a session without grant".into(),
-            ));
-        };
+        let (grant, held) = Grant::of(name, &session)?;
+        let token = grant.token();
         let release_wait = session.release_wait();
         let conn = Arc::new(conn);
-        let shared = Arc::new(Shared {
-            state: Mutex::new(State {
-                valid_until,
-                lost: None,
-                released: None,
-                closed: false,
-            }),
-            changed: Condvar::new(),
-        });
+        let shared = Arc::new(Signal::new(State {
+            held,
+            released: None,
+            closed: false,
+        }));
         let keeper_shared = Arc::clone(&shared);
         let keeper_conn = Arc::clone(&conn);
         let keeper = std::thread::Builder::new()
             .name(format!("monolock keeper {token}"))
             .spawn(move || keep(&keeper_conn, session, &keeper_shared))?;
         Ok(LockGuard {
-            name: name.to_owned(),
-            token,
+            grant,
             shared,
             conn,
             release_wait,
@@ -126,54 +99,46 @@ impl LockGuard {
 
     /// The lock name.
     pub fn name(&self) -> &str {
-        &self.name
+        self.grant.name()
     }
 
     /// The fencing token of this grant. Tokens grow with every grant on the
     /// server: pass it to the guarded resource so it can refuse writes from
     /// an older holder.
     pub fn token(&self) -> u64 {
-        self.token
+        self.grant.token()
     }
 
     /// Until when the lock is safe to use, on this process's monotonic
     /// clock: the send time of the last acknowledged message plus 0.8 of the
     /// lease. Moves forward with every acknowledged heartbeat.
     pub fn valid_until(&self) -> Instant {
-        self.shared.state().valid_until
+        self.state().held.valid_until
     }
 
     /// Whether the lock is lost, or its validity has run out (the keeper
     /// reports the loss at that instant).
     pub fn is_lost(&self) -> bool {
-        let state = self.shared.state();
-        state.lost.is_some() || Instant::now() >= state.valid_until
+        self.state().held.is_lost(Instant::now())
     }
 
     /// Why the lock was lost ([`Error::Lost`] with the cause), or `None`
     /// while it is held.
     pub fn loss_reason(&self) -> Option<Error> {
-        self.shared.state().lost.clone()
+        self.state().held.lost.clone()
     }
 
     /// `Ok(())` while the lock is held and valid, else the loss as
     /// [`Error::Lost`]. Call it before acting on the guarded resource.
     pub fn check(&self) -> Result<(), Error> {
-        let state = self.shared.state();
-        if let Some(lost) = &state.lost {
-            return Err(lost.clone());
-        }
-        if Instant::now() >= state.valid_until {
-            return Err(Error::Lost(Box::new(Error::Timeout)));
-        }
-        Ok(())
+        self.state().held.check(Instant::now())
     }
 
     /// Blocks until the lock is lost and returns why ([`Error::Lost`]).
     pub fn wait_lost(&self) -> Error {
-        let mut state = self.shared.state();
+        let mut state = self.state();
         loop {
-            if let Some(lost) = &state.lost {
+            if let Some(lost) = &state.held.lost {
                 return lost.clone();
             }
             state = self.shared.wait(state);
@@ -184,25 +149,10 @@ impl LockGuard {
     /// returns `None` if the lock is still held.
     pub fn wait_lost_timeout(&self, timeout: Duration) -> Option<Error> {
         let until = Instant::now().checked_add(timeout);
-        let mut state = self.shared.state();
-        loop {
-            if let Some(lost) = &state.lost {
-                return Some(lost.clone());
-            }
-            let left = match until {
-                Some(until) => until.saturating_duration_since(Instant::now()),
-                None => Duration::MAX,
-            };
-            if left.is_zero() {
-                return None;
-            }
-            state = self
-                .shared
-                .changed
-                .wait_timeout(state, left)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
-        }
+        let state = self
+            .shared
+            .wait_while_until(self.state(), until, |s| s.held.lost.is_none());
+        state.held.lost.clone()
     }
 
     /// A handle another thread can block on until the lock is lost or
@@ -227,30 +177,24 @@ impl LockGuard {
     pub fn release(self) {
         drop(self);
     }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.shared.lock()
+    }
 }
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
         let started = Instant::now();
         let until = started + self.release_wait;
-        self.shared.state().released = Some(started);
-        self.shared.changed.notify_all();
+        self.state().released = Some(started);
+        self.shared.notify_all();
         // The keeper, blocked in a read, reads the server's close. Ignore
         // errors: after a loss the connection is closed already.
         let _ = self.conn.half_close();
-        let mut state = self.shared.state();
-        while !state.closed {
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            state = self
-                .shared
-                .changed
-                .wait_timeout(state, left)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
-        }
+        let state = self
+            .shared
+            .wait_while_until(self.state(), Some(until), |s| !s.closed);
         drop(state);
         // Past the bound the keeper may still sit in a read: end it.
         self.conn.close();
@@ -277,9 +221,9 @@ impl LossWatch {
     /// Blocks until the lock is lost (`Some` with [`Error::Lost`]) or
     /// released by its guard (`None`).
     pub fn wait(&self) -> Option<Error> {
-        let mut state = self.shared.state();
+        let mut state = self.shared.lock();
         loop {
-            if let Some(lost) = &state.lost {
+            if let Some(lost) = &state.held.lost {
                 return Some(lost.clone());
             }
             if state.released.is_some() {
@@ -291,8 +235,13 @@ impl LossWatch {
 
     /// Whether the lock was lost (its validity ran out or the keeper saw it).
     pub fn is_lost(&self) -> bool {
-        let state = self.shared.state();
-        state.lost.is_some() || (state.released.is_none() && Instant::now() >= state.valid_until)
+        let state = self.shared.lock();
+        // After a release only a reported loss counts: validity no longer
+        // moves, and its running out is not a loss.
+        match state.released {
+            None => state.held.is_lost(Instant::now()),
+            Some(_) => state.held.lost.is_some(),
+        }
     }
 }
 
@@ -318,14 +267,14 @@ fn keep(conn: &Conn, mut session: Session, shared: &Shared) {
     // Close first, then tell: once the application hears "lost", the
     // connection is gone.
     conn.close();
-    let mut state = shared.state();
+    let mut state = shared.lock();
     state.closed = true;
     // A release that raced the loss wins: the guard is gone anyway.
     if state.released.is_none() {
-        state.lost = lost;
+        state.held.lost = lost;
     }
     drop(state);
-    shared.changed.notify_all();
+    shared.notify_all();
 }
 
 /// Follows a granted session until it is released or fails.
@@ -333,20 +282,20 @@ fn run_session(conn: &Conn, session: &mut Session, shared: &Shared) -> End {
     let mut buf = [0u8; 512];
     // An error after the guard's half-close (a heartbeat refused, the
     // server's close) is part of the release, not a loss.
-    let end = |cause: Error| match shared.state().released {
+    let end = |cause: Error| match shared.lock().released {
         Some(at) => End::Released(at),
         None => End::Lost(cause),
     };
     loop {
         let now = Instant::now();
-        if let Some(at) = shared.state().released {
+        if let Some(at) = shared.lock().released {
             return End::Released(at);
         }
         let step = match hold_step(session, now) {
             Ok(step) => step,
             Err(cause) => return end(cause),
         };
-        shared.state().valid_until = step.valid_until;
+        shared.lock().held.valid_until = step.valid_until;
         if step.heartbeat {
             if let Err(e) = conn.send(&HEARTBEAT) {
                 return end(Error::io(e));

@@ -3,6 +3,7 @@
 mod cancel;
 mod conn;
 mod guard;
+mod signal;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

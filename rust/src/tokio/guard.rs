@@ -10,17 +10,10 @@ use ::tokio::time::timeout_at;
 
 use super::conn::Conn;
 use crate::core::codec::HEARTBEAT;
+use crate::core::held::{Grant, Standing};
 use crate::core::session::Session;
 use crate::core::step::{hold_step, release_step, ReleaseStep};
 use crate::error::Error;
-
-/// What the keeper task publishes.
-#[derive(Debug, Clone)]
-struct State {
-    valid_until: Instant,
-    /// Set once, when the lock is lost ([`Error::Lost`]).
-    lost: Option<Error>,
-}
 
 /// A held lock. Release it with [`LockGuard::release`]`.await`, which
 /// completes once the server has freed the lock.
@@ -57,9 +50,9 @@ struct State {
 /// # Ok(()) }
 /// ```
 pub struct LockGuard {
-    name: String,
-    token: u64,
-    state: watch::Receiver<State>,
+    grant: Grant,
+    /// What the keeper task publishes.
+    state: watch::Receiver<Standing>,
     /// Dropping it tells the keeper to hand the lock back.
     release: Option<oneshot::Sender<()>>,
     keeper: Option<JoinHandle<()>>,
@@ -67,31 +60,19 @@ pub struct LockGuard {
 
 impl std::fmt::Debug for LockGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LockGuard")
-            .field("name", &self.name)
-            .field("token", &self.token)
-            .field("lost", &self.is_lost())
-            .finish()
+        self.grant.fmt_guard(f, self.is_lost())
     }
 }
 
 impl LockGuard {
     /// Takes over a granted connection and spawns its keeper task.
     pub(crate) fn start(name: &str, conn: Conn, session: Session) -> Result<LockGuard, Error> {
-        let (Some(token), Some(valid_until)) = (session.token(), session.valid_until()) else {
-            return Err(Error::Protocol(
-                "lock guard for a session without grant".into(),
-            ));
-        };
-        let (tx, rx) = watch::channel(State {
-            valid_until,
-            lost: None,
-        });
+        let (grant, held) = Grant::of(name, &session)?;
+        let (tx, rx) = watch::channel(held);
         let (release, released) = oneshot::channel();
         let keeper = ::tokio::spawn(keep(conn, session, tx, released));
         Ok(LockGuard {
-            name: name.to_owned(),
-            token,
+            grant,
             state: rx,
             release: Some(release),
             keeper: Some(keeper),
@@ -100,12 +81,12 @@ impl LockGuard {
 
     /// The lock name.
     pub fn name(&self) -> &str {
-        &self.name
+        self.grant.name()
     }
 
     /// The fencing token of this grant.
     pub fn token(&self) -> u64 {
-        self.token
+        self.grant.token()
     }
 
     /// Until when the lock is safe to use (monotonic clock); moves forward
@@ -116,8 +97,7 @@ impl LockGuard {
 
     /// Whether the lock is lost, or its validity has run out.
     pub fn is_lost(&self) -> bool {
-        let state = self.state.borrow();
-        state.lost.is_some() || Instant::now() >= state.valid_until
+        self.state.borrow().is_lost(Instant::now())
     }
 
     /// Why the lock was lost ([`Error::Lost`]), or `None` while held.
@@ -127,14 +107,7 @@ impl LockGuard {
 
     /// `Ok(())` while the lock is held and valid, else the loss.
     pub fn check(&self) -> Result<(), Error> {
-        let state = self.state.borrow();
-        if let Some(lost) = &state.lost {
-            return Err(lost.clone());
-        }
-        if Instant::now() >= state.valid_until {
-            return Err(Error::Lost(Box::new(Error::Timeout)));
-        }
-        Ok(())
+        self.state.borrow().check(Instant::now())
     }
 
     /// Completes when the lock is lost, with the reason ([`Error::Lost`]).
@@ -192,7 +165,7 @@ impl Drop for LockGuard {
 /// [`LockGuard::watch`].
 #[derive(Debug, Clone)]
 pub struct LossWatch {
-    state: watch::Receiver<State>,
+    state: watch::Receiver<Standing>,
 }
 
 impl LossWatch {
@@ -230,7 +203,7 @@ enum End {
 async fn keep(
     mut conn: Conn,
     mut session: Session,
-    tx: watch::Sender<State>,
+    tx: watch::Sender<Standing>,
     mut release: oneshot::Receiver<()>,
 ) {
     match run_session(&mut conn, &mut session, &tx, &mut release).await {
@@ -247,7 +220,7 @@ async fn keep(
 async fn run_session(
     conn: &mut Conn,
     session: &mut Session,
-    tx: &watch::Sender<State>,
+    tx: &watch::Sender<Standing>,
     release: &mut oneshot::Receiver<()>,
 ) -> End {
     let mut buf = [0u8; 512];

@@ -6,8 +6,8 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -228,4 +228,32 @@ pub fn error(code: u8, reason: &str) -> Vec<u8> {
 
 pub fn send(stream: &mut TcpStream, bytes: &[u8]) {
     stream.write_all(bytes).unwrap();
+}
+
+/// A client builder for `addr` with this lease; the connect timeout is the
+/// default five seconds, set here so that no test depends on the default.
+/// Finish it with `build` or `build_async`.
+pub fn builder(addr: &str, lease: Duration) -> monolock::ClientBuilder {
+    monolock::ClientBuilder::new()
+        .server(addr)
+        .lease(lease)
+        .connect_timeout(Duration::from_secs(5))
+}
+
+/// Counts a client's `on_waiting` calls: pass [`WaitCount::hook`] to the
+/// builder, read [`WaitCount::get`] afterwards.
+#[derive(Clone, Default)]
+pub struct WaitCount(Arc<AtomicUsize>);
+
+impl WaitCount {
+    pub fn hook(&self) -> impl Fn(&str) + Send + Sync + 'static {
+        let count = Arc::clone(&self.0);
+        move |_| {
+            count.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    pub fn get(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
+    }
 }
