@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 import threading
-from typing import Any
 
 from monolock import AsyncClient, AsyncLock, errors
 
@@ -15,11 +13,10 @@ from .common import (
     AcquireCmd,
     emit,
     emit_acquired,
-    emit_bad_command,
     emit_cancelled,
     emit_error,
-    emit_lost,
-    parse_acquire,
+    emit_waiting,
+    read_command,
 )
 
 
@@ -41,7 +38,7 @@ class Claim:
                 lock = await client.acquire(
                     cmd.name,
                     timeout=cmd.timeout,
-                    on_waiting=lambda name: emit("waiting", id=cmd.id),
+                    on_waiting=lambda name: emit_waiting(cmd.id),
                 )
         except errors.MonolockError as exc:
             emit_error(cmd.id, exc)
@@ -51,7 +48,6 @@ class Claim:
             return
         self.lock = lock
         emit_acquired(cmd.id, lock)
-        lock.add_lost_callback(lambda err: emit_lost(cmd.id, err))
 
     async def release(self) -> None:
         self.task.cancel()
@@ -89,31 +85,19 @@ async def run() -> int:
         line = await lines.get()
         if line is None:
             break
-        if not line.strip():
+        command = read_command(line)
+        if command is None:
             continue
-        try:
-            cmd: dict[str, Any] = json.loads(line)
-            kind = cmd["cmd"]
-            if kind == "quit":
-                break
-            claim_id = str(cmd["id"])
-        except (ValueError, KeyError, TypeError) as exc:
-            emit_bad_command(f"bad command {line.strip()!r}: {exc}")
-            continue
-        if kind == "acquire":
-            try:
-                parsed = parse_acquire(cmd)
-            except (ValueError, KeyError, TypeError) as exc:
-                emit_bad_command(f"bad acquire {line.strip()!r}: {exc}")
-                continue
-            claims[claim_id] = Claim(parsed)
-        elif kind == "cancel":
+        if command.kind == "quit":
+            break
+        claim_id = command.claim_id
+        if command.acquire is not None:
+            claims[claim_id] = Claim(command.acquire)
+        elif command.kind == "cancel":
             if claim_id in claims:
                 claims[claim_id].task.cancel()
-        elif kind == "release":
+        else:  # release
             releases.append(asyncio.ensure_future(release(claim_id)))
-        else:
-            emit_bad_command(f"unknown command {kind!r}")
     await asyncio.gather(*releases, return_exceptions=True)
     await asyncio.gather(*(c.release() for c in claims.values()), return_exceptions=True)
     return 0

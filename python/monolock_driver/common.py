@@ -1,5 +1,6 @@
 """What both drivers share: the event stream, command parsing and the
-mapping from exceptions to event kinds."""
+mapping from exceptions to event kinds. The drivers add only the I/O: a
+thread per claim (sync) or a task per claim (asyncio)."""
 
 from __future__ import annotations
 
@@ -122,6 +123,45 @@ def parse_acquire(cmd: dict[str, Any]) -> AcquireCmd:
     )
 
 
+@dataclass(frozen=True)
+class Command:
+    """One command line: ``kind`` is "acquire" (with ``acquire`` set),
+    "cancel", "release" or "quit"."""
+
+    kind: str
+    claim_id: str = ""
+    acquire: AcquireCmd | None = None
+
+
+_COMMAND_ERRORS = (ValueError, KeyError, TypeError)
+
+
+def read_command(line: str) -> Command | None:
+    """Parse one line of stdin. Blank lines give None; so do malformed and
+    unknown commands, after a driver_error event."""
+    if not line.strip():
+        return None
+    try:
+        cmd: dict[str, Any] = json.loads(line)
+        kind = cmd["cmd"]
+        if kind == "quit":
+            return Command("quit")
+        claim_id = str(cmd["id"])
+    except _COMMAND_ERRORS as exc:
+        emit_bad_command(f"bad command {line.strip()!r}: {exc}")
+        return None
+    if kind == "acquire":
+        try:
+            return Command(kind, claim_id, parse_acquire(cmd))
+        except _COMMAND_ERRORS as exc:
+            emit_bad_command(f"bad acquire {line.strip()!r}: {exc}")
+            return None
+    if kind in ("cancel", "release"):
+        return Command(kind, claim_id)
+    emit_bad_command(f"unknown command {kind!r}")
+    return None
+
+
 def _code_fields(exc: errors.MonolockError) -> dict[str, Any]:
     code = exc.code
     return {
@@ -159,9 +199,16 @@ def emit_cancelled(claim_id: str) -> None:
     )
 
 
+def emit_waiting(claim_id: str) -> None:
+    emit("waiting", id=claim_id)
+
+
 def emit_acquired(claim_id: str, lock: monolock.Lock | monolock.AsyncLock) -> None:
+    """Report the grant, then the lock's loss if it comes."""
     valid_ms = (lock.valid_until - time.monotonic()) * 1000
     emit("acquired", id=claim_id, token=str(lock.token), valid_ms=round(valid_ms, 3))
+    # Registered after "acquired" so that "lost" always comes second.
+    lock.add_lost_callback(lambda err: emit_lost(claim_id, err))
 
 
 def emit_lost(claim_id: str, error: errors.LockLost) -> None:

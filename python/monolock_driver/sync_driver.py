@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
-from typing import Any
 
 import monolock
 from monolock import errors
@@ -15,10 +13,9 @@ from .common import (
     AcquireCmd,
     emit,
     emit_acquired,
-    emit_bad_command,
     emit_error,
-    emit_lost,
-    parse_acquire,
+    emit_waiting,
+    read_command,
 )
 
 
@@ -43,7 +40,7 @@ class Claim:
                     cmd.name,
                     timeout=cmd.timeout,
                     cancel=self.cancel,
-                    on_waiting=lambda name: emit("waiting", id=cmd.id),
+                    on_waiting=lambda name: emit_waiting(cmd.id),
                 )
         except errors.MonolockError as exc:
             emit_error(cmd.id, exc)
@@ -51,8 +48,6 @@ class Claim:
             return
         self.lock = lock
         emit_acquired(cmd.id, lock)
-        # Registered after "acquired" so that "lost" always comes second.
-        lock.add_lost_callback(lambda err: emit_lost(cmd.id, err))
         self.done.set()
 
     def release(self) -> None:
@@ -74,36 +69,23 @@ def main() -> int:
         emit("released", id=claim_id)
 
     for line in sys.stdin:
-        if not line.strip():
+        command = read_command(line)
+        if command is None:
             continue
-        try:
-            cmd: dict[str, Any] = json.loads(line)
-            kind = cmd["cmd"]
-            if kind == "quit":
-                break
-            claim_id = str(cmd["id"])
-        except (ValueError, KeyError, TypeError) as exc:
-            emit_bad_command(f"bad command {line.strip()!r}: {exc}")
-            continue
-        if kind == "acquire":
-            try:
-                parsed = parse_acquire(cmd)
-            except (ValueError, KeyError, TypeError) as exc:
-                emit_bad_command(f"bad acquire {line.strip()!r}: {exc}")
-                continue
-            claim = Claim(parsed)
+        if command.kind == "quit":
+            break
+        claim_id = command.claim_id
+        if command.acquire is not None:
+            claim = Claim(command.acquire)
             claims[claim_id] = claim
             claim.thread.start()
-        elif kind == "cancel":
+        elif command.kind == "cancel":
             if claim_id in claims:
                 claims[claim_id].cancel.set()
-        elif kind == "release":
-            # Off the command loop: release waits for the server's close.
+        else:  # release, off the command loop: it waits for the server's close
             t = threading.Thread(target=release, args=(claim_id,), daemon=True)
             releasers.append(t)
             t.start()
-        else:
-            emit_bad_command(f"unknown command {kind!r}")
     for t in releasers:
         t.join()
     for claim in claims.values():

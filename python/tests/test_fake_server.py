@@ -6,19 +6,31 @@ from __future__ import annotations
 
 import threading
 import time
+from concurrent.futures import Future
 
 import pytest
 
 from monolock import _protocol as proto
 from monolock import errors
 
-from .support import Api, FakeServer, release_with, unused_address
+from .support import Api, FakeConn, FakeServer, LockHandle, release_with, unused_address
 
 WAITING = b"\x11"
 
 
 def acquired(token: int) -> bytes:
     return proto.encode_acquired(token)
+
+
+def grant(
+    fake_server: FakeServer, fut: Future[LockHandle], token: int
+) -> tuple[LockHandle, FakeConn]:
+    """Accept the client's next connection, read its ACQUIRE, grant the
+    lock with ``token`` and return the lock and the connection."""
+    conn = fake_server.accept()
+    conn.read_acquire()
+    conn.send(acquired(token))
+    return fut.result(5), conn
 
 
 def test_acquire_sends_the_exact_frame(api: Api, fake_server: FakeServer) -> None:
@@ -58,10 +70,7 @@ def test_frames_split_byte_by_byte(api: Api, fake_server: FakeServer) -> None:
 def test_heartbeat_interval_and_validity(api: Api, fake_server: FakeServer) -> None:
     lease = 1.0  # base interval 250 ms, client timeout 800 ms
     fut = api.acquire(fake_server.address, "hb", lease=lease)
-    conn = fake_server.accept()
-    conn.read_acquire()
-    conn.send(acquired(1))
-    handle = fut.result(5)
+    handle, conn = grant(fake_server, fut, 1)
     arrivals = []
     for _ in range(5):
         arrivals.append(conn.read_heartbeat())
@@ -83,10 +92,7 @@ def test_one_heartbeat_in_flight_then_lost_on_silence(api: Api, fake_server: Fak
     lease = 1.0  # heartbeat after 250 ms, client timeout 800 ms
     lost: list[errors.LockLost] = []
     fut = api.acquire(fake_server.address, "silent", lease=lease, on_lost=lost.append)
-    conn = fake_server.accept()
-    conn.read_acquire()
-    conn.send(acquired(3))
-    handle = fut.result(5)
+    handle, conn = grant(fake_server, fut, 3)
     sent = conn.read_heartbeat()
     conn.send(acquired(3))  # ack the first heartbeat: validity = its send + 0.8
     second = conn.read_heartbeat()
@@ -111,10 +117,7 @@ def test_one_heartbeat_in_flight_then_lost_on_silence(api: Api, fake_server: Fak
 
 def test_late_ack_releases_the_next_heartbeat_at_once(api: Api, fake_server: FakeServer) -> None:
     fut = api.acquire(fake_server.address, "late", lease=1.0)
-    conn = fake_server.accept()
-    conn.read_acquire()
-    conn.send(acquired(1))
-    handle = fut.result(5)
+    handle, conn = grant(fake_server, fut, 1)
     conn.read_heartbeat()
     time.sleep(0.4)  # well past the 250 ms interval
     conn.send(acquired(1))
@@ -204,10 +207,8 @@ def test_broken_connection_while_waiting_requeues(api: Api, fake_server: FakeSer
     first.read_acquire()
     first.send(WAITING)
     first.close()
-    second = fake_server.accept()
-    second.read_acquire()
-    second.send(acquired(2))
-    release_with(fut.result(5), second)
+    handle, second = grant(fake_server, fut, 2)
+    release_with(handle, second)
 
 
 def test_silent_server_while_waiting_requeues(api: Api, fake_server: FakeServer) -> None:
@@ -216,10 +217,8 @@ def test_silent_server_while_waiting_requeues(api: Api, fake_server: FakeServer)
     first.read_acquire()
     # No reply at all: after 160 ms the client gives up on this connection.
     first.wait_eof(timeout=3)
-    second = fake_server.accept()
-    second.read_acquire()
-    second.send(acquired(5))
-    release_with(fut.result(5), second)
+    handle, second = grant(fake_server, fut, 5)
+    release_with(handle, second)
 
 
 @pytest.mark.parametrize(
@@ -249,10 +248,7 @@ def test_error_while_held_is_a_loss(
     api: Api, fake_server: FakeServer, code: int, cls: type[errors.ServerError]
 ) -> None:
     fut = api.acquire(fake_server.address, "held", lease=1)
-    conn = fake_server.accept()
-    conn.read_acquire()
-    conn.send(acquired(6))
-    handle = fut.result(5)
+    handle, conn = grant(fake_server, fut, 6)
     conn.send(proto.encode_error(code, "bye"))
     assert handle.wait_lost(5)
     lost = handle.lock.lost_error
@@ -264,10 +260,7 @@ def test_error_while_held_is_a_loss(
 
 def test_connection_reset_while_held_is_a_loss(api: Api, fake_server: FakeServer) -> None:
     fut = api.acquire(fake_server.address, "eof", lease=1)
-    conn = fake_server.accept()
-    conn.read_acquire()
-    conn.send(acquired(6))
-    handle = fut.result(5)
+    handle, conn = grant(fake_server, fut, 6)
     conn.close()
     assert handle.wait_lost(5)
     lost = handle.lock.lost_error
@@ -276,10 +269,7 @@ def test_connection_reset_while_held_is_a_loss(api: Api, fake_server: FakeServer
 
 def test_protocol_violation_while_held_is_a_loss(api: Api, fake_server: FakeServer) -> None:
     fut = api.acquire(fake_server.address, "junk", lease=1)
-    conn = fake_server.accept()
-    conn.read_acquire()
-    conn.send(acquired(6))
-    handle = fut.result(5)
+    handle, conn = grant(fake_server, fut, 6)
     conn.send(b"\x7f")
     assert handle.wait_lost(5)
     lost = handle.lock.lost_error
@@ -287,33 +277,30 @@ def test_protocol_violation_while_held_is_a_loss(api: Api, fake_server: FakeServ
     conn.wait_eof()
 
 
-def test_try_acquire_busy_closes(api: Api, fake_server: FakeServer) -> None:
+@pytest.mark.parametrize(
+    ("reply", "cls"),
+    [(WAITING, errors.LockBusy), (proto.encode_error(0x01, ""), errors.ShuttingDown)],
+    ids=["busy", "temporary-error"],
+)
+def test_try_acquire_refused_is_raised_and_closes(
+    api: Api, fake_server: FakeServer, reply: bytes, cls: type[errors.MonolockError]
+) -> None:
+    """A try-acquisition never retries: a busy lock or a temporary error
+    ends it and its connection."""
     fut = api.acquire(fake_server.address, "busy", lease=1, try_only=True)
     conn = fake_server.accept()
     conn.read_acquire()
-    conn.send(WAITING)
-    with pytest.raises(errors.LockBusy):
+    conn.send(reply)
+    with pytest.raises(cls):
         fut.result(5)
     conn.wait_eof()
     fake_server.assert_no_connection(0.3)
 
 
-def test_try_acquire_temporary_error_is_raised(api: Api, fake_server: FakeServer) -> None:
-    fut = api.acquire(fake_server.address, "busy", lease=1, try_only=True)
-    conn = fake_server.accept()
-    conn.read_acquire()
-    conn.send(proto.encode_error(0x01, ""))
-    with pytest.raises(errors.ShuttingDown):
-        fut.result(5)
-    fake_server.assert_no_connection(0.3)
-
-
 def test_try_acquire_free(api: Api, fake_server: FakeServer) -> None:
     fut = api.acquire(fake_server.address, "free", lease=1, try_only=True)
-    conn = fake_server.accept()
-    conn.read_acquire()
-    conn.send(acquired(1))
-    release_with(fut.result(5), conn)
+    handle, conn = grant(fake_server, fut, 1)
+    release_with(handle, conn)
 
 
 def test_timeout_while_waiting_closes(api: Api, fake_server: FakeServer) -> None:
@@ -363,10 +350,8 @@ def test_unreachable_with_timeout(api: Api) -> None:
 
 def test_second_server_when_first_is_down(api: Api, fake_server: FakeServer) -> None:
     fut = api.acquire([unused_address(), fake_server.address], "failover", lease=1)
-    conn = fake_server.accept()
-    conn.read_acquire()
-    conn.send(acquired(1))
-    release_with(fut.result(5), conn)
+    handle, conn = grant(fake_server, fut, 1)
+    release_with(handle, conn)
 
 
 def test_connect_timeout(api: Api) -> None:
@@ -411,10 +396,7 @@ def test_largest_lease(api: Api, fake_server: FakeServer) -> None:
 
 def test_release_waits_for_the_server_close(api: Api, fake_server: FakeServer) -> None:
     fut = api.acquire(fake_server.address, "bye", lease=10)
-    conn = fake_server.accept()
-    conn.read_acquire()
-    conn.send(acquired(1))
-    handle = fut.result(5)
+    handle, conn = grant(fake_server, fut, 1)
     released = api.pool_call(handle.release)
     conn.wait_eof()  # the client's half-close
     assert not released.done()  # still waiting for the server's side
@@ -425,10 +407,7 @@ def test_release_waits_for_the_server_close(api: Api, fake_server: FakeServer) -
 
 def test_release_gives_up_waiting_for_a_mute_server(api: Api, fake_server: FakeServer) -> None:
     fut = api.acquire(fake_server.address, "mute-bye", lease=0.5)
-    conn = fake_server.accept()
-    conn.read_acquire()
-    conn.send(acquired(1))
-    handle = fut.result(5)
+    handle, _ = grant(fake_server, fut, 1)
     start = time.monotonic()
     handle.release()  # the server never closes: bounded by 0.8 x lease
     assert 0.3 <= time.monotonic() - start <= 3

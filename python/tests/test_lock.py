@@ -11,13 +11,19 @@ from monolock import errors
 from monolock._lock import BaseLock
 
 
-class FakeLock(BaseLock):
-    def __init__(self, valid_for: float = 10.0) -> None:
-        super().__init__("jobs/x", 7, 1000, time.monotonic() + valid_for)
-        self.signalled = 0
+class CountingFlag:
+    """A lost event that counts how often it is set."""
 
-    def _signal_lost(self) -> None:
-        self.signalled += 1
+    def __init__(self) -> None:
+        self.times_set = 0
+
+    def set(self) -> None:
+        self.times_set += 1
+
+
+class FakeLock(BaseLock[CountingFlag]):
+    def __init__(self, valid_for: float = 10.0) -> None:
+        super().__init__("jobs/x", 7, 1000, time.monotonic() + valid_for, CountingFlag())
 
 
 def test_fresh_lock() -> None:
@@ -39,7 +45,7 @@ def test_loss_runs_callbacks_once() -> None:
     cause = errors.ShuttingDown()
     lock._mark_lost(cause)
     lock._mark_lost(errors.AdminClosed())  # only the first loss counts
-    assert lock.signalled == 1 and removed == []
+    assert lock.lost.times_set == 1 and removed == []
     assert len(seen) == 1 and seen[0].cause is cause and seen[0] is lock.lost_error
     with pytest.raises(errors.LockLost) as info:
         lock.check()
@@ -58,7 +64,7 @@ def test_release_silences_loss() -> None:
     assert lock._mark_released()
     assert not lock._mark_released()
     lock._mark_lost(errors.ConnectionClosed("eof"))
-    assert seen == [] and lock.lost_error is None and lock.signalled == 0
+    assert seen == [] and lock.lost_error is None and lock.lost.times_set == 0
     with pytest.raises(errors.LockReleased):
         lock.check()
 

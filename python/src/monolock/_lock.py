@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Callable
+from typing import Any, Callable, Generic, Protocol, TypeVar
 
 from ._session import Failed, Granted, Queued, Session, SessionEvent
 from .errors import HeartbeatTimeout, LockLost, LockReleased, MonolockError
@@ -38,14 +38,28 @@ def _call_hook(hook: Callable[..., object], *args: object) -> None:
         logger.exception("monolock: callback %r raised", hook)
 
 
-class BaseLock:
-    """State shared by :class:`monolock.Lock` and :class:`monolock.AsyncLock`."""
+class Flag(Protocol):
+    """What a lock needs of its ``lost`` event: :class:`threading.Event`
+    for the sync API, :class:`asyncio.Event` for asyncio."""
 
-    def __init__(self, name: str, token: int, lease_ms: int, valid_until: float) -> None:
+    def set(self) -> None: ...
+
+
+LostFlag = TypeVar("LostFlag", bound=Flag)
+
+
+class BaseLock(Generic[LostFlag]):
+    """State shared by :class:`monolock.Lock` and :class:`monolock.AsyncLock`;
+    they differ in the kind of their ``lost`` event and in how they release."""
+
+    def __init__(
+        self, name: str, token: int, lease_ms: int, valid_until: float, lost: LostFlag
+    ) -> None:
         self._name = name
         self._token = token
         self._lease_ms = lease_ms
         self._valid_until = valid_until
+        self._lost = lost
         self._lost_error: LockLost | None = None
         self._released = False
         self._callbacks: list[LostCallback] = []
@@ -86,6 +100,11 @@ class BaseLock:
     def lost_error(self) -> LockLost | None:
         """Why the lock was lost, or ``None`` while it was not."""
         return self._lost_error
+
+    @property
+    def lost(self) -> LostFlag:
+        """Set once the lock is lost (not on release)."""
+        return self._lost
 
     @property
     def released(self) -> bool:
@@ -149,19 +168,19 @@ class BaseLock:
                 return
             error = self._lost_error = LockLost(self._name, self._token, cause)
             callbacks, self._callbacks = self._callbacks, []
-        self._signal_lost()
+        self._lost.set()
         for callback in callbacks:
             _call_hook(callback, error)
-
-    def _signal_lost(self) -> None:
-        raise NotImplementedError
 
     def __repr__(self) -> str:
         state = "lost" if self._lost_error else "released" if self._released else "held"
         return f"<{type(self).__name__} {self._name!r} token={self._token} {state}>"
 
 
-class ConnectionHandler:
+HeldLock = TypeVar("HeldLock", bound="BaseLock[Any]")
+
+
+class ConnectionHandler(Generic[HeldLock]):
     """Feeds a connection's session events to the user-facing objects.
 
     The sync and asyncio connections subclass it and supply the I/O
@@ -169,11 +188,17 @@ class ConnectionHandler:
     caller that the outcome is known, and building their kind of lock.
     """
 
-    def __init__(self, session: Session, on_waiting: WaitingCallback | None) -> None:
+    def __init__(
+        self,
+        session: Session,
+        on_waiting: WaitingCallback | None,
+        on_lost: LostCallback | None,
+    ) -> None:
         self.session = session
-        self.lock: BaseLock | None = None
+        self.lock: HeldLock | None = None
         self.error: MonolockError | None = None
         self._on_waiting = on_waiting
+        self._on_lost = on_lost
 
     def _process(self, events: list[SessionEvent]) -> None:
         """Send what the session queued, then act on its events."""
@@ -187,7 +212,7 @@ class ConnectionHandler:
                 if self._on_waiting is not None:
                     _call_hook(self._on_waiting, self.session.name)
             elif isinstance(event, Granted):
-                self.lock = self._make_lock(event.token, self.session.expires_at)
+                self.lock = self._grant(event.token)
                 self._outcome_known()
             elif isinstance(event, Failed):
                 # Close first, then tell: a lock reported lost is gone.
@@ -197,6 +222,12 @@ class ConnectionHandler:
                 else:
                     self.error = event.error
                     self._outcome_known()
+
+    def _grant(self, token: int) -> HeldLock:
+        lock = self._make_lock(token, self.session.expires_at)
+        if self._on_lost is not None:
+            lock.add_lost_callback(self._on_lost)
+        return lock
 
     @property
     def outcome_known(self) -> bool:
@@ -212,5 +243,5 @@ class ConnectionHandler:
     def _outcome_known(self) -> None:
         raise NotImplementedError
 
-    def _make_lock(self, token: int, valid_until: float) -> BaseLock:
+    def _make_lock(self, token: int, valid_until: float) -> HeldLock:
         raise NotImplementedError

@@ -15,7 +15,8 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Callable, TypeVar, Union
 
-from ._config import Address, ClientConfig
+from . import _protocol as proto
+from ._config import Address, ClientConfig, check_timeout
 from ._schedule import Backoff
 from .errors import (
     AcquireTimeout,
@@ -72,6 +73,18 @@ def _deadline_error(last: MonolockError | None) -> AcquireTimeout:
     error = AcquireTimeout()
     error.__cause__ = last
     return error
+
+
+def prepare_acquisition(
+    config: ClientConfig, name: str | bytes, timeout: float | None, *, try_only: bool
+) -> tuple[bytes, Generator[Step, L | None, L]]:
+    """Check a caller's ``acquire`` arguments and plan the acquisition:
+    returns the name's wire bytes and the plan. Invalid names and timeouts
+    raise here, before any byte is sent; the timeout starts now."""
+    raw = proto.encode_name(name)
+    timeout = check_timeout(timeout)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    return raw, acquisition_plan(config, deadline, try_only=try_only)
 
 
 def acquisition_plan(

@@ -18,17 +18,15 @@ from collections.abc import AsyncIterator, Awaitable, Generator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from typing import Callable, TypeVar, cast
 
-from . import _protocol as proto
 from ._config import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_LEASE,
     DEFAULT_SERVER,
     ClientConfig,
     Servers,
-    check_timeout,
 )
 from ._lock import BaseLock, ConnectionHandler, LostCallback, WaitingCallback, release_wait
-from ._plan import Attempt, Step, acquisition_plan, connect_error
+from ._plan import Attempt, Step, connect_error, prepare_acquisition
 from ._session import Session, SessionEvent
 from .errors import AcquireTimeout, MonolockError
 
@@ -37,7 +35,7 @@ __all__ = ["AsyncClient", "AsyncLock", "lock"]
 L = TypeVar("L")
 
 
-class AsyncLock(BaseLock):
+class AsyncLock(BaseLock[asyncio.Event]):
     """A held lock of the asyncio client. Release it with ``await
     lock.release()`` or an ``async with`` block.
 
@@ -49,25 +47,13 @@ class AsyncLock(BaseLock):
     def __init__(
         self, conn: _AioConnection, name: str, token: int, lease_ms: int, valid_until: float
     ) -> None:
-        super().__init__(name, token, lease_ms, valid_until)
+        super().__init__(name, token, lease_ms, valid_until, asyncio.Event())
         self._conn = conn
-        self._lost = asyncio.Event()
-
-    @property
-    def lost(self) -> asyncio.Event:
-        """Set once the lock is lost (not on release)."""
-        return self._lost
 
     async def release(self) -> None:
-        """Release the lock by closing its connection; the server hands it to
-        the next waiter at once. Returns once the server has closed its end
-        too (at most ``min(0.8 x lease, 1 s)``), so the lock is free on the
-        server by then. Idempotent, also fine after a loss."""
+        """Release the lock; same rules as :meth:`monolock.Lock.release`."""
         self._mark_released()
         await self._conn.close_confirmed()
-
-    def _signal_lost(self) -> None:
-        self._lost.set()
 
     async def __aenter__(self) -> AsyncLock:
         return self
@@ -76,7 +62,7 @@ class AsyncLock(BaseLock):
         await self.release()
 
 
-class _AioConnection(ConnectionHandler, asyncio.Protocol):
+class _AioConnection(ConnectionHandler[AsyncLock], asyncio.Protocol):
     """One connection as an asyncio protocol with a loop timer."""
 
     def __init__(
@@ -86,9 +72,8 @@ class _AioConnection(ConnectionHandler, asyncio.Protocol):
         on_lost: LostCallback | None,
         loop: asyncio.AbstractEventLoop,
     ) -> None:
-        super().__init__(session, on_waiting)
+        super().__init__(session, on_waiting, on_lost)
         self._loop = loop
-        self._on_lost = on_lost
         self._transport: asyncio.Transport | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._closed_by_owner = False
@@ -110,7 +95,7 @@ class _AioConnection(ConnectionHandler, asyncio.Protocol):
         except BaseException:
             self.close()  # a cancelled wait leaves the queue at once
             raise
-        if isinstance(self.lock, AsyncLock):
+        if self.lock is not None:
             return self.lock
         self.close()
         assert self.error is not None
@@ -202,13 +187,10 @@ class _AioConnection(ConnectionHandler, asyncio.Protocol):
         if not self._outcome.done():
             self._outcome.set_result(None)
 
-    def _make_lock(self, token: int, valid_until: float) -> BaseLock:
-        lock = AsyncLock(
+    def _make_lock(self, token: int, valid_until: float) -> AsyncLock:
+        return AsyncLock(
             self, self.session.name, token, self.session.schedule.lease_ms, valid_until
         )
-        if self._on_lost is not None:
-            lock.add_lost_callback(self._on_lost)
-        return lock
 
 
 async def _run_async(
@@ -295,9 +277,8 @@ class AsyncClient(ClientConfig):
         *,
         try_only: bool,
     ) -> AsyncLock:
-        raw = proto.encode_name(name)
-        timeout = check_timeout(timeout)
-        deadline = None if timeout is None else time.monotonic() + timeout
+        plan: Generator[Step, AsyncLock | None, AsyncLock]
+        raw, plan = prepare_acquisition(self, name, timeout, try_only=try_only)
         loop = asyncio.get_running_loop()
 
         async def attempt(step: Attempt) -> AsyncLock:
@@ -327,8 +308,6 @@ class AsyncClient(ClientConfig):
                 raise
             return await conn.wait_outcome(step.deadline)
 
-        plan: Generator[Step, AsyncLock | None, AsyncLock]
-        plan = acquisition_plan(self, deadline, try_only=try_only)
         return await _run_async(plan, attempt)
 
 

@@ -16,7 +16,6 @@ import time
 from collections.abc import Generator, Iterator
 from contextlib import AbstractContextManager, contextmanager, suppress
 
-from . import _protocol as proto
 from ._config import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_LEASE,
@@ -24,10 +23,9 @@ from ._config import (
     Address,
     ClientConfig,
     Servers,
-    check_timeout,
 )
 from ._lock import BaseLock, ConnectionHandler, LostCallback, WaitingCallback, logger, release_wait
-from ._plan import Attempt, Step, acquisition_plan, connect_error, run_sync
+from ._plan import Attempt, Step, connect_error, prepare_acquisition, run_sync
 from ._session import Session, SessionEvent
 from .errors import AcquireCancelled, AcquireTimeout, ConnectionClosed
 
@@ -41,7 +39,7 @@ _CANCEL_POLL = 0.01
 _MAX_SELECT = 3600.0
 
 
-class Lock(BaseLock):
+class Lock(BaseLock[threading.Event]):
     """A held lock. Returned by :meth:`Client.acquire`; release it with
     :meth:`release` or a ``with`` block.
 
@@ -53,14 +51,8 @@ class Lock(BaseLock):
     def __init__(
         self, conn: _ThreadConnection, name: str, token: int, lease_ms: int, valid_until: float
     ) -> None:
-        super().__init__(name, token, lease_ms, valid_until)
+        super().__init__(name, token, lease_ms, valid_until, threading.Event())
         self._conn = conn
-        self._lost = threading.Event()
-
-    @property
-    def lost(self) -> threading.Event:
-        """Set once the lock is lost (not on release)."""
-        return self._lost
 
     def release(self) -> None:
         """Release the lock by closing its connection; the server hands it to
@@ -70,9 +62,6 @@ class Lock(BaseLock):
         self._mark_released()
         self._conn.close(confirm=True)
 
-    def _signal_lost(self) -> None:
-        self._lost.set()
-
     def __enter__(self) -> Lock:
         return self
 
@@ -80,7 +69,7 @@ class Lock(BaseLock):
         self.release()
 
 
-class _ThreadConnection(ConnectionHandler):
+class _ThreadConnection(ConnectionHandler[Lock]):
     """One connection, served by its own daemon thread."""
 
     def __init__(
@@ -90,9 +79,8 @@ class _ThreadConnection(ConnectionHandler):
         on_waiting: WaitingCallback | None,
         on_lost: LostCallback | None,
     ) -> None:
-        super().__init__(session, on_waiting)
+        super().__init__(session, on_waiting, on_lost)
         self._sock = sock
-        self._on_lost = on_lost
         self._changed = threading.Condition()
         self._closing = False
         self._confirm = False
@@ -127,7 +115,7 @@ class _ThreadConnection(ConnectionHandler):
         except BaseException:  # KeyboardInterrupt: leave the queue too
             self.close()
             raise
-        if isinstance(lock, Lock):
+        if lock is not None:
             return lock
         self.close()
         if error is not None:
@@ -285,11 +273,8 @@ class _ThreadConnection(ConnectionHandler):
         with self._changed:
             self._changed.notify_all()
 
-    def _make_lock(self, token: int, valid_until: float) -> BaseLock:
-        lock = Lock(self, self.session.name, token, self.session.schedule.lease_ms, valid_until)
-        if self._on_lost is not None:
-            lock.add_lost_callback(self._on_lost)
-        return lock
+    def _make_lock(self, token: int, valid_until: float) -> Lock:
+        return Lock(self, self.session.name, token, self.session.schedule.lease_ms, valid_until)
 
 
 def _open_socket(config: ClientConfig, address: Address, timeout: float | None) -> socket.socket:
@@ -388,9 +373,8 @@ class Client(ClientConfig):
         *,
         try_only: bool,
     ) -> Lock:
-        raw = proto.encode_name(name)
-        timeout = check_timeout(timeout)
-        deadline = None if timeout is None else time.monotonic() + timeout
+        plan: Generator[Step, Lock | None, Lock]
+        raw, plan = prepare_acquisition(self, name, timeout, try_only=try_only)
 
         def attempt(step: Attempt) -> Lock:
             if cancel is not None and cancel.is_set():
@@ -407,8 +391,6 @@ class Client(ClientConfig):
             elif cancel.wait(seconds):
                 raise AcquireCancelled()
 
-        plan: Generator[Step, Lock | None, Lock]
-        plan = acquisition_plan(self, deadline, try_only=try_only)
         return run_sync(plan, attempt, sleep)
 
 
