@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/monolock/monolock/conformance/accepted"
 	"github.com/monolock/monolock/conformance/wire"
 )
 
@@ -20,11 +21,7 @@ import (
 type Server struct {
 	ln    net.Listener
 	start time.Time
-
-	mu       sync.Mutex
-	conns    []*Conn // in accept order
-	claimed  int     // conns handed out by Accept
-	accepted chan struct{}
+	conns *accepted.Queue[*Conn]
 }
 
 // Listen starts a fake server on a loopback port. Times are measured from start.
@@ -33,7 +30,7 @@ func Listen(start time.Time) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{ln: ln, start: start, accepted: make(chan struct{})}
+	s := &Server{ln: ln, start: start, conns: accepted.New[*Conn]()}
 	go s.acceptLoop()
 	return s, nil
 }
@@ -53,41 +50,16 @@ func (s *Server) acceptLoop() {
 			_ = tc.SetNoDelay(true)
 		}
 		c := &Conn{srv: s, nc: nc, rec: wire.NewRecord()}
-		s.mu.Lock()
-		s.conns = append(s.conns, c)
-		close(s.accepted)
-		s.accepted = make(chan struct{})
-		s.mu.Unlock()
+		s.conns.Add(c)
 		go c.readLoop()
 	}
 }
 
 // Accept returns the next connection not yet handed out, waiting until ctx ends.
-func (s *Server) Accept(ctx context.Context) (*Conn, error) {
-	for {
-		s.mu.Lock()
-		if s.claimed < len(s.conns) {
-			c := s.conns[s.claimed]
-			s.claimed++
-			s.mu.Unlock()
-			return c, nil
-		}
-		ch := s.accepted
-		s.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return nil, errors.New("no connection")
-		}
-	}
-}
+func (s *Server) Accept(ctx context.Context) (*Conn, error) { return s.conns.Next(ctx) }
 
 // Conns returns every connection accepted so far.
-func (s *Server) Conns() []*Conn {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]*Conn(nil), s.conns...)
-}
+func (s *Server) Conns() []*Conn { return s.conns.All() }
 
 // Close stops listening and closes every connection.
 func (s *Server) Close() {

@@ -7,11 +7,11 @@ package proxy
 
 import (
 	"context"
-	"errors"
 	"net"
 	"sync"
 	"time"
 
+	"github.com/monolock/monolock/conformance/accepted"
 	"github.com/monolock/monolock/conformance/wire"
 )
 
@@ -28,11 +28,10 @@ type Proxy struct {
 	upstream string
 	start    time.Time
 
-	mu      sync.Mutex
-	faults  Faults
-	conns   []*Conn
-	claimed int           // conns handed out by Accept
-	changed chan struct{} // closed and replaced on every new connection
+	conns *accepted.Queue[*Conn]
+
+	mu     sync.Mutex
+	faults Faults
 }
 
 // Conn is one proxied client connection.
@@ -50,7 +49,7 @@ func Listen(upstream string, start time.Time) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{ln: ln, upstream: upstream, start: start, changed: make(chan struct{})}
+	p := &Proxy{ln: ln, upstream: upstream, start: start, conns: accepted.New[*Conn]()}
 	go p.acceptLoop()
 	return p, nil
 }
@@ -73,32 +72,11 @@ func (p *Proxy) Faults() Faults {
 }
 
 // Conns returns the proxied connections in accept order.
-func (p *Proxy) Conns() []*Conn {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]*Conn(nil), p.conns...)
-}
+func (p *Proxy) Conns() []*Conn { return p.conns.All() }
 
 // Accept returns the next proxied connection not yet handed out, waiting
 // until ctx ends.
-func (p *Proxy) Accept(ctx context.Context) (*Conn, error) {
-	for {
-		p.mu.Lock()
-		if p.claimed < len(p.conns) {
-			c := p.conns[p.claimed]
-			p.claimed++
-			p.mu.Unlock()
-			return c, nil
-		}
-		ch := p.changed
-		p.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return nil, errors.New("no connection")
-		}
-	}
-}
+func (p *Proxy) Accept(ctx context.Context) (*Conn, error) { return p.conns.Next(ctx) }
 
 // Reset aborts every connection on both sides with a TCP reset.
 func (p *Proxy) Reset() {
@@ -138,11 +116,7 @@ func (p *Proxy) acceptLoop() {
 			_ = nc.(*net.TCPConn).SetNoDelay(true)
 		}
 		c := &Conn{client: cc, server: sc, rec: wire.NewRecord()}
-		p.mu.Lock()
-		p.conns = append(p.conns, c)
-		close(p.changed)
-		p.changed = make(chan struct{})
-		p.mu.Unlock()
+		p.conns.Add(c)
 		go p.pump(c, wire.Up)
 		go p.pump(c, wire.Down)
 	}

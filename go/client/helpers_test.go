@@ -2,9 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -12,15 +9,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 )
-
-const specDir = "../../spec"
-
-func loadSpec(t *testing.T, rel string, v any) {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(specDir, rel))
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(b, v))
-}
 
 // newClient returns a client for addr and registers a check that the test
 // leaves no session goroutine behind.

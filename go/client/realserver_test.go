@@ -13,29 +13,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monolock/monolock/go/internal/server"
+	"github.com/monolock/monolock/go/internal/testserver"
 	"github.com/monolock/monolock/go/pkg/protocol"
 )
 
-type realServer struct {
-	*server.Server
-	addr string
-}
-
-func startRealServer(t *testing.T) *realServer {
+func startRealServer(t *testing.T) *testserver.Server {
 	t.Helper()
-	srv, err := server.New(server.Config{DataDir: t.TempDir()})
-	require.NoError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), wait)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		<-served
-	})
-	return &realServer{Server: srv, addr: ln.Addr().String()}
+	return testserver.Start(t, server.Config{}, wait)
 }
 
 func mustAcquire(t *testing.T, c *Client, name string) *Lock {
@@ -48,7 +32,7 @@ func mustAcquire(t *testing.T, c *Client, name string) *Lock {
 
 func TestRealAcquireReleaseTokensGrow(t *testing.T) {
 	srv := startRealServer(t)
-	c := newClient(t, srv.addr, time.Second)
+	c := newClient(t, srv.Addr, time.Second)
 	a := mustAcquire(t, c, "jobs/x")
 	require.NoError(t, a.Err())
 	require.NoError(t, a.Release())
@@ -63,11 +47,11 @@ func TestRealWaitersPromotedInOrder(t *testing.T) {
 	srv := startRealServer(t)
 	queued := make(chan string, 4)
 	onWaiting := WithOnWaiting(func(name string) { queued <- name })
-	holder := mustAcquire(t, newClient(t, srv.addr, time.Second), "fifo")
+	holder := mustAcquire(t, newClient(t, srv.Addr, time.Second), "fifo")
 
-	first := acquireAsync(ctxTimeout(t, wait), newClient(t, srv.addr, time.Second, onWaiting), "fifo", false)
+	first := acquireAsync(ctxTimeout(t, wait), newClient(t, srv.Addr, time.Second, onWaiting), "fifo", false)
 	require.Equal(t, "fifo", receive(t, queued))
-	second := acquireAsync(ctxTimeout(t, wait), newClient(t, srv.addr, time.Second, onWaiting), "fifo", false)
+	second := acquireAsync(ctxTimeout(t, wait), newClient(t, srv.Addr, time.Second, onWaiting), "fifo", false)
 	require.Equal(t, "fifo", receive(t, queued))
 
 	require.NoError(t, holder.Release())
@@ -100,7 +84,7 @@ func receive[T any](t *testing.T, ch <-chan T) T {
 
 func TestRealTryAcquireBusy(t *testing.T) {
 	srv := startRealServer(t)
-	c := newClient(t, srv.addr, time.Second)
+	c := newClient(t, srv.Addr, time.Second)
 	held := mustAcquire(t, c, "try")
 	_, err := c.TryAcquire(context.Background(), "try")
 	require.ErrorIs(t, err, ErrBusy)
@@ -118,7 +102,7 @@ func TestRealTryAcquireBusy(t *testing.T) {
 // heartbeats keep the server from dropping the session.
 func TestRealHeartbeatsKeepTheLock(t *testing.T) {
 	srv := startRealServer(t)
-	c := newClient(t, srv.addr, 400*time.Millisecond)
+	c := newClient(t, srv.Addr, 400*time.Millisecond)
 	lock := mustAcquire(t, c, "long")
 	first := lock.ValidUntil()
 	select {
@@ -142,7 +126,7 @@ func TestRealHeartbeatsKeepTheLock(t *testing.T) {
 func TestRealCancelledWaiterLeavesTheQueue(t *testing.T) {
 	srv := startRealServer(t)
 	var waits atomic.Int32
-	c := newClient(t, srv.addr, time.Second, WithOnWaiting(func(string) { waits.Add(1) }))
+	c := newClient(t, srv.Addr, time.Second, WithOnWaiting(func(string) { waits.Add(1) }))
 	holder := mustAcquire(t, c, "q")
 	ctx, cancel := context.WithCancel(context.Background())
 	gone := acquireAsync(ctx, c, "q", false)
@@ -162,7 +146,7 @@ func TestRealCancelledWaiterLeavesTheQueue(t *testing.T) {
 
 func TestRealKickLosesTheLockAndPromotes(t *testing.T) {
 	srv := startRealServer(t)
-	c := newClient(t, srv.addr, time.Second)
+	c := newClient(t, srv.Addr, time.Second)
 	lock := mustAcquire(t, c, "kick")
 	next := acquireAsync(ctxTimeout(t, wait), c, "kick", false)
 	var holder uint64
@@ -187,7 +171,7 @@ func TestRealKickLosesTheLockAndPromotes(t *testing.T) {
 
 func TestRealShutdown(t *testing.T) {
 	srv := startRealServer(t)
-	c := newClient(t, srv.addr, time.Second)
+	c := newClient(t, srv.Addr, time.Second)
 	lock := mustAcquire(t, c, "down")
 	start := time.Now()
 	waiter := acquireAsync(ctxTimeout(t, 800*time.Millisecond), c, "down", false)
@@ -278,10 +262,10 @@ func (p *partitionProxy) pipe(from, to net.Conn) {
 // session and grant the lock to the next waiter.
 func TestRealPartitionedHolderGivesUpFirst(t *testing.T) {
 	srv := startRealServer(t)
-	proxy := newPartitionProxy(t, srv.addr)
+	proxy := newPartitionProxy(t, srv.Addr)
 	const lease = 400 * time.Millisecond
 	holder := mustAcquire(t, newClient(t, proxy.ln.Addr().String(), lease), "part")
-	next := acquireAsync(ctxTimeout(t, wait), newClient(t, srv.addr, lease), "part", false)
+	next := acquireAsync(ctxTimeout(t, wait), newClient(t, srv.Addr, lease), "part", false)
 	time.Sleep(300 * time.Millisecond) // a few heartbeats go through
 
 	cut := time.Now()

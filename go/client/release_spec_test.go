@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/monolock/monolock/go/internal/testspec"
 )
 
 func TestReleaseWaitMatchesSpec(t *testing.T) {
@@ -13,6 +15,6 @@ func TestReleaseWaitMatchesSpec(t *testing.T) {
 			MaxWaitMS int64 `json:"max_wait_ms"`
 		} `json:"release"`
 	}
-	loadSpec(t, "constants.json", &c)
+	testspec.Load(t, "constants.json", &c)
 	assert.Equal(t, time.Duration(c.Release.MaxWaitMS)*time.Millisecond, releaseWait)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/monolock/monolock/go/internal/testspec"
 	"github.com/monolock/monolock/go/pkg/protocol"
 )
 
@@ -24,7 +25,7 @@ func TestValidationBeforeAnyByte(t *testing.T) {
 			Code    uint8  `json:"code"`
 		} `json:"client_invalid"`
 	}
-	loadSpec(t, "vectors/frames.json", &vec)
+	testspec.Load(t, "vectors/frames.json", &vec)
 	require.NotEmpty(t, vec.ClientInvalid)
 	srv := newFakeServer(t)
 	for _, v := range vec.ClientInvalid {
@@ -98,7 +99,7 @@ func TestAcquireFramesMatchVectors(t *testing.T) {
 			Hex     string `json:"hex"`
 		} `json:"client_valid"`
 	}
-	loadSpec(t, "vectors/frames.json", &vec)
+	testspec.Load(t, "vectors/frames.json", &vec)
 	srv := newFakeServer(t)
 	seen := 0
 	for _, v := range vec.ClientValid {
@@ -411,7 +412,7 @@ func allCodes(t *testing.T) []codeCase {
 			Temporary bool  `json:"temporary"`
 		} `json:"unknown_code_examples"`
 	}
-	loadSpec(t, "errors.json", &spec)
+	testspec.Load(t, "errors.json", &spec)
 	var out []codeCase
 	for _, e := range spec.Errors {
 		out = append(out, codeCase{e.Code, e.Temporary})

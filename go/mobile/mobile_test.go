@@ -17,6 +17,7 @@ import (
 
 	"github.com/monolock/monolock/go/client"
 	"github.com/monolock/monolock/go/internal/server"
+	"github.com/monolock/monolock/go/internal/testserver"
 	"github.com/monolock/monolock/go/pkg/protocol"
 )
 
@@ -27,23 +28,10 @@ const waitBound = 10 * time.Second
 // (idempotent), as a crash of the lock service would.
 func startServer(t *testing.T) (addr string, stop func()) {
 	t.Helper()
-	srv, err := server.New(server.Config{DataDir: t.TempDir()})
-	require.NoError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), waitBound)
-			defer cancel()
-			require.NoError(t, srv.Shutdown(ctx))
-			require.NoError(t, <-served)
-		})
-	}
+	srv := testserver.Start(t, server.Config{}, waitBound)
+	stop = func() { require.NoError(t, srv.Stop()) }
 	t.Cleanup(stop)
-	return ln.Addr().String(), stop
+	return srv.Addr, stop
 }
 
 func newTestClient(t *testing.T, addr string, leaseMillis int64) *Client {

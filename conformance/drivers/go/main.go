@@ -5,12 +5,9 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -18,35 +15,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/monolock/monolock/conformance/pipe"
 	"github.com/monolock/monolock/go/client"
 	"github.com/monolock/monolock/go/pkg/protocol"
 )
 
-// command is one line from the runner.
-type command struct {
-	Cmd              string   `json:"cmd"`
-	ID               string   `json:"id"`
-	Servers          []string `json:"servers"`
-	Name             *string  `json:"name"`
-	NameHex          *string  `json:"name_hex"`
-	LeaseMS          *uint64  `json:"lease_ms"`
-	Mode             string   `json:"mode"`
-	TimeoutMS        *int64   `json:"timeout_ms"`
-	ConnectTimeoutMS *int64   `json:"connect_timeout_ms"`
-	TLS              *tlsCmd  `json:"tls"`
-}
-
-// tlsCmd is the tls object of an acquire command: PEM files and the name
-// the server's certificate must carry (absent: the host of the address).
-type tlsCmd struct {
-	CAFile     string  `json:"ca_file"`
-	CertFile   string  `json:"cert_file"`
-	KeyFile    string  `json:"key_file"`
-	ServerName *string `json:"server_name"`
-}
-
-// config builds the client's TLS configuration from the files.
-func (t *tlsCmd) config() (*tls.Config, error) {
+// tlsConfig builds the client's TLS configuration from the files.
+func tlsConfig(t *pipe.TLS) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if t.CAFile != "" {
 		pem, err := os.ReadFile(t.CAFile)
@@ -71,54 +46,24 @@ func (t *tlsCmd) config() (*tls.Config, error) {
 	return cfg, nil
 }
 
-// output serialises event lines; every line is flushed at once.
-type output struct {
-	mu sync.Mutex
-	w  *bufio.Writer
-}
-
-func (o *output) emit(ev map[string]any) {
-	b, err := json.Marshal(ev)
-	if err != nil {
-		b, _ = json.Marshal(map[string]any{"event": "driver_error", "message": err.Error()})
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.w.Write(append(b, '\n'))
-	o.w.Flush()
-}
-
 func main() {
-	o := &output{w: bufio.NewWriter(os.Stdout)}
-	o.emit(map[string]any{"event": "ready", "client": "go",
-		"capabilities": []string{"cancel", "invalid_utf8_names", "tls"}})
+	o := pipe.NewWriter(os.Stdout)
+	o.Ready("go", "cancel", "invalid_utf8_names", "tls")
 	d := &driver{out: o, claims: map[string]*claim{}}
-	sc := bufio.NewScanner(os.Stdin)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		var c command
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			o.emit(map[string]any{"event": "driver_error", "message": "bad command: " + err.Error()})
-			continue
-		}
-		if c.Cmd == "quit" {
-			break
-		}
-		d.handle(c)
-	}
+	pipe.ReadCommands(os.Stdin, o, d.handle)
 	d.closeAll()
 }
 
 type driver struct {
-	out    *output
+	out    *pipe.Writer
 	claims map[string]*claim
 }
 
 func (d *driver) driverError(format string, args ...any) {
-	d.out.emit(map[string]any{"event": "driver_error", "message": fmt.Sprintf(format, args...)})
+	d.out.DriverError(fmt.Sprintf(format, args...))
 }
 
-func (d *driver) handle(c command) {
+func (d *driver) handle(c pipe.Command) {
 	switch c.Cmd {
 	case "acquire":
 		if old := d.claims[c.ID]; old != nil && !old.finished() {
@@ -158,7 +103,7 @@ func (d *driver) closeAll() {
 // claim is one acquire command and the lock it leads to.
 type claim struct {
 	id   string
-	out  *output
+	out  *pipe.Writer
 	name string
 	mode string
 	opts []client.Option
@@ -174,7 +119,7 @@ type claim struct {
 	ended   bool // no lock held any more (failed, lost or released)
 }
 
-func newClaim(c command, out *output) (*claim, error) {
+func newClaim(c pipe.Command, out *pipe.Writer) (*claim, error) {
 	cl := &claim{id: c.ID, out: out, mode: c.Mode, acquired: make(chan struct{})}
 	switch {
 	case c.ID == "":
@@ -184,18 +129,12 @@ func newClaim(c command, out *output) (*claim, error) {
 	case c.LeaseMS == nil:
 		return nil, fmt.Errorf("acquire %q: no lease_ms", c.ID)
 	}
-	switch {
-	case c.NameHex != nil:
-		b, err := hex.DecodeString(*c.NameHex)
-		if err != nil {
-			return nil, fmt.Errorf("acquire %q: name_hex: %w", c.ID, err)
-		}
-		cl.name = string(b) // Go strings hold any bytes: invalid UTF-8 reaches the client
-	case c.Name != nil:
-		cl.name = *c.Name
-	default:
-		return nil, fmt.Errorf("acquire %q: no name", c.ID)
+	// Go strings hold any bytes: invalid UTF-8 reaches the client.
+	name, err := c.LockName()
+	if err != nil {
+		return nil, fmt.Errorf("acquire %q: %w", c.ID, err)
 	}
+	cl.name = name
 	// Leases beyond what a Duration holds are refused by the client all the
 	// same; clamp so that the conversion cannot overflow.
 	leaseMS := min(*c.LeaseMS, 1<<40)
@@ -208,7 +147,7 @@ func newClaim(c command, out *output) (*claim, error) {
 		cl.opts = append(cl.opts, client.WithDialTimeout(time.Duration(*c.ConnectTimeoutMS)*time.Millisecond))
 	}
 	if c.TLS != nil {
-		cfg, err := c.TLS.config()
+		cfg, err := tlsConfig(c.TLS)
 		if err != nil {
 			return nil, fmt.Errorf("acquire %q: %w", c.ID, err)
 		}
@@ -226,7 +165,7 @@ func (cl *claim) emit(event string, kv ...any) {
 	for i := 0; i+1 < len(kv); i += 2 {
 		ev[kv[i].(string)] = kv[i+1]
 	}
-	cl.out.emit(ev)
+	cl.out.Emit(ev)
 }
 
 // emitFailure prints an error or lost event with the error's class.

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"os"
@@ -14,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,6 +21,7 @@ import (
 
 	"github.com/monolock/monolock/go/client"
 	"github.com/monolock/monolock/go/internal/admin"
+	"github.com/monolock/monolock/go/internal/testbin"
 	"github.com/monolock/monolock/go/internal/testcerts"
 	"github.com/monolock/monolock/go/pkg/protocol"
 )
@@ -35,20 +33,8 @@ const wait = 15 * time.Second
 var binary string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "monolock-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = filepath.Join(dir, "monolock")
-	out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "building monolock: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	// Always this source, never $MONOLOCK_BIN: these tests are the command's own.
+	os.Exit(testbin.Run(m, testbin.Build, &binary))
 }
 
 // command runs monolock to completion and returns its exit status and
@@ -87,16 +73,9 @@ func cleanEnv() []string {
 
 // serverProc is a running monolock serve.
 type serverProc struct {
+	*testbin.Server
 	t     *testing.T
-	cmd   *exec.Cmd
-	addr  string // lock protocol address
 	admin string // admin API address, "" when off
-
-	mu     sync.Mutex
-	lines  []string
-	more   chan struct{} // closed and replaced when a line arrives
-	exited chan struct{}
-	code   int
 }
 
 var addrRE = regexp.MustCompile(`addr=(\S+)`)
@@ -108,51 +87,19 @@ func startServe(t *testing.T, env []string, args ...string) *serverProc {
 	args = append([]string{"serve", "--data-dir", t.TempDir()}, args...)
 	cmd := exec.Command(binary, args...)
 	cmd.Env = append(cleanEnv(), env...)
-	stderr, err := cmd.StderrPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	p := &serverProc{t: t, cmd: cmd, more: make(chan struct{}), exited: make(chan struct{})}
-	go p.readLog(stderr)
+	p := &serverProc{Server: testbin.Start(t, wait, cmd), t: t}
+	// Runs before testbin's kill: a graceful stop first.
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-p.exited:
+		case <-p.Exited():
 		case <-time.After(wait):
-			_ = cmd.Process.Kill()
-			<-p.exited
-		}
-		if t.Failed() {
-			t.Logf("server log:\n%s", strings.Join(p.log(), "\n"))
 		}
 	})
-	p.addr = addrRE.FindStringSubmatch(p.waitLog("msg=listening"))[1]
 	if line := p.waitLog(`msg="admin listening"`, `msg="admin API off"`); strings.Contains(line, "admin listening") {
 		p.admin = addrRE.FindStringSubmatch(line)[1]
 	}
 	return p
-}
-
-func (p *serverProc) readLog(r io.Reader) {
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		p.mu.Lock()
-		p.lines = append(p.lines, sc.Text())
-		close(p.more)
-		p.more = make(chan struct{})
-		p.mu.Unlock()
-	}
-	err := p.cmd.Wait()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		p.code = ee.ExitCode()
-	}
-	close(p.exited)
-}
-
-func (p *serverProc) log() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]string(nil), p.lines...)
 }
 
 // waitLog returns the first log line containing any of subs, waiting for it.
@@ -164,33 +111,14 @@ func (p *serverProc) waitLog(subs ...string) string {
 // waitLogFrom is waitLog over the lines from index from on.
 func (p *serverProc) waitLogFrom(from int, subs ...string) string {
 	p.t.Helper()
-	deadline := time.After(wait)
-	for i := from; ; {
-		p.mu.Lock()
-		lines, more := p.lines, p.more
-		p.mu.Unlock()
-		for ; i < len(lines); i++ {
-			for _, s := range subs {
-				if strings.Contains(lines[i], s) {
-					return lines[i]
-				}
-			}
-		}
-		select {
-		case <-more:
-		case <-p.exited:
-			p.t.Fatalf("server exited (status %d) before logging %q", p.code, subs)
-		case <-deadline:
-			p.t.Fatalf("server did not log %q", subs)
-		}
-	}
+	return p.WaitLog(from, wait, subs...)
 }
 
 // signal sends sig and waits for the log line that shows it was handled.
 func (p *serverProc) signal(sig os.Signal, logged ...string) string {
 	p.t.Helper()
-	n := len(p.log())
-	require.NoError(p.t, p.cmd.Process.Signal(sig))
+	n := len(p.Log())
+	require.NoError(p.t, p.Cmd.Process.Signal(sig))
 	return p.waitLogFrom(n, logged...)
 }
 
@@ -263,20 +191,20 @@ func TestEnvironmentSetsFlags(t *testing.T) {
 	p := startServe(t, []string{"MONOLOCK_LISTEN=127.0.0.1:0", "MONOLOCK_ADMIN=off", "MONOLOCK_MAX_SESSIONS=1",
 		"MONOLOCK_LOG_LEVEL=debug"})
 	assert.Empty(t, p.admin, "MONOLOCK_ADMIN=off")
-	first := rawDial(t, p.addr)
+	first := rawDial(t, p.Addr)
 	first.acquire(t, "x")
 	assert.Equal(t, protocol.MsgAcquired, first.readType(t))
-	over := rawDial(t, p.addr)
+	over := rawDial(t, p.Addr)
 	over.acquire(t, "y")
 	_, err := over.conn.Read(make([]byte, 1))
 	assert.Error(t, err, "over MONOLOCK_MAX_SESSIONS: closed before any reply")
 
 	// The Go client treats the refusal as temporary: it retries until a
 	// place is free.
-	c, err := client.New(client.WithServers(p.addr), client.WithLease(10*time.Second))
+	c, err := client.New(client.WithServers(p.Addr), client.WithLease(10*time.Second))
 	require.NoError(t, err)
 	got := make(chan error, 1)
-	seen := len(p.log())
+	seen := len(p.Log())
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), wait)
 		defer cancel()
@@ -377,7 +305,7 @@ func TestMutualTLSAndACLReload(t *testing.T) {
 		"--tls-cert", cert, "--tls-key", key, "--tls-client-ca", caFile, "--acl", aclPath)
 
 	// No certificate: the handshake fails, no frame ever arrives.
-	raw, err := net.DialTimeout("tcp", p.addr, wait)
+	raw, err := net.DialTimeout("tcp", p.Addr, wait)
 	require.NoError(t, err)
 	defer raw.Close()
 	require.NoError(t, raw.SetDeadline(time.Now().Add(wait)))
@@ -395,7 +323,7 @@ func TestMutualTLSAndACLReload(t *testing.T) {
 
 	alice := ca.Issue(t, testcerts.Spec{CN: "alice"}).TLS
 	bob := ca.Issue(t, testcerts.Spec{CN: "bob", URIs: []string{"spiffe://example.org/bob"}}).TLS
-	aliceC, bobC := tlsClient(t, p.addr, ca, &alice), tlsClient(t, p.addr, ca, &bob)
+	aliceC, bobC := tlsClient(t, p.Addr, ca, &alice), tlsClient(t, p.Addr, ca, &bob)
 
 	code, held := acquireCode(t, aliceC, "jobs/1")
 	require.Zero(t, code)
@@ -445,7 +373,7 @@ func TestLocksAndKickCommands(t *testing.T) {
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	require.NoError(t, os.WriteFile(tokenFile, []byte("t0ken\n"), 0o600))
 	p := startServe(t, nil, "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--admin-token-file", tokenFile)
-	holder, first, second := rawDial(t, p.addr), rawDial(t, p.addr), rawDial(t, p.addr)
+	holder, first, second := rawDial(t, p.Addr), rawDial(t, p.Addr), rawDial(t, p.Addr)
 	holder.acquire(t, "deploy/web")
 	require.Equal(t, protocol.MsgAcquired, holder.readType(t))
 	first.acquire(t, "deploy/web")
@@ -487,20 +415,20 @@ func TestLocksAndKickCommands(t *testing.T) {
 // SIGTERM: every session gets ERROR 0x01, the process exits 0.
 func TestSIGTERMShutsDownGracefully(t *testing.T) {
 	p := startServe(t, nil, "--listen", "127.0.0.1:0", "--admin", "off", "--drain-timeout", "5s")
-	c := rawDial(t, p.addr)
+	c := rawDial(t, p.Addr)
 	c.acquire(t, "x")
 	require.Equal(t, protocol.MsgAcquired, c.readType(t))
-	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, p.Cmd.Process.Signal(syscall.SIGTERM))
 	assert.Equal(t, protocol.MsgError, c.readType(t))
 	errCode, _, err := protocol.ReadErrorBody(c.conn)
 	require.NoError(t, err)
 	assert.Equal(t, protocol.ErrShuttingDown.Code, errCode)
 	c.conn.Close()
 	select {
-	case <-p.exited:
+	case <-p.Exited():
 	case <-time.After(wait):
 		t.Fatal("server did not exit")
 	}
-	assert.Equal(t, 0, p.code)
+	assert.Equal(t, 0, p.ExitCode())
 	p.waitLog("msg=stopped")
 }

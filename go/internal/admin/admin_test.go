@@ -3,7 +3,6 @@ package admin_test
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -19,13 +18,14 @@ import (
 	"github.com/monolock/monolock/go/internal/admin"
 	"github.com/monolock/monolock/go/internal/metrics"
 	"github.com/monolock/monolock/go/internal/server"
+	"github.com/monolock/monolock/go/internal/testserver"
 )
 
 const wait = 10 * time.Second // turns a hang into a failure; never reached when things work
 
 // stack is a real lock server with its metrics and admin API.
 type stack struct {
-	srv   *server.Server
+	srv   *testserver.Server
 	addr  string // lock protocol
 	admin *httptest.Server
 }
@@ -33,22 +33,14 @@ type stack struct {
 func start(t *testing.T, token string) *stack {
 	t.Helper()
 	m := metrics.New()
-	srv, err := server.New(server.Config{DataDir: t.TempDir(), Observer: m})
-	require.NoError(t, err)
-	m.SetSource(srv)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	hs := httptest.NewServer(admin.Handler(admin.Config{Server: srv, Metrics: m.Handler(), Token: token}))
+	srv := testserver.Start(t, server.Config{Observer: m}, wait)
+	m.SetSource(srv.Server)
+	hs := httptest.NewServer(admin.Handler(admin.Config{Server: srv.Server, Metrics: m.Handler(), Token: token}))
 	t.Cleanup(func() {
 		hs.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), wait)
-		defer cancel()
-		require.NoError(t, srv.Shutdown(ctx))
-		require.NoError(t, <-served)
+		require.NoError(t, srv.Stop())
 	})
-	return &stack{srv: srv, addr: ln.Addr().String(), admin: hs}
+	return &stack{srv: srv, addr: srv.Addr, admin: hs}
 }
 
 // waiter acquires name in the background, reporting WAITING on queued.

@@ -6,7 +6,6 @@ package runcmd
 // against the real server (monolock serve).
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"os"
@@ -23,6 +22,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/monolock/monolock/go/internal/testbin"
 	"github.com/monolock/monolock/go/internal/testcerts"
 )
 
@@ -32,26 +32,7 @@ const wait = 10 * time.Second
 var monolockBin string
 
 func TestMain(m *testing.M) {
-	os.Exit(func() int {
-		if bin := os.Getenv("MONOLOCK_BIN"); bin != "" {
-			monolockBin = bin
-			return m.Run()
-		}
-		dir, err := os.MkdirTemp("", "monolock-run-test")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer os.RemoveAll(dir)
-		monolockBin = filepath.Join(dir, "monolock")
-		build := exec.Command("go", "build", "-o", monolockBin, "../../cmd/monolock")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "building monolock:", err)
-			return 1
-		}
-		return m.Run()
-	}())
+	os.Exit(testbin.Run(m, testbin.Path, &monolockBin))
 }
 
 func TestParse(t *testing.T) {
@@ -100,42 +81,15 @@ func TestHelpListsExitStatuses(t *testing.T) {
 	assert.Contains(t, out.String(), "MONOLOCK_TOKEN")
 }
 
-// serverProc is a real `monolock serve` process.
-type serverProc struct {
-	cmd  *exec.Cmd
-	addr string
-}
-
-var listenRE = regexp.MustCompile(`msg=listening addr=(\S+)`)
-
-func startServer(t *testing.T, extra ...string) *serverProc {
+// startServer runs a real `monolock serve` (admin API off) on a free
+// loopback port.
+func startServer(t *testing.T, extra ...string) *testbin.Server {
 	t.Helper()
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir(), "--admin", "off"}, extra...)
-	cmd := exec.Command(monolockBin, args...)
-	stderr, err := cmd.StderrPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGCONT)
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if m := listenRE.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
-			}
-		}
-	}()
-	select {
-	case a := <-addr:
-		return &serverProc{cmd: cmd, addr: a}
-	case <-time.After(wait):
-		t.Fatal("server did not report its address")
-		return nil
-	}
+	srv := testbin.Start(t, wait, exec.Command(monolockBin, args...))
+	// A test may have stopped it with SIGSTOP: wake it before the kill.
+	t.Cleanup(func() { _ = srv.Cmd.Process.Signal(syscall.SIGCONT) })
+	return srv
 }
 
 // runProc is one `monolock run` process.
@@ -226,13 +180,13 @@ func waitFile(t *testing.T, path string) string {
 
 func TestRunExportsTokenAndExitStatus(t *testing.T) {
 	srv := startServer(t)
-	code, out := run(t, t.TempDir(), "--server", srv.addr, "jobs/a", "--", "sh", "-c", `echo "token=$MONOLOCK_TOKEN name=$MONOLOCK_NAME"; exit 3`)
+	code, out := run(t, t.TempDir(), "--server", srv.Addr, "jobs/a", "--", "sh", "-c", `echo "token=$MONOLOCK_TOKEN name=$MONOLOCK_NAME"; exit 3`)
 	require.Equal(t, 3, code, out)
 	m := regexp.MustCompile(`token=(\d+) name=jobs/a`).FindStringSubmatch(out)
 	require.NotNil(t, m, out)
 	first, _ := strconv.ParseUint(m[1], 10, 64)
 
-	code, out = run(t, t.TempDir(), "--server", srv.addr, "jobs/a", "--", "sh", "-c", `echo "token=$MONOLOCK_TOKEN"`)
+	code, out = run(t, t.TempDir(), "--server", srv.Addr, "jobs/a", "--", "sh", "-c", `echo "token=$MONOLOCK_TOKEN"`)
 	require.Equal(t, 0, code, out)
 	m = regexp.MustCompile(`token=(\d+)`).FindStringSubmatch(out)
 	require.NotNil(t, m, out)
@@ -243,16 +197,16 @@ func TestRunExportsTokenAndExitStatus(t *testing.T) {
 func TestRunCommandStatuses(t *testing.T) {
 	srv := startServer(t)
 	dir := t.TempDir()
-	code, out := run(t, dir, "--server", srv.addr, "s", "--", "sh", "-c", "kill -KILL $$")
+	code, out := run(t, dir, "--server", srv.Addr, "s", "--", "sh", "-c", "kill -KILL $$")
 	assert.Equal(t, 128+9, code, out)
-	code, out = run(t, dir, "--server", srv.addr, "s", "--", "/nonexistent/command")
+	code, out = run(t, dir, "--server", srv.Addr, "s", "--", "/nonexistent/command")
 	assert.Equal(t, ExitNotFound, code, out)
-	code, out = run(t, dir, "--server", srv.addr, "s", "--", "/dev/null")
+	code, out = run(t, dir, "--server", srv.Addr, "s", "--", "/dev/null")
 	assert.Equal(t, ExitCannotExec, code, out)
-	code, out = run(t, dir, "--server", srv.addr, "", "--", "true")
+	code, out = run(t, dir, "--server", srv.Addr, "", "--", "true")
 	assert.Equal(t, ExitUsage, code, out)
 	assert.Contains(t, out, "0x14")
-	code, out = run(t, dir, "--server", srv.addr, "--lease", "0s", "s", "--", "true")
+	code, out = run(t, dir, "--server", srv.Addr, "--lease", "0s", "s", "--", "true")
 	assert.Equal(t, ExitUsage, code, out)
 	code, out = run(t, dir, "--bogus")
 	assert.Equal(t, ExitUsage, code, out)
@@ -260,7 +214,7 @@ func TestRunCommandStatuses(t *testing.T) {
 
 func TestRunConnectionNotInherited(t *testing.T) {
 	srv := startServer(t)
-	code, out := run(t, t.TempDir(), "--server", srv.addr, "fd", "--", "sh", "-c", `ls -l /proc/$$/fd/`)
+	code, out := run(t, t.TempDir(), "--server", srv.Addr, "fd", "--", "sh", "-c", `ls -l /proc/$$/fd/`)
 	require.Equal(t, 0, code, out)
 	assert.NotContains(t, out, "socket:", "the command inherited a socket")
 	assert.Contains(t, out, "pipe:", "sanity: the listing shows the descriptors")
@@ -272,12 +226,12 @@ func TestRunSecondWaitsForFirst(t *testing.T) {
 	srv := startServer(t)
 	dir := t.TempDir()
 	script := `echo "$1 start $(date +%s%N)" >> log; sleep 0.4; echo "$1 end $(date +%s%N)" >> log`
-	first := startRun(t, dir, "--server", srv.addr, "serial", "--", "sh", "-c", script, "sh", "first")
+	first := startRun(t, dir, "--server", srv.Addr, "serial", "--", "sh", "-c", script, "sh", "first")
 	require.Eventually(t, func() bool {
 		b, _ := os.ReadFile(filepath.Join(dir, "log"))
 		return strings.Contains(string(b), "first start")
 	}, wait, 5*time.Millisecond)
-	second := startRun(t, dir, "--server", srv.addr, "-v", "serial", "--", "sh", "-c", script, "sh", "second")
+	second := startRun(t, dir, "--server", srv.Addr, "-v", "serial", "--", "sh", "-c", script, "sh", "second")
 	require.Equal(t, 0, first.status(t), first.out.String())
 	require.Equal(t, 0, second.status(t), second.out.String())
 	b, err := os.ReadFile(filepath.Join(dir, "log"))
@@ -294,15 +248,15 @@ func TestRunSecondWaitsForFirst(t *testing.T) {
 func TestRunNoWaitAndTimeout(t *testing.T) {
 	srv := startServer(t)
 	dir := t.TempDir()
-	holder := startRun(t, dir, "--server", srv.addr, "busy", "--", "sh", "-c", "echo held > held; sleep 30")
+	holder := startRun(t, dir, "--server", srv.Addr, "busy", "--", "sh", "-c", "echo held > held; sleep 30")
 	waitFile(t, filepath.Join(dir, "held"))
 
-	code, out := run(t, dir, "--server", srv.addr, "--no-wait", "busy", "--", "touch", "ran")
+	code, out := run(t, dir, "--server", srv.Addr, "--no-wait", "busy", "--", "touch", "ran")
 	assert.Equal(t, ExitConflict, code, out)
-	code, out = run(t, dir, "--server", srv.addr, "--no-wait", "--conflict-exit-code", "3", "busy", "--", "touch", "ran")
+	code, out = run(t, dir, "--server", srv.Addr, "--no-wait", "--conflict-exit-code", "3", "busy", "--", "touch", "ran")
 	assert.Equal(t, 3, code, out)
 	start := time.Now()
-	code, out = run(t, dir, "--server", srv.addr, "--timeout", "300ms", "busy", "--", "touch", "ran")
+	code, out = run(t, dir, "--server", srv.Addr, "--timeout", "300ms", "busy", "--", "touch", "ran")
 	assert.Equal(t, ExitConflict, code, out)
 	assert.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond)
 	assert.NoFileExists(t, filepath.Join(dir, "ran"))
@@ -310,7 +264,7 @@ func TestRunNoWaitAndTimeout(t *testing.T) {
 	// Signals go to the command; its status becomes ours; the lock is freed.
 	require.NoError(t, holder.cmd.Process.Signal(syscall.SIGTERM))
 	assert.Equal(t, 128+int(syscall.SIGTERM), holder.status(t), holder.out.String())
-	code, out = run(t, dir, "--server", srv.addr, "--no-wait", "busy", "--", "touch", "ran")
+	code, out = run(t, dir, "--server", srv.Addr, "--no-wait", "busy", "--", "touch", "ran")
 	assert.Equal(t, 0, code, out)
 	assert.FileExists(t, filepath.Join(dir, "ran"))
 }
@@ -318,7 +272,7 @@ func TestRunNoWaitAndTimeout(t *testing.T) {
 func TestRunSignalForwardedToCommand(t *testing.T) {
 	srv := startServer(t)
 	dir := t.TempDir()
-	p := startRun(t, dir, "--server", srv.addr, "sig", "--", "sh", "-c",
+	p := startRun(t, dir, "--server", srv.Addr, "sig", "--", "sh", "-c",
 		`trap 'echo got INT; exit 7' INT; echo ready > ready; while :; do sleep 0.05; done`)
 	waitFile(t, filepath.Join(dir, "ready"))
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGINT))
@@ -329,9 +283,9 @@ func TestRunSignalForwardedToCommand(t *testing.T) {
 func TestRunSignalWhileWaiting(t *testing.T) {
 	srv := startServer(t)
 	dir := t.TempDir()
-	startRun(t, dir, "--server", srv.addr, "w", "--", "sh", "-c", "echo held > held; sleep 30")
+	startRun(t, dir, "--server", srv.Addr, "w", "--", "sh", "-c", "echo held > held; sleep 30")
 	waitFile(t, filepath.Join(dir, "held"))
-	p := startRun(t, dir, "--server", srv.addr, "-v", "w", "--", "touch", "ran")
+	p := startRun(t, dir, "--server", srv.Addr, "-v", "w", "--", "touch", "ran")
 	require.Eventually(t, func() bool { return strings.Contains(p.out.String(), "waiting for the lock") }, wait, 5*time.Millisecond)
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGINT))
 	assert.Equal(t, 128+int(syscall.SIGINT), p.status(t), p.out.String())
@@ -340,11 +294,11 @@ func TestRunSignalWhileWaiting(t *testing.T) {
 
 func TestRunServerUnreachable(t *testing.T) {
 	srv := startServer(t)
-	require.NoError(t, srv.cmd.Process.Kill())
-	_ = srv.cmd.Wait()
-	code, out := run(t, t.TempDir(), "--server", srv.addr, "--no-wait", "u", "--", "true")
+	require.NoError(t, srv.Cmd.Process.Kill())
+	<-srv.Exited()
+	code, out := run(t, t.TempDir(), "--server", srv.Addr, "--no-wait", "u", "--", "true")
 	assert.Equal(t, ExitUnavailable, code, out)
-	code, out = run(t, t.TempDir(), "--server", srv.addr, "--timeout", "300ms", "u", "--", "true")
+	code, out = run(t, t.TempDir(), "--server", srv.Addr, "--timeout", "300ms", "u", "--", "true")
 	assert.Equal(t, ExitUnavailable, code, out)
 }
 
@@ -367,7 +321,7 @@ func alive(pid int) bool {
 func TestRunLostLockKillsProcessGroup(t *testing.T) {
 	srv := startServer(t)
 	dir := t.TempDir()
-	p := startRun(t, dir, "--server", srv.addr, "--lease", "500ms", "--grace", "300ms", "lost", "--", "sh", "-c",
+	p := startRun(t, dir, "--server", srv.Addr, "--lease", "500ms", "--grace", "300ms", "lost", "--", "sh", "-c",
 		`(trap '' TERM; exec sleep 300) & echo $! > grandchild; sleep 300 & echo $! > child; wait`)
 	grandchild, err := strconv.Atoi(strings.TrimSpace(waitFile(t, filepath.Join(dir, "grandchild"))))
 	require.NoError(t, err)
@@ -376,7 +330,7 @@ func TestRunLostLockKillsProcessGroup(t *testing.T) {
 	require.True(t, alive(grandchild))
 	require.True(t, alive(child))
 
-	require.NoError(t, srv.cmd.Process.Signal(syscall.SIGSTOP))
+	require.NoError(t, srv.Cmd.Process.Signal(syscall.SIGSTOP))
 	stopped := time.Now()
 	require.Equal(t, ExitLockLost, p.status(t), p.out.String())
 	took := time.Since(stopped)
@@ -392,11 +346,11 @@ func TestRunLostLockKillsProcessGroup(t *testing.T) {
 func TestRunLostLockTermIsEnough(t *testing.T) {
 	srv := startServer(t)
 	dir := t.TempDir()
-	p := startRun(t, dir, "--server", srv.addr, "--lease", "500ms", "--grace", "20s", "lost2", "--", "sh", "-c",
+	p := startRun(t, dir, "--server", srv.Addr, "--lease", "500ms", "--grace", "20s", "lost2", "--", "sh", "-c",
 		`sleep 300 & echo $! > child; wait`)
 	child, err := strconv.Atoi(strings.TrimSpace(waitFile(t, filepath.Join(dir, "child"))))
 	require.NoError(t, err)
-	require.NoError(t, srv.cmd.Process.Kill()) // connection reset: lost at once
+	require.NoError(t, srv.Cmd.Process.Kill()) // connection reset: lost at once
 	start := time.Now()
 	require.Equal(t, ExitLockLost, p.status(t), p.out.String())
 	assert.Less(t, time.Since(start), 5*time.Second, "waited for the grace period although the group had exited")
@@ -411,7 +365,7 @@ func TestRunKilledTakesCommandAlong(t *testing.T) {
 	}
 	srv := startServer(t)
 	dir := t.TempDir()
-	p := startRun(t, dir, "--server", srv.addr, "killed", "--", "sh", "-c", `echo $$ > pid; while :; do sleep 0.05; done`)
+	p := startRun(t, dir, "--server", srv.Addr, "killed", "--", "sh", "-c", `echo $$ > pid; while :; do sleep 0.05; done`)
 	pid, err := strconv.Atoi(strings.TrimSpace(waitFile(t, filepath.Join(dir, "pid"))))
 	require.NoError(t, err)
 	require.NoError(t, p.cmd.Process.Kill())
@@ -431,7 +385,7 @@ func TestRunMutualTLSAndACL(t *testing.T) {
 	require.NoError(t, os.WriteFile(aclPath, []byte("cn:deployer deploy/*\n"), 0o600))
 	srv := startServer(t, "--tls-cert", srvCert, "--tls-key", srvKey, "--tls-client-ca", caPath, "--acl", aclPath)
 
-	tlsFlags := []string{"--server", srv.addr, "--tls-ca", caPath, "--tls-cert", cliCert, "--tls-key", cliKey}
+	tlsFlags := []string{"--server", srv.Addr, "--tls-ca", caPath, "--tls-cert", cliCert, "--tls-key", cliKey}
 	code, out := run(t, dir, append(tlsFlags, "deploy/web", "--", "sh", "-c", `echo "token=$MONOLOCK_TOKEN"`)...)
 	require.Equal(t, 0, code, out)
 	assert.Regexp(t, `token=\d+`, out)
@@ -442,13 +396,13 @@ func TestRunMutualTLSAndACL(t *testing.T) {
 	assert.NoFileExists(t, filepath.Join(dir, "ran"))
 
 	// Without a client certificate the handshake fails: no server to talk to.
-	code, out = run(t, dir, "--server", srv.addr, "--tls-ca", caPath, "--no-wait", "deploy/web", "--", "touch", "ran")
+	code, out = run(t, dir, "--server", srv.Addr, "--tls-ca", caPath, "--no-wait", "deploy/web", "--", "touch", "ran")
 	assert.Equal(t, ExitUnavailable, code, out)
 	// Without trusting the server's CA either.
-	code, out = run(t, dir, "--server", srv.addr, "--tls", "--tls-cert", cliCert, "--tls-key", cliKey, "--no-wait", "deploy/web", "--", "touch", "ran")
+	code, out = run(t, dir, "--server", srv.Addr, "--tls", "--tls-cert", cliCert, "--tls-key", cliKey, "--no-wait", "deploy/web", "--", "touch", "ran")
 	assert.Equal(t, ExitUnavailable, code, out)
 	assert.NoFileExists(t, filepath.Join(dir, "ran"))
 
-	code, out = run(t, dir, "--server", srv.addr, "--tls-ca", filepath.Join(dir, "missing.pem"), "x", "--", "true")
+	code, out = run(t, dir, "--server", srv.Addr, "--tls-ca", filepath.Join(dir, "missing.pem"), "x", "--", "true")
 	assert.Equal(t, ExitUsage, code, out)
 }

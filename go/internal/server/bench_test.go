@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"io"
 	"net"
 	"testing"
@@ -17,18 +16,9 @@ import (
 // session's write lock, write). allocs/op counts the whole process, the raw
 // client included, so 0 means the server path does not allocate.
 func BenchmarkHeartbeat(b *testing.B) {
-	srv, err := New(Config{DataDir: b.TempDir()})
-	require.NoError(b, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(b, err)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	defer func() {
-		require.NoError(b, srv.Shutdown(context.Background()))
-		require.NoError(b, <-served)
-	}()
+	srv := startServer(b, Config{})
 
-	conn, err := net.Dial("tcp", ln.Addr().String())
+	conn, err := net.Dial("tcp", srv.addr)
 	require.NoError(b, err)
 	acq, err := protocol.AppendAcquire(nil, "bench", 60000)
 	require.NoError(b, err)

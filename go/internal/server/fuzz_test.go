@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/monolock/monolock/go/internal/testspec"
 	"github.com/monolock/monolock/go/pkg/protocol"
 )
 
@@ -85,9 +86,7 @@ func model(data []byte) outcome {
 // fresh server and checks every frame that comes back against model. Without
 // -fuzz it runs the seed corpus: every byte vector of the spec.
 func FuzzSessionByteStream(f *testing.F) {
-	raw, err := os.ReadFile("../../../spec/vectors/frames.json")
-	require.NoError(f, err)
-	for _, tc := range loadServerInvalidFrom(f, raw).Cases {
+	for _, tc := range loadServerInvalidFrom(f, testspec.Read(f, "vectors/frames.json")).Cases {
 		b, err := hex.DecodeString(tc.SendHex)
 		require.NoError(f, err)
 		f.Add(b, uint8(0))

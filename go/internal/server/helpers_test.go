@@ -34,24 +34,44 @@ type testServer struct {
 }
 
 // startServer runs a server on 127.0.0.1:0 until the test ends.
-func startServer(t *testing.T, cfg Config) *testServer {
-	t.Helper()
+func startServer(tb testing.TB, cfg Config) *testServer {
+	tb.Helper()
+	return startServerOn(tb, cfg, nil)
+}
+
+// startServerOn is startServer serving through wrap(listener) (TLS, a
+// recording listener) when wrap is not nil; addr stays the TCP address.
+func startServerOn(tb testing.TB, cfg Config, wrap func(net.Listener) net.Listener) *testServer {
+	tb.Helper()
 	if cfg.DataDir == "" {
-		cfg.DataDir = t.TempDir()
+		cfg.DataDir = tb.TempDir()
 	}
 	srv, err := New(cfg)
-	require.NoError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	t.Cleanup(func() {
+	require.NoError(tb, err)
+	addr, served := serveLoopback(tb, srv, wrap)
+	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		require.NoError(t, srv.Shutdown(ctx))
-		require.NoError(t, <-served)
+		require.NoError(tb, srv.Shutdown(ctx))
+		require.NoError(tb, <-served)
 	})
-	return &testServer{Server: srv, addr: ln.Addr().String(), dir: cfg.DataDir}
+	return &testServer{Server: srv, addr: addr, dir: cfg.DataDir}
+}
+
+// serveLoopback runs srv on a fresh 127.0.0.1 port, through wrap when it is
+// not nil, and returns the port's address and the channel Serve's result
+// arrives on. Stopping srv is up to the caller.
+func serveLoopback(tb testing.TB, srv *Server, wrap func(net.Listener) net.Listener) (string, <-chan error) {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(tb, err)
+	addr := ln.Addr().String()
+	if wrap != nil {
+		ln = wrap(ln)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	return addr, served
 }
 
 // client is a raw protocol peer: it writes exact bytes and decodes replies.

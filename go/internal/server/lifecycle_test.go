@@ -102,11 +102,8 @@ func TestHandshakeTimeout(t *testing.T) {
 func TestShutdownSendsShuttingDownToEverySessionAndPromotesNobody(t *testing.T) {
 	srv, err := New(Config{DataDir: t.TempDir()})
 	require.NoError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	ts := &testServer{Server: srv, addr: ln.Addr().String()}
+	addr, served := serveLoopback(t, srv, nil)
+	ts := &testServer{Server: srv, addr: addr}
 
 	holder, _, waiters := queue(t, ts, "bye", 3)
 	other := dial(t, ts.addr)
@@ -141,11 +138,8 @@ func TestShutdownSendsShuttingDownToEverySessionAndPromotesNobody(t *testing.T) 
 func TestShutdownHonoursContext(t *testing.T) {
 	srv, err := New(Config{DataDir: t.TempDir()})
 	require.NoError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	c := dial(t, ln.Addr().String())
+	addr, served := serveLoopback(t, srv, nil)
+	c := dial(t, addr)
 	c.acquire("stuck", 60000)
 	c.expectAcquired()
 	// c neither reads on nor closes: the server lingers to drain it.

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"net"
 	"syscall"
 	"testing"
@@ -26,22 +25,15 @@ func (l *recordingListener) Accept() (net.Conn, error) {
 }
 
 func TestAcceptedConnectionsUseTCPNoDelay(t *testing.T) {
-	srv, err := New(Config{DataDir: t.TempDir()})
-	require.NoError(t, err)
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	ln := &recordingListener{Listener: inner, accepted: make(chan net.Conn, 1)}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	defer func() {
-		require.NoError(t, srv.Shutdown(context.Background()))
-		require.NoError(t, <-served)
-	}()
+	accepted := make(chan net.Conn, 1)
+	srv := startServerOn(t, Config{}, func(ln net.Listener) net.Listener {
+		return &recordingListener{Listener: ln, accepted: accepted}
+	})
 
-	c := dial(t, inner.Addr().String())
+	c := dial(t, srv.addr)
 	c.acquire("nodelay", 60000)
 	c.expectAcquired() // the session is set up by now
-	serverEnd := (<-ln.accepted).(*net.TCPConn)
+	serverEnd := (<-accepted).(*net.TCPConn)
 	raw, err := serverEnd.SyscallConn()
 	require.NoError(t, err)
 	var nodelay int

@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/monolock/monolock/go/internal/testspec"
 	"github.com/monolock/monolock/go/pkg/protocol"
 )
 
@@ -31,9 +31,7 @@ type serverInvalid struct {
 
 func loadServerInvalid(t *testing.T) serverInvalid {
 	t.Helper()
-	raw, err := os.ReadFile("../../../spec/vectors/frames.json")
-	require.NoError(t, err)
-	return loadServerInvalidFrom(t, raw)
+	return loadServerInvalidFrom(t, testspec.Read(t, "vectors/frames.json"))
 }
 
 func loadServerInvalidFrom(t testing.TB, raw []byte) serverInvalid {
@@ -171,8 +169,7 @@ func TestCoalescedFramesAnsweredOneByOne(t *testing.T) {
 
 // Valid names of every shape from the client vectors are accepted as sent.
 func TestClientValidAcquiresAreGranted(t *testing.T) {
-	raw, err := os.ReadFile("../../../spec/vectors/frames.json")
-	require.NoError(t, err)
+	raw := testspec.Read(t, "vectors/frames.json")
 	var doc struct {
 		ClientValid []struct {
 			Type string `json:"type"`

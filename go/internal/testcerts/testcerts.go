@@ -119,6 +119,15 @@ func (ca *CA) Issue(t testing.TB, s Spec) Leaf {
 	return l
 }
 
+// LoopbackServer returns a server certificate for 127.0.0.1, ::1 and
+// localhost, signed by a fresh CA, and a pool trusting that CA: the usual
+// need of a test that only wants a TLS listener its client can verify.
+func LoopbackServer(t testing.TB) (tls.Certificate, *x509.CertPool) {
+	t.Helper()
+	ca := NewCA(t, "monolock test CA")
+	return ca.Issue(t, Spec{CN: "server", Server: true}).TLS, ca.Pool()
+}
+
 // Write puts the leaf's certificate and key into dir as name.crt and
 // name.key and returns their paths.
 func (l Leaf) Write(t testing.TB, dir, name string) (certPath, keyPath string) {

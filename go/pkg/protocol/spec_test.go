@@ -10,23 +10,16 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
-	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"testing/iotest"
-)
 
-// specDir is the repository's spec/ directory, relative to this package.
-var specDir = filepath.Join("..", "..", "..", "spec")
+	"github.com/monolock/monolock/go/internal/testspec"
+)
 
 func loadSpec(t *testing.T, rel string, v any) {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(specDir, rel))
-	if err != nil {
-		t.Fatalf("read spec: %v", err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec := json.NewDecoder(bytes.NewReader(testspec.Read(t, rel)))
 	dec.UseNumber()
 	if err := dec.Decode(v); err != nil {
 		t.Fatalf("decode %s: %v", rel, err)

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/monolock/monolock/conformance/pipe"
 )
 
 const (
@@ -30,15 +32,15 @@ type claim struct {
 	connectTimeout time.Duration
 	tls            *tls.Config // nil: plain TCP
 	bugs           Bugs
-	o              *out
+	o              *pipe.Writer
 
 	mu   sync.Mutex
 	done bool
 	ctl  chan string // release, cancel, quit
 }
 
-func newClaim(c command, bugs Bugs, o *out) (*claim, error) {
-	name, err := c.name()
+func newClaim(c pipe.Command, bugs Bugs, o *pipe.Writer) (*claim, error) {
+	name, err := c.LockName()
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +56,7 @@ func newClaim(c command, bugs Bugs, o *out) (*claim, error) {
 		cl.connectTimeout = time.Duration(*c.ConnectTimeoutMS) * time.Millisecond
 	}
 	if c.TLS != nil {
-		if cl.tls, err = c.TLS.config(); err != nil {
+		if cl.tls, err = tlsConfig(c.TLS); err != nil {
 			return nil, err
 		}
 	}
@@ -66,7 +68,7 @@ func (cl *claim) emit(event string, kv ...any) {
 	for i := 0; i+1 < len(kv); i += 2 {
 		ev[kv[i].(string)] = kv[i+1]
 	}
-	cl.o.emit(ev)
+	cl.o.Emit(ev)
 }
 
 func (cl *claim) fail(event, kind string, code int) {

@@ -6,14 +6,12 @@
 package base
 
 import (
-	"bufio"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"os"
-	"sync"
+
+	"github.com/monolock/monolock/conformance/pipe"
 )
 
 // Bugs are the deliberate mistakes a mutant can make.
@@ -35,31 +33,9 @@ type Bugs struct {
 	ReleaseWithoutWait bool
 }
 
-// command is one line from the runner.
-type command struct {
-	Cmd              string   `json:"cmd"`
-	ID               string   `json:"id"`
-	Servers          []string `json:"servers"`
-	Name             *string  `json:"name"`
-	NameHex          *string  `json:"name_hex"`
-	LeaseMS          *uint64  `json:"lease_ms"`
-	Mode             string   `json:"mode"`
-	TimeoutMS        *int64   `json:"timeout_ms"`
-	ConnectTimeoutMS *int64   `json:"connect_timeout_ms"`
-	TLS              *tlsCmd  `json:"tls"`
-}
-
-// tlsCmd is the tls object of an acquire command.
-type tlsCmd struct {
-	CAFile     string  `json:"ca_file"`
-	CertFile   string  `json:"cert_file"`
-	KeyFile    string  `json:"key_file"`
-	ServerName *string `json:"server_name"`
-}
-
-// config builds the TLS configuration; an empty server name is filled in
+// tlsConfig builds the TLS configuration; an empty server name is filled in
 // per address by the dialer.
-func (t *tlsCmd) config() (*tls.Config, error) {
+func tlsConfig(t *pipe.TLS) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: x509.NewCertPool()}
 	pem, err := os.ReadFile(t.CAFile)
 	if err != nil {
@@ -81,57 +57,32 @@ func (t *tlsCmd) config() (*tls.Config, error) {
 	return cfg, nil
 }
 
-// out serialises event lines on stdout.
-type out struct {
-	mu sync.Mutex
-	w  *bufio.Writer
-}
-
-func (o *out) emit(ev map[string]any) {
-	b, _ := json.Marshal(ev)
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.w.Write(append(b, '\n'))
-	o.w.Flush()
-}
-
 // Main runs the driver on stdin/stdout until quit or EOF.
 func Main(client string, bugs Bugs) {
-	o := &out{w: bufio.NewWriter(os.Stdout)}
-	o.emit(map[string]any{"event": "ready", "client": client,
-		"capabilities": []string{"cancel", "invalid_utf8_names", "tls"}})
+	o := pipe.NewWriter(os.Stdout)
+	o.Ready(client, "cancel", "invalid_utf8_names", "tls")
 	claims := map[string]*claim{}
-	sc := bufio.NewScanner(os.Stdin)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		var c command
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			o.emit(map[string]any{"event": "driver_error", "message": err.Error()})
-			continue
-		}
+	pipe.ReadCommands(os.Stdin, o, func(c pipe.Command) {
 		switch c.Cmd {
 		case "acquire":
 			cl, err := newClaim(c, bugs, o)
 			if err != nil {
-				o.emit(map[string]any{"event": "driver_error", "message": err.Error()})
-				continue
+				o.DriverError(err.Error())
+				return
 			}
 			claims[c.ID] = cl
 			go cl.run()
 		case "release", "cancel":
 			cl := claims[c.ID]
 			if cl == nil {
-				o.emit(map[string]any{"event": "driver_error", "message": "unknown id " + c.ID})
-				continue
+				o.DriverError("unknown id " + c.ID)
+				return
 			}
 			cl.stop(c.Cmd)
-		case "quit":
-			closeAll(claims)
-			return
 		default:
-			o.emit(map[string]any{"event": "driver_error", "message": "unknown command " + c.Cmd})
+			o.DriverError("unknown command " + c.Cmd)
 		}
-	}
+	})
 	closeAll(claims)
 }
 
@@ -139,16 +90,4 @@ func closeAll(claims map[string]*claim) {
 	for _, cl := range claims {
 		cl.stop("quit")
 	}
-}
-
-// name returns the command's lock name as bytes.
-func (c command) name() (string, error) {
-	if c.NameHex != nil {
-		b, err := hex.DecodeString(*c.NameHex)
-		return string(b), err
-	}
-	if c.Name == nil {
-		return "", fmt.Errorf("acquire without name")
-	}
-	return *c.Name, nil
 }

@@ -1,12 +1,12 @@
 package backoff
 
 import (
-	"encoding/json"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/monolock/monolock/go/internal/testspec"
 )
 
 func TestPolicyMatchesSpec(t *testing.T) {
@@ -17,9 +17,7 @@ func TestPolicyMatchesSpec(t *testing.T) {
 			Multiplier float64 `json:"multiplier"`
 		} `json:"retry"`
 	}
-	b, err := os.ReadFile("../../../../spec/constants.json")
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(b, &c))
+	testspec.Load(t, "constants.json", &c)
 	require.Equal(t, c.Retry.Initial, float64(Initial/time.Millisecond))
 	require.Equal(t, c.Retry.Max, float64(Max/time.Millisecond))
 	require.Equal(t, c.Retry.Multiplier, float64(Multiplier))

@@ -1,24 +1,14 @@
 package heartbeat
 
 import (
-	"encoding/json"
 	"math"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/monolock/monolock/go/internal/testspec"
 )
-
-const specDir = "../../../../spec"
-
-func loadJSON(t *testing.T, rel string, v any) {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(specDir, rel))
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(b, v))
-}
 
 // ms converts a duration to float milliseconds for comparison with the vectors.
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -39,7 +29,7 @@ func TestScheduleMatchesVectors(t *testing.T) {
 			} `json:"steps"`
 		} `json:"cases"`
 	}
-	loadJSON(t, "vectors/heartbeat.json", &vec)
+	testspec.Load(t, "vectors/heartbeat.json", &vec)
 	require.NotEmpty(t, vec.Cases)
 	// Durations are whole nanoseconds, so allow half a nanosecond of rounding
 	// on top of the vectors' tolerance.
@@ -69,7 +59,7 @@ func TestConstantsMatchSpec(t *testing.T) {
 			MinMS   float64 `json:"min_interval_ms"`
 		} `json:"heartbeat"`
 	}
-	loadJSON(t, "constants.json", &c)
+	testspec.Load(t, "constants.json", &c)
 	require.Equal(t, c.Heartbeat.Base, BaseIntervalFactor)
 	require.Equal(t, c.Heartbeat.Timeout, ClientTimeoutFactor)
 	require.Equal(t, c.Heartbeat.Alpha, SRTTAlpha)
