@@ -72,8 +72,8 @@ func (c *Client) acquire(ctx context.Context, name string, try bool) (*Lock, err
 	if err != nil {
 		return nil, err
 	}
-	log := c.cfg.logger.With("lock", name)
 	var (
+		log     *slog.Logger // built on the first retry: most claims never log
 		bo      backoff.Backoff
 		lastErr error
 		next    int // index of the server to try first
@@ -105,6 +105,9 @@ func (c *Client) acquire(ctx context.Context, name string, try bool) (*Lock, err
 			bo.Reset() // a long healthy wait: this is no retry storm
 		}
 		delay := bo.Next()
+		if log == nil {
+			log = c.cfg.logger.With("lock", name)
+		}
 		log.Warn("monolock: acquisition failed, retrying", "err", err, "retry_in", delay)
 		if !sleep(ctx, delay) {
 			return nil, interrupted(name, ctx, lastErr)
@@ -209,9 +212,8 @@ func (c *Client) dialOne(ctx context.Context, addr string) (conn, raw net.Conn, 
 	if err != nil {
 		return nil, nil, err
 	}
-	if tc, ok := raw.(*net.TCPConn); ok {
-		_ = tc.SetNoDelay(true) // frames are tiny; Go's default, stated here on purpose
-	}
+	// Frames are tiny and must not wait to be coalesced: package net sets
+	// TCP_NODELAY on every TCP connection it dials, so no call is needed.
 	if c.cfg.tls == nil {
 		return raw, raw, nil
 	}

@@ -2,6 +2,8 @@ package client
 
 import (
 	"bufio"
+	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"log/slog"
@@ -85,7 +87,7 @@ func startSession(conn, raw net.Conn, name string, acquire []byte, try bool, cfg
 		name:    name,
 		acquire: acquire,
 		try:     try,
-		log:     cfg.logger.With("lock", name, "server", raw.RemoteAddr().String()),
+		log:     sessionLogger(cfg.logger, name, raw),
 		frames:  make(chan frame, 1),
 		events:  make(chan event, 2),
 		quit:    make(chan struct{}),
@@ -107,6 +109,22 @@ func startSession(conn, raw net.Conn, name string, acquire []byte, try bool, cfg
 		close(s.done)
 	}()
 	return s
+}
+
+// sessionLogger returns the logger of a session: logger with the lock name
+// and server address attached. A logger that discards everything is used
+// as it is, which spares every claim the cost of building one.
+func sessionLogger(logger *slog.Logger, name string, raw net.Conn) *slog.Logger {
+	if logger.Handler() == slog.DiscardHandler {
+		return logger
+	}
+	return logger.With("lock", name, "server", raw.RemoteAddr().String())
+}
+
+// debugging reports whether s.log keeps Debug records, checked before a
+// Debug call whose arguments would otherwise be boxed for nothing.
+func (s *session) debugging() bool {
+	return s.log.Enabled(context.Background(), slog.LevelDebug)
 }
 
 // stop ends the session from outside at once (Acquire giving up). The
@@ -154,11 +172,16 @@ func (s *session) handBack() {
 	}
 }
 
+// readBufferSize holds an ACQUIRED (9 bytes) and more: a grant, or a
+// promotion and a heartbeat's ack, in one read. Longer frames (an ERROR
+// with a long reason) are read through it in several pieces.
+const readBufferSize = 64
+
 // read parses frames from the byte stream until it ends. Frames may come
 // split over many reads or several in one; bufio plus io.ReadFull (inside
 // the protocol package) handle both.
 func (s *session) read() {
-	r := bufio.NewReader(s.conn)
+	r := bufio.NewReaderSize(s.conn, readBufferSize)
 	for {
 		f := readFrame(r)
 		select {
@@ -172,6 +195,10 @@ func (s *session) read() {
 	}
 }
 
+// errClosedByServer is the read error of a stream the server closed. Every
+// release ends with it, so it is built once.
+var errClosedByServer = fmt.Errorf("monolock: connection closed by the server: %w", io.EOF)
+
 func readFrame(r *bufio.Reader) frame {
 	var f frame
 	f.typ, f.err = r.ReadByte()
@@ -179,7 +206,7 @@ func readFrame(r *bufio.Reader) frame {
 		switch f.typ {
 		case protocol.MsgWaiting:
 		case protocol.MsgAcquired:
-			f.token, f.err = protocol.ReadAcquiredBody(r)
+			f.token, f.err = readAcquiredBody(r)
 		case protocol.MsgError:
 			f.code, f.reason, f.err = protocol.ReadErrorBody(r)
 		default:
@@ -187,12 +214,29 @@ func readFrame(r *bufio.Reader) frame {
 		}
 	}
 	if f.err == io.EOF {
-		f.err = fmt.Errorf("monolock: connection closed by the server: %w", io.EOF)
+		f.err = errClosedByServer
 	} else if f.err != nil && f.err != io.ErrUnexpectedEOF {
 		f.err = fmt.Errorf("monolock: connection: %w", f.err)
 	}
 	f.at = time.Now()
 	return f
+}
+
+// readAcquiredBody is protocol.ReadAcquiredBody (the token, big-endian)
+// taken straight from r's buffer: going through io.Reader costs that
+// function an allocation per ACQUIRED, heartbeat acks included. Errors are
+// those of io.ReadFull.
+func readAcquiredBody(r *bufio.Reader) (uint64, error) {
+	b, err := r.Peek(8)
+	if err != nil {
+		if err == io.EOF && len(b) > 0 {
+			err = io.ErrUnexpectedEOF
+		}
+		return 0, err
+	}
+	token := binary.BigEndian.Uint64(b)
+	_, _ = r.Discard(8)
+	return token, nil
 }
 
 // run is the session's state machine. It returns when the session ends:
@@ -289,7 +333,9 @@ func (s *session) handle(f frame) error {
 		}
 		if s.phase == phaseConnecting {
 			s.phase, s.queuedAt = phaseWaiting, f.at
-			s.log.Debug("monolock: waiting")
+			if s.debugging() {
+				s.log.Debug("monolock: waiting")
+			}
 			if s.try {
 				s.events <- event{err: ErrBusy}
 				return nil
@@ -358,7 +404,9 @@ func (s *session) grant(token uint64) error {
 	}
 	s.phase, s.token = phaseHeld, token
 	s.lock = &Lock{name: s.name, token: token, sess: s, validUntil: s.deadline}
-	s.log.Debug("monolock: acquired", "token", token, "valid_until", s.deadline)
+	if s.debugging() {
+		s.log.Debug("monolock: acquired", "token", token, "valid_until", s.deadline)
+	}
 	s.events <- event{lock: s.lock, queued: queued}
 	return nil
 }

@@ -1,15 +1,12 @@
 package server
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/stretchr/testify/require"
 
 	"github.com/monolock/monolock/go/pkg/protocol"
 )
@@ -20,17 +17,8 @@ import (
 // goes (accept, session start, lock table, token, close). allocs/op counts
 // the raw client too.
 func BenchmarkAcquireReleaseCycle(b *testing.B) {
-	srv, err := New(Config{DataDir: b.TempDir()})
-	require.NoError(b, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(b, err)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	defer func() {
-		require.NoError(b, srv.Shutdown(context.Background()))
-		require.NoError(b, <-served)
-	}()
-	addr := ln.Addr().String()
+	srv := startServer(b, Config{})
+	addr := srv.addr
 	var seq atomic.Int64
 
 	b.ReportAllocs()
@@ -57,5 +45,5 @@ func BenchmarkAcquireReleaseCycle(b *testing.B) {
 		}
 	})
 	b.StopTimer()
-	// Shutdown (deferred) waits for every session to end.
+	// Shutdown (at cleanup) waits for every session to end.
 }

@@ -8,12 +8,12 @@
 // (the unsolicited ACQUIRED); a per-session mutex serialises them.
 //
 // Hooks for the operator features: Serve takes any net.Listener (wrap it
-// with tls.NewListener for TLS; TCP_NODELAY is still set on the TCP
-// connection underneath), Config.Authorizer decides which peer may take which
-// name (ERROR 0x18), Locks and Sessions feed an admin listing or metrics, and
-// Kick ends one session with ERROR 0x02. Connection limits are applied in
-// startSession, before the session exists; an Observer sees the events that
-// metrics count.
+// with tls.NewListener for TLS; the TCP connection underneath keeps the
+// TCP_NODELAY that package net sets on every TCP connection),
+// Config.Authorizer decides which peer may take which name (ERROR 0x18),
+// Locks and Sessions feed an admin listing or metrics, and Kick ends one
+// session with ERROR 0x02. Connection limits are applied in startSession,
+// before the session exists; an Observer sees the events that metrics count.
 package server
 
 import (
@@ -201,15 +201,10 @@ func (s *Server) isShutdown() bool {
 
 // startSession registers conn as a session and starts its reader.
 func (s *Server) startSession(conn net.Conn) {
-	// Frames are tiny and latency-bound: never wait to coalesce them. A TLS
-	// listener hands out *tls.Conn, whose NetConn is the TCP connection.
-	raw := conn
-	if u, ok := raw.(interface{ NetConn() net.Conn }); ok {
-		raw = u.NetConn()
-	}
-	if tc, ok := raw.(*net.TCPConn); ok {
-		_ = tc.SetNoDelay(true)
-	}
+	// Frames are tiny and latency-bound and must never wait to be
+	// coalesced: package net enables TCP_NODELAY on every *net.TCPConn it
+	// creates (accepted ones included), so that costs no system call here.
+	// TestAcceptedConnectionsUseTCPNoDelay pins it.
 	s.mu.Lock()
 	if s.shutdown {
 		s.mu.Unlock()
