@@ -207,7 +207,9 @@ func (c *Client) dial(ctx context.Context, first int) (conn, raw net.Conn, used 
 func (c *Client) dialOne(ctx context.Context, addr string) (conn, raw net.Conn, err error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.dialTimeout)
 	defer cancel()
-	d := net.Dialer{}
+	// Heartbeats are the liveness check, bounded by the lease; TCP
+	// keep-alive would only add system calls to every claim.
+	d := net.Dialer{KeepAlive: -1}
 	raw, err = d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, nil, err

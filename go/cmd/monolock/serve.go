@@ -254,7 +254,10 @@ func run(s *serveSetup) int {
 		return 1
 	}
 	m.SetSource(srv)
-	ln, err := net.Listen("tcp", f.listen)
+	// Sessions prove liveness by heartbeats within their lease; TCP
+	// keep-alive would only add system calls to every accepted connection.
+	lc := net.ListenConfig{KeepAlive: -1}
+	ln, err := lc.Listen(context.Background(), "tcp", f.listen)
 	if err != nil {
 		log.Error("cannot listen", "err", err)
 		return 1
