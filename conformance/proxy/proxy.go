@@ -38,6 +38,29 @@ type Proxy struct {
 type Conn struct {
 	client, server net.Conn
 	rec            *wire.Record
+
+	mu  sync.Mutex
+	own *Faults // set by SetFaults: this connection's faults, instead of the proxy's
+}
+
+// SetFaults gives this connection faults of its own, which replace the
+// proxy-wide ones for it from now on; other connections are unaffected.
+func (c *Conn) SetFaults(f Faults) {
+	c.mu.Lock()
+	c.own = &f
+	c.mu.Unlock()
+}
+
+// Faults returns what applies to this connection now: its own faults if
+// SetFaults gave it some, else the proxy's.
+func (c *Conn) Faults(p *Proxy) Faults {
+	c.mu.Lock()
+	own := c.own
+	c.mu.Unlock()
+	if own != nil {
+		return *own
+	}
+	return p.Faults()
 }
 
 // Record is the connection's log, seen from the client's side.
@@ -135,13 +158,16 @@ func (p *Proxy) pump(c *Conn, d wire.Dir) {
 		src, dst = c.server, c.client
 	}
 	queue := make(chan piece, 1024)
+	// passEnd is written before queue is closed and read after the range
+	// over queue ends, so the channel orders the two.
+	passEnd := true
 	go func() {
 		defer close(queue)
 		buf := make([]byte, 4096)
 		for {
 			n, err := src.Read(buf)
 			if n > 0 {
-				f := p.Faults()
+				f := c.Faults(p)
 				if d == wire.Up {
 					c.rec.Add(p.now(), wire.Up, buf[:n]) // what the client sent
 				}
@@ -153,9 +179,15 @@ func (p *Proxy) pump(c *Conn, d wire.Dir) {
 				if d == wire.Up {
 					c.rec.ClientClosed(p.now())
 				}
+				// A blackhole swallows the end of the stream too, as a real
+				// partition would: the other side never hears of the close.
+				if c.Faults(p).Blackhole[d] {
+					passEnd = false
+					return
+				}
 				// The end of the stream is delayed like its bytes: a
 				// client's close reaches the server only after the delay.
-				queue <- piece{nil, time.Now().Add(p.Faults().Delay[d])}
+				queue <- piece{nil, time.Now().Add(c.Faults(p).Delay[d])}
 				return
 			}
 		}
@@ -164,7 +196,7 @@ func (p *Proxy) pump(c *Conn, d wire.Dir) {
 		if w := time.Until(pc.due); w > 0 {
 			time.Sleep(w)
 		}
-		frag := p.Faults().Fragment[d]
+		frag := c.Faults(p).Fragment[d]
 		for len(pc.data) > 0 {
 			n := len(pc.data)
 			if frag {
@@ -183,6 +215,9 @@ func (p *Proxy) pump(c *Conn, d wire.Dir) {
 		}
 	}
 	// The source ended: pass the end on, so a closed client frees its lock.
+	if !passEnd {
+		return
+	}
 	if tc, ok := dst.(*net.TCPConn); ok {
 		_ = tc.CloseWrite()
 	}

@@ -86,8 +86,9 @@ func failf(format string, a ...any) error {
 
 // conn is a labelled connection of the fake server or the proxy.
 type conn struct {
-	rec  *wire.Record
-	fake *fake.Conn // nil behind the proxy
+	rec     *wire.Record
+	fake    *fake.Conn  // nil behind the proxy
+	proxied *proxy.Conn // nil on the fake server
 }
 
 // run is the state of one client on one scenario.

@@ -108,7 +108,7 @@ func (r *run) step(ctx context.Context, st scenario.Step) error {
 			if err != nil {
 				return failf("the client did not connect")
 			}
-			r.conns[st.Conn] = &conn{rec: c.Record()}
+			r.conns[st.Conn] = &conn{rec: c.Record(), proxied: c}
 		}
 		r.mark(st.As, r.now())
 		return nil
@@ -155,7 +155,15 @@ func (r *run) step(ctx context.Context, st scenario.Step) error {
 		r.mark(st.As, r.now())
 		return nil
 	case "fault":
+		// With conn, the fault applies to that connection only.
+		var target *proxy.Conn
+		if st.Conn != "" {
+			target = r.conns[st.Conn].proxied
+		}
 		f := r.proxy.Faults()
+		if target != nil {
+			f = target.Faults(r.proxy)
+		}
 		if st.Fault == "clear" {
 			f = proxy.Faults{}
 		}
@@ -169,7 +177,11 @@ func (r *run) step(ctx context.Context, st scenario.Step) error {
 				f.Blackhole[d] = true
 			}
 		}
-		r.proxy.Set(f)
+		if target != nil {
+			target.SetFaults(f)
+		} else {
+			r.proxy.Set(f)
+		}
 		r.mark(st.As, r.now())
 		return nil
 	case "kick":
