@@ -156,12 +156,14 @@ func RunMatrix(ctx context.Context, clients []Client, scs []*scenario.Scenario, 
 	// A timing miss on a machine shared with other work can be noise, a real
 	// bug misses again: rerun misses (not known failures) on a smaller pool,
 	// and mark a pass on rerun as flaky, keeping the first miss for the record.
+	// Safety scenarios are never rerun: a miss of a safety rule is a miss.
 	for round := 0; round < opt.Rerun; round++ {
 		var again []job
 		first := map[int]Result{}
 		for _, j := range jobs {
 			r := m.Results[j.at]
-			if (r.Status == Fail || r.Status == Timeout) && !known[j.c.Name][j.s.Name] {
+			safety := j.s.Class == scenario.ClassSafety
+			if (r.Status == Fail || r.Status == Timeout) && !known[j.c.Name][j.s.Name] && !safety {
 				again = append(again, j)
 				if !r.Flaky {
 					first[j.at] = r

@@ -159,3 +159,23 @@ func TestRunMatrixRerunsMisses(t *testing.T) {
 		t.Fatalf("table:\n%s", out.String())
 	}
 }
+
+// A safety scenario is never rerun: the same flaky client that passes an
+// ordinary scenario on rerun fails it.
+func TestRunMatrixNeverRerunsSafety(t *testing.T) {
+	dir := t.TempDir()
+	sc := writeScenario(t, dir, "refusal", `{"description": "one refusal", "class": "safety", "backend": "fake", "steps": [
+		{"op": "acquire", "id": "a", "name": "", "lease_ms": 1000, "mode": "wait"},
+		{"op": "expect", "id": "a", "event": "error", "within_ms": 300, "fields": {"kind": "validation", "code": 20}}]}`)
+	answer := `{"event":"error","id":"a","kind":"validation","code":20,"temporary":false}`
+	flaky := scriptClient("flaky", ready+`; read cmd; if [ -e seen ]; then echo '`+answer+`'; else touch seen; fi; cat >/dev/null`)
+	opt := MatrixOptions{Options: Options{Root: dir, QuitGrace: time.Second}, Parallel: 1, Rerun: 3}
+
+	m := RunMatrix(context.Background(), []Client{flaky}, []*scenario.Scenario{sc}, opt)
+	if r, _ := m.Get("flaky", "refusal"); r.Status != Fail || r.Flaky {
+		t.Fatalf("safety scenario: %+v, want a plain fail", r)
+	}
+	if m.Unexpected != 1 {
+		t.Fatalf("%d unexpected, want 1", m.Unexpected)
+	}
+}

@@ -198,7 +198,7 @@ func (r *run) step(ctx context.Context, st scenario.Step) error {
 			_, closed, ch := rec.Snapshot()
 			if closed >= 0 {
 				r.mark(st.As, closed)
-				return nil
+				return r.checkWindow(st.At, "the client's close", closed, r.leases[st.ID])
 			}
 			select {
 			case <-ch:
@@ -338,28 +338,35 @@ func (r *run) expect(ctx context.Context, st scenario.Step) error {
 		}
 	}
 	r.mark(st.As, ev.At)
-	if w := st.At; w != nil {
-		from, err := r.resolveMark(w.From)
-		if err != nil {
-			return err
-		}
-		got := float64(ev.At-from) / float64(time.Millisecond)
-		lo, hi := math.Inf(-1), math.Inf(1)
-		if w.MinMS != nil {
-			lo = *w.MinMS
-		}
-		if w.MaxMS != nil {
-			hi = *w.MaxMS
-		}
-		if w.MinLease != nil {
-			lo = *w.MinLease * lease
-		}
-		if w.MaxLease != nil {
-			hi = *w.MaxLease * lease
-		}
-		if got < lo || got > hi {
-			return failf("%s came %.1f ms after %s, want %.1f..%.1f ms", ev.Name, got, w.From, lo, hi)
-		}
+	return r.checkWindow(st.At, ev.Name, ev.At, lease)
+}
+
+// checkWindow checks that what happened at `at` lies in the window w (nil:
+// no bound), whose lease units are multiplied by lease.
+func (r *run) checkWindow(w *scenario.Window, what string, at time.Duration, lease float64) error {
+	if w == nil {
+		return nil
+	}
+	from, err := r.resolveMark(w.From)
+	if err != nil {
+		return err
+	}
+	got := float64(at-from) / float64(time.Millisecond)
+	lo, hi := math.Inf(-1), math.Inf(1)
+	if w.MinMS != nil {
+		lo = *w.MinMS
+	}
+	if w.MaxMS != nil {
+		hi = *w.MaxMS
+	}
+	if w.MinLease != nil {
+		lo = *w.MinLease * lease
+	}
+	if w.MaxLease != nil {
+		hi = *w.MaxLease * lease
+	}
+	if got < lo || got > hi {
+		return failf("%s came %.1f ms after %s, want %.1f..%.1f ms", what, got, w.From, lo, hi)
 	}
 	return nil
 }

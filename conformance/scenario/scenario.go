@@ -26,11 +26,18 @@ const (
 	BackendProxy  = "proxy"  // the real server behind the fault proxy
 )
 
+// ClassSafety is the class of scenarios that run strictly (see Scenario.Class).
+const ClassSafety = "safety"
+
 // Scenario is one file of spec/scenarios.
 type Scenario struct {
 	Name        string   `json:"-"` // file name without .json
 	Description string   `json:"description"`
-	Backend     string   `json:"backend"`
+	// Class "safety" marks a scenario that pins a safety rule (loss,
+	// deadlines, FIN order, grants): the runner never reruns it, so a miss
+	// can never be turned into a pass. "" is an ordinary scenario.
+	Class   string `json:"class,omitempty"`
+	Backend string `json:"backend"`
 	Requires    []string `json:"requires,omitempty"`
 	TimeoutMS   int      `json:"timeout_ms,omitempty"`
 	Server      *Server  `json:"server,omitempty"`
@@ -190,6 +197,9 @@ func (s *Scenario) validate() error {
 	if s.Description == "" {
 		return fmt.Errorf("missing description")
 	}
+	if s.Class != "" && s.Class != ClassSafety {
+		return fmt.Errorf("class %q: want %q or none", s.Class, ClassSafety)
+	}
 	switch s.Backend {
 	case BackendServer, BackendFake, BackendProxy:
 	default:
@@ -270,6 +280,14 @@ func (s *Scenario) validate() error {
 		case "await_heartbeats":
 			if st.Count <= 0 {
 				return bad("needs count")
+			}
+		case "await_close":
+			if st.At != nil && st.At.From == "" {
+				return bad("at needs from")
+			}
+			leaseUnits := st.At != nil && (st.At.MinLease != nil || st.At.MaxLease != nil)
+			if leaseUnits && !ids[st.ID] {
+				return bad("at in lease units needs the id whose lease it counts in")
 			}
 		}
 		if st.Conn != "" && st.Op != "accept" && !conns[st.Conn] {

@@ -330,7 +330,11 @@ func (cl *claim) session(acquire []byte, addr string) (bool, failure) {
 			}
 		case <-timeout.C:
 			if held {
+				if cl.bugs.CloseBeforeTell {
+					conn.Close()
+				}
 				cl.fail("lost", "timeout", -1)
+				cl.holdOn(frames, validFrom.Add(lease))
 				return false, failure{}
 			}
 			return true, failure{"connect", -1}
@@ -350,6 +354,31 @@ func (cl *claim) session(acquire []byte, addr string) (bool, failure) {
 				continue // nothing pending to cancel
 			}
 			return false, failure{}
+		}
+	}
+}
+
+// holdOn keeps the connection of a lock whose loss has been told open
+// until the application lets go or until closeAt (last acked send + lease),
+// so the server cannot hand the lock on before the holder knows. What
+// arrives meanwhile is read and ignored: a late ack revives nothing.
+func (cl *claim) holdOn(frames <-chan frame, closeAt time.Time) {
+	limit := time.NewTimer(time.Until(closeAt))
+	defer limit.Stop()
+	for {
+		select {
+		case f, ok := <-frames:
+			if !ok || f.typ == msgError {
+				return // the server has let go
+			}
+		case <-limit.C:
+			return
+		case k := <-cl.ctl:
+			if k == "cancel" {
+				continue // nothing pending to cancel
+			}
+			cl.stopped(k, true)
+			return
 		}
 	}
 }

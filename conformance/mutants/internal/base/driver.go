@@ -31,6 +31,9 @@ type Bugs struct {
 	// ReleaseWithoutWait reports released as soon as it has closed,
 	// before the server has let the lock go.
 	ReleaseWithoutWait bool
+	// CloseBeforeTell closes the connection at the deadline and only then
+	// reports the loss, so a live server hands the lock on first.
+	CloseBeforeTell bool
 }
 
 // tlsConfig builds the TLS configuration; an empty server name is filled in
