@@ -9,7 +9,7 @@ import (
 	"net"
 	"time"
 
-	"github.com/monolock/monolock/go/client/internal/backoff"
+	"github.com/monolock/monolock/go/client/internal/retry"
 	"github.com/monolock/monolock/go/pkg/protocol"
 )
 
@@ -74,43 +74,58 @@ func (c *Client) acquire(ctx context.Context, name string, try bool) (*Lock, err
 	}
 	var (
 		log     *slog.Logger // built on the first retry: most claims never log
-		bo      backoff.Backoff
-		lastErr error
-		next    int // index of the server to try first
+		plan    = retry.New(len(c.cfg.servers), try)
+		lastErr error   // the last failure, for the caller
+		pass    []error // connect failures since a server last answered
 	)
 	for {
+		step := plan.Next()
+		switch step.Kind {
+		case retry.GiveUp:
+			return nil, lastErr
+		case retry.Sleep:
+			if log == nil {
+				log = c.cfg.logger.With("lock", name)
+			}
+			log.Warn("monolock: acquisition failed, retrying", "err", lastErr, "retry_in", step.Delay)
+			if !sleep(ctx, step.Delay) {
+				return nil, interrupted(name, ctx, lastErr)
+			}
+			continue
+		}
 		if err := ctx.Err(); err != nil {
 			return nil, interrupted(name, ctx, lastErr)
 		}
-		lock, used, queued, err := c.attempt(ctx, name, frame, try, next)
+		addr := c.cfg.servers[step.Server]
+		lock, reached, queued, err := c.attempt(ctx, name, frame, try, addr)
 		if err == nil {
+			plan.Report(retry.Granted, queued)
 			return lock, nil
 		}
 		if ctx.Err() != nil {
-			if used >= 0 {
+			if reached {
 				lastErr = nil // the interrupted attempt had reached a server
 			}
 			return nil, interrupted(name, ctx, lastErr)
 		}
-		if !retryable(err) || try {
-			return nil, err
+		if !reached {
+			pass = append(pass, fmt.Errorf("%s: %w", addr, err))
+			lastErr = fmt.Errorf("%w: %w", ErrUnavailable, errors.Join(pass...))
+			plan.Report(retry.ConnectFailed, 0)
+			continue
 		}
+		pass = nil
 		lastErr = err
-		if used >= 0 {
-			// The server answered and then failed us (shutting down, say):
-			// give the next one of the list the first chance.
-			next = (used + 1) % len(c.cfg.servers)
-		}
-		if queued > backoff.Max {
-			bo.Reset() // a long healthy wait: this is no retry storm
-		}
-		delay := bo.Next()
-		if log == nil {
-			log = c.cfg.logger.With("lock", name)
-		}
-		log.Warn("monolock: acquisition failed, retrying", "err", err, "retry_in", delay)
-		if !sleep(ctx, delay) {
-			return nil, interrupted(name, ctx, lastErr)
+		switch {
+		case errors.Is(err, ErrBusy):
+			plan.Report(retry.Busy, queued)
+		case !retryable(err):
+			plan.Report(retry.Terminal, queued)
+		default:
+			if try && !isServerError(err) {
+				lastErr = fmt.Errorf("%w: %s: %w", ErrUnavailable, addr, err)
+			}
+			plan.Report(retry.Requeue, queued)
 		}
 	}
 }
@@ -144,35 +159,35 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// attempt makes one claim: connect, ACQUIRE, and wait for the grant. used is
-// the index of the server that answered (-1 if none could be reached) and
-// queued how long the claim waited in the server's queue.
-func (c *Client) attempt(ctx context.Context, name string, frame []byte, try bool, first int) (lock *Lock, used int, queued time.Duration, err error) {
-	conn, raw, used, err := c.dial(ctx, first)
+// attempt makes one claim on one server: connect, ACQUIRE, and wait for the
+// grant. reached tells whether the server was reached, and queued how long
+// the claim waited in the server's queue.
+func (c *Client) attempt(ctx context.Context, name string, frame []byte, try bool, addr string) (lock *Lock, reached bool, queued time.Duration, err error) {
+	conn, raw, err := c.dialOne(ctx, addr)
 	if err != nil {
-		return nil, -1, 0, err
+		if ctx.Err() != nil {
+			return nil, false, 0, ctx.Err()
+		}
+		c.cfg.logger.Debug("monolock: connect failed", "server", addr, "err", err)
+		return nil, false, 0, err
 	}
-	s := startSession(conn, raw, name, frame, try, &c.cfg)
+	cl := startClaim(conn, raw, name, frame, try, &c.cfg)
 	for {
 		select {
-		case ev := <-s.events:
+		case ev := <-cl.events:
 			switch {
 			case ev.waiting:
 				if c.cfg.onWaiting != nil {
 					c.cfg.onWaiting(name)
 				}
 			case ev.lock != nil:
-				return ev.lock, used, ev.queued, nil
+				return ev.lock, true, ev.queued, nil
 			default:
-				if try && !errors.Is(ev.err, ErrBusy) && !isServerError(ev.err) {
-					ev.err = fmt.Errorf("%w: %s: %w", ErrUnavailable, c.cfg.servers[used], ev.err)
-				}
-				return nil, used, ev.queued, ev.err
+				return nil, true, ev.queued, ev.err
 			}
 		case <-ctx.Done():
-			s.stop()
-			<-s.done
-			return nil, used, 0, ctx.Err()
+			cl.abandon()
+			return nil, true, 0, ctx.Err()
 		}
 	}
 }
@@ -182,28 +197,9 @@ func isServerError(err error) bool {
 	return errors.As(err, &se)
 }
 
-// dial connects to the first server that answers, going through the list
-// from index first. conn is what the session speaks through (TLS or not);
-// raw is the TCP connection under it, which is what gets closed, so that
-// closing never blocks on a TLS alert.
-func (c *Client) dial(ctx context.Context, first int) (conn, raw net.Conn, used int, err error) {
-	var errs []error
-	for k := range c.cfg.servers {
-		i := (first + k) % len(c.cfg.servers)
-		addr := c.cfg.servers[i]
-		conn, raw, err := c.dialOne(ctx, addr)
-		if err == nil {
-			return conn, raw, i, nil
-		}
-		if ctx.Err() != nil {
-			return nil, nil, -1, ctx.Err()
-		}
-		c.cfg.logger.Debug("monolock: connect failed", "server", addr, "err", err)
-		errs = append(errs, fmt.Errorf("%s: %w", addr, err))
-	}
-	return nil, nil, -1, fmt.Errorf("%w: %w", ErrUnavailable, errors.Join(errs...))
-}
-
+// dialOne connects to addr. conn is what the claim speaks through (TLS or
+// not); raw is the TCP connection under it, which is what gets closed, so
+// that closing never blocks on a TLS alert.
 func (c *Client) dialOne(ctx context.Context, addr string) (conn, raw net.Conn, err error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.dialTimeout)
 	defer cancel()

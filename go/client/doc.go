@@ -7,6 +7,11 @@
 // server is guaranteed to keep the lock (Lock.ValidUntil). When that time
 // passes without an acknowledgement, or the server reports an error, or the
 // connection fails, the lock is lost: Lock.Done closes and Lock.Err says why.
+// The loss is told first. A lock lost by timeout keeps its connection open
+// (without heartbeats) until Release or until a full lease after the last
+// acknowledged send, because the server takes a close as a release and would
+// otherwise grant the lock to the next waiter before the holder knew. So
+// the holder has at least 0.2 x lease between Done and anyone else's grant.
 // A lost lock is never re-acquired behind the caller's back; acquire again
 // and you get a new, larger token.
 //
@@ -22,7 +27,9 @@
 // Waiting: Acquire queues on the server and blocks until the lock is granted
 // or ctx is done. While it waits it re-queues after temporary server errors
 // and connection failures, with exponential backoff and jitter, for as long
-// as ctx allows. TryAcquire returns ErrBusy at once instead of queueing.
+// as ctx allows. With several servers, every failed attempt moves on to the
+// next one in the list (spec/constants.json, retry.server_order "rotate").
+// TryAcquire returns ErrBusy at once instead of queueing.
 //
 // Errors: names and leases that the server would refuse are refused before
 // any byte is sent, with the canonical *protocol.Error of the code the server

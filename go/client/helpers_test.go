@@ -31,7 +31,7 @@ func requireNoSessions(t *testing.T) {
 		stacks := string(buf[:runtime.Stack(buf, true)])
 		var leaked []string
 		for _, g := range strings.Split(stacks, "\n\n") {
-			if strings.Contains(g, "client.(*session)") || strings.Contains(g, "client.startSession") {
+			if strings.Contains(g, "client.(*claim)") || strings.Contains(g, "client.startClaim") {
 				leaked = append(leaked, g)
 			}
 		}

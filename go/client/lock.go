@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"sync"
 	"time"
 )
 
@@ -11,12 +10,7 @@ import (
 type Lock struct {
 	name  string
 	token uint64
-	sess  *session
-
-	mu         sync.Mutex
-	validUntil time.Time
-	err        error
-	lost       bool // Release found the lock already lost
+	c     *claim
 }
 
 // Name returns the lock's name.
@@ -32,50 +26,44 @@ func (l *Lock) Token() uint64 { return l.token }
 // monotonic clock. Heartbeats move it forward; when it passes the lock is
 // lost, and after loss or release it stays where it was.
 func (l *Lock) ValidUntil() time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.validUntil
+	l.c.mu.Lock()
+	defer l.c.mu.Unlock()
+	return l.c.core.ValidUntil()
 }
 
-// Done returns a channel that is closed when the lock ends: lost, or
-// released. By then the connection is closed. Err tells which.
-func (l *Lock) Done() <-chan struct{} { return l.sess.done }
+// Done returns a channel that is closed when the lock is no longer valid:
+// the moment the loss is decided (ValidUntil passed without a newer
+// acknowledgement, or the server ended the session), or Release. Err tells
+// which. Done closes before the connection does: a lock lost by timeout
+// keeps its connection open until Release or until a full lease after the
+// last acknowledged send, so the server cannot grant the lock to anyone
+// else before the holder has been told.
+func (l *Lock) Done() <-chan struct{} { return l.c.ended }
 
 // Err returns nil while the lock is held, ErrReleased after Release, and an
 // error wrapping ErrLockLost and its cause (a *ServerError,
 // ErrClientTimeout, or the connection's error) after loss. Once ValidUntil
-// has passed Err reports the loss, even if Done has not closed yet.
+// has passed Err reports the loss, and Done is closed by that same check.
 func (l *Lock) Err() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.checkExpiryLocked()
-	return l.err
+	l.c.mu.Lock()
+	defer l.c.mu.Unlock()
+	return l.c.pollLocked()
 }
 
 // Release gives the lock up by closing its connection; the server hands it
-// to the next waiter at once. It returns once the server has closed its side
-// too (so the lock is free when Release returns), or after at most a second
-// without that confirmation, with the connection closed either way. It is
-// safe to call more than once, also after loss, and always returns nil.
+// to the next waiter at once. For a valid lock it returns once the server
+// has closed its side too (so the lock is free when Release returns), or
+// after at most a second without that confirmation; after a loss it closes
+// at once. It is safe to call more than once and always returns nil.
 func (l *Lock) Release() error {
-	l.mu.Lock()
-	if l.err == nil {
-		l.err = ErrReleased
-	} else if l.err != ErrReleased {
-		l.lost = true
-	}
-	l.mu.Unlock()
-	l.sess.release()
-	<-l.sess.done
+	c := l.c
+	c.mu.Lock()
+	c.pollLocked()
+	c.endLocked(ErrReleased)
+	c.mu.Unlock()
+	c.letGoNow(true)
+	<-c.exited
 	return nil
-}
-
-// lostBeforeRelease reports whether the lock had already been lost when
-// Release was called: then there is nothing to hand back.
-func (l *Lock) lostBeforeRelease() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.lost
 }
 
 // Context returns a copy of parent that is cancelled when the lock ends; its
@@ -90,41 +78,4 @@ func (l *Lock) Context(parent context.Context) (ctx context.Context, cancel cont
 		}
 	}()
 	return ctx, func() { cancelCause(context.Canceled) }
-}
-
-// setErr records the end of the lock unless it has already ended.
-func (l *Lock) setErr(err error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.err == nil {
-		l.err = err
-	}
-}
-
-// extend moves the validity deadline on an acknowledgement, unless the old
-// deadline has already passed: a late ack cannot revive a lock.
-func (l *Lock) extend(until time.Time) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.checkExpiryLocked() {
-		return false
-	}
-	l.validUntil = until
-	return true
-}
-
-// expired reports whether the lock has ended by timeout (or otherwise).
-func (l *Lock) expired() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.checkExpiryLocked()
-}
-
-// checkExpiryLocked latches the loss once the deadline has passed and
-// reports whether the lock has ended.
-func (l *Lock) checkExpiryLocked() bool {
-	if l.err == nil && !time.Now().Before(l.validUntil) {
-		l.err = lostError(ErrClientTimeout)
-	}
-	return l.err != nil
 }

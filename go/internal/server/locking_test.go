@@ -190,6 +190,31 @@ func TestKick(t *testing.T) {
 	idle.expectClosed()
 }
 
+// orderObserver records the order of errors sent and promotions.
+type orderObserver struct {
+	nopObserver
+	mu     sync.Mutex
+	events []string
+}
+
+func (o *orderObserver) add(e string) { o.mu.Lock(); o.events = append(o.events, e); o.mu.Unlock() }
+func (o *orderObserver) Promoted(time.Duration) { o.add("promoted") }
+func (o *orderObserver) ErrorSent(code uint8)   { o.add(fmt.Sprintf("error 0x%02x", code)) }
+
+// A kicked holder is told (its ERROR written) before the next waiter is
+// granted the lock: the holder hears it has lost the lock first.
+func TestKickTellsTheHolderBeforePromoting(t *testing.T) {
+	obs := &orderObserver{}
+	srv := startServer(t, Config{Observer: obs})
+	holder, tok, w := queue(t, srv, "kick-order", 1)
+	require.True(t, srv.Kick(holderOf(t, srv, "kick-order")))
+	holder.expectError(protocol.ErrAdminClosed)
+	assert.Equal(t, tok+1, w[0].expectAcquired())
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	assert.Equal(t, []string{"error 0x02", "promoted"}, obs.events)
+}
+
 // A peer that ignores its ERROR and keeps sending still receives the ERROR:
 // the server drains instead of resetting the connection.
 func TestErrorSurvivesPeerStillSending(t *testing.T) {

@@ -14,7 +14,7 @@ type Observer interface {
 	Promoted(handoff time.Duration)
 	// Expired: a session's lease ran out after its ACQUIRE.
 	Expired()
-	// ErrorSent: a session was sent ERROR code.
+	// ErrorSent: a session was sent ERROR code (called once it is written).
 	ErrorSent(code uint8)
 	// Refused: a connection was closed over a limit (RefusedMaxSessions or
 	// RefusedPerAddr).

@@ -329,10 +329,11 @@ func (ss *session) writeLocked(frame []byte) error {
 }
 
 // finish ends the session once, from whichever goroutine gets there first:
-// it stops all further writes, releases the claim (promoting the next waiter
-// at once unless the server is shutting down), and then either sends final
-// and half-closes, leaving the reader to drain and close, or, with no final
-// message, closes the connection. Either way a blocked reader wakes up.
+// it stops all further writes, sends final (if any), releases the claim
+// (promoting the next waiter at once unless the server is shutting down),
+// and then either half-closes after final, leaving the reader to drain and
+// close, or, with no final message, closes the connection. Either way a
+// blocked reader wakes up.
 func (ss *session) finish(final *protocol.Error, reason string) {
 	ss.end(final, reason, false)
 }
@@ -340,6 +341,9 @@ func (ss *session) finish(final *protocol.Error, reason string) {
 // end is finish; silent says the session ended because its lease ran out,
 // which delays the hand-over of its lock when a lock delay is configured.
 // It reports whether this call ended the session.
+//
+// The final ERROR is written before the claim is released: a kicked holder
+// must be told before the next waiter is granted its lock.
 func (ss *session) end(final *protocol.Error, reason string, silent bool) bool {
 	ss.wmu.Lock()
 	if ss.done.Load() {
@@ -349,30 +353,34 @@ func (ss *session) end(final *protocol.Error, reason string, silent bool) bool {
 	ss.done.Store(true)
 	ss.wmu.Unlock()
 
+	written := final != nil && ss.writeFinal(final, reason)
 	if silent && ss.srv.lockDelay > 0 {
 		ss.srv.releaseDelayed(&ss.claim)
 	} else {
 		ss.srv.release(&ss.claim)
 	}
-	if final == nil {
-		ss.conn.Close()
-		return true
-	}
-	ss.srv.obs.ErrorSent(final.Code)
-	if reason == "" {
-		reason = protocol.ErrCodeName(final.Code)
-	}
-	// No other goroutine writes once done is set.
-	_ = ss.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
-	_, err := ss.conn.Write(protocol.AppendError(nil, final.Code, reason))
 	cw, ok := ss.conn.(interface{ CloseWrite() error })
-	if err != nil || !ok || cw.CloseWrite() != nil {
+	if !written || !ok || cw.CloseWrite() != nil {
 		ss.conn.Close()
 		return true
 	}
 	end := time.Now().Add(lingerTimeout)
 	ss.lingerEnd.Store(end.UnixNano())
 	_ = ss.conn.SetReadDeadline(end)
+	return true
+}
+
+// writeFinal sends the session's last message and reports whether it was
+// written. No other goroutine writes once done is set.
+func (ss *session) writeFinal(final *protocol.Error, reason string) bool {
+	if reason == "" {
+		reason = protocol.ErrCodeName(final.Code)
+	}
+	_ = ss.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if _, err := ss.conn.Write(protocol.AppendError(nil, final.Code, reason)); err != nil {
+		return false
+	}
+	ss.srv.obs.ErrorSent(final.Code)
 	return true
 }
 

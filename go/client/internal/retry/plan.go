@@ -1,0 +1,105 @@
+// Package retry is the acquisition's retry policy as a pure plan: which
+// server to connect to next and when to sleep, told each attempt's outcome.
+// spec/constants.json ("retry") states the policy and
+// spec/vectors/retry.json runs it; every client follows the same one.
+package retry
+
+import (
+	"time"
+
+	"github.com/monolock/monolock/go/client/internal/backoff"
+)
+
+// ResetAfterQueued is how long an attempt must have been queued (after
+// WAITING) to show a healthy server, which starts the backoff again.
+const ResetAfterQueued = 2 * time.Second
+
+// Outcome is how an attempt ended.
+type Outcome uint8
+
+const (
+	Granted       Outcome = iota // the lock was granted
+	ConnectFailed                // no connection (TCP, TLS handshake, connect timeout)
+	Requeue                      // the server answered, then the claim failed in a retryable way
+	Terminal                     // a terminal error: it goes to the caller
+	Busy                         // try-acquire found the lock held
+)
+
+// Kind is what to do next.
+type Kind uint8
+
+const (
+	Connect Kind = iota // connect to Step.Server
+	Sleep               // wait Step.Delay
+	GiveUp              // the last attempt's error goes to the caller
+)
+
+// Step is the plan's next action.
+type Step struct {
+	Kind   Kind
+	Server int           // Connect: index into the server list
+	Delay  time.Duration // Sleep
+}
+
+// Plan walks the server list with one cursor: every attempt goes to the
+// server under it, and any failed attempt moves it on (wrapping around), so
+// a server that refuses (shutting down, not the active one) is not asked
+// again first. Connect failures go on at once until a whole pass has
+// failed; a server that answered and then failed is always followed by a
+// backoff sleep. Try-acquire makes one pass and never sleeps.
+type Plan struct {
+	servers   int
+	try       bool
+	cursor    int
+	unreached int  // connect failures since the last sleep or answer
+	sleepDue  bool // a sleep comes before the next connect
+	over      bool
+	bo        backoff.Backoff
+}
+
+// New returns the plan of an acquisition over servers addresses.
+func New(servers int, try bool) *Plan {
+	return &Plan{servers: servers, try: try}
+}
+
+// Next returns the next action.
+func (p *Plan) Next() Step {
+	switch {
+	case p.over:
+		return Step{Kind: GiveUp}
+	case p.sleepDue:
+		p.sleepDue = false
+		return Step{Kind: Sleep, Delay: p.bo.Next()}
+	}
+	return Step{Kind: Connect, Server: p.cursor}
+}
+
+// Report tells the plan how the attempt it asked for ended; queued is how
+// long that attempt had been queued after WAITING (zero if never).
+func (p *Plan) Report(o Outcome, queued time.Duration) {
+	switch o {
+	case Granted, Terminal, Busy:
+		p.over = true
+	case ConnectFailed:
+		p.advance()
+		p.unreached++
+		if p.unreached >= p.servers {
+			p.unreached = 0
+			p.over = p.try
+			p.sleepDue = !p.try
+		}
+	case Requeue:
+		if p.try {
+			p.over = true
+			return
+		}
+		p.advance()
+		p.unreached = 0
+		if queued >= ResetAfterQueued {
+			p.bo.Reset()
+		}
+		p.sleepDue = true
+	}
+}
+
+func (p *Plan) advance() { p.cursor = (p.cursor + 1) % p.servers }

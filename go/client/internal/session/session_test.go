@@ -1,0 +1,144 @@
+package session
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/monolock/monolock/go/internal/testspec"
+	"github.com/monolock/monolock/go/pkg/protocol"
+)
+
+type sessionVectors struct {
+	Cases []struct {
+		Name    string `json:"name"`
+		LeaseMS uint32 `json:"lease_ms"`
+		Mode    string `json:"mode"`
+		Steps   []struct {
+			At         float64  `json:"at"`
+			In         string   `json:"in"`
+			Out        []string `json:"out"`
+			State      *string  `json:"state"`
+			ValidUntil *float64 `json:"valid_until"`
+		} `json:"steps"`
+	} `json:"cases"`
+}
+
+// Every case of spec/vectors/session.json, fed to the core with a clock
+// that starts at the connect.
+func TestSessionVectors(t *testing.T) {
+	var vec sessionVectors
+	testspec.Load(t, "vectors/session.json", &vec)
+	require.NotEmpty(t, vec.Cases)
+	for _, tc := range vec.Cases {
+		t.Run(tc.Name, func(t *testing.T) {
+			acquire, err := protocol.AppendAcquire(nil, "a", tc.LeaseMS)
+			require.NoError(t, err)
+			lease := time.Duration(tc.LeaseMS) * time.Millisecond
+			c := New(acquire, lease, tc.Mode == "try")
+			t0 := time.Unix(1_000_000, 0)
+			for i, st := range tc.Steps {
+				now := t0.Add(time.Duration(st.At * float64(time.Millisecond)))
+				acts := feed(t, c, acquire, st.In, now)
+				where := fmt.Sprintf("step %d (%s at %v)", i+1, st.In, st.At)
+				require.Equal(t, st.Out, describe(acts, c), where)
+				if st.State != nil {
+					require.Equal(t, *st.State, c.State().String(), where)
+				}
+				if st.ValidUntil != nil {
+					got := float64(c.ValidUntil().Sub(t0)) / float64(time.Millisecond)
+					require.InDelta(t, *st.ValidUntil, got, 1e-6, where+": valid_until")
+				}
+			}
+		})
+	}
+}
+
+// feed applies one vector input, then lets the core see the instant pass,
+// as the client's goroutine does after every input.
+func feed(t *testing.T, c *Core, acquire []byte, in string, now time.Time) Actions {
+	var acts Actions
+	f := strings.Fields(in)
+	switch f[0] {
+	case "connect":
+		acts = c.Start(now)
+		require.Equal(t, acquire, acts.Send)
+	case "timer":
+		return c.Tick(now)
+	case "release":
+		return c.Release()
+	case "eof":
+		return c.ConnectionEnded(nil)
+	case "recv":
+		var b []byte
+		switch f[1] {
+		case "WAITING":
+			b = []byte{protocol.MsgWaiting}
+		case "ACQUIRED":
+			tok, err := strconv.ParseUint(f[2], 10, 64)
+			require.NoError(t, err)
+			b = protocol.AppendAcquired(nil, tok)
+		case "ERROR":
+			code, err := strconv.ParseUint(strings.TrimPrefix(f[2], "0x"), 16, 8)
+			require.NoError(t, err)
+			b = protocol.AppendError(nil, uint8(code), "")
+		}
+		acts = c.Receive(b, now)
+	default:
+		t.Fatalf("unknown input %q", in)
+	}
+	if !acts.Close {
+		more := c.Tick(now)
+		acts.merge(more)
+	}
+	return acts
+}
+
+// describe writes actions in the vectors' words, in the order they are
+// taken: tell, send, close.
+func describe(a Actions, c *Core) []string {
+	out := []string{}
+	if a.Waiting {
+		out = append(out, "waiting")
+	}
+	if a.Granted {
+		out = append(out, fmt.Sprintf("grant %d", c.Token()))
+	}
+	if a.Lost != nil {
+		out = append(out, "lost "+cause(a.Lost))
+	}
+	if a.Failed != nil {
+		out = append(out, "fail "+cause(a.Failed))
+	}
+	switch {
+	case a.Send == nil:
+	case a.Send[0] == protocol.MsgHeartbeat:
+		out = append(out, "send HEARTBEAT")
+	default:
+		out = append(out, "send ACQUIRE")
+	}
+	if a.Close {
+		out = append(out, "close")
+	}
+	return out
+}
+
+func cause(c *Cause) string {
+	switch c.Kind {
+	case CauseTimeout:
+		return "timeout"
+	case CauseIO:
+		return "io"
+	case CauseServer:
+		return fmt.Sprintf("server 0x%02x", c.Code)
+	case CauseProtocol:
+		return "protocol"
+	case CauseBusy:
+		return "busy"
+	}
+	return "?"
+}
