@@ -9,6 +9,7 @@ import {
   Client,
   ConnectionError,
   LockBusyError,
+  LockLostError,
   ServerError,
 } from "monolock";
 
@@ -86,7 +87,13 @@ function acquire(cmd) {
       claim.pending = false;
       claim.lock = lock;
       emit({ event: "acquired", id, token: lock.token.toString(), valid_ms: lock.validUntil - performance.now() });
-      lock.lost.then((lost) => emit({ event: "lost", id, kind: lost.kind, ...describe(lost) }));
+      // The push signal, not a poll: the runner times when it fires.
+      const onAbort = () => {
+        const lost = lock.signal.reason;
+        if (lost instanceof LockLostError) emit({ event: "lost", id, kind: lost.kind, ...describe(lost) });
+      };
+      if (lock.signal.aborted) onAbort();
+      else lock.signal.addEventListener("abort", onAbort, { once: true });
     },
     (err) => {
       claim.pending = false;

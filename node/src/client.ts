@@ -2,17 +2,18 @@
 
 import type * as tls from "node:tls";
 import { parseAddress, type ServerAddress } from "./address.js";
-import { backoffDelay } from "./backoff.js";
+import type { Cause } from "./core.js";
 import {
   AcquireAbortedError,
   AcquireTimeoutError,
-  ConnectionError,
+  type ConnectionError,
   type InvalidLeaseError,
-  LockBusyError,
+  type LockBusyError,
   type MonolockError,
-  ServerError,
+  type ServerError,
 } from "./errors.js";
 import { Lock } from "./lock.js";
+import { outcomeOf, RetryPlan } from "./plan.js";
 import { Session } from "./session.js";
 import { startTimer, type Timer } from "./timers.js";
 import { type LockName, type ValidName, validateAcquire } from "./validate.js";
@@ -21,14 +22,16 @@ import { type LockName, type ValidName, validateAcquire } from "./validate.js";
 export interface ClientOptions {
   /**
    * One or more servers, as `"host:port"`, `"[::1]:port"` or `"host"`
-   * (port 7117). A waiting acquisition moves to the next one on failure.
+   * (port 7117). Every acquisition starts at the first and moves to the next
+   * one after each failed attempt.
    */
   servers: string | readonly string[];
   /**
    * Lease of every connection in milliseconds, 1..4294967295 (default
    * 10000). The server drops a session silent for this long; the client
    * heartbeats every lease/4 and gives a lock up after 0.8 × lease without
-   * an acknowledgement.
+   * an acknowledgement (telling you first, then keeping the connection until
+   * release or the last acknowledged send + lease).
    */
   leaseMs?: number;
   /** Time allowed to open one connection (TCP and TLS), default 5000 ms. */
@@ -100,8 +103,9 @@ export class Client {
    * Acquires `name`, waiting in the server's FIFO queue until granted.
    *
    * While waiting, temporary errors and connection failures lead to a new
-   * connection (and a new place at the end of the queue) after a backoff,
-   * until `timeoutMs` passes. Rejects with a {@link ServerError} subclass
+   * connection (and a new place at the end of the queue) on the next server,
+   * after a backoff (unreachable servers are skipped at once until a whole
+   * pass failed), until `timeoutMs` passes. Rejects with a {@link ServerError} subclass
    * (terminal code, or a check failed before sending),
    * {@link AcquireTimeoutError} or {@link AcquireAbortedError}.
    */
@@ -112,8 +116,8 @@ export class Client {
   /**
    * Acquires `name` only if it is free right now. Rejects with
    * {@link LockBusyError} if it is held, with {@link ConnectionError} if no
-   * server could be reached, or with a {@link ServerError} subclass. Never
-   * retries.
+   * server could be reached, or with a {@link ServerError} subclass. Makes
+   * one pass over unreachable servers; never sleeps or re-queues.
    */
   tryAcquire(name: LockName, options: Omit<AcquireOptions, "onWaiting"> = {}): Promise<Lock> {
     return this.start(name, options, "try");
@@ -166,19 +170,18 @@ interface AcquisitionSettings {
 }
 
 /**
- * One call of acquire/tryAcquire: a chain of sessions with backoff between
- * them, ended by a grant, a terminal error, the deadline or the signal.
+ * One call of acquire/tryAcquire: a {@link RetryPlan} carried out with
+ * sessions and sleeps, ended by a grant, the plan giving up, the deadline or
+ * the signal.
  */
 class Acquisition {
+  private readonly plan: RetryPlan;
   private session: Session | undefined;
   private retryTimer: Timer | undefined;
   private deadlineTimer: Timer | undefined;
   private settled = false;
-  /** Retries since the last attempt that reached the queue. */
-  private failures = 0;
-  private serverIndex = 0;
-  /** Servers tried by a try-acquire that could not connect. */
-  private unreachable = 0;
+  /** When the current session got WAITING. */
+  private queuedAt: number | undefined;
   private lastError: MonolockError | undefined;
   private readonly onAbort = (): void => {
     this.fail(new AcquireAbortedError({ cause: this.s.signal?.reason }));
@@ -188,7 +191,9 @@ class Acquisition {
     private readonly s: AcquisitionSettings,
     private readonly resolve: (lock: Lock) => void,
     private readonly reject: (error: unknown) => void,
-  ) {}
+  ) {
+    this.plan = new RetryPlan(s.servers.length, s.mode);
+  }
 
   begin(): void {
     const { signal, timeoutMs } = this.s;
@@ -205,23 +210,38 @@ class Acquisition {
         true,
       );
     }
-    this.connect();
+    this.step();
   }
 
-  private connect(): void {
+  /** Carries out the plan's next action. */
+  private step(): void {
     this.retryTimer = undefined;
     if (this.settled) return;
-    const address = this.s.servers[this.serverIndex % this.s.servers.length];
-    if (address === undefined) throw new Error("unreachable: empty server list");
-    let session: Session;
+    const action = this.plan.next();
+    switch (action.type) {
+      case "connect":
+        this.connect(action.server);
+        return;
+      case "sleep":
+        // The caller's deadline cuts a sleep short: its timer rejects first.
+        this.retryTimer = startTimer(action.ms, () => this.step(), true);
+        return;
+      default:
+        this.fail(this.lastError);
+        return;
+    }
+  }
+
+  private connect(server: number): void {
+    const address = this.s.servers[server];
+    if (address === undefined) throw new Error("unreachable: server index out of range");
+    this.queuedAt = undefined;
     try {
-      session = this.openSession(address);
+      this.session = this.openSession(address);
     } catch (err) {
       // Bad TLS options and the like throw synchronously: terminal.
       this.fail(err);
-      return;
     }
-    this.session = session;
   }
 
   private openSession(address: ServerAddress): Session {
@@ -232,22 +252,21 @@ class Acquisition {
         connectTimeoutMs: this.s.connectTimeoutMs,
         leaseMs: this.s.leaseMs,
         name: this.s.name.bytes,
+        lockName: this.s.name.text,
+        mode: this.s.mode,
       },
       {
         onWaiting: () => this.onWaiting(),
         onGranted: (token) => this.onGranted(session, token),
-        onEnd: (_kind, error) => this.onSessionEnd(error),
+        onLost: () => {}, // a held session belongs to its Lock
+        onFailed: (cause, error, connected) => this.onFailed(cause, error, connected),
       },
     );
     return session;
   }
 
   private onWaiting(): void {
-    if (this.s.mode === "try") {
-      this.fail(new LockBusyError(this.s.name.text));
-      return;
-    }
-    this.failures = 0;
+    this.queuedAt = performance.now();
     try {
       this.s.onWaiting?.();
     } catch (err) {
@@ -256,42 +275,26 @@ class Acquisition {
   }
 
   private onGranted(session: Session, token: bigint): void {
+    this.plan.report("granted");
     const lock = new Lock(session, this.s.name.text, token, this.s.leaseMs);
     this.session = undefined; // the Lock owns it now
     this.finish();
     this.resolve(lock);
   }
 
-  private onSessionEnd(error: MonolockError): void {
-    if (error instanceof ServerError && !error.temporary) {
-      this.fail(error);
-      return;
-    }
-    if (this.s.mode === "try") {
-      // A try-acquire only moves on when a server could not be reached.
-      const reached = !(error instanceof ConnectionError) || error.phase === "open";
-      this.unreachable++;
-      if (reached || this.unreachable >= this.s.servers.length) {
-        this.fail(error);
-        return;
-      }
-      this.session = undefined;
-      this.serverIndex++;
-      this.connect();
-      return;
-    }
-    this.session = undefined;
+  /** The session is closing its connection; `fail` still waits for it to be closed. */
+  private onFailed(cause: Cause, error: MonolockError, connected: boolean): void {
     this.lastError = error;
-    this.serverIndex++;
-    const delay = backoffDelay(this.failures++);
-    this.retryTimer = startTimer(delay, () => this.connect(), true);
+    const queuedMs = this.queuedAt === undefined ? 0 : performance.now() - this.queuedAt;
+    this.plan.report(outcomeOf(cause, connected), queuedMs);
+    this.step();
   }
 
   /** Rejects once the connection (if any) is fully closed, so nothing lingers. */
   private fail(error: unknown): void {
     if (this.settled) return;
     this.finish();
-    const closing = this.session?.close() ?? Promise.resolve();
+    const closing = this.session?.release() ?? Promise.resolve();
     this.session = undefined;
     void closing.then(() => this.reject(error));
   }

@@ -45,11 +45,13 @@ export const HEARTBEAT = {
   minIntervalMs: 1,
 } as const;
 
-/** Backoff between attempts of a waiting acquisition. */
+/** Backoff between attempts of a waiting acquisition (the policy is `RetryPlan` in plan.ts). */
 export const RETRY = {
   initialMs: 50,
   maxMs: 2000,
   multiplier: 2,
+  /** A claim queued at least this long before it failed starts the backoff again. */
+  resetAfterQueuedMs: 2000,
 } as const;
 
 /** Port of `monolock serve` when an address names none. */

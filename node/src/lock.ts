@@ -11,10 +11,15 @@ export type LockState = "held" | "lost" | "released";
  * heartbeats are acknowledged; release it with {@link Lock.release} (or
  * `await using`).
  *
- * Loss is reported, never repaired: when the server sends an ERROR, the
- * connection fails, or no heartbeat is acknowledged in time, the lock becomes
- * `lost`, {@link Lock.signal} aborts with a {@link LockLostError} and
- * {@link Lock.lost} resolves with it. Acquire again to get a new token.
+ * Loss is reported, never repaired, and reported first: when the server
+ * sends an ERROR, the connection fails, or {@link Lock.validUntil} passes
+ * without a newer acknowledgement, the lock becomes `lost`,
+ * {@link Lock.signal} aborts with a {@link LockLostError} and
+ * {@link Lock.lost} resolves with it, before anything else happens. After a
+ * timeout the connection is then kept open (no more heartbeats, late acks
+ * ignored) until you release the lock or the server's lease has surely run
+ * out (the last acknowledged send + lease), so that the server cannot hand
+ * the lock on before you were told. Acquire again to get a new token.
  */
 export class Lock implements AsyncDisposable {
   /** The lock name. */
@@ -28,13 +33,20 @@ export class Lock implements AsyncDisposable {
   readonly leaseMs: number;
   /**
    * Aborts when the lock stops protecting anything: with a
-   * {@link LockLostError} on loss, with a {@link LockReleasedError} on
+   * {@link LockLostError} on loss (at the validity deadline at the latest,
+   * before the connection is closed), with a {@link LockReleasedError} on
    * release. Hand it to `fetch`, streams or timers doing the guarded work.
+   * It is a push signal: it fires from the client's timer, or from the first
+   * read of {@link Lock.held}, {@link Lock.state} or {@link Lock.remainingMs}
+   * past the deadline, whichever comes first. Code that checks in a
+   * synchronous loop (no event-loop turns) should read `held`, which
+   * reads the clock.
    */
   readonly signal: AbortSignal;
   /**
-   * Resolves with the {@link LockLostError} when the lock is lost. Never
-   * rejects, and never settles if the lock is released first.
+   * Resolves with the {@link LockLostError} when the lock is lost, together
+   * with {@link Lock.signal}. Never rejects, and never settles if the lock is
+   * released first.
    */
   readonly lost: Promise<LockLostError>;
   private currentState: LockState = "held";
@@ -59,24 +71,31 @@ export class Lock implements AsyncDisposable {
     session.listener = {
       onWaiting: () => {},
       onGranted: () => {},
-      onEnd: (kind, error) => this.markLost(kind, error),
+      onLost: (kind, error) => this.markLost(kind, error),
+      onFailed: () => {},
     };
   }
 
-  /** `"held"`, `"lost"` or `"released"`. */
+  /**
+   * `"held"`, `"lost"` or `"released"`. Reads the clock: once
+   * {@link Lock.validUntil} has passed it is `"lost"` (and the signal has
+   * aborted), even if the client's timer has not fired yet.
+   */
   get state(): LockState {
+    if (this.currentState === "held") this.session.poll();
     return this.currentState;
   }
 
-  /** Whether the lock is still held (not lost, not released, deadline not passed). */
+  /** Whether the lock is still held: not lost, not released, deadline not passed. */
   get held(): boolean {
-    return this.currentState === "held" && this.remainingMs > 0;
+    return this.state === "held";
   }
 
   /**
    * The moment the grant stops being safe to rely on, on the
    * `performance.now()` clock: the send time of the last acknowledged
-   * ACQUIRE/HEARTBEAT plus 0.8 × lease. It moves forward with every ack.
+   * ACQUIRE/HEARTBEAT plus 0.8 × lease; valid strictly before it. It moves
+   * forward with every ack, and stays where it was once the lock is lost.
    */
   get validUntil(): number {
     return this.session.validUntil;
@@ -84,26 +103,26 @@ export class Lock implements AsyncDisposable {
 
   /** Milliseconds left until {@link Lock.validUntil} (0 once passed, lost or released). */
   get remainingMs(): number {
-    if (this.currentState !== "held") return 0;
+    if (this.state !== "held") return 0;
     return Math.max(0, this.session.validUntil - performance.now());
   }
 
   /**
-   * Releases the lock by closing its connection; the server hands it to the
-   * next waiter at once. {@link Lock.signal} aborts first. Resolves once the
-   * server has closed its side too (so the lock is free there), or after at
-   * most min(0.8 × lease, 1 s) if it does not answer; either way no socket
-   * or timer of this lock is left. Idempotent, also after loss.
+   * Releases the lock by closing its connection. {@link Lock.signal} aborts
+   * first. A held lock is handed back: the server gives it to the next waiter
+   * at once, and this resolves once the server has closed its side too (so
+   * the lock is free there), or after at most min(0.8 × lease, 1 s) if it
+   * does not answer. A lost lock's connection is closed at once. Either way
+   * no socket or timer of this lock is left. Idempotent.
    */
   release(): Promise<void> {
     if (this.releasing === undefined) {
-      if (this.currentState === "held") {
+      // A deadline that already passed is a loss, and is told as one.
+      if (this.state === "held") {
         this.currentState = "released";
         this.controller.abort(new LockReleasedError());
-        this.releasing = this.session.release();
-      } else {
-        this.releasing = this.session.close();
       }
+      this.releasing = this.session.release();
     }
     return this.releasing;
   }
@@ -115,10 +134,9 @@ export class Lock implements AsyncDisposable {
     if (this.currentState !== "held") return;
     this.currentState = "lost";
     const error = new LockLostError(kind, cause.message.replace(/^monolock: /, ""), cause);
-    // Stop the guarded work at once; report through `lost` once the socket
-    // is closed, so nothing of this lock is left when it resolves.
+    // Every way of learning it says so now, before the connection closes.
     this.controller.abort(error);
-    void this.session.close().then(() => this.resolveLost(error));
+    this.resolveLost(error);
   }
 }
 

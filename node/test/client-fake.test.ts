@@ -151,18 +151,58 @@ describe("acquire against a fake server", () => {
     }
   });
 
-  test("silence: lost by timeout once the validity deadline passes", async () => {
-    const lease = 100;
+  test("silence: the loss is told at the deadline, the connection kept until last acked send + lease", async () => {
+    const lease = 2000;
     const { conn, lock } = await grantedLock(lease);
     const deadline = lock.validUntil;
-    await conn.readHeartbeat(); // never acknowledged
+    let serverSawFin: number | undefined;
+    void conn.closed.then(() => {
+      serverSawFin = performance.now();
+    });
+    await conn.readHeartbeat(); // never acknowledged in time
+    let toldAt: number | undefined;
+    let finBeforeTell: number | undefined;
+    lock.signal.addEventListener("abort", () => {
+      toldAt = performance.now();
+      finBeforeTell = serverSawFin;
+    });
     const lost = await lock.lost;
-    const at = performance.now();
     assert.equal(lost.kind, "timeout");
     assert.equal(lost.code, null);
-    assert.ok(at >= deadline - 1, "not before the deadline");
-    assert.ok(at - deadline < 1000, "soon after the deadline");
-    await conn.closed; // the client closed the connection
+    assert.equal(lock.signal.reason, lost, "signal and promise tell the same loss");
+    assert.ok(toldAt !== undefined && toldAt >= deadline - 1, "not before the deadline");
+    assert.equal(finBeforeTell, undefined, "told before the connection was closed");
+    assert.equal(lock.validUntil, deadline, "the deadline stays put");
+    // A late ack changes nothing and no heartbeat follows the loss.
+    conn.acquired(7n);
+    await conn.closed;
+    assert.equal(lock.state, "lost");
+    assert.equal(conn.unread, 0, "nothing sent after the loss");
+    // The FIN waits for the last acked send (the ACQUIRE) + lease = deadline + 0.2 x lease.
+    const fin = serverSawFin ?? 0;
+    assert.ok(fin >= deadline + 0.2 * lease - 2, `FIN ${fin - deadline} ms after the deadline`);
+    await lock.release(); // nothing left to close
+  });
+
+  test("a polled check decides the loss at the deadline, before the timer; release then closes at once", async () => {
+    const lease = 2000;
+    const { conn, lock } = await grantedLock(lease);
+    await conn.readHeartbeat(); // never acknowledged
+    const aborts: unknown[] = [];
+    lock.signal.addEventListener("abort", () => aborts.push(lock.signal.reason));
+    // Keep the event loop busy past the deadline: no timer can run.
+    while (performance.now() < lock.validUntil) {}
+    assert.equal(lock.held, false);
+    assert.equal(lock.state, "lost");
+    assert.equal(lock.remainingMs, 0);
+    assert.equal(aborts.length, 1, "the push signal fired from the same decision");
+    assert.ok(aborts[0] instanceof LockLostError && aborts[0].kind === "timeout");
+    assert.equal(await lock.lost, aborts[0]);
+    const closeAt = lock.validUntil + 0.2 * lease;
+    await lock.release();
+    await conn.closed;
+    assert.ok(performance.now() < closeAt, "release after a loss does not wait for the lease");
+    assert.equal(aborts.length, 1);
   });
 
   test("the server closing the connection while held: lost, kind io", async () => {
@@ -334,6 +374,26 @@ describe("servers and connections", () => {
       client.acquire("x", { timeoutMs: 300 }),
       (err: unknown) => err instanceof AcquireTimeoutError && err.cause instanceof ConnectionError,
     );
+  });
+
+  test("acquire follows the retry plan: a dead server is skipped, a failed claim moves to the next server", async () => {
+    const other = await FakeServer.start();
+    try {
+      const client = new Client({ servers: [await deadAddress(), server.address, other.address], leaseMs: 1000 });
+      const pending = client.acquire("rotate");
+      const first = await server.accept(); // the dead one skipped
+      await first.readAcquire();
+      first.waiting();
+      first.error(0x01, "server shutting down");
+      const second = await other.accept(); // the next one, not the first again
+      await second.readAcquire();
+      second.acquired(12n);
+      const lock = await pending;
+      assert.equal(lock.token, 12n);
+      await lock.release();
+    } finally {
+      await other.close();
+    }
   });
 
   test("connect timeout (TLS handshake never answered)", async () => {

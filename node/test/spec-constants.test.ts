@@ -29,7 +29,13 @@ interface Constants {
     safe_rtt_factor: number;
     min_interval_ms: number;
   };
-  retry: { initial_ms: number; max_ms: number; multiplier: number };
+  retry: {
+    initial_ms: number;
+    max_ms: number;
+    multiplier: number;
+    reset_after_queued_ms: number;
+    server_order: string;
+  };
   server_defaults: { listen: string };
 }
 
@@ -66,9 +72,20 @@ describe("spec/constants.json", () => {
 
   test("retry backoff", () => {
     assert.deepEqual(
-      { initial_ms: RETRY.initialMs, max_ms: RETRY.maxMs, multiplier: RETRY.multiplier },
-      { initial_ms: spec.retry.initial_ms, max_ms: spec.retry.max_ms, multiplier: spec.retry.multiplier },
+      {
+        initial_ms: RETRY.initialMs,
+        max_ms: RETRY.maxMs,
+        multiplier: RETRY.multiplier,
+        reset_after_queued_ms: RETRY.resetAfterQueuedMs,
+      },
+      {
+        initial_ms: spec.retry.initial_ms,
+        max_ms: spec.retry.max_ms,
+        multiplier: spec.retry.multiplier,
+        reset_after_queued_ms: spec.retry.reset_after_queued_ms,
+      },
     );
+    assert.equal(spec.retry.server_order, "rotate", "plan.ts implements the rotating cursor");
   });
 
   test("default port matches the server's default listen address", () => {

@@ -1,0 +1,145 @@
+// Every case of spec/vectors/session.json, against the pure session core.
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import { type Action, type Cause, SessionCore } from "../src/core.js";
+import { loadSpec } from "./helpers/spec.js";
+
+interface Step {
+  at: number;
+  in: string;
+  out: string[];
+  state?: string;
+  valid_until?: number;
+}
+interface Vectors {
+  cases: { name: string; description: string; lease_ms: number; mode: "wait" | "try"; steps: Step[] }[];
+}
+
+const spec = loadSpec<Vectors>("vectors/session.json");
+
+/** The wire bytes of a `recv ...` input. */
+function serverFrame(text: string): Uint8Array {
+  const [type, arg] = text.split(" ");
+  switch (type) {
+    case "WAITING":
+      return Uint8Array.of(0x11);
+    case "ACQUIRED": {
+      const b = Buffer.alloc(9);
+      b[0] = 0x12;
+      b.writeBigUInt64BE(BigInt(arg ?? "x"), 1);
+      return b;
+    }
+    case "ERROR":
+      return Uint8Array.of(0x13, Number.parseInt(arg ?? "x", 16), 0);
+    default:
+      throw new Error(`unknown frame in vector: ${text}`);
+  }
+}
+
+function causeText(cause: Cause): string {
+  return cause.kind === "server" ? `server 0x${cause.code.toString(16).padStart(2, "0")}` : cause.kind;
+}
+
+/** The vector's spelling of an action. */
+function actionText(a: Action): string {
+  switch (a.type) {
+    case "send":
+      return `send ${a.frame}`;
+    case "waiting":
+    case "close":
+      return a.type;
+    case "grant":
+      return `grant ${a.token}`;
+    case "lost":
+    case "fail":
+      return `${a.type} ${causeText(a.cause)}`;
+  }
+}
+
+function feed(core: SessionCore, input: string, at: number): Action[] {
+  if (input === "connect") return core.connect(at);
+  if (input === "timer") return core.tick(at);
+  if (input === "release") return core.release(at);
+  if (input === "eof") return core.eof(at);
+  if (input.startsWith("recv ")) return core.receive(serverFrame(input.slice(5)), at);
+  throw new Error(`unknown input in vector: ${input}`);
+}
+
+describe("spec/vectors/session.json", () => {
+  test("has cases", () => assert.ok(spec.cases.length >= 20));
+  for (const c of spec.cases) {
+    test(c.name, () => {
+      const core = new SessionCore({ leaseMs: c.lease_ms, name: new TextEncoder().encode("x"), mode: c.mode });
+      c.steps.forEach((step, i) => {
+        const where = `step ${i} (${step.in} at ${step.at})`;
+        assert.deepEqual(feed(core, step.in, step.at).map(actionText), step.out, where);
+        if (step.state !== undefined) assert.equal(core.state, step.state, where);
+        if (step.valid_until !== undefined) assert.equal(core.validUntil, step.valid_until, where);
+      });
+    });
+  }
+});
+
+describe("session core beyond the vectors", () => {
+  const name = new TextEncoder().encode("x");
+  const held = (): SessionCore => {
+    const core = new SessionCore({ leaseMs: 1000, name, mode: "wait" });
+    core.connect(0);
+    core.receive(serverFrame("ACQUIRED 7"), 0);
+    return core;
+  };
+
+  test("nextWakeAt: heartbeat, then deadline, then the close after a loss", () => {
+    const core = held();
+    assert.equal(core.nextWakeAt, 250);
+    assert.deepEqual(core.tick(250).map(actionText), ["send HEARTBEAT"]);
+    assert.equal(core.nextWakeAt, 800, "in flight: only the deadline");
+    assert.deepEqual(core.tick(800).map(actionText), ["lost timeout"]);
+    assert.equal(core.nextWakeAt, 1000);
+    core.tick(1000);
+    assert.equal(core.nextWakeAt, undefined);
+  });
+
+  test("a frozen owner: loss and close in one step, loss first", () => {
+    const core = held();
+    assert.deepEqual(core.tick(5000).map(actionText), ["lost timeout", "close"]);
+  });
+
+  test("release of a valid held lock hands it back; after a loss it does not", () => {
+    const a = held();
+    assert.deepEqual(a.release(10), [{ type: "close", handBack: true }]);
+    const b = held();
+    b.tick(900);
+    assert.deepEqual(b.release(910), [{ type: "close", handBack: false }]);
+  });
+
+  test("release past the deadline tells the loss first", () => {
+    assert.deepEqual(held().release(850).map(actionText), ["lost timeout", "close"]);
+  });
+
+  test("garbage after a loss is ignored; the connection stays until the lease", () => {
+    const core = held();
+    core.tick(800);
+    assert.deepEqual(core.receive(Uint8Array.of(0x7f), 850), []);
+    assert.deepEqual(core.receive(serverFrame("ERROR 0x01"), 860), [], "unparseable after garbage");
+    assert.equal(core.state, "lost");
+    assert.deepEqual(core.tick(1000).map(actionText), ["close"]);
+  });
+
+  test("garbage while held is a protocol loss", () => {
+    assert.deepEqual(held().receive(Uint8Array.of(0x7f), 10).map(actionText), ["lost protocol", "close"]);
+  });
+
+  test("a frame split over chunks, and frames sharing one", () => {
+    const core = new SessionCore({ leaseMs: 1000, name, mode: "wait" });
+    core.connect(0);
+    assert.deepEqual(core.receive(Uint8Array.of(0x11, 0x12, 0, 0), 1).map(actionText), ["waiting"]);
+    assert.deepEqual(core.receive(Uint8Array.of(0, 0, 0, 0, 0, 9), 2).map(actionText), ["grant 9"]);
+  });
+
+  test("eof before connect fails the claim with io", () => {
+    const core = new SessionCore({ leaseMs: 1000, name, mode: "wait" });
+    assert.equal(core.nextWakeAt, undefined);
+    assert.deepEqual(core.eof(5, "refused").map(actionText), ["fail io", "close"]);
+  });
+});
