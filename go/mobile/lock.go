@@ -13,7 +13,10 @@ import (
 // the server ended the session (code is its wire code), no acknowledgement
 // came in time, or the connection broke (code is NoCode for both). reason
 // is a message for humans. It is never called for a lock the app unlocked.
-// It runs on a thread of the Go runtime, not the app's main thread.
+// It runs on a thread of the Go runtime, not the app's main thread, as soon
+// as the loss is decided: a lock lost by timeout keeps its connection open
+// until Unlock or a full lease after the last acknowledgement, so the app
+// hears of the loss before the server can grant the lock to anyone else.
 type LostListener interface {
 	OnLost(code int, reason string)
 }
