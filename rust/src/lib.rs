@@ -6,8 +6,10 @@
 //!   futures are cancellation-safe: dropping one closes its connection.
 //! - The feature `tls` connects with TLS (rustls), for both clients.
 //!
-//! Both clients share one protocol core (frame codec, heartbeat schedule,
-//! reply accounting, validation); they only differ in how they wait.
+//! Both clients share one sans-IO protocol core (frame codec, heartbeat
+//! schedule, reply accounting, the validity deadline and the loss, the
+//! retry policy, validation); they only differ in how they read, write and
+//! wait.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -29,10 +31,15 @@
 //! safe to use until [`LockGuard::valid_until`]: the send time of the last
 //! acknowledged message plus 0.8 of the lease, so the client always gives
 //! up before the server does. When that passes, or the server ends the
-//! session, the lock is *lost*: the connection is closed and the guard
-//! reports why ([`LockGuard::wait_lost`], [`LockGuard::loss_reason`]). The
-//! client never re-acquires a lost lock silently; a new acquire gets a new
-//! token.
+//! session, the lock is *lost*, and that is told first: every polled check
+//! ([`LockGuard::check`], [`LockGuard::is_lost`]) and every push signal
+//! ([`LockGuard::wait_lost`], [`LossWatch::wait`]) says so from that
+//! instant on. After a timeout the connection is kept open, without
+//! heartbeats, until the guard is released (then it closes at once) or a
+//! full lease has passed since the last acknowledged send, so that the
+//! server cannot hand the lock to anyone before this client knew it lost
+//! it. The client never re-acquires a lost lock silently; a new acquire
+//! gets a new token.
 //!
 //! # Errors
 //!

@@ -1,10 +1,17 @@
 //! A held lock: the guard the application keeps, and the keeper thread
 //! that heartbeats the connection and watches it.
 //!
-//! Release is shared work: the guard half-closes the connection (its
-//! thread is the one that must not return early), and the keeper, which
-//! owns the reading, reads on until the server closes its side. The guard
-//! waits for the keeper, bounded by the session's release wait.
+//! The guard, its watchers and the keeper share the session behind one
+//! mutex; every decision is the session's. Polled checks and push waiters
+//! decide a timeout themselves at the deadline (the same decision the
+//! keeper's timer makes), so the loss is told the instant it happens,
+//! whichever thread looks first. The keeper only writes heartbeats, reads,
+//! and closes when the session says so.
+//!
+//! Release is shared work: the guard feeds the release to the session and
+//! half-closes (or closes) the connection, and the keeper, which owns the
+//! reading, reads on until the server closes its side. The guard waits for
+//! the keeper, bounded by the session's hand-back wait.
 
 use std::sync::{Arc, MutexGuard};
 use std::thread::JoinHandle;
@@ -13,33 +20,30 @@ use std::time::{Duration, Instant};
 use super::conn::Conn;
 use super::signal::Signal;
 use crate::core::codec::HEARTBEAT;
-use crate::core::held::{Grant, Standing};
-use crate::core::session::{wait_for, Session};
-use crate::core::step::{hold_step, release_step, ReleaseStep};
+use crate::core::held::Grant;
+use crate::core::session::{wait_for, Close, Input, Session, Standing, Turn};
 use crate::error::Error;
 
-/// State shared by the guard, its watchers and the keeper thread.
-type Shared = Signal<State>;
-
-struct State {
-    /// Validity and loss, as the keeper last saw them.
-    held: Standing,
-    /// When the guard started the release (and half-closed).
-    released: Option<Instant>,
-    /// The keeper is done with the connection: it saw the server's close,
-    /// gave up waiting for it, or the session had ended before.
-    closed: bool,
-}
+/// The session, shared by the guard, its watchers and the keeper thread;
+/// the condition variable wakes the push waiters.
+type Shared = Signal<Session>;
 
 /// A held lock. Dropping it releases the lock, as [`LockGuard::release`]
-/// does: when either returns, the server has freed the lock.
+/// does: when either returns, the server has freed the lock (or, after a
+/// loss, the connection is closed).
 ///
 /// While the guard lives, a background thread sends heartbeats and reads
 /// the server's replies. The lock is safe to use until
-/// [`LockGuard::valid_until`]; when that passes without a fresh
-/// acknowledgement, or the server ends the session, the lock is lost:
-/// [`LockGuard::is_lost`] turns true and [`LockGuard::wait_lost`] returns
-/// the reason. A lost lock is never re-acquired behind your back.
+/// [`LockGuard::valid_until`]. When that passes without a fresh
+/// acknowledgement, or the server ends the session, the lock is lost, and
+/// that is told first, from the deadline instant on: [`LockGuard::is_lost`]
+/// and [`LockGuard::check`] say so, and [`LockGuard::wait_lost`] and every
+/// [`LossWatch`] return. Only then does anything else happen: after a
+/// timeout the client stops heartbeating but keeps the connection open
+/// until you release the guard (then it closes at once) or a full lease has
+/// passed since the last acknowledged send, because the server only frees
+/// the lock when it sees the close or the lease runs out. A lost lock is
+/// never re-acquired behind your back.
 ///
 /// ```no_run
 /// let client = monolock::Client::builder().build();
@@ -58,10 +62,8 @@ struct State {
 pub struct LockGuard {
     grant: Grant,
     shared: Arc<Shared>,
-    /// Shared with the keeper, to half-close it from this side.
+    /// Shared with the keeper, to close it from this side.
     conn: Arc<Conn>,
-    /// How long a release waits for the server's close.
-    release_wait: Duration,
     keeper: Option<JoinHandle<()>>,
 }
 
@@ -72,27 +74,26 @@ impl std::fmt::Debug for LockGuard {
 }
 
 impl LockGuard {
-    /// Takes over a granted connection and starts its keeper thread.
-    pub(crate) fn start(name: &str, conn: Conn, session: Session) -> Result<LockGuard, Error> {
-        let (grant, held) = Grant::of(name, &session)?;
-        let token = grant.token();
-        let release_wait = session.release_wait();
+    /// Takes over a granted connection and starts its keeper thread,
+    /// which begins with what is left of the granting turn.
+    pub(crate) fn start(
+        name: &str,
+        conn: Conn,
+        session: Session,
+        turn: Turn,
+    ) -> Result<LockGuard, Error> {
+        let grant = Grant::of(name, &session)?;
         let conn = Arc::new(conn);
-        let shared = Arc::new(Signal::new(State {
-            held,
-            released: None,
-            closed: false,
-        }));
+        let shared = Arc::new(Signal::new(session));
         let keeper_shared = Arc::clone(&shared);
         let keeper_conn = Arc::clone(&conn);
         let keeper = std::thread::Builder::new()
-            .name(format!("monolock keeper {token}"))
-            .spawn(move || keep(&keeper_conn, session, &keeper_shared))?;
+            .name(format!("monolock keeper {}", grant.token()))
+            .spawn(move || keep(&keeper_conn, &keeper_shared, turn))?;
         Ok(LockGuard {
             grant,
             shared,
             conn,
-            release_wait,
             keeper: Some(keeper),
         })
     }
@@ -111,48 +112,48 @@ impl LockGuard {
 
     /// Until when the lock is safe to use, on this process's monotonic
     /// clock: the send time of the last acknowledged message plus 0.8 of the
-    /// lease. Moves forward with every acknowledged heartbeat.
+    /// lease. Moves forward with every acknowledged heartbeat; stays where
+    /// it was once the lock is lost. At this instant the lock is lost, even
+    /// if no thread of this client has run since.
     pub fn valid_until(&self) -> Instant {
-        self.state().held.valid_until
+        self.session().deadline()
     }
 
-    /// Whether the lock is lost, or its validity has run out (the keeper
-    /// reports the loss at that instant).
+    /// Whether the lock is lost: its validity has run out or the server
+    /// ended the session.
     pub fn is_lost(&self) -> bool {
-        self.state().held.is_lost(Instant::now())
+        !matches!(poll(&self.shared), Standing::Held { .. })
     }
 
     /// Why the lock was lost ([`Error::Lost`] with the cause), or `None`
     /// while it is held.
     pub fn loss_reason(&self) -> Option<Error> {
-        self.state().held.lost.clone()
+        poll(&self.shared).loss()
     }
 
     /// `Ok(())` while the lock is held and valid, else the loss as
     /// [`Error::Lost`]. Call it before acting on the guarded resource.
     pub fn check(&self) -> Result<(), Error> {
-        self.state().held.check(Instant::now())
+        poll(&self.shared).check()
     }
 
-    /// Blocks until the lock is lost and returns why ([`Error::Lost`]).
+    /// Blocks until the lock is lost and returns why ([`Error::Lost`]). It
+    /// returns at the validity deadline itself, before the connection is
+    /// closed.
     pub fn wait_lost(&self) -> Error {
-        let mut state = self.state();
-        loop {
-            if let Some(lost) = &state.held.lost {
-                return lost.clone();
-            }
-            state = self.shared.wait(state);
-        }
+        // Only a release ends a session without a loss, and that takes
+        // the guard: the fallback is never returned.
+        wait_end(&self.shared, None)
+            .loss()
+            .unwrap_or_else(|| Error::Lost(Box::new(Error::Cancelled)))
     }
 
     /// Like [`LockGuard::wait_lost`], but gives up after `timeout` and
     /// returns `None` if the lock is still held.
     pub fn wait_lost_timeout(&self, timeout: Duration) -> Option<Error> {
+        // A timeout too far to represent is no timeout.
         let until = Instant::now().checked_add(timeout);
-        let state = self
-            .shared
-            .wait_while_until(self.state(), until, |s| s.held.lost.is_none());
-        state.held.lost.clone()
+        wait_end(&self.shared, until).loss()
     }
 
     /// A handle another thread can block on until the lock is lost or
@@ -173,30 +174,32 @@ impl LockGuard {
     /// freeing the lock and promoting the next waiter. The wait is bounded
     /// by 0.8 of the lease, at most one second; then the connection is
     /// closed regardless (the server frees the lock on its own once it
-    /// notices). The same as dropping the guard; safe after a loss.
+    /// notices). After a loss it closes the connection at once. The same as
+    /// dropping the guard.
     pub fn release(self) {
         drop(self);
     }
 
-    fn state(&self) -> MutexGuard<'_, State> {
+    fn session(&self) -> MutexGuard<'_, Session> {
         self.shared.lock()
     }
 }
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        let started = Instant::now();
-        let until = started + self.release_wait;
-        self.state().released = Some(started);
+        let turn = self.session().step(Input::Release, Instant::now());
+        // Watchers learn of the release (or of a loss decided just now).
         self.shared.notify_all();
-        // The keeper, blocked in a read, reads the server's close. Ignore
-        // errors: after a loss the connection is closed already.
-        let _ = self.conn.half_close();
-        let state = self
-            .shared
-            .wait_while_until(self.state(), Some(until), |s| !s.closed);
-        drop(state);
-        // Past the bound the keeper may still sit in a read: end it.
+        if let Some(Close::HandBack { until }) = turn.close {
+            // The keeper, blocked in a read, reads the server's close and
+            // ends the session; past the bound the close below ends it.
+            if self.conn.half_close().is_ok() {
+                let session = self
+                    .shared
+                    .wait_while_until(self.session(), Some(until), |s| s.next_wakeup().is_some());
+                drop(session);
+            }
+        }
         self.conn.close();
         if let Some(keeper) = self.keeper.take() {
             let _ = keeper.join();
@@ -219,113 +222,86 @@ impl std::fmt::Debug for LossWatch {
 
 impl LossWatch {
     /// Blocks until the lock is lost (`Some` with [`Error::Lost`]) or
-    /// released by its guard (`None`).
+    /// released by its guard (`None`). It returns at the validity deadline
+    /// itself, before the connection is closed.
     pub fn wait(&self) -> Option<Error> {
-        let mut state = self.shared.lock();
-        loop {
-            if let Some(lost) = &state.held.lost {
-                return Some(lost.clone());
-            }
-            if state.released.is_some() {
-                return None;
-            }
-            state = self.shared.wait(state);
-        }
+        wait_end(&self.shared, None).loss()
     }
 
-    /// Whether the lock was lost (its validity ran out or the keeper saw it).
+    /// Whether the lock was lost: its validity has run out or the server
+    /// ended the session (the same decision as [`LockGuard::is_lost`]).
     pub fn is_lost(&self) -> bool {
-        let state = self.shared.lock();
-        // After a release only a reported loss counts: validity no longer
-        // moves, and its running out is not a loss.
-        match state.released {
-            None => state.held.is_lost(Instant::now()),
-            Some(_) => state.held.lost.is_some(),
-        }
+        matches!(poll(&self.shared), Standing::Lost { .. })
     }
 }
 
-/// How the keeper's watch over a held session ended.
-enum End {
-    /// The guard released the lock at this instant.
-    Released(Instant),
-    /// The lock was lost, for this cause.
-    Lost(Error),
-}
-
-/// The keeper thread: heartbeats and reads until the session ends. On a
-/// release it reads on until the server closes; on a loss it records why.
-/// Either way it closes the connection and says so.
-fn keep(conn: &Conn, mut session: Session, shared: &Shared) {
-    let lost = match run_session(conn, &mut session, shared) {
-        End::Released(at) => {
-            await_server_close(conn, &mut session, at);
-            None
-        }
-        End::Lost(cause) => Some(Error::Lost(Box::new(cause))),
-    };
-    // Close first, then tell: once the application hears "lost", the
-    // connection is gone.
-    conn.close();
-    let mut state = shared.lock();
-    state.closed = true;
-    // A release that raced the loss wins: the guard is gone anyway.
-    if state.released.is_none() {
-        state.held.lost = lost;
+/// Asks the session where the lock stands at this instant, and wakes the
+/// push waiters if that decided the loss.
+fn poll(shared: &Shared) -> Standing {
+    let standing = shared.lock().poll(Instant::now());
+    if let Standing::Lost { newly: true, .. } = standing {
+        shared.notify_all();
     }
-    drop(state);
-    shared.notify_all();
+    standing
 }
 
-/// Follows a granted session until it is released or fails.
-fn run_session(conn: &Conn, session: &mut Session, shared: &Shared) -> End {
-    let mut buf = [0u8; 512];
-    // An error after the guard's half-close (a heartbeat refused, the
-    // server's close) is part of the release, not a loss.
-    let end = |cause: Error| match shared.lock().released {
-        Some(at) => End::Released(at),
-        None => End::Lost(cause),
-    };
+/// Blocks until the lock is lost or released, or until `until`. It wakes
+/// at the validity deadline to decide a timeout itself, so the push signal
+/// never waits for the keeper thread.
+fn wait_end(shared: &Shared, until: Option<Instant>) -> Standing {
+    let mut session = shared.lock();
     loop {
         let now = Instant::now();
-        if let Some(at) = shared.lock().released {
-            return End::Released(at);
-        }
-        let step = match hold_step(session, now) {
-            Ok(step) => step,
-            Err(cause) => return end(cause),
-        };
-        shared.lock().held.valid_until = step.valid_until;
-        if step.heartbeat {
-            if let Err(e) = conn.send(&HEARTBEAT) {
-                return end(Error::io(e));
+        let standing = session.poll(now);
+        let valid_until = match standing {
+            Standing::Held { valid_until } => valid_until,
+            Standing::Lost { newly: true, .. } => {
+                drop(session);
+                shared.notify_all();
+                return standing;
             }
+            _ => return standing,
+        };
+        if until.is_some_and(|until| now >= until) {
+            return standing;
         }
-        match conn.read_within(&mut buf, wait_for(step.wake, now)) {
-            Ok(Some(n)) => session.feed(&buf[..n]),
-            Ok(None) => {}
-            Err(e) => return end(Error::io(e)),
-        }
+        let wake = until.map_or(valid_until, |until| until.min(valid_until));
+        session = shared.wait_until(session, wake);
     }
 }
 
-/// Reads, ignoring late acks, until the server closes its side (which
-/// means it freed the lock) or the release wait from `at` runs out. The
-/// guard already half-closed; it also cuts this short at the bound.
-fn await_server_close(conn: &Conn, session: &mut Session, at: Instant) {
-    session.begin_release(at);
+/// The keeper thread: does what each turn of the session says, in order
+/// (tell, write, close), and reads until the instant the session names.
+/// It starts with the rest of the granting turn and ends when the session
+/// is done with the connection.
+fn keep(conn: &Conn, shared: &Shared, first: Turn) {
     let mut buf = [0u8; 512];
+    let mut turn = first;
     loop {
-        let now = Instant::now();
-        let until = match release_step(session, now) {
-            ReleaseStep::Done => return,
-            ReleaseStep::ReadUntil(until) => until,
-        };
-        match conn.read_within(&mut buf, wait_for(until, now)) {
-            Ok(Some(n)) => session.feed(&buf[..n]),
-            Ok(None) => {}
-            // The server's close (or the guard's, at the bound).
-            Err(_) => return,
+        if turn.lost.is_some() {
+            // Tell first: polled checks see it already; wake the waiters.
+            shared.notify_all();
         }
+        // A held session only ever asks for heartbeats.
+        let sent = match turn.send {
+            Some(_) => conn.send(&HEARTBEAT),
+            None => Ok(()),
+        };
+        if turn.close.is_some() {
+            conn.close();
+        }
+        let now = Instant::now();
+        let Some(wake) = shared.lock().next_wakeup() else {
+            break;
+        };
+        let input = match sent.and_then(|()| conn.read_within(&mut buf, wait_for(wake, now))) {
+            Ok(Some(n)) => Input::Bytes(&buf[..n]),
+            Ok(None) => Input::Timer,
+            Err(e) => Input::End(Error::io(e)),
+        };
+        turn = shared.lock().step(input, Instant::now());
     }
+    // Done: the hand-back is over, or the session closed.
+    conn.close();
+    shared.notify_all();
 }

@@ -12,9 +12,8 @@ pub use cancel::CancelHandle;
 pub use guard::{LockGuard, LossWatch};
 
 use crate::config::{ClientBuilder, Config};
-use crate::core::codec::HEARTBEAT;
-use crate::core::retry::{Failure, Mode, Plan};
-use crate::core::session::{wait_for, Session};
+use crate::core::retry::{Failure, Mode, Next, Plan};
+use crate::core::session::{wait_for, Input, Session, Turn};
 use crate::core::step::{acquire_step, AcquireStep};
 use crate::error::Error;
 use conn::Conn;
@@ -120,32 +119,34 @@ impl Client {
         // A deadline too far to represent is no deadline.
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let mut plan = Plan::new(mode, self.config.servers.len(), deadline);
+        let attempt = Attempt {
+            config: &self.config,
+            name,
+            frame: &frame,
+            lease_ms,
+            cancel,
+        };
         loop {
             if cancel.is_some_and(CancelHandle::is_cancelled) {
                 return Err(Error::Cancelled);
             }
-            if plan.expired(Instant::now()) {
-                return Err(Error::Timeout);
-            }
-            let server = &self.config.servers[plan.next_server()];
-            let attempt = Attempt {
-                config: &self.config,
-                name,
-                frame: &frame,
-                lease_ms,
-                cancel,
-            };
-            let failure = match attempt.run(server, &mut plan) {
-                Ok((conn, session)) => return LockGuard::start(name, conn, session),
-                Err(failure) => failure,
-            };
-            if let Some(cancel) = cancel {
-                cancel.detach();
-            }
-            let delay = plan.after_failure(failure, Instant::now())?;
-            match cancel {
-                Some(cancel) => cancel.sleep(delay)?,
-                None => std::thread::sleep(delay),
+            match plan.next(Instant::now()) {
+                Next::Connect(server) => match attempt.run(&self.config.servers[server], &plan) {
+                    Ok((conn, session, turn)) => {
+                        return LockGuard::start(name, conn, session, turn)
+                    }
+                    Err(failure) => {
+                        if let Some(cancel) = cancel {
+                            cancel.detach();
+                        }
+                        plan.failed(failure);
+                    }
+                },
+                Next::Sleep(delay) => match cancel {
+                    Some(cancel) => cancel.sleep(delay)?,
+                    None => std::thread::sleep(delay),
+                },
+                Next::GiveUp(err) => return Err(err),
             }
         }
     }
@@ -166,8 +167,8 @@ impl Attempt<'_> {
     }
 
     /// Connects, sends ACQUIRE and follows the session until it is granted
-    /// or fails.
-    fn run(&self, server: &str, plan: &mut Plan) -> Result<(Conn, Session), Failure> {
+    /// or fails. Dropping the connection on a failure closes it.
+    fn run(&self, server: &str, plan: &Plan) -> Result<(Conn, Session, Turn), Failure> {
         let mut connect_timeout = self.config.connect_timeout;
         if let Some(deadline) = plan.deadline() {
             connect_timeout =
@@ -178,40 +179,35 @@ impl Attempt<'_> {
         if let Some(cancel) = self.cancel {
             cancel.attach(conn.tcp()).map_err(Failure::Final)?;
         }
-        let io_failure = |e: std::io::Error| {
-            if self.cancelled() {
-                Failure::Final(Error::Cancelled)
-            } else {
-                Failure::Session(Error::io(e))
-            }
-        };
-        conn.send(self.frame).map_err(io_failure)?;
-        let mut session = Session::new(self.lease_ms, Instant::now());
+        let (mut session, mut turn) = Session::connect(self.lease_ms, plan.mode(), Instant::now());
         let mut buf = [0u8; 512];
         let mut on_waiting = || self.config.notify_waiting(self.name);
         loop {
             let now = Instant::now();
-            let wake = match acquire_step(&mut session, plan, now, &mut on_waiting)? {
+            let (send, wake) = match acquire_step(&session, &mut turn, plan, now, &mut on_waiting)?
+            {
                 AcquireStep::Granted => {
                     if let Some(cancel) = self.cancel {
                         cancel.detach();
                     }
-                    return Ok((conn, session));
+                    return Ok((conn, session, turn));
                 }
-                AcquireStep::Continue { heartbeat, wake } => {
-                    if heartbeat {
-                        conn.send(&HEARTBEAT).map_err(io_failure)?;
-                    }
-                    wake
-                }
+                AcquireStep::Continue { send, wake } => (send, wake),
             };
-            let read = conn.read_within(&mut buf, wait_for(wake, now));
+            let sent = match send {
+                Some(request) => conn.send(request.bytes(self.frame)),
+                None => Ok(()),
+            };
+            let read = sent.and_then(|()| conn.read_within(&mut buf, wait_for(wake, now)));
             if self.cancelled() {
                 return Err(Failure::Final(Error::Cancelled));
             }
-            if let Some(n) = read.map_err(io_failure)? {
-                session.feed(&buf[..n]);
-            }
+            let input = match read {
+                Ok(Some(n)) => Input::Bytes(&buf[..n]),
+                Ok(None) => Input::Timer,
+                Err(e) => Input::End(Error::io(e)),
+            };
+            turn = session.step(input, Instant::now());
         }
     }
 }

@@ -31,11 +31,20 @@ impl<T> Signal<T> {
         self.changed.notify_all();
     }
 
-    /// Waits for the next change (or a spurious wake-up).
-    pub(crate) fn wait<'a>(&self, state: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+    /// Waits for the next change, but no later than `until`.
+    pub(crate) fn wait_until<'a>(
+        &self,
+        state: MutexGuard<'a, T>,
+        until: Instant,
+    ) -> MutexGuard<'a, T> {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return state;
+        }
         self.changed
-            .wait(state)
+            .wait_timeout(state, left)
             .unwrap_or_else(PoisonError::into_inner)
+            .0
     }
 
     /// Waits while `pending` holds, but no later than `until` (`None`: no

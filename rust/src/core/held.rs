@@ -1,14 +1,14 @@
-//! What a lock guard knows of its lock, and the answers it gives from it.
+//! What a lock guard knows of its lock: the fixed grant, and the answers
+//! its accessors give from the session's [`Standing`].
 //!
-//! The blocking and the tokio guard share the state differently (a mutex
-//! and a condition variable, a watch channel), but what they share is the
-//! same [`Standing`], and their accessors are the ones below: the guards
-//! only fetch the latest standing and delegate.
+//! The blocking and the tokio guard share the session with their keeper
+//! differently (a mutex and a condition variable, a watch channel), but
+//! every polled check and push waiter asks [`Session::poll`] and answers
+//! from the standing it returns: one decision.
 
 use std::fmt;
-use std::time::Instant;
 
-use super::session::Session;
+use super::session::{Session, Standing};
 use crate::error::Error;
 
 /// The grant a guard holds: the lock name and the fencing token. Fixed for
@@ -19,34 +19,18 @@ pub(crate) struct Grant {
     token: u64,
 }
 
-/// Where a held lock stands, as the keeper last published it.
-#[derive(Debug, Clone)]
-pub(crate) struct Standing {
-    /// Until when the lock is safe to use; moves with every ack.
-    pub(crate) valid_until: Instant,
-    /// Set once, by the keeper, when the lock is lost ([`Error::Lost`]).
-    pub(crate) lost: Option<Error>,
-}
-
 impl Grant {
-    /// The grant of a session that holds `name`, and its first standing.
-    pub(crate) fn of(name: &str, session: &Session) -> Result<(Grant, Standing), Error> {
-        let (Some(token), Some(valid_until)) = (session.token(), session.valid_until()) else {
+    /// The grant of a session that was granted `name`.
+    pub(crate) fn of(name: &str, session: &Session) -> Result<Grant, Error> {
+        let Some(token) = session.token() else {
             return Err(Error::Protocol(
                 "lock guard for a session without grant".into(),
             ));
         };
-        let grant = Grant {
+        Ok(Grant {
             name: name.to_owned(),
             token,
-        };
-        Ok((
-            grant,
-            Standing {
-                valid_until,
-                lost: None,
-            },
-        ))
+        })
     }
 
     pub(crate) fn name(&self) -> &str {
@@ -68,60 +52,36 @@ impl Grant {
 }
 
 impl Standing {
-    /// Whether the lock is lost, or its validity has run out at `now` (the
-    /// keeper reports the loss at that instant).
-    pub(crate) fn is_lost(&self, now: Instant) -> bool {
-        self.lost.is_some() || now >= self.valid_until
+    /// `Ok(())` while held, else the loss ([`Error::Lost`]).
+    pub(crate) fn check(self) -> Result<(), Error> {
+        match self {
+            Standing::Held { .. } => Ok(()),
+            Standing::Lost { loss, .. } => Err(loss),
+            // Only a released guard has ended without a loss, and nobody
+            // asks it any more.
+            Standing::Ended => Err(Error::Lost(Box::new(Error::Cancelled))),
+        }
     }
 
-    /// `Ok(())` while the lock is held and valid at `now`, else the loss:
-    /// the keeper's cause, or a timeout it has not reported yet.
-    pub(crate) fn check(&self, now: Instant) -> Result<(), Error> {
-        if let Some(lost) = &self.lost {
-            return Err(lost.clone());
+    /// The loss, if lost.
+    pub(crate) fn loss(self) -> Option<Error> {
+        match self {
+            Standing::Lost { loss, .. } => Some(loss),
+            _ => None,
         }
-        if now >= self.valid_until {
-            return Err(Error::Lost(Box::new(Error::Timeout)));
-        }
-        Ok(())
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
+    use std::time::Instant;
 
     use super::*;
-
-    fn standing(valid_until: Instant, lost: Option<Error>) -> Standing {
-        Standing { valid_until, lost }
-    }
+    use crate::core::retry::Mode;
 
     #[test]
-    fn held_until_the_validity_runs_out() {
-        let now = Instant::now();
-        let s = standing(now + Duration::from_millis(10), None);
-        assert!(!s.is_lost(now));
-        assert!(s.check(now).is_ok());
-        let later = now + Duration::from_millis(10);
-        assert!(s.is_lost(later));
-        let err = s.check(later).unwrap_err();
-        assert!(matches!(err, Error::Lost(cause) if matches!(*cause, Error::Timeout)));
-    }
-
-    #[test]
-    fn a_reported_loss_wins_over_remaining_validity() {
-        let now = Instant::now();
-        let cause = Error::Lost(Box::new(Error::Protocol("gone".into())));
-        let s = standing(now + Duration::from_secs(60), Some(cause));
-        assert!(s.is_lost(now));
-        let err = s.check(now).unwrap_err();
-        assert!(matches!(err, Error::Lost(cause) if matches!(*cause, Error::Protocol(_))));
-    }
-
-    #[test]
-    fn no_grant_without_a_held_session() {
-        let session = Session::new(1000, Instant::now());
+    fn no_grant_without_a_granted_session() {
+        let (session, _) = Session::connect(1000, Mode::Wait, Instant::now());
         let err = Grant::of("x", &session).unwrap_err();
         assert!(matches!(err, Error::Protocol(_)));
     }

@@ -1,8 +1,10 @@
 //! The protocol core shared by the blocking and the tokio client: the frame
-//! codec, the heartbeat schedule, the per-connection state machine, the
-//! retry plan, and the answers a lock guard gives about its lock. Nothing
-//! in here does I/O; the two clients only move bytes and wait for the
-//! instants the core names.
+//! codec, the heartbeat schedule, the per-connection state machine (which
+//! makes every decision about a claim: validity, the loss and when it is
+//! told, when to close), the retry plan, and the answers a lock guard gives
+//! about its lock. Nothing in here does I/O; the two clients only move
+//! bytes, wait for the instants the core names and do what it says.
+//! spec/vectors/session.json and spec/vectors/retry.json run against it.
 
 pub(crate) mod codec;
 pub(crate) mod held;

@@ -10,6 +10,8 @@ use crate::error::Error;
 const INITIAL_MS: u64 = 50;
 const MAX_MS: u64 = 2000;
 const MULTIPLIER: u64 = 2;
+/// A claim queued this long before it failed starts the backoff over.
+const RESET_AFTER_QUEUED: Duration = Duration::from_millis(2000);
 
 /// Exponential backoff with equal jitter: attempt n sleeps uniformly in
 /// `[d/2, d]` with `d = min(max, initial * multiplier^n)`.
@@ -45,7 +47,7 @@ impl Backoff {
         Duration::from_millis(half + jitter)
     }
 
-    /// Starts over after an attempt that reached the server's queue.
+    /// Starts over at the smallest delay.
     pub(crate) fn reset(&mut self) {
         self.attempt = 0;
     }
@@ -75,22 +77,49 @@ pub(crate) enum Mode {
 pub(crate) enum Failure {
     /// No connection could be made to this server (nothing was sent).
     Connect(Error),
-    /// The connection was made but ended: an ERROR, a failure, silence.
-    Session(Error),
-    /// The caller's deadline, a cancel, a busy lock or a terminal error
-    /// that no retry can change.
+    /// The connection was made, then the claim ended: an ERROR, a dropped
+    /// connection, the client timeout, a busy lock (try-acquire).
+    /// `queued` is how long it had been queued (WAITING) by then.
+    Session { error: Error, queued: Duration },
+    /// The caller's deadline or a cancel: no retry can change it.
     Final(Error),
 }
 
-/// The state of one acquire across its attempts.
+/// What an acquisition does next.
+#[derive(Debug)]
+pub(crate) enum Next {
+    /// Connect to the server with this index and make one attempt.
+    Connect(usize),
+    /// Back off this long (never past the caller's deadline).
+    Sleep(Duration),
+    /// Stop: this error goes to the caller.
+    GiveUp(Error),
+}
+
+/// What the last failure calls for.
+#[derive(Debug)]
+enum Then {
+    Connect,
+    Sleep,
+    GiveUp(Error),
+}
+
+/// The retry policy of one acquisition (spec/constants.json `retry`, run by
+/// spec/vectors/retry.json): one server cursor that moves on after every
+/// failed attempt; a server that could not be reached is followed at once
+/// by the next, until a whole pass failed to connect; a server that
+/// answered and then failed is always followed by a backoff; a claim queued
+/// for `RESET_AFTER_QUEUED` or longer resets the backoff. Try-acquire makes
+/// one pass and never sleeps.
 #[derive(Debug)]
 pub(crate) struct Plan {
     mode: Mode,
     servers: usize,
-    next: usize,
-    /// Attempts in a row that failed to connect (try mode walks the list
-    /// once).
-    connect_failures: usize,
+    cursor: usize,
+    /// Connect failures since the last sleep.
+    unreachable: usize,
+    /// What the last failure calls for.
+    then: Then,
     deadline: Option<Instant>,
     backoff: Backoff,
 }
@@ -100,8 +129,9 @@ impl Plan {
         Plan {
             mode,
             servers: servers.max(1),
-            next: 0,
-            connect_failures: 0,
+            cursor: 0,
+            unreachable: 0,
+            then: Then::Connect,
             deadline,
             backoff: Backoff::new(),
         }
@@ -120,60 +150,49 @@ impl Plan {
         self.deadline.is_some_and(|d| now >= d)
     }
 
-    /// Index of the server for the next attempt (round robin).
-    pub(crate) fn next_server(&mut self) -> usize {
-        let i = self.next;
-        self.next = (self.next + 1) % self.servers;
-        i
-    }
-
-    /// The attempt reached the server's queue: later retries start over at
-    /// the smallest backoff.
-    pub(crate) fn reached_queue(&mut self) {
-        self.backoff.reset();
-    }
-
-    /// Decides after a failed attempt: `Ok(delay)` to try again after the
-    /// delay, or the error for the caller.
-    pub(crate) fn after_failure(
-        &mut self,
-        failure: Failure,
-        now: Instant,
-    ) -> Result<Duration, Error> {
-        let err = match failure {
-            Failure::Final(err) => return Err(err),
-            Failure::Connect(err) => {
-                self.connect_failures += 1;
-                if self.mode == Mode::Try {
-                    // Try mode walks the server list once, without delay.
-                    return if self.connect_failures < self.servers {
-                        Ok(Duration::ZERO)
-                    } else {
-                        Err(err)
-                    };
-                }
-                err
+    /// The next step at `now`.
+    pub(crate) fn next(&mut self, now: Instant) -> Next {
+        match std::mem::replace(&mut self.then, Then::Connect) {
+            Then::GiveUp(err) => Next::GiveUp(err),
+            _ if self.expired(now) => Next::GiveUp(Error::Timeout),
+            Then::Sleep => {
+                self.unreachable = 0;
+                let delay = self.backoff.next_delay();
+                Next::Sleep(match self.deadline {
+                    Some(deadline) => delay.min(deadline.saturating_duration_since(now)),
+                    None => delay,
+                })
             }
-            Failure::Session(err) => {
-                self.connect_failures = 0;
-                if self.mode == Mode::Try {
-                    return Err(err);
+            Then::Connect => Next::Connect(self.cursor),
+        }
+    }
+
+    /// Takes the outcome of the attempt that [`Plan::next`] asked for.
+    pub(crate) fn failed(&mut self, failure: Failure) {
+        self.then = match failure {
+            Failure::Final(err) => Then::GiveUp(err),
+            Failure::Connect(err) => {
+                self.cursor = (self.cursor + 1) % self.servers;
+                self.unreachable += 1;
+                match (self.unreachable >= self.servers, self.mode) {
+                    (false, _) => Then::Connect,
+                    (true, Mode::Try) => Then::GiveUp(err),
+                    (true, Mode::Wait) => Then::Sleep,
                 }
-                err
+            }
+            Failure::Session { error, queued } => {
+                self.cursor = (self.cursor + 1) % self.servers;
+                if self.mode == Mode::Try || !error.is_temporary() {
+                    Then::GiveUp(error)
+                } else {
+                    // A long wait in the queue shows a healthy server.
+                    if queued >= RESET_AFTER_QUEUED {
+                        self.backoff.reset();
+                    }
+                    Then::Sleep
+                }
             }
         };
-        if !err.is_temporary() {
-            return Err(err);
-        }
-        if self.expired(now) {
-            return Err(Error::Timeout);
-        }
-        let delay = self.backoff.next_delay();
-        Ok(match self.deadline {
-            // Never sleep past the deadline; the next loop turn reports it.
-            Some(deadline) => delay.min(deadline.saturating_duration_since(now)),
-            None => delay,
-        })
     }
 }
 
@@ -188,6 +207,11 @@ mod tests {
         assert_eq!(c["retry"]["initial_ms"], INITIAL_MS);
         assert_eq!(c["retry"]["max_ms"], MAX_MS);
         assert_eq!(c["retry"]["multiplier"], MULTIPLIER);
+        assert_eq!(
+            c["retry"]["reset_after_queued_ms"].as_u64().unwrap(),
+            RESET_AFTER_QUEUED.as_millis() as u64
+        );
+        assert_eq!(c["retry"]["server_order"], "rotate");
     }
 
     #[test]
@@ -210,53 +234,81 @@ mod tests {
     }
 
     #[test]
-    fn try_mode_walks_the_servers_once_then_fails() {
+    fn retry_vectors() {
+        let v = spec::load("vectors/retry.json");
+        let cases = v["cases"].as_array().unwrap();
+        assert!(cases.len() >= 10);
         let now = Instant::now();
-        let mut p = Plan::new(Mode::Try, 2, None);
-        let io = || Error::io(std::io::ErrorKind::ConnectionRefused.into());
-        assert_eq!(p.next_server(), 0);
-        assert_eq!(
-            p.after_failure(Failure::Connect(io()), now).unwrap(),
-            Duration::ZERO
-        );
-        assert_eq!(p.next_server(), 1);
-        assert!(matches!(
-            p.after_failure(Failure::Connect(io()), now),
-            Err(Error::Io(_))
-        ));
-        let mut p = Plan::new(Mode::Try, 2, None);
-        let temp = Error::from_code(1, "");
-        assert!(matches!(
-            p.after_failure(Failure::Session(temp), now),
-            Err(Error::ShuttingDown(_))
-        ));
+        for case in cases {
+            let name = case["name"].as_str().unwrap();
+            let mode = match case["mode"].as_str().unwrap() {
+                "wait" => Mode::Wait,
+                _ => Mode::Try,
+            };
+            let servers = case["servers"].as_u64().unwrap() as usize;
+            let mut plan = Plan::new(mode, servers, None);
+            for (i, step) in case["steps"].as_array().unwrap().iter().enumerate() {
+                let expect = step["expect"].as_str().unwrap();
+                let next = plan.next(now);
+                let words: Vec<&str> = expect.split_whitespace().collect();
+                match (words.as_slice(), &next) {
+                    (["connect", n], Next::Connect(got)) => {
+                        assert_eq!(n.parse::<usize>().unwrap(), *got, "{name} step {i}")
+                    }
+                    (["sleep", range], Next::Sleep(d)) => {
+                        let (lo, hi) = range.split_once("..").unwrap();
+                        let d = d.as_millis() as u64;
+                        let (lo, hi) = (lo.parse::<u64>().unwrap(), hi.parse::<u64>().unwrap());
+                        assert!(
+                            lo <= d && d <= hi,
+                            "{name} step {i}: slept {d}, want {expect}"
+                        );
+                    }
+                    (["give_up"], Next::GiveUp(_)) => {}
+                    _ => panic!("{name} step {i}: got {next:?}, want {expect}"),
+                }
+                let queued = Duration::from_millis(step["queued_ms"].as_u64().unwrap_or(0));
+                let session = |error| Failure::Session { error, queued };
+                match step["outcome"].as_str() {
+                    None | Some("granted") => {}
+                    Some("connect_failed") => plan.failed(Failure::Connect(Error::io(
+                        std::io::ErrorKind::ConnectionRefused.into(),
+                    ))),
+                    Some("requeue") => plan.failed(session(Error::from_code(0x01, ""))),
+                    Some("terminal") => plan.failed(session(Error::from_code(0x18, ""))),
+                    Some("busy") => plan.failed(session(Error::Busy)),
+                    Some(other) => panic!("{name}: outcome {other}"),
+                }
+            }
+        }
     }
 
     #[test]
-    fn wait_mode_retries_temporary_until_the_deadline() {
+    fn the_callers_deadline_cuts_sleeps_and_ends_the_plan() {
         let now = Instant::now();
         let deadline = now + Duration::from_millis(30);
         let mut p = Plan::new(Mode::Wait, 1, Some(deadline));
-        let d = p
-            .after_failure(Failure::Session(Error::from_code(2, "")), now)
-            .unwrap();
-        assert!(d <= Duration::from_millis(30), "{d:?}");
-        let d = p
-            .after_failure(Failure::Session(Error::Timeout), now)
-            .unwrap();
-        assert!(d <= Duration::from_millis(30));
+        assert!(matches!(p.next(now), Next::Connect(0)));
+        p.failed(Failure::Session {
+            error: Error::Timeout,
+            queued: Duration::ZERO,
+        });
+        assert!(matches!(p.next(now), Next::Sleep(d) if d <= Duration::from_millis(30)));
+        assert!(matches!(p.next(now), Next::Connect(0)));
+        p.failed(Failure::Connect(Error::io(
+            std::io::ErrorKind::ConnectionRefused.into(),
+        )));
+        assert!(matches!(p.next(deadline), Next::GiveUp(Error::Timeout)));
+        // A terminal error wins over the deadline; so does a cancel.
+        p.failed(Failure::Session {
+            error: Error::from_code(0x18, ""),
+            queued: Duration::ZERO,
+        });
         assert!(matches!(
-            p.after_failure(Failure::Session(Error::from_code(2, "")), deadline),
-            Err(Error::Timeout)
+            p.next(deadline),
+            Next::GiveUp(Error::NotAuthorized(_))
         ));
-        let terminal = Error::from_code(0x18, "");
-        assert!(matches!(
-            p.after_failure(Failure::Session(terminal), now),
-            Err(Error::NotAuthorized(_))
-        ));
-        assert!(matches!(
-            p.after_failure(Failure::Final(Error::Cancelled), now),
-            Err(Error::Cancelled)
-        ));
+        p.failed(Failure::Final(Error::Cancelled));
+        assert!(matches!(p.next(now), Next::GiveUp(Error::Cancelled)));
     }
 }

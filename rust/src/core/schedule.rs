@@ -67,6 +67,13 @@ impl Schedule {
         ms(self.client_timeout_ms())
     }
 
+    /// The lease: the server keeps a silent session this long after it
+    /// last heard from it, so a lost client may keep its connection open
+    /// until `sendTime(last acked) + lease` without shortening anyone's wait.
+    pub(crate) fn lease(&self) -> Duration {
+        ms(self.lease_ms)
+    }
+
     /// How long a release waits for the server's close after half-closing:
     /// the client timeout, at most one second. Past the client timeout the
     /// server may be gone anyway; the cap keeps a release of a long lease
@@ -145,6 +152,7 @@ mod tests {
         let mut s = Schedule::new(1000);
         assert_eq!(s.client_timeout(), Duration::from_millis(800));
         assert_eq!(s.interval(), Duration::from_millis(250));
+        assert_eq!(s.lease(), Duration::from_millis(1000));
         s.observe_rtt(Duration::from_millis(10));
         assert_eq!(s.interval(), Duration::from_millis(230));
     }

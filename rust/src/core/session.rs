@@ -1,49 +1,140 @@
 //! The state of one connection (one claim on one lock), without any I/O.
 //!
-//! The blocking and the tokio client both drive a [`Session`]: they write
-//! the ACQUIRE, feed it every byte they read, ask it when to wake up next,
-//! and send a HEARTBEAT when it says so. Reply accounting, RTT sampling,
-//! validity and the give-up deadline all live here, once.
+//! The blocking and the tokio client both drive a [`Session`]: they feed it
+//! every [`Input`] (bytes read, a timer that fired, the end of the stream,
+//! the application letting go) and do what the returned [`Turn`] says, in
+//! its order: tell, send, close. Every decision lives here, once: reply
+//! accounting, RTT sampling, the validity deadline, the loss and when it is
+//! told, the close at the lease, ignoring late replies, and that a
+//! promotion after a waiting claim's deadline is no grant.
 //!
-//! Release is a phase too: the client half-closes, stops heartbeating and
-//! reads (ignoring late acks) until the server closes its side, which it
-//! does only after freeing the lock, or until a bound passes.
+//! The rule for a held lock (spec/vectors/session.json runs it): at
+//! `sendTime(last acked) + 0.8·lease` with no newer ack the loss is decided
+//! once and told before anything else happens. Then the client stops
+//! heartbeating and ignores replies, but keeps the connection open until
+//! the application lets go (close at once) or `sendTime(last acked) + lease`
+//! has passed (close then): a close earlier would let the server hand the
+//! lock to the next waiter inside the 0.2·lease margin the rule keeps.
 
 use std::time::{Duration, Instant};
 
-use super::codec::{Decoder, Frame};
+use super::codec::{Decoder, Frame, HEARTBEAT};
+use super::retry::Mode;
 use super::schedule::Schedule;
 use crate::error::Error;
 
-/// Where the claim stands, as far as the client knows.
+/// Where the claim stands, as far as the client knows (the vectors'
+/// states; the adapters only need the [`Turn`]s and [`Session::poll`]).
+#[cfg(test)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
+pub(crate) enum State {
     /// ACQUIRE sent, no reply yet.
-    Requested,
-    /// The server queued us (WAITING).
+    Connecting,
+    /// Queued behind the holder (WAITING).
     Waiting,
-    /// The server granted the lock with this token.
-    Held(u64),
-    /// The client half-closed to hand the lock back and waits until `until`
-    /// for the server to close its side.
-    Releasing { until: Instant },
+    /// The lock is granted and valid.
+    Held,
+    /// The loss was told; the connection stays open until release or lease.
+    Lost,
+    /// The claim is over (a hand-back may still be reading the server's
+    /// close).
+    Closed,
 }
 
-/// What a frame meant for the caller.
+/// The internal phase: [`State`] plus what the phases need to remember.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Event {
-    /// The first WAITING of this connection: the claim is queued.
+enum Phase {
+    Connecting,
     Waiting,
-    /// The lock was granted, as the reply to ACQUIRE or as a promotion.
-    Acquired { token: u64 },
-    /// A reply acknowledged a send; nothing changed but the deadlines. (While
-    /// releasing, every reply is a late ack of this kind and is ignored.)
-    Acked,
+    Held(u64),
+    Lost,
+    /// Released while held: the client half-closed and reads until the
+    /// server closes its side (after freeing the lock) or until `until`.
+    HandingBack {
+        until: Instant,
+    },
+    Closed,
+}
+
+/// A request frame the adapter writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Request {
+    Acquire,
+    Heartbeat,
+}
+
+impl Request {
+    /// The bytes to write; the ACQUIRE frame is the adapter's (it carries
+    /// the name and the lease).
+    pub(crate) fn bytes(self, acquire: &[u8]) -> &[u8] {
+        match self {
+            Request::Acquire => acquire,
+            Request::Heartbeat => &HEARTBEAT,
+        }
+    }
+}
+
+/// How to close.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Close {
+    /// Close both directions now.
+    Now,
+    /// Hand a held lock back: half-close now (after a TLS close_notify) and
+    /// keep reading, ignoring what arrives, until the server's close or
+    /// `until`; then close. The session's `next_wakeup` is `until` until
+    /// that hand-back is over.
+    HandBack { until: Instant },
+}
+
+/// What one input asks of the adapter, in the order of the fields: first
+/// the news (queued, granted, lost, failed), then the write, then the
+/// close.
+#[derive(Debug, Default)]
+pub(crate) struct Turn {
+    /// The first WAITING: the claim is queued.
+    pub(crate) waiting: bool,
+    /// The lock was granted with this token (at ACQUIRE or by promotion).
+    pub(crate) granted: Option<u64>,
+    /// The held lock is lost ([`Error::Lost`] with the cause): tell every
+    /// push signal now. Polled checks see it already.
+    pub(crate) lost: Option<Error>,
+    /// A claim that was not held ended with this error.
+    pub(crate) failed: Option<Error>,
+    /// Write this request.
+    pub(crate) send: Option<Request>,
+    /// Close the connection.
+    pub(crate) close: Option<Close>,
+}
+
+/// One input to a session.
+#[derive(Debug)]
+pub(crate) enum Input<'a> {
+    /// Bytes as one read returned them.
+    Bytes(&'a [u8]),
+    /// A timer fired: time has passed.
+    Timer,
+    /// The stream ended: EOF, reset, or a failed write.
+    End(Error),
+    /// The application lets go: release, cancel, drop, deadline.
+    Release,
+}
+
+/// A held lock's standing, as polled checks and push waiters see it.
+#[derive(Debug, Clone)]
+pub(crate) enum Standing {
+    /// Held and valid until then.
+    Held { valid_until: Instant },
+    /// Lost ([`Error::Lost`]); `newly` when this very poll decided it (at
+    /// the deadline), so the caller must wake the push waiters.
+    Lost { loss: Error, newly: bool },
+    /// Ended without a loss: released by the application.
+    Ended,
 }
 
 /// One connection's protocol state.
 #[derive(Debug)]
 pub(crate) struct Session {
+    mode: Mode,
     phase: Phase,
     schedule: Schedule,
     decoder: Decoder,
@@ -56,182 +147,299 @@ pub(crate) struct Session {
     /// earlier than this, so our session lives at least until
     /// `acked_send + lease`; we trust it until `acked_send + client_timeout`.
     acked_send: Instant,
+    /// The token, once granted; kept after the end.
+    token: Option<u64>,
+    /// When the server queued the claim.
+    queued_at: Option<Instant>,
+    /// The loss ([`Error::Lost`]), once decided; kept after the end.
+    loss: Option<Error>,
 }
 
 impl Session {
-    /// Starts the state of a connection whose ACQUIRE was sent at `sent_at`.
-    pub(crate) fn new(lease_ms: u32, sent_at: Instant) -> Session {
-        Session {
-            phase: Phase::Requested,
+    /// A claim whose connection just opened: the turn says to send ACQUIRE.
+    pub(crate) fn connect(lease_ms: u32, mode: Mode, now: Instant) -> (Session, Turn) {
+        let session = Session {
+            mode,
+            phase: Phase::Connecting,
             schedule: Schedule::new(lease_ms),
             decoder: Decoder::default(),
-            pending: Some(sent_at),
-            last_send: sent_at,
-            acked_send: sent_at,
-        }
-    }
-
-    /// Hands over bytes as one read returned them.
-    pub(crate) fn feed(&mut self, bytes: &[u8]) {
-        self.decoder.feed(bytes);
-    }
-
-    /// Processes the next buffered frame, if a complete one is there.
-    ///
-    /// An ERROR frame, a malformed frame or a reply nobody asked for ends
-    /// the session with an error; the caller closes the connection.
-    pub(crate) fn poll_frame(&mut self, now: Instant) -> Result<Option<Event>, Error> {
-        let Some(frame) = self.decoder.next_frame()? else {
-            return Ok(None);
+            pending: Some(now),
+            last_send: now,
+            acked_send: now,
+            token: None,
+            queued_at: None,
+            loss: None,
         };
-        match frame {
-            Frame::Error { code, reason } => Err(Error::from_code(code, reason)),
-            // The ack of a heartbeat sent before the release: nothing to
-            // account for any more.
-            _ if self.release_deadline().is_some() => Ok(Some(Event::Acked)),
-            Frame::Waiting => self.on_waiting(now).map(Some),
-            Frame::Acquired { token } => self.on_acquired(token, now).map(Some),
-        }
+        let turn = Turn {
+            send: Some(Request::Acquire),
+            ..Turn::default()
+        };
+        (session, turn)
     }
 
-    fn on_waiting(&mut self, now: Instant) -> Result<Event, Error> {
+    /// Processes one input at `now`. Time passes first: a reply that
+    /// arrives at or after the deadline finds the decision made.
+    pub(crate) fn step(&mut self, input: Input<'_>, now: Instant) -> Turn {
+        let mut turn = Turn::default();
+        self.advance(now, &mut turn);
+        match input {
+            Input::Bytes(bytes) => self.receive(bytes, now, &mut turn),
+            Input::Timer => {}
+            Input::End(cause) => match self.phase {
+                // The server's close: the hand-back is confirmed.
+                Phase::HandingBack { .. } => self.phase = Phase::Closed,
+                _ => self.end(cause, &mut turn),
+            },
+            Input::Release => self.release(now, &mut turn),
+        }
+        self.heartbeat(now, &mut turn);
+        turn
+    }
+
+    /// The one decision polled checks and push waiters share with the
+    /// session's own timer: a held lock is lost from its deadline on,
+    /// whichever path looks first.
+    pub(crate) fn poll(&mut self, now: Instant) -> Standing {
         if let Phase::Held(_) = self.phase {
-            return Err(Error::Protocol("WAITING after the lock was granted".into()));
-        }
-        self.ack(now)?;
-        Ok(match self.phase {
-            Phase::Requested => {
-                self.phase = Phase::Waiting;
-                Event::Waiting
+            if now < self.deadline() {
+                return Standing::Held {
+                    valid_until: self.deadline(),
+                };
             }
-            _ => Event::Acked,
-        })
+            let loss = self.lose_at_deadline();
+            return Standing::Lost { loss, newly: true };
+        }
+        match &self.loss {
+            Some(loss) => Standing::Lost {
+                loss: loss.clone(),
+                newly: false,
+            },
+            None => Standing::Ended,
+        }
     }
 
-    fn on_acquired(&mut self, token: u64, now: Instant) -> Result<Event, Error> {
+    /// Makes the decisions that are due at `now`.
+    fn advance(&mut self, now: Instant, turn: &mut Turn) {
         match self.phase {
-            Phase::Requested => {
-                self.ack(now)?;
-                self.phase = Phase::Held(token);
-                Ok(Event::Acquired { token })
+            Phase::Connecting | Phase::Waiting if now >= self.deadline() => {
+                // A promotion after this instant is no grant.
+                self.end(Error::Timeout, turn);
             }
+            Phase::Held(_) if now >= self.deadline() => {
+                turn.lost = Some(self.lose_at_deadline());
+            }
+            Phase::HandingBack { until } if now >= until => self.phase = Phase::Closed,
+            _ => {}
+        }
+        // Also right after a loss decided in this same step.
+        if self.phase == Phase::Lost && now >= self.close_at() {
+            self.phase = Phase::Closed;
+            turn.close = Some(Close::Now);
+        }
+    }
+
+    /// Held past the deadline: lost, told, and the connection kept open.
+    fn lose_at_deadline(&mut self) -> Error {
+        let loss = Error::Lost(Box::new(Error::Timeout));
+        self.phase = Phase::Lost;
+        self.loss = Some(loss.clone());
+        loss
+    }
+
+    fn receive(&mut self, bytes: &[u8], now: Instant, turn: &mut Turn) {
+        if !self.reading() {
+            return;
+        }
+        self.decoder.feed(bytes);
+        while self.reading() {
+            match self.decoder.next_frame() {
+                Ok(Some(frame)) => self.on_frame(frame, now, turn),
+                Ok(None) => break,
+                Err(err) => self.end(err, turn),
+            }
+        }
+    }
+
+    /// Whether replies still mean something (or, once lost, an ERROR ends
+    /// the wait for the lease).
+    fn reading(&self) -> bool {
+        !matches!(self.phase, Phase::HandingBack { .. } | Phase::Closed)
+    }
+
+    fn on_frame(&mut self, frame: Frame, now: Instant, turn: &mut Turn) {
+        let token = match (self.phase, frame) {
+            (_, Frame::Error { code, reason }) => {
+                return self.end(Error::from_code(code, reason), turn)
+            }
+            // Late replies never revive a lost lock.
+            (Phase::Lost, _) => return,
+            (Phase::Held(_), Frame::Waiting) => {
+                let err = Error::Protocol("WAITING after the lock was granted".into());
+                return self.end(err, turn);
+            }
+            (Phase::Held(held), Frame::Acquired { token }) if held != token => {
+                let err = Error::Protocol(format!(
+                    "ACQUIRED with token {token} while holding token {held}"
+                ));
+                return self.end(err, turn);
+            }
+            (_, Frame::Acquired { token }) => token,
+            (_, Frame::Waiting) => {
+                if self.ack(now, turn) && self.phase == Phase::Connecting {
+                    if self.mode == Mode::Try {
+                        // Try-acquire: someone else holds it.
+                        return self.end(Error::Busy, turn);
+                    }
+                    self.phase = Phase::Waiting;
+                    self.queued_at = Some(now);
+                    turn.waiting = true;
+                }
+                return;
+            }
+        };
+        match self.phase {
             // While waiting, ACQUIRED is always the promotion, never the ack
             // of a heartbeat in flight: that ack is still to come.
-            Phase::Waiting => {
-                self.phase = Phase::Held(token);
-                Ok(Event::Acquired { token })
+            Phase::Waiting => self.grant(token, turn),
+            Phase::Connecting => {
+                if self.ack(now, turn) {
+                    self.grant(token, turn);
+                }
             }
-            Phase::Held(held) if held != token => Err(Error::Protocol(format!(
-                "ACQUIRED with token {token} while holding token {held}"
-            ))),
-            Phase::Held(_) => {
-                self.ack(now)?;
-                Ok(Event::Acked)
+            _ => {
+                self.ack(now, turn);
             }
-            // poll_frame ignores replies before they get here.
-            Phase::Releasing { .. } => Ok(Event::Acked),
         }
     }
 
-    /// Accounts for one reply to our one request in flight.
-    fn ack(&mut self, now: Instant) -> Result<(), Error> {
+    fn grant(&mut self, token: u64, turn: &mut Turn) {
+        self.phase = Phase::Held(token);
+        self.token = Some(token);
+        turn.granted = Some(token);
+    }
+
+    /// Accounts for one reply to our one request in flight; a reply
+    /// without a request ends the claim.
+    fn ack(&mut self, now: Instant, turn: &mut Turn) -> bool {
         let Some(sent) = self.pending.take() else {
-            return Err(Error::Protocol("a reply without a request".into()));
+            self.end(Error::Protocol("a reply without a request".into()), turn);
+            return false;
         };
         self.schedule
             .observe_rtt(now.saturating_duration_since(sent));
         self.acked_send = sent;
-        Ok(())
+        true
     }
 
-    /// The moment the client stops trusting the connection: the lock, if
-    /// held, is lost then; a waiting claim re-queues.
+    /// The server or the link ended the claim, or broke the protocol: a
+    /// held lock is lost and told, a waiting claim fails, a lost one just
+    /// closes. Then close at once: the server has let go already.
+    fn end(&mut self, cause: Error, turn: &mut Turn) {
+        match self.phase {
+            Phase::Held(_) => {
+                let loss = Error::Lost(Box::new(cause));
+                self.loss = Some(loss.clone());
+                turn.lost = Some(loss);
+            }
+            Phase::Connecting | Phase::Waiting => turn.failed = Some(cause),
+            Phase::Lost => {}
+            Phase::HandingBack { .. } | Phase::Closed => return,
+        }
+        self.phase = Phase::Closed;
+        turn.close = Some(Close::Now);
+    }
+
+    /// The application lets go: a held lock is handed back, anything else
+    /// closes at once (after a loss nothing is left to hand back).
+    fn release(&mut self, now: Instant, turn: &mut Turn) {
+        match self.phase {
+            Phase::Held(_) => {
+                let until = now + self.schedule.release_wait();
+                self.phase = Phase::HandingBack { until };
+                turn.close = Some(Close::HandBack { until });
+            }
+            Phase::Connecting | Phase::Waiting | Phase::Lost => {
+                self.phase = Phase::Closed;
+                turn.close = Some(Close::Now);
+            }
+            Phase::HandingBack { .. } | Phase::Closed => {}
+        }
+    }
+
+    /// Sends a HEARTBEAT when one is due.
+    fn heartbeat(&mut self, now: Instant, turn: &mut Turn) {
+        if self.heartbeat_due().is_some_and(|due| now >= due) {
+            self.pending = Some(now);
+            self.last_send = now;
+            turn.send = Some(Request::Heartbeat);
+        }
+    }
+
+    /// When the next heartbeat is due: while queued or held, with no
+    /// request in flight (the next one waits for the ack of the last).
+    fn heartbeat_due(&self) -> Option<Instant> {
+        match (self.phase, self.pending) {
+            (Phase::Waiting | Phase::Held(_), None) => {
+                Some(self.last_send + self.schedule.interval())
+            }
+            _ => None,
+        }
+    }
+
+    /// The moment the client stops trusting the connection: a held lock is
+    /// lost then; a claim still waiting fails and re-queues.
     pub(crate) fn deadline(&self) -> Instant {
         self.acked_send + self.schedule.client_timeout()
     }
 
-    /// When the next heartbeat is due, or `None` while one is in flight (the
-    /// next waits for its ack).
-    fn heartbeat_due(&self) -> Option<Instant> {
-        match (self.phase, self.pending) {
-            (Phase::Releasing { .. }, _) => None,
-            // The ACQUIRE is the request in flight until its reply arrives.
-            (_, Some(_)) | (Phase::Requested, None) => None,
-            (_, None) => Some(self.last_send + self.schedule.interval()),
-        }
+    /// The latest moment the server may still count us as its session.
+    fn close_at(&self) -> Instant {
+        self.acked_send + self.schedule.lease()
     }
 
-    /// The next instant at which [`Session::poll_timer`] has work to do.
-    pub(crate) fn next_wakeup(&self) -> Instant {
-        if let Some(until) = self.release_deadline() {
-            return until;
-        }
-        match self.heartbeat_due() {
-            Some(due) => due.min(self.deadline()),
-            None => self.deadline(),
-        }
-    }
-
-    /// Checks the clock. `Ok(true)` means "send a HEARTBEAT now" (the send
-    /// is recorded as of `now`); `Err(Timeout)` means no ack arrived within
-    /// the client timeout.
-    pub(crate) fn poll_timer(&mut self, now: Instant) -> Result<bool, Error> {
-        if self.release_deadline().is_some() {
-            // Handing back: validity no longer matters, nothing is sent.
-            return Ok(false);
-        }
-        if now >= self.deadline() {
-            return Err(Error::Timeout);
-        }
-        match self.heartbeat_due() {
-            Some(due) if now >= due => {
-                self.pending = Some(now);
-                self.last_send = now;
-                Ok(true)
+    /// When to feed the next [`Input::Timer`]; `None` once the connection
+    /// is done with, and the adapter closes it for good.
+    pub(crate) fn next_wakeup(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Connecting | Phase::Waiting | Phase::Held(_) => {
+                Some(match self.heartbeat_due() {
+                    Some(due) => due.min(self.deadline()),
+                    None => self.deadline(),
+                })
             }
-            _ => Ok(false),
+            Phase::Lost => Some(self.close_at()),
+            Phase::HandingBack { until } => Some(until),
+            Phase::Closed => None,
         }
     }
 
-    /// Starts handing the lock back at `now`, the moment the client
-    /// half-closes: no more heartbeats, replies still in flight are ignored.
-    /// Returns until when to wait for the server's close: the client
-    /// timeout from `now`, at most one second. Idempotent: a second call
-    /// keeps the first deadline.
-    pub(crate) fn begin_release(&mut self, now: Instant) -> Instant {
-        if let Some(until) = self.release_deadline() {
-            return until;
-        }
-        let until = now + self.schedule.release_wait();
-        self.phase = Phase::Releasing { until };
-        until
-    }
-
-    /// How long a release waits for the server's close.
-    pub(crate) fn release_wait(&self) -> Duration {
-        self.schedule.release_wait()
-    }
-
-    /// Until when a release waits for the server's close; `None` unless
-    /// releasing.
-    pub(crate) fn release_deadline(&self) -> Option<Instant> {
+    #[cfg(test)]
+    pub(crate) fn state(&self) -> State {
         match self.phase {
-            Phase::Releasing { until } => Some(until),
-            _ => None,
+            Phase::Connecting => State::Connecting,
+            Phase::Waiting => State::Waiting,
+            Phase::Held(_) => State::Held,
+            Phase::Lost => State::Lost,
+            Phase::HandingBack { .. } | Phase::Closed => State::Closed,
         }
     }
 
-    /// The fencing token, once granted (and not being handed back).
+    /// The fencing token, once granted.
     pub(crate) fn token(&self) -> Option<u64> {
-        match self.phase {
-            Phase::Held(token) => Some(token),
-            _ => None,
-        }
+        self.token
     }
 
-    /// Until when a held lock is safe to use.
+    /// Until when a granted lock is safe to use; it stays where it was after
+    /// a loss.
+    #[cfg(test)]
     pub(crate) fn valid_until(&self) -> Option<Instant> {
-        self.token().map(|_| self.deadline())
+        self.token.map(|_| self.deadline())
+    }
+
+    /// How long the claim had been queued at `now` (zero if never).
+    pub(crate) fn queued_for(&self, now: Instant) -> Duration {
+        self.queued_at
+            .map_or(Duration::ZERO, |at| now.saturating_duration_since(at))
     }
 }
 
@@ -246,174 +454,252 @@ pub(crate) fn wait_for(deadline: Instant, now: Instant) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const WAITING: &[u8] = &[0x11];
-
-    fn acquired(token: u64) -> Vec<u8> {
-        let mut v = vec![0x12];
-        v.extend_from_slice(&token.to_be_bytes());
-        v
-    }
+    use crate::spec;
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
     }
 
-    fn feed_all(s: &mut Session, bytes: &[u8], now: Instant) -> Result<Vec<Event>, Error> {
-        s.feed(bytes);
-        let mut events = Vec::new();
-        while let Some(e) = s.poll_frame(now)? {
-            events.push(e);
+    /// The vector's name of an error: `timeout`, `io`, `server 0x02`, ...
+    fn kind(err: &Error) -> String {
+        let err = match err {
+            Error::Lost(cause) => cause,
+            other => other,
+        };
+        match err {
+            Error::Timeout => "timeout".into(),
+            Error::Io(_) => "io".into(),
+            Error::Protocol(_) => "protocol".into(),
+            Error::Busy => "busy".into(),
+            coded => format!("server 0x{:02x}", coded.code().expect("a wire code")),
         }
-        Ok(events)
+    }
+
+    /// A turn as the vector's `out` list, in the order the adapters act.
+    fn outputs(turn: &Turn) -> Vec<String> {
+        let mut out = Vec::new();
+        if turn.send == Some(Request::Acquire) {
+            out.push("send ACQUIRE".to_owned());
+        }
+        if turn.waiting {
+            out.push("waiting".into());
+        }
+        if let Some(token) = turn.granted {
+            out.push(format!("grant {token}"));
+        }
+        if let Some(loss) = &turn.lost {
+            out.push(format!("lost {}", kind(loss)));
+        }
+        if let Some(err) = &turn.failed {
+            out.push(format!("fail {}", kind(err)));
+        }
+        if turn.send == Some(Request::Heartbeat) {
+            out.push("send HEARTBEAT".into());
+        }
+        if turn.close.is_some() {
+            out.push("close".into());
+        }
+        out
+    }
+
+    fn frame(input: &str) -> Vec<u8> {
+        let words: Vec<&str> = input.split_whitespace().collect();
+        match words[1..] {
+            ["WAITING"] => vec![0x11],
+            ["ACQUIRED", token] => {
+                let mut v = vec![0x12];
+                v.extend_from_slice(&token.parse::<u64>().unwrap().to_be_bytes());
+                v
+            }
+            ["ERROR", code] => {
+                let code = u8::from_str_radix(code.trim_start_matches("0x"), 16).unwrap();
+                vec![0x13, code, 0]
+            }
+            _ => panic!("unknown input {input}"),
+        }
+    }
+
+    fn state_name(state: State) -> &'static str {
+        match state {
+            State::Connecting => "connecting",
+            State::Waiting => "waiting",
+            State::Held => "held",
+            State::Lost => "lost",
+            State::Closed => "closed",
+        }
     }
 
     #[test]
-    fn immediate_grant_sets_validity_from_the_acquire_send() {
-        let t0 = Instant::now();
-        let mut s = Session::new(1000, t0);
-        assert_eq!(s.valid_until(), None);
-        let ev = feed_all(&mut s, &acquired(7), t0 + ms(2)).unwrap();
-        assert_eq!(ev, vec![Event::Acquired { token: 7 }]);
-        assert_eq!(s.token(), Some(7));
-        assert_eq!(s.valid_until(), Some(t0 + ms(800)));
-        // First heartbeat: interval from the ACQUIRE send, shortened by RTT.
-        assert_eq!(s.next_wakeup(), t0 + ms(250 - 4));
+    fn session_vectors() {
+        let v = spec::load("vectors/session.json");
+        let cases = v["cases"].as_array().unwrap();
+        assert!(cases.len() >= 20);
+        for case in cases {
+            let name = case["name"].as_str().unwrap();
+            let lease = case["lease_ms"].as_u64().unwrap() as u32;
+            let mode = match case["mode"].as_str().unwrap() {
+                "wait" => Mode::Wait,
+                "try" => Mode::Try,
+                other => panic!("{name}: mode {other}"),
+            };
+            let t0 = Instant::now();
+            let mut session: Option<Session> = None;
+            for (i, step) in case["steps"].as_array().unwrap().iter().enumerate() {
+                let at = t0 + ms(step["at"].as_u64().unwrap());
+                let input = step["in"].as_str().unwrap();
+                let turn = match (input, session.as_mut()) {
+                    ("connect", None) => {
+                        let (s, turn) = Session::connect(lease, mode, at);
+                        session = Some(s);
+                        turn
+                    }
+                    ("timer", Some(s)) => s.step(Input::Timer, at),
+                    ("release", Some(s)) => s.step(Input::Release, at),
+                    ("eof", Some(s)) => {
+                        let eof = std::io::Error::from(std::io::ErrorKind::UnexpectedEof);
+                        s.step(Input::End(Error::io(eof)), at)
+                    }
+                    (recv, Some(s)) if recv.starts_with("recv ") => {
+                        s.step(Input::Bytes(&frame(recv)), at)
+                    }
+                    _ => panic!("{name} step {i}: cannot feed {input}"),
+                };
+                let s = session.as_ref().unwrap();
+                let want: Vec<&str> = step["out"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|o| o.as_str().unwrap())
+                    .collect();
+                assert_eq!(outputs(&turn), want, "{name} step {i} ({input})");
+                if let Some(state) = step["state"].as_str() {
+                    assert_eq!(state_name(s.state()), state, "{name} step {i} state");
+                }
+                if let Some(want) = step["valid_until"].as_f64() {
+                    let got = s.valid_until().expect("granted");
+                    let got = got.duration_since(t0).as_secs_f64() * 1000.0;
+                    assert!(
+                        (got - want).abs() < 1e-3,
+                        "{name} step {i}: valid_until {got}"
+                    );
+                }
+            }
+        }
+    }
+
+    fn bytes_acquired(token: u64) -> Vec<u8> {
+        frame(&format!("recv ACQUIRED {token}"))
     }
 
     #[test]
-    fn no_heartbeat_before_the_acquire_reply() {
+    fn a_poll_at_the_deadline_is_the_one_decision() {
         let t0 = Instant::now();
-        let mut s = Session::new(1000, t0);
-        assert!(!s.poll_timer(t0 + ms(500)).unwrap());
-        assert_eq!(s.next_wakeup(), t0 + ms(800));
-        assert!(matches!(s.poll_timer(t0 + ms(800)), Err(Error::Timeout)));
+        let (mut s, _) = Session::connect(1000, Mode::Wait, t0);
+        s.step(Input::Bytes(&bytes_acquired(7)), t0);
+        let turn = s.step(Input::Timer, t0 + ms(250));
+        assert_eq!(turn.send, Some(Request::Heartbeat));
+        assert!(matches!(
+            s.poll(t0 + ms(799)),
+            Standing::Held { valid_until } if valid_until == t0 + ms(800)
+        ));
+        // A polled check at the deadline decides, before any timer runs.
+        assert!(matches!(
+            s.poll(t0 + ms(800)),
+            Standing::Lost { newly: true, .. }
+        ));
+        assert!(matches!(
+            s.poll(t0 + ms(801)),
+            Standing::Lost { newly: false, .. }
+        ));
+        // The timer finds it decided: nothing more is told, nothing sent,
+        // the late ack is ignored, and the close waits for the lease.
+        assert!(outputs(&s.step(Input::Timer, t0 + ms(800))).is_empty());
+        let late = s.step(Input::Bytes(&bytes_acquired(7)), t0 + ms(810));
+        assert!(outputs(&late).is_empty());
+        assert_eq!(s.state(), State::Lost);
+        assert_eq!(s.next_wakeup(), Some(t0 + ms(1000)));
+        assert_eq!(outputs(&s.step(Input::Timer, t0 + ms(1000))), ["close"]);
     }
 
     #[test]
-    fn promotion_during_an_inflight_heartbeat_is_not_its_ack() {
+    fn release_while_held_hands_back_until_the_server_closes() {
         let t0 = Instant::now();
-        let mut s = Session::new(1000, t0);
-        assert_eq!(feed_all(&mut s, WAITING, t0).unwrap(), vec![Event::Waiting]);
-        // Heartbeat goes out at 250 ms.
-        assert!(s.poll_timer(t0 + ms(250)).unwrap());
-        // Promotion arrives while the heartbeat is in flight.
-        let ev = feed_all(&mut s, &acquired(9), t0 + ms(300)).unwrap();
-        assert_eq!(ev, vec![Event::Acquired { token: 9 }]);
-        // Validity still counts from the ACQUIRE (the last acked send).
-        assert_eq!(s.valid_until(), Some(t0 + ms(800)));
-        // No second heartbeat while the first is unanswered.
-        assert!(!s.poll_timer(t0 + ms(700)).unwrap());
-        // Now the heartbeat's own ack arrives and refreshes validity.
-        let ev = feed_all(&mut s, &acquired(9), t0 + ms(701)).unwrap();
-        assert_eq!(ev, vec![Event::Acked]);
-        assert_eq!(s.valid_until(), Some(t0 + ms(250 + 800)));
+        let (mut s, _) = Session::connect(1000, Mode::Wait, t0);
+        s.step(Input::Bytes(&bytes_acquired(4)), t0);
+        s.step(Input::Timer, t0 + ms(250));
+        let turn = s.step(Input::Release, t0 + ms(300));
+        let until = t0 + ms(300 + 800);
+        assert_eq!(turn.close, Some(Close::HandBack { until }));
+        assert!(matches!(s.poll(t0 + ms(900)), Standing::Ended));
+        // The heartbeat's ack is read and ignored; the wait goes on.
+        assert!(outputs(&s.step(Input::Bytes(&bytes_acquired(4)), t0 + ms(310))).is_empty());
+        assert_eq!(s.next_wakeup(), Some(until));
+        // The server's close ends it, without a loss.
+        let eof = Error::io(std::io::ErrorKind::UnexpectedEof.into());
+        assert!(outputs(&s.step(Input::End(eof), t0 + ms(320))).is_empty());
+        assert_eq!(s.next_wakeup(), None);
+        assert!(matches!(s.poll(t0 + ms(5000)), Standing::Ended));
+    }
+
+    #[test]
+    fn hand_back_wait_is_capped_at_one_second() {
+        let t0 = Instant::now();
+        let (mut s, _) = Session::connect(60_000, Mode::Wait, t0);
+        s.step(Input::Bytes(&bytes_acquired(1)), t0);
+        let turn = s.step(Input::Release, t0 + ms(5));
+        let until = t0 + ms(1005);
+        assert_eq!(turn.close, Some(Close::HandBack { until }));
+        assert!(outputs(&s.step(Input::Timer, until)).is_empty());
+        assert_eq!(s.next_wakeup(), None);
     }
 
     #[test]
     fn heartbeat_ack_then_promotion_in_one_read() {
         let t0 = Instant::now();
-        let mut s = Session::new(1000, t0);
-        feed_all(&mut s, WAITING, t0).unwrap();
-        assert!(s.poll_timer(t0 + ms(250)).unwrap());
-        let mut bytes = WAITING.to_vec();
-        bytes.extend(acquired(3));
-        let ev = feed_all(&mut s, &bytes, t0 + ms(260)).unwrap();
-        assert_eq!(ev, vec![Event::Acked, Event::Acquired { token: 3 }]);
+        let (mut s, _) = Session::connect(1000, Mode::Wait, t0);
+        assert!(s.step(Input::Bytes(&[0x11]), t0).waiting);
+        assert_eq!(
+            s.step(Input::Timer, t0 + ms(250)).send,
+            Some(Request::Heartbeat)
+        );
+        let mut bytes = vec![0x11];
+        bytes.extend(bytes_acquired(3));
+        let turn = s.step(Input::Bytes(&bytes), t0 + ms(260));
+        assert_eq!(outputs(&turn), ["grant 3"]);
         assert_eq!(s.valid_until(), Some(t0 + ms(250 + 800)));
+        assert_eq!(s.queued_for(t0 + ms(260)), ms(260));
     }
 
     #[test]
-    fn unsolicited_or_mismatched_replies_are_protocol_errors() {
+    fn heartbeats_keep_a_waiting_claim_alive() {
         let t0 = Instant::now();
-        let mut s = Session::new(1000, t0);
-        feed_all(&mut s, &acquired(1), t0).unwrap();
-        let err = feed_all(&mut s, &acquired(1), t0).unwrap_err();
-        assert!(matches!(err, Error::Protocol(_)), "{err}");
-
-        let mut s = Session::new(1000, t0);
-        feed_all(&mut s, &acquired(1), t0).unwrap();
-        assert!(s.poll_timer(t0 + ms(250)).unwrap());
-        let err = feed_all(&mut s, &acquired(2), t0 + ms(251)).unwrap_err();
-        assert!(matches!(err, Error::Protocol(_)), "{err}");
-
-        let mut s = Session::new(1000, t0);
-        feed_all(&mut s, &acquired(1), t0).unwrap();
-        assert!(s.poll_timer(t0 + ms(250)).unwrap());
-        let err = feed_all(&mut s, WAITING, t0 + ms(251)).unwrap_err();
-        assert!(matches!(err, Error::Protocol(_)), "{err}");
-    }
-
-    #[test]
-    fn error_frame_ends_the_session_with_its_code() {
-        let t0 = Instant::now();
-        let mut s = Session::new(1000, t0);
-        let err = feed_all(&mut s, &[0x13, 0x02, 0x00], t0).unwrap_err();
-        assert!(matches!(err, Error::AdminClosed(_)));
-        assert_eq!(err.code(), Some(2));
-    }
-
-    #[test]
-    fn late_ack_delays_the_next_heartbeat_and_validity_runs_out() {
-        let t0 = Instant::now();
-        let mut s = Session::new(1000, t0);
-        feed_all(&mut s, &acquired(5), t0).unwrap();
-        assert!(s.poll_timer(t0 + ms(250)).unwrap());
-        // Ack is late: nothing to send, only the deadline to wait for.
-        assert!(!s.poll_timer(t0 + ms(600)).unwrap());
-        assert_eq!(s.next_wakeup(), t0 + ms(800));
-        assert!(matches!(s.poll_timer(t0 + ms(800)), Err(Error::Timeout)));
-    }
-
-    #[test]
-    fn release_stops_heartbeats_and_ignores_late_acks() {
-        let t0 = Instant::now();
-        let mut s = Session::new(1000, t0);
-        feed_all(&mut s, &acquired(4), t0).unwrap();
-        // A heartbeat is in flight when the release begins.
-        assert!(s.poll_timer(t0 + ms(250)).unwrap());
-        assert_eq!(s.release_deadline(), None);
-        let until = s.begin_release(t0 + ms(300));
-        assert_eq!(until, t0 + ms(300 + 800));
-        assert_eq!(s.release_deadline(), Some(until));
-        assert_eq!(s.token(), None);
-        // Its ack, and even a stray WAITING, are read and ignored.
-        let mut late = acquired(4);
-        late.extend(WAITING);
-        let ev = feed_all(&mut s, &late, t0 + ms(310)).unwrap();
-        assert_eq!(ev, vec![Event::Acked, Event::Acked]);
-        // No heartbeat is ever due again, nor a timeout; a second begin
-        // keeps the deadline.
-        assert!(!s.poll_timer(t0 + ms(700)).unwrap());
-        assert!(!s.poll_timer(t0 + ms(5000)).unwrap());
-        assert_eq!(s.next_wakeup(), until);
-        assert_eq!(s.begin_release(t0 + ms(900)), until);
-        // The server's ERROR still ends it.
-        let err = feed_all(&mut s, &[0x13, 0x01, 0x00], t0 + ms(320)).unwrap_err();
-        assert_eq!(err.code(), Some(1));
-    }
-
-    #[test]
-    fn release_wait_is_capped_at_one_second() {
-        let t0 = Instant::now();
-        let mut s = Session::new(60_000, t0);
-        feed_all(&mut s, &acquired(1), t0).unwrap();
-        assert_eq!(s.begin_release(t0 + ms(5)), t0 + ms(1005));
-    }
-
-    #[test]
-    fn heartbeats_run_while_waiting_and_keep_the_claim_alive() {
-        let t0 = Instant::now();
-        let mut s = Session::new(100, t0);
-        feed_all(&mut s, WAITING, t0).unwrap();
+        let (mut s, _) = Session::connect(100, Mode::Wait, t0);
+        s.step(Input::Bytes(&[0x11]), t0);
         let mut now = t0;
         for _ in 0..10 {
-            now = s.next_wakeup();
-            assert!(s.poll_timer(now).unwrap());
-            assert_eq!(feed_all(&mut s, WAITING, now).unwrap(), vec![Event::Acked]);
+            now = s.next_wakeup().unwrap();
+            assert_eq!(s.step(Input::Timer, now).send, Some(Request::Heartbeat));
+            assert!(outputs(&s.step(Input::Bytes(&[0x11]), now)).is_empty());
         }
         assert_eq!(now, t0 + ms(250));
         assert_eq!(s.deadline(), now + ms(80));
-        assert_eq!(s.token(), None);
+        assert_eq!(s.state(), State::Waiting);
+    }
+
+    #[test]
+    fn garbage_after_a_loss_closes_without_telling_again() {
+        let t0 = Instant::now();
+        let (mut s, _) = Session::connect(1000, Mode::Wait, t0);
+        s.step(Input::Bytes(&bytes_acquired(2)), t0);
+        s.step(Input::Timer, t0 + ms(800));
+        assert_eq!(s.state(), State::Lost);
+        assert_eq!(
+            outputs(&s.step(Input::Bytes(&[0x7f]), t0 + ms(850))),
+            ["close"]
+        );
+        assert!(matches!(
+            s.poll(t0 + ms(900)),
+            Standing::Lost { newly: false, .. }
+        ));
     }
 }

@@ -1,27 +1,44 @@
 //! A held lock on tokio: the guard, and the task that heartbeats the
 //! connection, watches it and, on release, hands the lock back.
+//!
+//! The guard, its watches and the keeper task share the session in a
+//! watch channel's sender; every decision is the session's. Polled checks
+//! and push waiters decide a timeout themselves at the deadline (the same
+//! decision the keeper's timer makes), so the loss is told the instant it
+//! happens, whichever looks first. The keeper only writes heartbeats,
+//! reads, and closes when the session says so.
 
+use std::sync::Arc;
 use std::time::Instant;
 
-use ::tokio::sync::oneshot::{self, error::TryRecvError};
+use ::tokio::sync::oneshot;
 use ::tokio::sync::watch;
 use ::tokio::task::JoinHandle;
-use ::tokio::time::timeout_at;
+use ::tokio::time::{sleep_until, timeout_at};
 
 use super::conn::Conn;
 use crate::core::codec::HEARTBEAT;
-use crate::core::held::{Grant, Standing};
-use crate::core::session::Session;
-use crate::core::step::{hold_step, release_step, ReleaseStep};
+use crate::core::held::Grant;
+use crate::core::session::{Close, Input, Session, Standing, Turn};
 use crate::error::Error;
+
+/// The session, shared by the guard, its watches and the keeper task; a
+/// change of its standing (a loss, the end) wakes the waiters.
+type Shared = watch::Sender<Session>;
 
 /// A held lock. Release it with [`LockGuard::release`]`.await`, which
 /// completes once the server has freed the lock.
 ///
 /// A spawned task sends heartbeats and reads the replies. The lock is safe
-/// to use until [`LockGuard::valid_until`]; when the server ends the session
-/// or no acknowledgement arrives in time, the lock is lost and
-/// [`LockGuard::lost`] completes with the reason.
+/// to use until [`LockGuard::valid_until`]. When no acknowledgement arrives
+/// in time, or the server ends the session, the lock is lost, and that is
+/// told first, from the deadline instant on: [`LockGuard::is_lost`] and
+/// [`LockGuard::check`] say so, and [`LockGuard::lost`] and every
+/// [`LossWatch`] complete. Only then does anything else happen: after a
+/// timeout the task stops heartbeating but keeps the connection open until
+/// you release the guard (then it closes at once) or a full lease has
+/// passed since the last acknowledged send, because the server only frees
+/// the lock when it sees the close or the lease runs out.
 ///
 /// # Dropping
 ///
@@ -51,9 +68,8 @@ use crate::error::Error;
 /// ```
 pub struct LockGuard {
     grant: Grant,
-    /// What the keeper task publishes.
-    state: watch::Receiver<Standing>,
-    /// Dropping it tells the keeper to hand the lock back.
+    shared: Arc<Shared>,
+    /// Dropping it tells the keeper to let go.
     release: Option<oneshot::Sender<()>>,
     keeper: Option<JoinHandle<()>>,
 }
@@ -65,15 +81,21 @@ impl std::fmt::Debug for LockGuard {
 }
 
 impl LockGuard {
-    /// Takes over a granted connection and spawns its keeper task.
-    pub(crate) fn start(name: &str, conn: Conn, session: Session) -> Result<LockGuard, Error> {
-        let (grant, held) = Grant::of(name, &session)?;
-        let (tx, rx) = watch::channel(held);
+    /// Takes over a granted connection and spawns its keeper task, which
+    /// begins with what is left of the granting turn.
+    pub(crate) fn start(
+        name: &str,
+        conn: Conn,
+        session: Session,
+        turn: Turn,
+    ) -> Result<LockGuard, Error> {
+        let grant = Grant::of(name, &session)?;
+        let shared = Arc::new(watch::Sender::new(session));
         let (release, released) = oneshot::channel();
-        let keeper = ::tokio::spawn(keep(conn, session, tx, released));
+        let keeper = ::tokio::spawn(keep(conn, Arc::clone(&shared), released, turn));
         Ok(LockGuard {
             grant,
-            state: rx,
+            shared,
             release: Some(release),
             keeper: Some(keeper),
         })
@@ -89,46 +111,46 @@ impl LockGuard {
         self.grant.token()
     }
 
-    /// Until when the lock is safe to use (monotonic clock); moves forward
-    /// with every acknowledged heartbeat.
+    /// Until when the lock is safe to use (monotonic clock): the send time
+    /// of the last acknowledged message plus 0.8 of the lease. Moves
+    /// forward with every acknowledged heartbeat; stays where it was once
+    /// the lock is lost. At this instant the lock is lost, even if the
+    /// keeper task has not run since.
     pub fn valid_until(&self) -> Instant {
-        self.state.borrow().valid_until
+        self.shared.borrow().deadline()
     }
 
-    /// Whether the lock is lost, or its validity has run out.
+    /// Whether the lock is lost: its validity has run out or the server
+    /// ended the session.
     pub fn is_lost(&self) -> bool {
-        self.state.borrow().is_lost(Instant::now())
+        !matches!(poll(&self.shared), Standing::Held { .. })
     }
 
     /// Why the lock was lost ([`Error::Lost`]), or `None` while held.
     pub fn loss_reason(&self) -> Option<Error> {
-        self.state.borrow().lost.clone()
+        poll(&self.shared).loss()
     }
 
     /// `Ok(())` while the lock is held and valid, else the loss.
     pub fn check(&self) -> Result<(), Error> {
-        self.state.borrow().check(Instant::now())
+        poll(&self.shared).check()
     }
 
-    /// Completes when the lock is lost, with the reason ([`Error::Lost`]).
+    /// Completes when the lock is lost, with the reason ([`Error::Lost`]):
+    /// at the validity deadline itself, before the connection is closed.
     /// Cancel-safe.
     pub async fn lost(&self) -> Error {
-        let mut rx = self.state.clone();
-        let result = rx
-            .wait_for(|s| s.lost.is_some())
+        // Only a release ends a session without a loss, and that takes the
+        // guard: the fallback is never returned.
+        wait_end(&self.shared)
             .await
-            .map(|s| s.lost.clone());
-        match result {
-            Ok(Some(lost)) => lost,
-            // The keeper is gone without a word: only a panic does that.
-            _ => Error::Lost(Box::new(Error::Protocol("lock keeper task ended".into()))),
-        }
+            .unwrap_or_else(|| Error::Lost(Box::new(Error::Cancelled)))
     }
 
     /// A handle another task can await until the lock is lost or released.
     pub fn watch(&self) -> LossWatch {
         LossWatch {
-            state: self.state.clone(),
+            shared: Arc::clone(&self.shared),
         }
     }
 
@@ -140,9 +162,9 @@ impl LockGuard {
     /// close_notify) and waits for the server to close its side, which the
     /// server does only after freeing the lock and promoting the next
     /// waiter. The wait is bounded by 0.8 of the lease, at most one second;
-    /// then the connection is closed regardless. Safe after a loss.
-    /// Cancelling this future leaves the release running in the background,
-    /// as a drop does.
+    /// then the connection is closed regardless. After a loss it closes the
+    /// connection at once. Cancelling this future leaves the release
+    /// running in the background, as a drop does.
     pub async fn release(mut self) {
         drop(self.release.take());
         if let Some(keeper) = self.keeper.take() {
@@ -163,129 +185,129 @@ impl Drop for LockGuard {
 
 /// Awaits the end of a held lock from another task; see
 /// [`LockGuard::watch`].
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct LossWatch {
-    state: watch::Receiver<Standing>,
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for LossWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LossWatch").finish_non_exhaustive()
+    }
 }
 
 impl LossWatch {
     /// Completes when the lock is lost (`Some` with [`Error::Lost`]) or
-    /// released by its guard (`None`). Cancel-safe.
+    /// released by its guard (`None`): a loss at the validity deadline
+    /// itself, before the connection is closed. Cancel-safe.
     pub async fn wait(&mut self) -> Option<Error> {
-        loop {
-            if let Some(lost) = &self.state.borrow_and_update().lost {
-                return Some(lost.clone());
-            }
-            if self.state.changed().await.is_err() {
-                // The keeper is gone: released, or it set `lost` just before.
-                return self.state.borrow().lost.clone();
-            }
+        wait_end(&self.shared).await
+    }
+
+    /// Whether the lock was lost: its validity has run out or the server
+    /// ended the session (the same decision as [`LockGuard::is_lost`]).
+    pub fn is_lost(&self) -> bool {
+        matches!(poll(&self.shared), Standing::Lost { .. })
+    }
+}
+
+/// Asks the session where the lock stands at this instant; if that decided
+/// the loss, the waiters are woken.
+fn poll(shared: &Shared) -> Standing {
+    let mut standing = Standing::Ended;
+    shared.send_if_modified(|session| {
+        standing = session.poll(Instant::now());
+        matches!(standing, Standing::Lost { newly: true, .. })
+    });
+    standing
+}
+
+/// Completes when the lock is lost (`Some`) or released (`None`). It wakes
+/// at the validity deadline to decide a timeout itself, so the push signal
+/// never waits for the keeper task.
+async fn wait_end(shared: &Shared) -> Option<Error> {
+    loop {
+        // Subscribed before looking: a change after the look wakes us.
+        let mut changes = shared.subscribe();
+        let valid_until = match poll(shared) {
+            Standing::Held { valid_until } => valid_until,
+            Standing::Lost { loss, .. } => return Some(loss),
+            Standing::Ended => return None,
+        };
+        ::tokio::select! {
+            // The sender lives as long as `shared`: this never fails.
+            _ = changes.changed() => {}
+            () = sleep_until(valid_until.into()) => {}
         }
     }
-
-    /// Whether the lock was lost.
-    pub fn is_lost(&self) -> bool {
-        self.state.borrow().lost.is_some()
-    }
 }
 
-/// How the keeper's watch over a held session ended.
-enum End {
-    /// The guard released the lock.
-    Released,
-    /// The lock was lost, for this cause.
-    Lost(Error),
+/// Runs a step of the session, waking the waiters when it tells a loss or
+/// closes.
+fn step(shared: &Shared, input: Input<'_>) -> Turn {
+    let mut turn = Turn::default();
+    shared.send_if_modified(|session| {
+        turn = session.step(input, Instant::now());
+        turn.lost.is_some() || turn.close.is_some()
+    });
+    turn
 }
 
-/// The keeper task: heartbeats and reads until the session ends. On a
-/// release it hands the lock back; on a loss it closes the connection and
-/// publishes why.
+/// The keeper task: does what each turn of the session says, in order
+/// (tell, write, close), and reads until the instant the session names. It
+/// starts with the rest of the granting turn; a release from the guard is
+/// one more input. It ends, dropping (closing) the connection, when the
+/// session is done with it.
 async fn keep(
     mut conn: Conn,
-    mut session: Session,
-    tx: watch::Sender<Standing>,
+    shared: Arc<Shared>,
     mut release: oneshot::Receiver<()>,
+    first: Turn,
 ) {
-    match run_session(&mut conn, &mut session, &tx, &mut release).await {
-        End::Released => hand_back(&mut conn, &mut session).await,
-        End::Lost(cause) => {
-            // Close first, then tell.
-            drop(conn);
-            tx.send_modify(|s| s.lost = Some(Error::Lost(Box::new(cause))));
-        }
-    }
-}
-
-/// Follows a granted session until it is released or fails.
-async fn run_session(
-    conn: &mut Conn,
-    session: &mut Session,
-    tx: &watch::Sender<Standing>,
-    release: &mut oneshot::Receiver<()>,
-) -> End {
     let mut buf = [0u8; 512];
+    let mut turn = first;
+    let mut let_go = false;
     loop {
-        let step = match hold_step(session, Instant::now()) {
-            Ok(step) => step,
-            Err(cause) => return ended(cause, release),
-        };
-        tx.send_if_modified(|s| {
-            let changed = s.valid_until != step.valid_until;
-            s.valid_until = step.valid_until;
-            changed
-        });
-        if step.heartbeat {
+        // The loss, if any, was told inside `step`, before this.
+        let mut input = None;
+        if turn.send.is_some() {
+            // A held session only ever asks for heartbeats.
             if let Err(e) = conn.send(&HEARTBEAT).await {
-                return ended(Error::io(e), release);
+                input = Some(Input::End(Error::io(e)));
             }
         }
-        // Conn::read is cancel-safe: a release or a timeout loses no bytes.
-        let read = ::tokio::select! {
-            biased;
-            _ = &mut *release => return End::Released,
-            read = timeout_at(step.wake.into(), conn.read(&mut buf)) => read,
+        let gone = match turn.close {
+            Some(Close::Now) => true,
+            // Bounded: a server that stopped reading could stall the write
+            // of the close_notify. A failed half-close ends the hand-back.
+            Some(Close::HandBack { until }) => !matches!(
+                timeout_at(until.into(), conn.half_close()).await,
+                Ok(Ok(()))
+            ),
+            None => false,
         };
-        match read {
-            Err(_elapsed) => {}
-            Ok(Ok(n)) => session.feed(&buf[..n]),
-            Ok(Err(e)) => return ended(Error::io(e), release),
+        if gone {
+            break;
         }
-    }
-}
-
-/// A session that failed while the guard was just being released is a
-/// release: nobody holds the guard to hear of a loss.
-fn ended(cause: Error, release: &mut oneshot::Receiver<()>) -> End {
-    match release.try_recv() {
-        Err(TryRecvError::Empty) => End::Lost(cause),
-        _ => End::Released,
-    }
-}
-
-/// Half-closes and reads, ignoring late acks, until the server closes its
-/// side (which means it freed the lock) or the release wait runs out. The
-/// caller drops the connection afterwards.
-async fn hand_back(conn: &mut Conn, session: &mut Session) {
-    let until = session.begin_release(Instant::now());
-    // Bounded as well: a server that stopped reading could stall the write
-    // of the close_notify.
-    if !matches!(
-        timeout_at(until.into(), conn.half_close()).await,
-        Ok(Ok(()))
-    ) {
-        return;
-    }
-    let mut buf = [0u8; 512];
-    loop {
-        let until = match release_step(session, Instant::now()) {
-            ReleaseStep::Done => return,
-            ReleaseStep::ReadUntil(until) => until,
+        let Some(wake) = shared.borrow().next_wakeup() else {
+            break;
         };
-        match timeout_at(until.into(), conn.read(&mut buf)).await {
-            Err(_elapsed) => {} // the next step says Done
-            Ok(Ok(n)) => session.feed(&buf[..n]),
-            // The server's close: the lock is free.
-            Ok(Err(_)) => return,
-        }
+        let input = match input {
+            Some(input) => input,
+            // Conn::read is cancel-safe: a release or a timeout loses no bytes.
+            None => ::tokio::select! {
+                biased;
+                _ = &mut release, if !let_go => {
+                    let_go = true;
+                    Input::Release
+                }
+                read = timeout_at(wake.into(), conn.read(&mut buf)) => match read {
+                    Err(_elapsed) => Input::Timer,
+                    Ok(Ok(n)) => Input::Bytes(&buf[..n]),
+                    Ok(Err(e)) => Input::End(Error::io(e)),
+                },
+            },
+        };
+        turn = step(&shared, input);
     }
 }

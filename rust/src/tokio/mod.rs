@@ -34,9 +34,8 @@ use ::tokio::time::{sleep, timeout, timeout_at};
 pub use guard::{LockGuard, LossWatch};
 
 use crate::config::{ClientBuilder, Config};
-use crate::core::codec::HEARTBEAT;
-use crate::core::retry::{Failure, Mode, Plan};
-use crate::core::session::Session;
+use crate::core::retry::{Failure, Mode, Next, Plan};
+use crate::core::session::{Input, Session, Turn};
 use crate::core::step::{acquire_step, AcquireStep};
 use crate::error::Error;
 use conn::Conn;
@@ -99,32 +98,33 @@ impl Client {
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let mut plan = Plan::new(mode, self.config.servers.len(), deadline);
         loop {
-            if plan.expired(Instant::now()) {
-                return Err(Error::Timeout);
+            match plan.next(Instant::now()) {
+                Next::Connect(server) => {
+                    let server = &self.config.servers[server];
+                    match self.attempt(server, name, &frame, lease_ms, &plan).await {
+                        Ok((conn, session, turn)) => {
+                            return LockGuard::start(name, conn, session, turn)
+                        }
+                        Err(failure) => plan.failed(failure),
+                    }
+                }
+                Next::Sleep(delay) => sleep(delay).await,
+                Next::GiveUp(err) => return Err(err),
             }
-            let server = &self.config.servers[plan.next_server()];
-            let failure = match self
-                .attempt(server, name, &frame, lease_ms, &mut plan)
-                .await
-            {
-                Ok((conn, session)) => return LockGuard::start(name, conn, session),
-                Err(failure) => failure,
-            };
-            let delay = plan.after_failure(failure, Instant::now())?;
-            sleep(delay).await;
         }
     }
 
     /// One connection's worth of an acquire: connect, send ACQUIRE, follow
-    /// the session until it is granted or fails.
+    /// the session until it is granted or fails. Dropping the connection on
+    /// a failure (or with this future) closes it.
     async fn attempt(
         &self,
         server: &str,
         name: &str,
         frame: &[u8],
         lease_ms: u32,
-        plan: &mut Plan,
-    ) -> Result<(Conn, Session), Failure> {
+        plan: &Plan,
+    ) -> Result<(Conn, Session, Turn), Failure> {
         let mut connect_timeout = self.config.connect_timeout;
         if let Some(deadline) = plan.deadline() {
             connect_timeout =
@@ -138,28 +138,30 @@ impl Client {
                 return Err(Failure::Connect(Error::io(e)));
             }
         };
-        let session_io = |e| Failure::Session(Error::io(e));
-        conn.send(frame).await.map_err(session_io)?;
-        let mut session = Session::new(lease_ms, Instant::now());
+        let (mut session, mut turn) = Session::connect(lease_ms, plan.mode(), Instant::now());
         let mut buf = [0u8; 512];
         let mut on_waiting = || self.config.notify_waiting(name);
         loop {
             let now = Instant::now();
-            let wake = match acquire_step(&mut session, plan, now, &mut on_waiting)? {
-                AcquireStep::Granted => return Ok((conn, session)),
-                AcquireStep::Continue { heartbeat, wake } => {
-                    if heartbeat {
-                        conn.send(&HEARTBEAT).await.map_err(session_io)?;
-                    }
-                    wake
-                }
+            let (send, wake) = match acquire_step(&session, &mut turn, plan, now, &mut on_waiting)?
+            {
+                AcquireStep::Granted => return Ok((conn, session, turn)),
+                AcquireStep::Continue { send, wake } => (send, wake),
             };
-            // Conn::read is cancel-safe: a timeout loses no bytes.
-            match timeout_at(wake.into(), conn.read(&mut buf)).await {
-                Err(_elapsed) => {}
-                Ok(Ok(n)) => session.feed(&buf[..n]),
-                Ok(Err(e)) => return Err(session_io(e)),
-            }
+            let sent = match send {
+                Some(request) => conn.send(request.bytes(frame)).await,
+                None => Ok(()),
+            };
+            let input = match sent {
+                Err(e) => Input::End(Error::io(e)),
+                // Conn::read is cancel-safe: a timeout loses no bytes.
+                Ok(()) => match timeout_at(wake.into(), conn.read(&mut buf)).await {
+                    Err(_elapsed) => Input::Timer,
+                    Ok(Ok(n)) => Input::Bytes(&buf[..n]),
+                    Ok(Err(e)) => Input::End(Error::io(e)),
+                },
+            };
+            turn = session.step(input, Instant::now());
         }
     }
 }

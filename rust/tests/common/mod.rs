@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, OnceLock};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The monolock server binary: `$MONOLOCK_BIN`, or built once from ../go.
 pub fn server_bin() -> PathBuf {
@@ -207,6 +207,18 @@ pub fn expect_close(stream: &mut TcpStream) {
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return,
             Err(e) => panic!("waiting for close: {e}"),
         }
+    }
+}
+
+/// Waits until the client closes the connection and returns when it did;
+/// any byte before the close fails (no heartbeat may follow a loss).
+pub fn expect_silent_close(stream: &mut TcpStream) -> Instant {
+    let mut b = [0u8; 1];
+    match stream.read(&mut b) {
+        Ok(0) => Instant::now(),
+        Ok(_) => panic!("byte 0x{:02x} before the close", b[0]),
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => Instant::now(),
+        Err(e) => panic!("waiting for close: {e}"),
     }
 }
 
