@@ -34,6 +34,7 @@ type event struct {
 type claim struct {
 	conn   net.Conn // TLS or TCP
 	raw    net.Conn // the TCP connection, closed to end the claim
+	addr   string   // the server as configured, for messages
 	name   string
 	log    *slog.Logger
 	events chan event    // run -> Acquire
@@ -48,10 +49,11 @@ type claim struct {
 	queuedAt time.Time
 }
 
-func startClaim(conn, raw net.Conn, name string, acquire []byte, try bool, cfg *config) *claim {
+func startClaim(conn, raw net.Conn, addr, name string, acquire []byte, try bool, cfg *config) *claim {
 	c := &claim{
 		conn:   conn,
 		raw:    raw,
+		addr:   addr,
 		name:   name,
 		log:    claimLogger(cfg.logger, name, raw),
 		events: make(chan event, 2),
@@ -143,7 +145,7 @@ func (c *claim) step(input func(*session.Core) session.Actions) session.Actions 
 	defer c.mu.Unlock()
 	a := input(c.core)
 	if a.Lost != nil {
-		c.endLocked(lostError(causeError(a.Lost)))
+		c.endLocked(lostError(c.causeError(a.Lost)))
 	}
 	return a
 }
@@ -166,10 +168,10 @@ func (c *claim) apply(a session.Actions) bool {
 	}
 	if a.Lost != nil {
 		// Already told (step); the log follows.
-		c.log.Info("monolock: lock lost", "err", lostError(causeError(a.Lost)))
+		c.log.Info("monolock: lock lost", "err", lostError(c.causeError(a.Lost)))
 	}
 	if a.Failed != nil {
-		c.fail(causeError(a.Failed))
+		c.fail(c.causeError(a.Failed))
 	}
 	if a.Send != nil {
 		if err := c.write(a.Send); err != nil {
@@ -237,7 +239,7 @@ func (c *claim) endLocked(err error) {
 func (c *claim) pollLocked() error {
 	if c.err == nil {
 		if a, _ := c.core.Poll(time.Now()); a.Lost != nil {
-			c.endLocked(lostError(causeError(a.Lost)))
+			c.endLocked(lostError(c.causeError(a.Lost)))
 		}
 	}
 	return c.err
@@ -289,8 +291,10 @@ func (c *claim) handBack() {
 var errClosedByServer = fmt.Errorf("monolock: connection closed by the server: %w", io.EOF)
 
 // causeError turns the core's cause into the package's error values.
-func causeError(c *session.Cause) error {
+func (cl *claim) causeError(c *session.Cause) error {
 	switch c.Kind {
+	case session.CauseNotMonolock:
+		return &notMonolockError{addr: cl.addr, sent: c.Reason}
 	case session.CauseTimeout:
 		return ErrClientTimeout
 	case session.CauseServer:

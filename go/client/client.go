@@ -116,7 +116,10 @@ func (c *Client) acquire(ctx context.Context, name string, try bool) (*Lock, err
 		}
 		pass = nil
 		lastErr = err
+		var notMonolock *notMonolockError
 		switch {
+		case errors.As(err, &notMonolock):
+			plan.Report(retry.NotMonolock, queued)
 		case errors.Is(err, ErrBusy):
 			plan.Report(retry.Busy, queued)
 		case !retryable(err):
@@ -171,7 +174,7 @@ func (c *Client) attempt(ctx context.Context, name string, frame []byte, try boo
 		c.cfg.logger.Debug("monolock: connect failed", "server", addr, "err", err)
 		return nil, false, 0, err
 	}
-	cl := startClaim(conn, raw, name, frame, try, &c.cfg)
+	cl := startClaim(conn, raw, addr, name, frame, try, &c.cfg)
 	for {
 		select {
 		case ev := <-cl.events:

@@ -3,6 +3,7 @@ package client
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/monolock/monolock/go/pkg/protocol"
 )
@@ -73,3 +74,22 @@ func (e *ServerError) Is(target error) bool {
 func lostError(cause error) error {
 	return fmt.Errorf("%w: %w", ErrLockLost, cause)
 }
+
+// notMonolockError is a server whose first bytes start no server message:
+// an HTTP port (such as the admin port), or a TLS server spoken to in
+// plaintext. It is a protocol violation (errors.Is ErrProtocol), and the
+// acquisition does not ask that server again.
+type notMonolockError struct {
+	addr string
+	sent string // the first bytes it sent, quoted
+}
+
+func (e *notMonolockError) Error() string {
+	msg := fmt.Sprintf("monolock: %s does not speak the monolock protocol (it sent \"%s\")", e.addr, e.sent)
+	if strings.HasPrefix(e.sent, "HTTP/") {
+		msg += "; is this the admin port?"
+	}
+	return msg
+}
+
+func (e *notMonolockError) Unwrap() error { return ErrProtocol }

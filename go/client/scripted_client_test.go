@@ -707,3 +707,20 @@ func TestDeadlineErrorKeepsOnlyUnreachedCauses(t *testing.T) {
 	require.NotErrorIs(t, r.err, ErrUnavailable)
 	again.expectClosed()
 }
+
+// A port that is not monolock (here an HTTP answer, as the admin port
+// gives) fails at once with a message that says so, and is not retried.
+func TestNotMonolockFailsAtOnce(t *testing.T) {
+	srv := newFakeServer(t)
+	c := newClient(t, srv.addr(), 10*time.Second)
+	res := acquireAsync(ctxTimeout(t, wait), c, "x", false)
+	conn := srv.accept()
+	conn.expectAcquire("x", 10*time.Second)
+	start := time.Now()
+	conn.send([]byte("HTTP/1.1 400 Bad Request\r\n\r\n"))
+	r := result(t, res)
+	assert.Less(t, time.Since(start), time.Second, "waited for a timeout")
+	require.ErrorIs(t, r.err, ErrProtocol)
+	require.Equal(t, "monolock: "+srv.addr()+` does not speak the monolock protocol (it sent "HTTP/1.1 400…"); is this the admin port?`, r.err.Error())
+	srv.noConnection(200 * time.Millisecond)
+}

@@ -23,6 +23,7 @@ const (
 	Requeue                      // the server answered, then the claim failed in a retryable way
 	Terminal                     // a terminal error: it goes to the caller
 	Busy                         // try-acquire found the lock held
+	NotMonolock                  // the server does not speak the protocol: drop it
 )
 
 // Kind is what to do next.
@@ -46,10 +47,13 @@ type Step struct {
 // a server that refuses (shutting down, not the active one) is not asked
 // again first. Connect failures go on at once until a whole pass has
 // failed; a server that answered and then failed is always followed by a
-// backoff sleep. Try-acquire makes one pass and never sleeps.
+// backoff sleep. A server that does not speak monolock leaves the walk for
+// good. Try-acquire makes one pass and never sleeps.
 type Plan struct {
 	servers   int
 	try       bool
+	dropped   []bool // servers that do not speak monolock, left out of the walk
+	live      int    // servers not dropped
 	cursor    int
 	unreached int  // connect failures since the last sleep or answer
 	sleepDue  bool // a sleep comes before the next connect
@@ -59,7 +63,7 @@ type Plan struct {
 
 // New returns the plan of an acquisition over servers addresses.
 func New(servers int, try bool) *Plan {
-	return &Plan{servers: servers, try: try}
+	return &Plan{servers: servers, try: try, dropped: make([]bool, servers), live: servers}
 }
 
 // Next returns the next action.
@@ -80,10 +84,18 @@ func (p *Plan) Report(o Outcome, queued time.Duration) {
 	switch o {
 	case Granted, Terminal, Busy:
 		p.over = true
+	case NotMonolock:
+		p.dropped[p.cursor] = true
+		p.live--
+		if p.live == 0 || (p.try && p.unreached >= p.live) {
+			p.over = true
+			return
+		}
+		p.advance()
 	case ConnectFailed:
 		p.advance()
 		p.unreached++
-		if p.unreached >= p.servers {
+		if p.unreached >= p.live {
 			p.unreached = 0
 			p.over = p.try
 			p.sleepDue = !p.try
@@ -102,4 +114,12 @@ func (p *Plan) Report(o Outcome, queued time.Duration) {
 	}
 }
 
-func (p *Plan) advance() { p.cursor = (p.cursor + 1) % p.servers }
+// advance moves the cursor to the next server still in the walk.
+func (p *Plan) advance() {
+	for {
+		p.cursor = (p.cursor + 1) % p.servers
+		if !p.dropped[p.cursor] {
+			return
+		}
+	}
+}

@@ -27,7 +27,7 @@ func TestRetryVectors(t *testing.T) {
 	testspec.Load(t, "vectors/retry.json", &vec)
 	require.NotEmpty(t, vec.Cases)
 	outcomes := map[string]Outcome{"granted": Granted, "connect_failed": ConnectFailed,
-		"requeue": Requeue, "terminal": Terminal, "busy": Busy}
+		"requeue": Requeue, "terminal": Terminal, "busy": Busy, "not_monolock": NotMonolock}
 	for _, tc := range vec.Cases {
 		t.Run(tc.Name, func(t *testing.T) {
 			p := New(tc.Servers, tc.Mode == "try")

@@ -10,6 +10,7 @@
 package session
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/monolock/monolock/go/client/internal/heartbeat"
@@ -35,11 +36,12 @@ func (s State) String() string {
 type CauseKind uint8
 
 const (
-	CauseTimeout  CauseKind = iota + 1 // no ack within the client timeout
-	CauseIO                            // the connection ended or failed
-	CauseServer                        // an ERROR frame
-	CauseProtocol                      // the server broke the protocol
-	CauseBusy                          // try-acquire got WAITING
+	CauseTimeout     CauseKind = iota + 1 // no ack within the client timeout
+	CauseIO                               // the connection ended or failed
+	CauseServer                           // an ERROR frame
+	CauseProtocol                         // the server broke the protocol
+	CauseBusy                             // try-acquire got WAITING
+	CauseNotMonolock                      // the first byte from the server starts no server message
 )
 
 // Cause is why a claim ended: a held lock was lost, or a claim that was
@@ -47,7 +49,7 @@ const (
 type Cause struct {
 	Kind   CauseKind
 	Code   uint8  // CauseServer: the wire code
-	Reason string // CauseServer: the server's reason; CauseProtocol: what was wrong
+	Reason string // CauseServer: the server's reason; CauseProtocol: what was wrong; CauseNotMonolock: the first bytes it sent, quoted
 	Err    error  // CauseIO: the connection's error, if any
 }
 
@@ -94,6 +96,7 @@ type Core struct {
 	acked    time.Time // send of the newest acknowledged request (the ACQUIRE's until then)
 	token    uint64
 	dec      decoder
+	heard    bool // a byte has come from the server
 }
 
 // New returns the core of a claim that sends the ACQUIRE frame acquire
@@ -166,11 +169,18 @@ func (c *Core) Receive(data []byte, now time.Time) Actions {
 		var f frame
 		var ok bool
 		var err *Cause
+		first := data
 		f, data, ok, err = c.dec.next(data)
 		if err != nil {
+			if !c.heard {
+				// Not a monolock server at all (an HTTP port, TLS spoken to
+				// in plaintext): say what it sent.
+				err = &Cause{Kind: CauseNotMonolock, Reason: Quote(first, 12)}
+			}
 			acts.merge(c.end(*err))
 			return acts
 		}
+		c.heard = true
 		if !ok {
 			break
 		}
@@ -337,4 +347,21 @@ func (c *Core) onFrame(f frame, now time.Time) Actions {
 func (c *Core) grant(token uint64) Actions {
 	c.state, c.token = Held, token
 	return Actions{Granted: true}
+}
+
+// Quote renders up to n bytes for a message: printable ASCII as it is,
+// anything else as \xNN, and an ellipsis when b was longer.
+func Quote(b []byte, n int) string {
+	var out []byte
+	for i, x := range b {
+		if i == n {
+			return string(out) + "…"
+		}
+		if x >= 0x20 && x < 0x7f && x != '\\' && x != '"' {
+			out = append(out, x)
+		} else {
+			out = fmt.Appendf(out, "\\x%02x", x)
+		}
+	}
+	return string(out)
 }
