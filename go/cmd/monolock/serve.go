@@ -41,6 +41,7 @@ type serveFlags struct {
 	maxSessions, maxPerAddr      int
 	drainTimeout, lockDelay      time.Duration
 	checkConfig                  bool
+	tokenFloor                   uint64
 }
 
 // serveSetup is everything serve builds from its flags before it starts.
@@ -89,6 +90,7 @@ func newServeFlagSet(f *serveFlags) *flag.FlagSet {
 		"on SIGTERM, wait this long for sessions to take their shutdown ERROR before cutting them")
 	fs.DurationVar(&f.lockDelay, "lock-delay", 0,
 		"after a holder goes silent (lease expired), keep its lock from the next waiter for this long (0: off)")
+	fs.Uint64Var(&f.tokenFloor, "token-floor", 0, "issue only tokens above `N`: to restart a data directory whose token-hwm was lost, give N at least the largest token ever issued")
 	fs.BoolVar(&f.checkConfig, "check-config", false, "check the flags and files, print the result and exit")
 	return fs
 }
@@ -243,6 +245,7 @@ func run(s *serveSetup) int {
 		MaxSessions:        f.maxSessions,
 		MaxSessionsPerAddr: f.maxPerAddr,
 		LockDelay:          f.lockDelay,
+		TokenFloor:         f.tokenFloor,
 		Observer:           m,
 	}
 	if s.acl != nil {

@@ -432,3 +432,31 @@ func TestSIGTERMShutsDownGracefully(t *testing.T) {
 	assert.Equal(t, 0, p.ExitCode())
 	p.waitLog("msg=stopped")
 }
+
+// A used data directory whose token-hwm was deleted refuses to start, with
+// a message that says what to do; --token-floor starts it again.
+func TestDeletedTokenMarkRefusesToStart(t *testing.T) {
+	dir := t.TempDir()
+	first := exec.Command(binary, "serve", "--data-dir", dir, "--listen", "127.0.0.1:0", "--admin", "off")
+	first.Env = cleanEnv()
+	p := testbin.Start(t, wait, first)
+	p.WaitLog(0, wait, `msg="admin API off"`)
+	require.NoError(t, first.Process.Signal(syscall.SIGTERM))
+	<-p.Exited()
+	require.NoError(t, os.Remove(filepath.Join(dir, "token-hwm")))
+
+	code, _, stderr := command(t, nil, "serve", "--data-dir", dir, "--listen", "127.0.0.1:0", "--admin", "off")
+	assert.NotZero(t, code)
+	assert.Contains(t, stderr, "has been used")
+	assert.Contains(t, stderr, "--token-floor")
+
+	again := exec.Command(binary, "serve", "--data-dir", dir, "--listen", "127.0.0.1:0", "--admin", "off", "--token-floor", "1000000")
+	again.Env = cleanEnv()
+	p = testbin.Start(t, wait, again)
+	p.WaitLog(0, wait, `msg="admin API off"`)
+	mark, err := os.ReadFile(filepath.Join(dir, "token-hwm"))
+	require.NoError(t, err)
+	assert.Contains(t, string(mark), "1001000", "the first block starts above the floor")
+	require.NoError(t, again.Process.Signal(syscall.SIGTERM))
+	<-p.Exited()
+}

@@ -19,9 +19,17 @@ import (
 // ErrClosed is returned by Acquire once the table is closed for shutdown.
 var ErrClosed = errors.New("locktable: closed")
 
-// TokenSource issues fencing tokens; tokenstore.Store implements it.
+// TokenSource issues fencing tokens; tokenstore.Store implements it. An
+// error with a Temporary() method that reports true means "none yet": the
+// claim stays queued, and Regrant grants it once tokens are back.
 type TokenSource interface {
 	Next() (uint64, error)
+}
+
+// temporary reports whether a token error means "try again later".
+func temporary(err error) bool {
+	var t interface{ Temporary() bool }
+	return errors.As(err, &t) && t.Temporary()
 }
 
 // Claim is one session's claim on one lock name: holding it or queued for it.
@@ -87,12 +95,17 @@ func (t *Table) Acquire(c *Claim) (granted bool, err error) {
 		l = &lock{}
 		t.locks[c.Name] = l
 	}
-	if l.holder == nil && !l.blocked {
-		if err := t.grant(l, c); err != nil {
+	if l.holder == nil && !l.blocked && l.head == nil {
+		err := t.grant(l, c)
+		if err == nil {
+			return true, nil
+		}
+		if !temporary(err) {
 			t.dropIfEmpty(c.Name, l)
 			return false, err
 		}
-		return true, nil
+		// No token right now (the disk is slow or failing): queue, and
+		// Regrant hands the lock out in arrival order once tokens are back.
 	}
 	c.lock = l
 	c.since = t.now()
@@ -190,14 +203,50 @@ func (t *Table) promote(l *lock) (promoted *Claim, failed []*Claim) {
 	for l.head != nil {
 		next := l.head
 		t.unlink(l, next)
-		if err := t.grant(l, next); err != nil {
-			next.lock = nil
-			failed = append(failed, next)
-			continue
+		err := t.grant(l, next)
+		if err == nil {
+			return next, failed
 		}
-		return next, failed
+		if temporary(err) {
+			t.pushFront(l, next) // keeps its place; Regrant tries again
+			return nil, failed
+		}
+		next.lock = nil
+		failed = append(failed, next)
 	}
 	return nil, failed
+}
+
+// pushFront puts waiter c back at the head of l's queue. Caller holds t.mu.
+func (t *Table) pushFront(l *lock, c *Claim) {
+	c.lock, c.prev, c.next = l, nil, l.head
+	if l.head != nil {
+		l.head.prev = c
+	} else {
+		l.tail = c
+	}
+	l.head = c
+	l.waiters++
+}
+
+// Regrant grants every free, unblocked lock that has waiters to its first
+// waiter: after the token source had none to give and has some again. It
+// returns the promoted claims, and the waiters the source refused for good.
+func (t *Table) Regrant() (promoted, failed []*Claim) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for name, l := range t.locks {
+		if l.holder != nil || l.blocked || l.head == nil {
+			continue
+		}
+		p, f := t.promote(l)
+		failed = append(failed, f...)
+		if p != nil {
+			promoted = append(promoted, p)
+		}
+		t.dropIfEmpty(name, l)
+	}
+	return promoted, failed
 }
 
 // unlink removes waiter c from l's queue. Caller holds t.mu.

@@ -204,3 +204,57 @@ func TestUnblockEmptyLockIsForgotten(t *testing.T) {
 	assert.Nil(t, promoted)
 	assert.Equal(t, 0, tab.Len())
 }
+
+// slowDisk is a TokenSource whose tokens are "not yet" while pending.
+type slowDisk struct {
+	n       uint64
+	pending bool
+}
+
+type notYet struct{}
+
+func (notYet) Error() string   { return "no token reserved yet" }
+func (notYet) Temporary() bool { return true }
+
+func (s *slowDisk) Next() (uint64, error) {
+	if s.pending {
+		return 0, notYet{}
+	}
+	s.n++
+	return s.n, nil
+}
+
+// While the token source has nothing to give, a release promotes nobody and
+// new claims on a free lock queue: nobody is dropped. Regrant then hands the
+// lock out in arrival order.
+func TestNoTokenYetKeepsTheQueue(t *testing.T) {
+	disk := &slowDisk{}
+	tab := New(disk)
+	holder, w1, w2 := claim(1, "a"), claim(2, "a"), claim(3, "a")
+	_, err := tab.Acquire(holder)
+	require.NoError(t, err)
+	for _, w := range []*Claim{w1, w2} {
+		granted, err := tab.Acquire(w)
+		require.NoError(t, err)
+		require.False(t, granted)
+	}
+	disk.pending = true
+	promoted, failed := tab.Release(holder)
+	assert.Nil(t, promoted)
+	assert.Empty(t, failed, "a temporary failure drops nobody")
+	fresh := claim(4, "b")
+	granted, err := tab.Acquire(fresh)
+	require.NoError(t, err, "a free lock without tokens queues the claim")
+	assert.False(t, granted)
+	promoted2, failed2 := tab.Regrant()
+	assert.Empty(t, promoted2, "still no tokens")
+	assert.Empty(t, failed2)
+
+	disk.pending = false
+	promoted2, failed2 = tab.Regrant()
+	assert.Empty(t, failed2)
+	require.Len(t, promoted2, 2)
+	assert.ElementsMatch(t, []*Claim{w1, fresh}, promoted2, "the first waiter of each lock")
+	p, _ := tab.Release(w1)
+	assert.Same(t, w2, p, "FIFO kept")
+}

@@ -39,6 +39,7 @@ type Metrics struct {
 	refused  *prometheus.CounterVec
 	refusedN map[string]prometheus.Counter
 	reloads  *prometheus.CounterVec
+	tokenErr prometheus.Counter
 }
 
 var _ server.Observer = (*Metrics)(nil)
@@ -51,6 +52,10 @@ func New() *Metrics {
 		grants: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "monolock_grants_total",
 			Help: "Locks granted, each with a new fencing token: first grants and promotions.",
+		}),
+		tokenErr: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "monolock_token_reservation_failures_total",
+			Help: "Failed attempts to make a block of fencing tokens durable (disk full, read-only, I/O error). While they fail, grants wait and /readyz answers 503.",
 		}),
 		expiries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "monolock_expiries_total",
@@ -148,6 +153,9 @@ func (m *Metrics) ErrorSent(code uint8) {
 	}
 	m.errors.WithLabelValues(codeLabel(code)).Inc()
 }
+
+// TokenReservationFailed implements server.Observer.
+func (m *Metrics) TokenReservationFailed() { m.tokenErr.Inc() }
 
 // Refused implements server.Observer.
 func (m *Metrics) Refused(reason string) {

@@ -186,6 +186,20 @@ func (c *client) expectAcquired() uint64 {
 	return f.Token
 }
 
+// expectGranted is expectAcquired for an ACQUIRE that may first be queued:
+// at a token block boundary the server can answer WAITING and promote a
+// moment later, once the next block is durable.
+func (c *client) expectGranted() uint64 {
+	c.t.Helper()
+	f := c.next()
+	if f.Type == protocol.MsgWaiting {
+		f = c.next()
+	}
+	require.Equal(c.t, protocol.MsgAcquired, f.Type, "got %v", f)
+	require.NotZero(c.t, f.Token)
+	return f.Token
+}
+
 func (c *client) expectError(code *protocol.Error) frame {
 	c.t.Helper()
 	f := c.next()

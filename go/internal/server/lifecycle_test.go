@@ -170,22 +170,37 @@ func TestConfigValidation(t *testing.T) {
 	require.NoError(t, srv.Shutdown(context.Background()))
 }
 
-// When the high-water mark cannot be written, no token is handed out: the
-// session that would get one ends with a temporary error instead.
-func TestTokenStoreFailureRefusesGrants(t *testing.T) {
-	srv := startServer(t, Config{tokenBlock: 1})
-	holder, tok, w := queue(t, srv, "disk", 1)
+// When the high-water mark cannot be written, no token is handed out, and
+// nobody is dropped either: waiters stay queued (their heartbeats answered
+// WAITING), /readyz says not ready, the store retries once per interval, and
+// once the disk is back the lock goes to the waiters in arrival order.
+func TestTokenStoreFailureKeepsWaitersQueued(t *testing.T) {
+	obs := newCountingObserver()
+	srv := startServer(t, Config{tokenBlock: 2, tokenRetry: 50 * time.Millisecond, Observer: obs})
+	holder, tok, w := queue(t, srv, "disk", 2)
 	assert.Equal(t, uint64(1), tok)
-	require.NoError(t, os.RemoveAll(srv.dir)) // the next reservation fails
+	require.NoError(t, os.RemoveAll(srv.dir)) // every reservation from now on fails
+	broken := time.Now()
 
 	holder.conn.Close()
-	f := w[0].expectError(protocol.ErrShuttingDown)
-	assert.Equal(t, "cannot issue a fencing token", f.Reason)
-	w[0].expectClosed()
+	assert.Equal(t, uint64(2), w[0].expectAcquired(), "the block's last token")
+	w[0].conn.Close() // the next promotion needs a new block: none can be made
+	w[1].expectSilence(200 * time.Millisecond)
+	w[1].heartbeat()
+	w[1].expectWaiting()
+	late := dial(t, srv.addr)
+	late.acquire("disk", 60000)
+	late.expectWaiting()
+	assert.False(t, srv.Ready(), "/readyz must say the server cannot grant")
+	time.Sleep(300 * time.Millisecond)
+	failures := obs.snapshot().tokenFailures
+	most := int(time.Since(broken)/(50*time.Millisecond)) + 1
+	assert.GreaterOrEqual(t, failures, 2, "the store retries")
+	assert.LessOrEqual(t, failures, most, "one attempt per interval, not one per caller")
 
-	c := dial(t, srv.addr)
-	c.acquire("disk", 60000)
-	c.expectError(protocol.ErrShuttingDown)
-	c.expectClosed()
-	assert.Empty(t, srv.Locks())
+	require.NoError(t, os.MkdirAll(srv.dir, 0o700)) // the disk is back
+	assert.Equal(t, uint64(3), w[1].expectAcquired(), "the first waiter, first")
+	assert.True(t, srv.Ready())
+	w[1].conn.Close()
+	assert.Equal(t, uint64(4), late.expectAcquired())
 }

@@ -147,14 +147,14 @@ func TestTokensCountUpByOnePerGrant(t *testing.T) {
 			w.expectWaiting()
 			h.conn.Close()
 			want++
-			assert.Equal(t, want, w.expectAcquired())
+			assert.Equal(t, want, w.expectGranted())
 			holders[name] = w
 			continue
 		}
 		c := dial(t, srv.addr)
 		c.acquire(name, 60000)
 		want++
-		assert.Equal(t, want, c.expectAcquired())
+		assert.Equal(t, want, c.expectGranted())
 		holders[name] = c
 	}
 }
@@ -197,7 +197,7 @@ type orderObserver struct {
 	events []string
 }
 
-func (o *orderObserver) add(e string) { o.mu.Lock(); o.events = append(o.events, e); o.mu.Unlock() }
+func (o *orderObserver) add(e string)           { o.mu.Lock(); o.events = append(o.events, e); o.mu.Unlock() }
 func (o *orderObserver) Promoted(time.Duration) { o.add("promoted") }
 func (o *orderObserver) ErrorSent(code uint8)   { o.add(fmt.Sprintf("error 0x%02x", code)) }
 

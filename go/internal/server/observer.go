@@ -19,12 +19,16 @@ type Observer interface {
 	// Refused: a connection was closed over a limit (RefusedMaxSessions or
 	// RefusedPerAddr).
 	Refused(reason string)
+	// TokenReservationFailed: a block of fencing tokens could not be made
+	// durable (at most once per retry interval while the disk fails).
+	TokenReservationFailed()
 }
 
 type nopObserver struct{}
 
-func (nopObserver) Granted()               {}
-func (nopObserver) Promoted(time.Duration) {}
-func (nopObserver) Expired()               {}
-func (nopObserver) ErrorSent(uint8)        {}
-func (nopObserver) Refused(string)         {}
+func (nopObserver) Granted()                {}
+func (nopObserver) Promoted(time.Duration)  {}
+func (nopObserver) Expired()                {}
+func (nopObserver) ErrorSent(uint8)         {}
+func (nopObserver) Refused(string)          {}
+func (nopObserver) TokenReservationFailed() {}

@@ -25,6 +25,8 @@ type observed struct {
 	expired  int
 	errors   map[uint8]int
 	refused  map[string]int
+
+	tokenFailures int
 }
 
 func newCountingObserver() *countingObserver {
@@ -37,15 +39,16 @@ func (o *countingObserver) Promoted(d time.Duration) {
 	o.promoted = append(o.promoted, d)
 	o.mu.Unlock()
 }
-func (o *countingObserver) Expired()             { o.mu.Lock(); o.expired++; o.mu.Unlock() }
-func (o *countingObserver) ErrorSent(code uint8) { o.mu.Lock(); o.errors[code]++; o.mu.Unlock() }
-func (o *countingObserver) Refused(r string)     { o.mu.Lock(); o.refused[r]++; o.mu.Unlock() }
+func (o *countingObserver) Expired()                { o.mu.Lock(); o.expired++; o.mu.Unlock() }
+func (o *countingObserver) ErrorSent(code uint8)    { o.mu.Lock(); o.errors[code]++; o.mu.Unlock() }
+func (o *countingObserver) Refused(r string)        { o.mu.Lock(); o.refused[r]++; o.mu.Unlock() }
+func (o *countingObserver) TokenReservationFailed() { o.mu.Lock(); o.tokenFailures++; o.mu.Unlock() }
 
 func (o *countingObserver) snapshot() observed {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	c := observed{granted: o.granted, promoted: append([]time.Duration(nil), o.promoted...),
-		expired: o.expired, errors: map[uint8]int{}, refused: map[string]int{}}
+		expired: o.expired, errors: map[uint8]int{}, refused: map[string]int{}, tokenFailures: o.tokenFailures}
 	for k, v := range o.errors {
 		c.errors[k] = v
 	}

@@ -75,8 +75,15 @@ type Config struct {
 	// Observer, if set, is told of grants, expiries, errors and refusals.
 	Observer Observer
 
-	// tokenBlock overrides the token store's block size (tests).
+	// TokenFloor makes every token issued larger than this, whatever the
+	// data directory's mark says: the operator's way to restart a used
+	// directory whose mark was lost (--token-floor).
+	TokenFloor uint64
+
+	// tokenBlock overrides the token store's block size, tokenRetry the
+	// interval between failed reservations (tests).
 	tokenBlock uint64
+	tokenRetry time.Duration
 }
 
 // Server is a monolock server. Create it with New, run it with Serve, stop it
@@ -125,11 +132,18 @@ func New(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	tokens, err := tokenstore.Open(cfg.DataDir, tokenstore.Options{BlockSize: cfg.tokenBlock})
+	s := &Server{}
+	tokens, err := tokenstore.Open(cfg.DataDir, tokenstore.Options{
+		BlockSize:  cfg.tokenBlock,
+		Floor:      cfg.TokenFloor,
+		RetryEvery: cfg.tokenRetry,
+		OnReady:    s.regrant,
+		OnFailure:  s.tokenFailure,
+	})
 	if err != nil {
 		return nil, err
 	}
-	return &Server{
+	*s = Server{
 		handshakeTimeout: cfg.HandshakeTimeout,
 		authorizer:       cfg.Authorizer,
 		maxSessions:      cfg.MaxSessions,
@@ -143,7 +157,29 @@ func New(cfg Config) (*Server, error) {
 		sessions:         make(map[uint64]*session),
 		perAddr:          make(map[netip.Addr]int),
 		drained:          make(chan struct{}),
-	}, nil
+	}
+	return s, nil
+}
+
+// regrant hands out the locks whose waiters could not get a token while the
+// token store had none; the store calls it once tokens are back.
+func (s *Server) regrant() {
+	start := time.Now()
+	promoted, failed := s.table.Regrant()
+	for _, p := range promoted {
+		s.handOver(p, nil, start)
+	}
+	s.handOver(nil, failed, start)
+	if len(promoted) > 0 {
+		s.log.Info("fencing tokens available again; waiting locks granted", "locks", len(promoted))
+	}
+}
+
+// tokenFailure reports a failed token reservation. The store retries once
+// per interval, so this logs at most that often; waiters stay queued.
+func (s *Server) tokenFailure(err error) {
+	s.obs.TokenReservationFailed()
+	s.log.Error("cannot reserve fencing tokens; grants wait until the data directory is writable again", "err", err)
 }
 
 // Serve accepts connections on ln until Shutdown, then returns nil. Any other
@@ -400,9 +436,13 @@ func (s *Server) Counts() (locks, holders, waiters int) {
 	return s.table.Counts()
 }
 
-// Ready reports whether the server is accepting sessions: it serves at least
-// one listener and is not shutting down.
+// Ready reports whether the server is accepting sessions and can grant: it
+// serves at least one listener, is not shutting down, and its token store
+// can reserve tokens.
 func (s *Server) Ready() bool {
+	if s.tokens.Failure() != nil {
+		return false // no grant can be made until the disk recovers
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return !s.shutdown && len(s.listeners) > 0

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // FileName is the name of the high-water mark file inside the data directory.
@@ -34,10 +35,42 @@ const DefaultBlockSize = 1000
 // as corrupt rather than read as a small number.
 const fileHeader = "monolock token high-water mark v1\n"
 
+// markerFileName marks a data directory that has been used. It is written
+// when the directory is first set up, so a mark file that disappears later
+// (a cleanup job, a configuration tool) is noticed instead of taken for a
+// new directory, which would restart tokens at 1.
+const markerFileName = "monolock-data"
+
+const markerContent = "This directory holds the state of a monolock server. Do not delete token-hwm.\n"
+
+// DefaultRetryEvery is how often a failed reservation is tried again.
+const DefaultRetryEvery = time.Second
+
 // ErrExhausted is returned when the 64-bit token space is used up.
 var ErrExhausted = errors.New("tokenstore: fencing tokens exhausted")
 
+// UnavailableError is returned by Next while no token is durably reserved:
+// the background reservation has not finished, or it failed (Cause). It is
+// temporary: Options.OnReady is called once tokens are available again.
+type UnavailableError struct{ Cause error }
+
+func (e *UnavailableError) Error() string {
+	if e.Cause == nil {
+		return "tokenstore: no token reserved yet"
+	}
+	return "tokenstore: no token reserved: " + e.Cause.Error()
+}
+
+func (e *UnavailableError) Unwrap() error { return e.Cause }
+
+// Temporary reports that waiting helps.
+func (e *UnavailableError) Temporary() bool { return true }
+
 // Store issues fencing tokens. It is safe for concurrent use.
+//
+// Next never waits for a disk: the next block is reserved in the
+// background once half of the current one is used, so a grant is only ever
+// refused (UnavailableError) when the disk cannot keep up or fails.
 type Store struct {
 	mu        sync.Mutex
 	path      string // the mark file
@@ -47,6 +80,14 @@ type Store struct {
 	lock      *os.File
 	closed    bool
 	exhausted bool // the last token, MaxUint64, was handed out
+
+	reserving   bool      // a background reservation is running
+	failure     error     // the last reservation's error, nil once one succeeds
+	failedAt    time.Time // when it failed: the next try waits retryEvery
+	retryEvery  time.Duration
+	onReady     func()
+	onFailure   func(error)
+	reservation sync.WaitGroup // the background reservation, for Close
 }
 
 // Options tune a Store. The zero value is the production setting.
@@ -54,12 +95,26 @@ type Options struct {
 	// BlockSize is the number of tokens reserved per durable write;
 	// 0 means DefaultBlockSize.
 	BlockSize uint64
+	// Floor makes every token issued larger than Floor, whatever the mark
+	// says. It is the operator's way to restart a directory whose mark was
+	// lost (--token-floor): without it such a directory refuses to open.
+	Floor uint64
+	// RetryEvery spaces the attempts after a failed reservation; 0 means
+	// DefaultRetryEvery.
+	RetryEvery time.Duration
+	// OnReady, if set, is called (from a goroutine of the store) when a
+	// reservation makes tokens available after Next had none to give.
+	OnReady func()
+	// OnFailure, if set, is called with every failed background
+	// reservation: at most once per RetryEvery.
+	OnFailure func(error)
 }
 
 // Open opens (creating if needed) the store in dir. It takes an exclusive
 // lock on the directory, reads the recorded high-water mark and reserves the
 // first block above it. A mark file that cannot be read back exactly is an
-// error: starting over from 1 could reissue tokens.
+// error, and so is a missing one in a directory that has been used
+// (opts.Floor overrides that): starting over from 1 could reissue tokens.
 func Open(dir string, opts Options) (*Store, error) {
 	if dir == "" {
 		return nil, errors.New("tokenstore: empty data directory")
@@ -72,14 +127,20 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{
-		path:      filepath.Join(dir, FileName),
-		blockSize: opts.BlockSize,
-		lock:      lock,
+		path:       filepath.Join(dir, FileName),
+		blockSize:  opts.BlockSize,
+		lock:       lock,
+		retryEvery: opts.RetryEvery,
+		onReady:    opts.OnReady,
+		onFailure:  opts.OnFailure,
 	}
 	if s.blockSize == 0 {
 		s.blockSize = DefaultBlockSize
 	}
-	mark, err := readMark(s.path)
+	if s.retryEvery == 0 {
+		s.retryEvery = DefaultRetryEvery
+	}
+	mark, err := openMark(dir, s.path, opts.Floor)
 	if err != nil {
 		lock.Close()
 		return nil, err
@@ -89,15 +150,45 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, ErrExhausted
 	}
 	s.next, s.reserved = mark+1, mark
-	if err := s.reserve(); err != nil {
+	top, err := s.nextTop()
+	if err == nil {
+		err = writeMark(s.path, top)
+	}
+	if err != nil {
 		lock.Close()
 		return nil, err
 	}
+	s.reserved = top
 	return s, nil
 }
 
+// openMark returns the mark to start from: the recorded one, raised to
+// floor. A used directory (marker present) without a mark is refused unless
+// floor is given; a new directory is marked as used.
+func openMark(dir, path string, floor uint64) (uint64, error) {
+	mark, found, err := readMark(path)
+	if err != nil {
+		return 0, err
+	}
+	marker := filepath.Join(dir, markerFileName)
+	_, statErr := os.Stat(marker)
+	used := statErr == nil
+	if used && !found && floor == 0 {
+		return 0, fmt.Errorf("tokenstore: data directory %s has been used, but its token high-water mark %s is missing: "+
+			"refusing to start, since tokens would restart at 1 and go backwards. Restore the file from a backup, "+
+			"or start once with --token-floor N, N at least the largest token this server ever issued", dir, path)
+	}
+	if !used {
+		if err := writeFileDurably(marker, []byte(markerContent)); err != nil {
+			return 0, fmt.Errorf("tokenstore: mark data directory as used: %w", err)
+		}
+	}
+	return max(mark, floor), nil
+}
+
 // Next returns a new token, larger than every token issued before by this
-// data directory. It blocks for a durable write once per block.
+// data directory. It never waits for a disk: while no token is reserved it
+// returns an *UnavailableError.
 func (s *Store) Next() (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -108,15 +199,20 @@ func (s *Store) Next() (uint64, error) {
 		return 0, ErrExhausted
 	}
 	if s.next > s.reserved {
-		if err := s.reserve(); err != nil {
-			return 0, err
+		if s.reserved == math.MaxUint64 {
+			return 0, ErrExhausted
 		}
+		s.reserveLocked()
+		return 0, &UnavailableError{Cause: s.failure}
 	}
 	t := s.next
 	if t == math.MaxUint64 {
 		s.exhausted = true // the counter must not wrap to 0
 	} else {
 		s.next++
+	}
+	if s.reserved-t < s.blockSize/2 {
+		s.reserveLocked() // half the block is used: reserve the next one ahead
 	}
 	return t, nil
 }
@@ -128,54 +224,110 @@ func (s *Store) Mark() uint64 {
 	return s.reserved
 }
 
-// Close releases the directory lock. It writes nothing: the recorded mark is
-// already above every token handed out, so a crash and a Close leave the same
-// state behind.
-func (s *Store) Close() error {
+// Failure returns the error of the last reservation if it failed and none
+// has succeeded since (for readiness and metrics), else nil.
+func (s *Store) Failure() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.failure
+}
+
+// Close releases the directory lock once a background reservation has
+// finished. It writes nothing: the recorded mark is already above every
+// token handed out, so a crash and a Close leave the same state behind.
+func (s *Store) Close() error {
+	s.mu.Lock()
 	if s.closed {
+		s.mu.Unlock()
 		return nil
 	}
 	s.closed = true
+	s.mu.Unlock()
+	s.reservation.Wait()
 	return s.lock.Close()
 }
 
-// reserve records a new block above the current one. Caller holds s.mu (or
-// owns s exclusively).
-func (s *Store) reserve() error {
+// nextTop is the mark of the block above the current one.
+func (s *Store) nextTop() (uint64, error) {
 	if s.reserved == math.MaxUint64 {
-		return ErrExhausted
+		return 0, ErrExhausted
 	}
 	top := s.reserved + s.blockSize
 	if top < s.reserved { // overflow: the last, shorter block
 		top = math.MaxUint64
 	}
-	if err := writeMark(s.path, top); err != nil {
-		return err
-	}
-	s.reserved = top
-	return nil
+	return top, nil
 }
 
-// readMark returns the recorded mark, or 0 when there is no file yet.
-func readMark(path string) (uint64, error) {
+// reserveLocked starts reserving the next block in the background, unless
+// one is running, the space is used up, or the last one failed less than
+// retryEvery ago (then a timer tries again: one write per interval, never
+// one per caller). Caller holds s.mu.
+func (s *Store) reserveLocked() {
+	if s.reserving || s.closed {
+		return
+	}
+	top, err := s.nextTop()
+	if err != nil {
+		return
+	}
+	if s.failure != nil && time.Since(s.failedAt) < s.retryEvery {
+		return
+	}
+	s.reserving = true
+	s.reservation.Add(1)
+	go s.reserve(top)
+}
+
+func (s *Store) reserve(top uint64) {
+	defer s.reservation.Done()
+	err := writeMark(s.path, top)
+	s.mu.Lock()
+	s.reserving = false
+	starved := s.next > s.reserved
+	if err != nil {
+		s.failure, s.failedAt = err, time.Now()
+		if !s.closed {
+			s.reservation.Add(1)
+			time.AfterFunc(s.retryEvery, s.retry)
+		}
+	} else {
+		s.reserved, s.failure = top, nil
+	}
+	s.mu.Unlock()
+	switch {
+	case err != nil && s.onFailure != nil:
+		s.onFailure(err)
+	case err == nil && starved && s.onReady != nil:
+		s.onReady()
+	}
+}
+
+func (s *Store) retry() {
+	defer s.reservation.Done()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reserveLocked()
+}
+
+// readMark returns the recorded mark; found is false when there is no file.
+func readMark(path string) (mark uint64, found bool, err error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return 0, nil
+		return 0, false, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("tokenstore: read high-water mark: %w", err)
+		return 0, false, fmt.Errorf("tokenstore: read high-water mark: %w", err)
 	}
 	text, ok := strings.CutPrefix(string(b), fileHeader)
 	digits, ok2 := strings.CutSuffix(text, "\n")
 	mark, perr := strconv.ParseUint(digits, 10, 64)
 	if !ok || !ok2 || perr != nil {
-		return 0, fmt.Errorf("tokenstore: corrupt high-water mark file %s (%q): "+
+		return 0, false, fmt.Errorf("tokenstore: corrupt high-water mark file %s (%q): "+
 			"refusing to start, since tokens could go backwards; restore the file, "+
-			"or write a mark above every token ever issued", path, snippet(b))
+			"or start with --token-floor N, N at least the largest token ever issued", path, snippet(b))
 	}
-	return mark, nil
+	return mark, true, nil
 }
 
 func snippet(b []byte) string {
@@ -185,16 +337,24 @@ func snippet(b []byte) string {
 	return string(b)
 }
 
-// writeMark replaces the mark file atomically and durably: write a temporary
-// file, fsync it, rename it over the old one, fsync the directory. A crash at
-// any point leaves either the old or the new mark, never a torn file.
+// writeMark replaces the mark file atomically and durably.
 func writeMark(path string, mark uint64) error {
+	if err := writeFileDurably(path, []byte(fileHeader+strconv.FormatUint(mark, 10)+"\n")); err != nil {
+		return fmt.Errorf("tokenstore: write high-water mark: %w", err)
+	}
+	return nil
+}
+
+// writeFileDurably replaces path atomically and durably: write a temporary
+// file, fsync it, rename it over the old one, fsync the directory. A crash
+// at any point leaves either the old or the new content, never a torn file.
+func writeFileDurably(path string, content []byte) error {
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
-		return fmt.Errorf("tokenstore: write high-water mark: %w", err)
+		return err
 	}
-	_, err = f.WriteString(fileHeader + strconv.FormatUint(mark, 10) + "\n")
+	_, err = f.Write(content)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -207,10 +367,7 @@ func writeMark(path string, mark uint64) error {
 	if err == nil {
 		err = syncDir(filepath.Dir(path))
 	}
-	if err != nil {
-		return fmt.Errorf("tokenstore: write high-water mark: %w", err)
-	}
-	return nil
+	return err
 }
 
 func syncDir(dir string) error {

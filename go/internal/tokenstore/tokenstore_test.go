@@ -1,11 +1,14 @@
 package tokenstore
 
 import (
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -18,13 +21,28 @@ func markFile(t *testing.T, dir string) string {
 	return string(b)
 }
 
+// next takes a token, waiting (briefly) while the background reservation
+// catches up, as the server's waiters do.
+func next(t *testing.T, s *Store) (uint64, error) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		tok, err := s.Next()
+		var unavailable *UnavailableError
+		if !errors.As(err, &unavailable) || time.Now().After(deadline) {
+			return tok, err
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func TestFreshStoreStartsAtOneAndCountsUp(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "nested", "data")
 	s, err := Open(dir, Options{BlockSize: 3})
 	require.NoError(t, err)
 	defer s.Close()
 	for want := uint64(1); want <= 10; want++ {
-		got, err := s.Next()
+		got, err := next(t, s)
 		require.NoError(t, err)
 		assert.Equal(t, want, got)
 		// The durable mark always covers every token handed out.
@@ -39,20 +57,41 @@ func TestFreshStoreStartsAtOneAndCountsUp(t *testing.T) {
 
 func TestMarkReservedBeforeFirstTokenOfBlock(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Open(dir, Options{BlockSize: 5})
+	s, err := Open(dir, Options{BlockSize: 6})
 	require.NoError(t, err)
 	defer s.Close()
 	// Opening reserves the first block before any token is issued.
-	assert.Equal(t, fileHeader+"5\n", markFile(t, dir))
-	for i := 0; i < 5; i++ {
+	assert.Equal(t, fileHeader+"6\n", markFile(t, dir))
+	for want := uint64(1); want <= 20; want++ {
+		tok, err := next(t, s)
+		require.NoError(t, err)
+		require.Equal(t, want, tok)
+		// Every token handed out is covered by the mark on disk.
+		mark, found, err := readMark(filepath.Join(dir, FileName))
+		require.NoError(t, err)
+		require.True(t, found)
+		require.GreaterOrEqual(t, mark, tok)
+	}
+}
+
+// Half a block in, the next block is reserved in the background, so a
+// grant does not wait for the disk at the block boundary.
+func TestNextBlockIsReservedAhead(t *testing.T) {
+	ready := make(chan struct{}, 10)
+	s, err := Open(t.TempDir(), Options{BlockSize: 10, OnReady: func() { ready <- struct{}{} }})
+	require.NoError(t, err)
+	defer s.Close()
+	for i := 0; i < 6; i++ { // tokens 1..6: past half of the block 1..10
 		_, err := s.Next()
 		require.NoError(t, err)
 	}
-	assert.Equal(t, fileHeader+"5\n", markFile(t, dir), "block not used up yet")
-	tok, err := s.Next()
-	require.NoError(t, err)
-	assert.Equal(t, uint64(6), tok)
-	assert.Equal(t, fileHeader+"10\n", markFile(t, dir), "written before token 6 is returned")
+	require.Eventually(t, func() bool { return s.Mark() == 20 }, 5*time.Second, time.Millisecond)
+	for want := uint64(7); want <= 15; want++ {
+		tok, err := s.Next()
+		require.NoError(t, err, "token %d had to wait for the disk", want)
+		require.Equal(t, want, tok)
+	}
+	assert.Empty(t, ready, "OnReady is only for a store that ran dry")
 }
 
 // A crash in the middle of a block: the process dies after handing out part
@@ -65,7 +104,7 @@ func TestCrashMidBlockRestartsAboveEveryIssuedToken(t *testing.T) {
 		s, err := Open(dir, Options{BlockSize: 100})
 		require.NoError(t, err)
 		for i := 0; i < 42; i++ {
-			tok, err := s.Next()
+			tok, err := next(t, s)
 			require.NoError(t, err)
 			require.Greater(t, tok, last, "run %d", run)
 			last = tok
@@ -85,7 +124,7 @@ func TestLeftoverTempFileIsIgnored(t *testing.T) {
 	s, err = Open(dir, Options{BlockSize: 10})
 	require.NoError(t, err)
 	defer s.Close()
-	tok, err := s.Next()
+	tok, err := next(t, s)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(11), tok)
 }
@@ -113,7 +152,7 @@ func TestCorruptMarkFileIsAClearError(t *testing.T) {
 			s, err = Open(dir, Options{})
 			require.NoError(t, err)
 			defer s.Close()
-			tok, err := s.Next()
+			tok, err := next(t, s)
 			require.NoError(t, err)
 			assert.Equal(t, uint64(8), tok)
 		})
@@ -148,7 +187,7 @@ func TestClosedStoreRefusesTokens(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
 	require.NoError(t, s.Close(), "idempotent")
-	_, err = s.Next()
+	_, err = next(t, s)
 	require.Error(t, err)
 }
 
@@ -161,17 +200,112 @@ func TestTokenSpaceEndsWithoutWrapping(t *testing.T) {
 	require.NoError(t, err)
 	defer s.Close()
 	for want := start + 1; ; want++ {
-		tok, err := s.Next()
+		tok, err := next(t, s)
 		require.NoError(t, err)
 		require.Equal(t, want, tok)
 		if want == math.MaxUint64 {
 			break
 		}
 	}
-	_, err = s.Next()
+	_, err = next(t, s)
 	require.ErrorIs(t, err, ErrExhausted)
 	require.NoError(t, s.Close())
 
 	_, err = Open(dir, Options{})
 	require.ErrorIs(t, err, ErrExhausted, "a full mark file stays exhausted")
+}
+
+// A cleanup job deletes the mark of a used directory: the store refuses to
+// start (tokens would restart at 1) and says what to do; --token-floor is
+// the explicit way back, and tokens then continue above the floor.
+func TestDeletedMarkRefusesToStart(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, Options{BlockSize: 10})
+	require.NoError(t, err)
+	for i := 0; i < 3; i++ {
+		_, err := next(t, s)
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Close())
+	require.NoError(t, os.Remove(filepath.Join(dir, FileName)))
+
+	_, err = Open(dir, Options{BlockSize: 10})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "has been used")
+	assert.Contains(t, err.Error(), "--token-floor")
+
+	s, err = Open(dir, Options{BlockSize: 10, Floor: 500})
+	require.NoError(t, err)
+	defer s.Close()
+	tok, err := next(t, s)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(501), tok)
+}
+
+// The floor only ever raises: a mark above it wins.
+func TestFloorBelowTheMarkChangesNothing(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, FileName), []byte(fileHeader+"900\n"), 0o600))
+	s, err := Open(dir, Options{Floor: 10})
+	require.NoError(t, err)
+	defer s.Close()
+	tok, err := next(t, s)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(901), tok)
+}
+
+// A directory written by a version without the marker (a mark, no marker)
+// is taken as used from now on.
+func TestMarkerIsAddedToAnOlderDirectory(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, FileName), []byte(fileHeader+"7\n"), 0o600))
+	s, err := Open(dir, Options{})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	_, err = os.Stat(filepath.Join(dir, markerFileName))
+	require.NoError(t, err)
+	require.NoError(t, os.Remove(filepath.Join(dir, FileName)))
+	_, err = Open(dir, Options{})
+	require.ErrorContains(t, err, "has been used")
+}
+
+// A reservation that cannot be written makes Next refuse (temporarily, with
+// the cause) instead of blocking, is retried once per interval, and OnReady
+// says when tokens are back.
+func TestFailedReservationIsRetriedOnACadence(t *testing.T) {
+	dir := t.TempDir()
+	ready := make(chan struct{}, 1)
+	var failures atomic.Int32
+	s, err := Open(dir, Options{BlockSize: 2, RetryEvery: 40 * time.Millisecond,
+		OnReady: func() { ready <- struct{}{} }, OnFailure: func(error) { failures.Add(1) }})
+	require.NoError(t, err)
+	defer s.Close()
+	// A directory where the temporary file goes makes every write fail.
+	require.NoError(t, os.Mkdir(filepath.Join(dir, FileName+".tmp"), 0o700))
+	for want := uint64(1); want <= 2; want++ {
+		tok, err := s.Next()
+		require.NoError(t, err)
+		require.Equal(t, want, tok)
+	}
+	start := time.Now()
+	var unavailable *UnavailableError
+	for i := 0; i < 10000; i++ { // callers hammering a failing store
+		_, err := s.Next()
+		require.ErrorAs(t, err, &unavailable)
+	}
+	time.Sleep(200 * time.Millisecond)
+	require.Error(t, s.Failure())
+	most := int32(time.Since(start)/(40*time.Millisecond)) + 2
+	assert.LessOrEqual(t, failures.Load(), most, "one write per interval, not one per caller")
+
+	require.NoError(t, os.Remove(filepath.Join(dir, FileName+".tmp")))
+	select {
+	case <-ready:
+	case <-time.After(5 * time.Second):
+		t.Fatal("OnReady not called after the disk recovered")
+	}
+	require.NoError(t, s.Failure())
+	tok, err := s.Next()
+	require.NoError(t, err)
+	assert.Equal(t, uint64(3), tok)
 }
