@@ -157,9 +157,10 @@ class FakeConn:
         """Write bytes to the client."""
         self.sock.sendall(data)
 
-    def wait_eof(self, timeout: float = 5.0) -> float:
-        """Wait until the client closes; fail on any byte but heartbeats.
-        Returns the monotonic time the close was seen."""
+    def wait_eof(self, timeout: float = 5.0, *, heartbeats: bool = True) -> float:
+        """Wait until the client closes; fail on any byte but heartbeats
+        (on any byte at all without ``heartbeats``). Returns the monotonic
+        time the close was seen."""
         deadline = time.monotonic() + timeout
         while True:
             remaining = deadline - time.monotonic()
@@ -174,7 +175,7 @@ class FakeConn:
                 return time.monotonic()
             if not data:
                 return time.monotonic()
-            assert set(data) == {0x02}, data
+            assert heartbeats and set(data) == {0x02}, data
 
     def assert_silent(self, seconds: float) -> None:
         """Fail if the client sends anything or closes within ``seconds``."""

@@ -4,6 +4,7 @@ client (the ``api`` fixture)."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 import time
 from concurrent.futures import Future
@@ -12,6 +13,7 @@ import pytest
 
 from monolock import _protocol as proto
 from monolock import errors
+from monolock.aio import _AioConnection
 
 from .support import Api, FakeConn, FakeServer, LockHandle, release_with, unused_address
 
@@ -89,30 +91,79 @@ def test_heartbeat_interval_and_validity(api: Api, fake_server: FakeServer) -> N
 
 
 def test_one_heartbeat_in_flight_then_lost_on_silence(api: Api, fake_server: FakeServer) -> None:
-    lease = 1.0  # heartbeat after 250 ms, client timeout 800 ms
+    """No ack for a heartbeat: no other heartbeat, the loss is told at the
+    acknowledged send + 0.8 x lease, and the connection stays open, silent,
+    until that send + lease."""
+    lease = 1.0  # heartbeat after 250 ms, loss at 800 ms, close at 1000 ms
+    lost_at: list[float] = []
     lost: list[errors.LockLost] = []
-    fut = api.acquire(fake_server.address, "silent", lease=lease, on_lost=lost.append)
+
+    def on_lost(err: errors.LockLost) -> None:
+        lost_at.append(time.monotonic())
+        lost.append(err)
+
+    fut = api.acquire(fake_server.address, "silent", lease=lease, on_lost=on_lost)
     handle, conn = grant(fake_server, fut, 3)
     sent = conn.read_heartbeat()
     conn.send(acquired(3))  # ack the first heartbeat: validity = its send + 0.8
     second = conn.read_heartbeat()
     assert second - sent >= 0.15
-    # No ack for the second: no third heartbeat, then the client gives up
-    # and closes 0.8 s after the acknowledged send.
-    closed = conn.wait_eof(timeout=5)
-    assert closed - sent == pytest.approx(0.8, abs=0.3)
+    closed = conn.wait_eof(timeout=5, heartbeats=False)
     assert handle.wait_lost(5)
+    assert lost_at[0] - sent == pytest.approx(0.8 * lease, abs=0.3 * lease)
+    assert closed - sent == pytest.approx(lease, abs=0.3 * lease)
+    assert closed - lost_at[0] >= 0.1 * lease  # told first; the close waited
     err = handle.lock.lost_error
     assert isinstance(err, errors.LockLost)
     assert isinstance(err.cause, errors.HeartbeatTimeout)
     assert err.code is None and err.token == 3
-    assert not handle.lock.held
+    assert not handle.lock.held and handle.lock.is_lost
     with pytest.raises(errors.LockLost):
         handle.lock.check()
-    assert [e.token for e in lost] == [3]
+    assert [e.token for e in lost] == [3] and lost[0] is err
     # Lost is final: no new connection, no silent re-acquire.
     fake_server.assert_no_connection(0.5)
     handle.release()  # fine after a loss
+
+
+def test_late_ack_after_the_loss_changes_nothing(api: Api, fake_server: FakeServer) -> None:
+    """The ack comes after the deadline: the lock stays lost, no heartbeat
+    follows, and the client's FIN comes at the ACQUIRE's send + lease."""
+    lease = 2.0  # heartbeat at 0.5 s, loss at 1.6 s, close at 2 s
+    lost_at: list[float] = []
+    fut = api.acquire(
+        fake_server.address, "late", lease=lease, on_lost=lambda e: lost_at.append(time.monotonic())
+    )
+    conn = fake_server.accept()
+    conn.read_acquire()
+    acquire_seen = time.monotonic()
+    conn.send(acquired(5))
+    handle = fut.result(5)
+    conn.read_heartbeat()
+    assert handle.wait_lost(5)
+    conn.send(acquired(5))  # the heartbeat's ack, too late
+    closed = conn.wait_eof(timeout=5, heartbeats=False)
+    assert lost_at[0] - acquire_seen == pytest.approx(0.8 * lease, abs=0.15 * lease)
+    assert closed - acquire_seen == pytest.approx(lease, abs=0.15 * lease)
+    assert closed - lost_at[0] >= 0.1 * lease
+    assert handle.lock.is_lost and not handle.lock.held
+    assert handle.lock.valid_until < time.monotonic()  # not moved by the late ack
+    handle.release()
+
+
+def test_release_after_the_loss_closes_at_once(api: Api, fake_server: FakeServer) -> None:
+    lease = 2.0
+    fut = api.acquire(fake_server.address, "let-go", lease=lease)
+    handle, conn = grant(fake_server, fut, 6)
+    conn.read_heartbeat()  # never acked
+    assert handle.wait_lost(5)
+    start = time.monotonic()
+    released = api.pool_call(handle.release)
+    conn.wait_eof(timeout=5, heartbeats=False)
+    # At once, without waiting for the server's close or for the lease.
+    assert time.monotonic() - start < 0.1 * lease
+    released.result(5)
+    assert handle.lock.released and handle.lock.is_lost
 
 
 def test_late_ack_releases_the_next_heartbeat_at_once(api: Api, fake_server: FakeServer) -> None:
@@ -128,8 +179,9 @@ def test_late_ack_releases_the_next_heartbeat_at_once(api: Api, fake_server: Fak
 
 
 def test_promotion_during_in_flight_heartbeat(api: Api, fake_server: FakeServer) -> None:
-    """A promotion is no ack: without the heartbeat's own ack the lock
-    ends 0.8 x lease after the last acknowledged send (here the ACQUIRE)."""
+    """A promotion is no ack: without the heartbeat's own ack the lock is
+    lost 0.8 x lease after the last acknowledged send (here the ACQUIRE),
+    and the connection closes at that send + lease."""
     fut = api.acquire(fake_server.address, "promo", lease=1.0)
     conn = fake_server.accept()
     conn.read_acquire()
@@ -140,8 +192,8 @@ def test_promotion_during_in_flight_heartbeat(api: Api, fake_server: FakeServer)
     handle = fut.result(5)
     assert handle.token == 11
     assert handle.lock.valid_until - acquire_seen <= 0.85
-    closed = conn.wait_eof(timeout=5)
-    assert closed - acquire_seen == pytest.approx(0.8, abs=0.3)
+    closed = conn.wait_eof(timeout=5, heartbeats=False)
+    assert closed - acquire_seen == pytest.approx(1.0, abs=0.3)
     assert handle.wait_lost(5)
     lost = handle.lock.lost_error
     assert lost is not None and isinstance(lost.cause, errors.HeartbeatTimeout)
@@ -435,7 +487,7 @@ def test_loss_reported_on_time_while_the_caller_spins(fake_server: FakeServer) -
     lock = monolock.Client(fake_server.address, lease=1.0).acquire(
         "spin", on_lost=lambda err: times.setdefault("lost", time.monotonic())
     )
-    spin_until = time.monotonic() + 2.0
+    spin_until = time.monotonic() + 2.5
     while time.monotonic() < spin_until:
         pass
     script.join(5)
@@ -443,4 +495,88 @@ def test_loss_reported_on_time_while_the_caller_spins(fake_server: FakeServer) -
     # Reported by the heartbeat thread, not when this thread looked.
     assert times["lost"] < spin_until
     assert times["lost"] - times["acked_hb"] == pytest.approx(0.8, abs=0.3)
-    assert times["closed"] <= times["lost"] + 0.3
+    assert times["closed"] - times["acked_hb"] == pytest.approx(1.0, abs=0.3)
+    assert times["closed"] - times["lost"] >= 0.1  # told first, closed at the lease
+
+
+def connection_open(handle: LockHandle) -> bool:
+    """Whether the client has not closed its end of the lock's connection."""
+    conn = handle.lock._conn
+    if isinstance(conn, _AioConnection):
+        return conn._transport is not None and not conn._transport.is_closing()
+    return conn._sock.fileno() != -1
+
+
+@pytest.mark.parametrize("end", ["eof", "error"])
+def test_server_end_is_told_before_the_client_closes(
+    api: Api, fake_server: FakeServer, end: str
+) -> None:
+    fut = api.acquire(fake_server.address, "told-first", lease=2)
+    handle, conn = grant(fake_server, fut, 9)
+    open_when_told: list[bool] = []
+    handle.lock.add_lost_callback(lambda err: open_when_told.append(connection_open(handle)))
+    if end == "error":
+        conn.send(proto.encode_error(0x02, "kicked"))
+    conn.close()
+    assert handle.wait_lost(5)
+    assert open_when_told == [True]
+    deadline = time.monotonic() + 5
+    while connection_open(handle):  # closed right after, without waiting
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
+def test_release_from_the_lost_callback_closes_at_once(fake_server: FakeServer) -> None:
+    """A sync on_lost callback runs on the connection's thread; releasing
+    there must not wait for that thread, and closes at once."""
+    import monolock
+
+    client = monolock.Client(fake_server.address, lease=2.0)
+    holder: list[monolock.Lock] = []
+    told: list[float] = []
+
+    def on_lost(err: errors.LockLost) -> None:
+        told.append(time.monotonic())
+        holder[0].release()
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        fut = pool.submit(client.acquire, "cb", on_lost=on_lost)
+        conn = fake_server.accept()
+        conn.read_acquire()
+        conn.send(acquired(4))
+        holder.append(fut.result(5))
+    conn.read_heartbeat()  # never acked: lost at 1.6 s, well before the lease
+    closed = conn.wait_eof(timeout=5, heartbeats=False)
+    assert told and closed - told[0] < 0.2
+    assert holder[0].released and holder[0].is_lost
+
+
+def test_a_server_that_does_not_speak_monolock_is_dropped(
+    api: Api, fake_server: FakeServer
+) -> None:
+    """An HTTP answer (the admin port, say): the acquisition does not ask
+    that server again, and with no other server the error comes at once."""
+    fut = api.acquire(fake_server.address, "wrong-port", lease=1)
+    conn = fake_server.accept()
+    conn.read_acquire()
+    conn.send(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+    with pytest.raises(errors.NotMonolock, match="is this the admin port"):
+        fut.result(5)
+    fake_server.assert_no_connection(0.3)
+
+
+def test_the_walk_goes_on_without_the_wrong_port(api: Api, fake_server: FakeServer) -> None:
+    other = FakeServer()
+    try:
+        fut = api.acquire([other.address, fake_server.address], "two-ports", lease=1)
+        wrong = other.accept()
+        wrong.read_acquire()
+        wrong.send(b"\x15\x03\x03\x00\x02\x02\x46")  # a TLS alert
+        conn = fake_server.accept()  # at once, no sleep
+        conn.read_acquire()
+        conn.send(WAITING + proto.encode_error(0x01, "restarting"))
+        handle, second = grant(fake_server, fut, 3)  # not back to the wrong port
+        other.assert_no_connection(0.1)
+        release_with(handle, second)
+    finally:
+        other.close()

@@ -1,15 +1,21 @@
-"""The acquisition policy, run with a scripted executor and a fake clock."""
+"""The acquisition policy: every case of spec/vectors/retry.json, then the
+caller's deadline, with a scripted executor and a fake clock."""
 
 from __future__ import annotations
 
 from collections.abc import Generator
+from typing import Any
 
 import pytest
 
 from monolock import errors
 from monolock._config import Address, ClientConfig
-from monolock._plan import Attempt, Sleep, Step, acquisition_plan, run_sync
+from monolock._plan import Attempt, Failure, Sleep, Step, acquisition_plan, run_sync
 from monolock._schedule import Backoff
+
+from .support import load_spec
+
+RETRY = load_spec("vectors/retry.json")
 
 A = "127.0.0.1:1"
 B = "127.0.0.1:2"
@@ -28,13 +34,13 @@ class Script:
     def clock(self) -> float:
         return self.now
 
-    def attempt(self, step: Attempt) -> str:
+    def attempt(self, step: Attempt) -> str | Failure:
         self.steps.append(step)
         self.now += self.attempt_cost
         outcome = self.outcomes.pop(0)
         if isinstance(outcome, BaseException):
             raise outcome
-        assert isinstance(outcome, str)
+        assert isinstance(outcome, (str, Failure))
         return outcome
 
     def sleep(self, seconds: float) -> None:
@@ -58,7 +64,7 @@ def run(
     connect_timeout: float | None = 5.0,
 ) -> str:
     config = ClientConfig(list(servers) or [A], connect_timeout=connect_timeout)
-    plan: Generator[Step, str | None, str] = acquisition_plan(
+    plan: Generator[Step, str | Failure | None, str] = acquisition_plan(
         config,
         deadline,
         try_only=try_only,
@@ -136,10 +142,11 @@ def test_unreachable_server_moves_to_the_next_at_once() -> None:
     assert s.addresses == [A, B] and s.sleeps == []
 
 
-def test_each_attempt_starts_from_the_first_server() -> None:
+def test_rotation_after_a_requeue_and_after_a_connect_failure() -> None:
     s = Script([errors.ShuttingDown(), conn_error(), "lock"])
     assert run(s, A, B) == "lock"
-    assert s.addresses == [A, A, B]
+    assert s.addresses == [A, B, A]
+    assert s.sleeps == pytest.approx([0.05])  # after the requeue only
 
 
 def test_all_unreachable_backs_off_then_tries_again() -> None:
@@ -147,6 +154,19 @@ def test_all_unreachable_backs_off_then_tries_again() -> None:
     assert run(s, A, B) == "lock"
     assert s.addresses == [A, B, A, B]
     assert s.sleeps == pytest.approx([0.05])
+
+
+def test_long_queue_resets_the_backoff() -> None:
+    s = Script(
+        [
+            errors.ShuttingDown(),
+            errors.ShuttingDown(),
+            Failure(errors.ConnectionClosed("eof"), queued=2.0),
+            "lock",
+        ]
+    )
+    assert run(s) == "lock"
+    assert s.sleeps == pytest.approx([0.05, 0.1, 0.05])
 
 
 def test_terminal_connect_error_is_raised() -> None:
@@ -201,3 +221,60 @@ def test_no_deadline_retries_on() -> None:
     s = Script([conn_error()] * 30 + ["lock"])
     assert run(s) == "lock"
     assert max(s.sleeps) == pytest.approx(2.0)  # capped at 2 s
+
+
+# -- spec/vectors/retry.json --------------------------------------------------------
+
+
+def vector_failure(step: dict[str, Any]) -> Failure:
+    outcome = step["outcome"]
+    error: errors.MonolockError
+    if outcome == "connect_failed":
+        error = conn_error()
+    elif outcome == "requeue":
+        error = errors.ShuttingDown()
+    elif outcome == "terminal":
+        error = errors.NotAuthorized()
+    elif outcome == "not_monolock":
+        error = errors.NotMonolock("127.0.0.1:7118", b"HTTP/1.1 400 Bad Request")
+    else:
+        assert outcome == "busy", outcome
+        error = errors.LockBusy("x")
+    return Failure(error, step.get("queued_ms", 0) / 1000)
+
+
+@pytest.mark.parametrize("pick", ["low", "high"])
+@pytest.mark.parametrize("case", RETRY["cases"], ids=lambda c: c["name"])
+def test_retry_vector(case: dict[str, Any], pick: str) -> None:
+    """Each case twice: with the jitter at its low end and at its high end,
+    so that both ends of every ``sleep LO..HI`` are checked exactly."""
+    servers = [f"127.0.0.1:{i + 1}" for i in range(case["servers"])]
+    plan: Generator[Step, str | Failure | None, str] = acquisition_plan(
+        ClientConfig(servers),
+        None,
+        try_only=case["mode"] == "try",
+        backoff=Backoff(lambda: 0.0 if pick == "low" else 1.0),
+    )
+    result: str | Failure | None = None
+    for step in case["steps"]:
+        expect = step["expect"]
+        if expect == "give_up":
+            assert isinstance(result, Failure)
+            with pytest.raises(errors.MonolockError) as info:
+                plan.send(result)
+            assert info.value is result.error or info.value.__cause__ is result.error
+            return
+        action = plan.send(result)
+        verb, _, arg = expect.partition(" ")
+        if verb == "connect":
+            assert isinstance(action, Attempt), (expect, action)
+            assert str(action.address) == servers[int(arg)], expect
+            result = "lock" if step["outcome"] == "granted" else vector_failure(step)
+        else:
+            assert verb == "sleep" and isinstance(action, Sleep), (expect, action)
+            low, high = (float(x) for x in arg.split(".."))
+            assert action.seconds * 1000 == pytest.approx(low if pick == "low" else high)
+            result = None
+    with pytest.raises(StopIteration) as stop:
+        plan.send(result)
+    assert stop.value.value == "lock"

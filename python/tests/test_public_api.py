@@ -37,6 +37,7 @@ EXPECTED = {
     "NameNotUTF8",
     "NameTooLong",
     "NotAuthorized",
+    "NotMonolock",
     "ProtocolViolation",
     "ServerError",
     "ShuttingDown",

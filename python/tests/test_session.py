@@ -1,223 +1,346 @@
-"""The sans-IO session: reply accounting, heartbeat timing, the client
-timeout and validity, driven with a fake clock."""
+"""The sans-IO session: every case of spec/vectors/session.json, then reply
+accounting, heartbeat timing, the loss decision shared with polling, and
+the close after a loss, all with a fake clock (integer nanoseconds)."""
 
 from __future__ import annotations
+
+import threading
+from typing import Any
 
 import pytest
 
 from monolock import _protocol as proto
 from monolock import errors
-from monolock._session import Failed, Granted, Phase, Queued, Session
+from monolock._session import (
+    Close,
+    Failed,
+    Granted,
+    Lost,
+    Phase,
+    Queued,
+    Send,
+    Session,
+    SessionEvent,
+)
 
+from .support import load_spec
+
+SESSION = load_spec("vectors/session.json")
 WAITING = bytes([0x11])
-LEASE_MS = 1000  # base interval 0.25 s, client timeout 0.8 s
+HEARTBEAT = proto.HEARTBEAT_FRAME
+LEASE_MS = 1000  # base interval 250 ms, client timeout 800 ms, lease 1000 ms
+MS = 1_000_000  # nanoseconds
 
 
-def acquired(token: int) -> bytes:
-    return proto.encode_acquired(token)
+# -- spec/vectors/session.json ---------------------------------------------------
 
 
-def started(try_only: bool = False, now: float = 100.0) -> Session:
+def cause_kind(error: errors.MonolockError) -> str:
+    """The cause word of a "lost ..." / "fail ..." output."""
+    if isinstance(error, errors.ServerError):
+        assert error.code is not None
+        return f"server 0x{error.code:02x}"
+    if isinstance(error, errors.HeartbeatTimeout):
+        return "timeout"
+    if isinstance(error, errors.ConnectionClosed):
+        return "io"
+    if isinstance(error, errors.ProtocolViolation):
+        return "protocol"
+    if isinstance(error, errors.LockBusy):
+        return "busy"
+    raise AssertionError(f"no vector word for {error!r}")
+
+
+def describe(event: SessionEvent, acquire: bytes) -> str:
+    """An event as the vectors' output string."""
+    if isinstance(event, Send):
+        if event.data == acquire:
+            return "send ACQUIRE"
+        assert event.data == HEARTBEAT, event.data
+        return "send HEARTBEAT"
+    if isinstance(event, Queued):
+        return "waiting"
+    if isinstance(event, Granted):
+        return f"grant {event.token}"
+    if isinstance(event, Lost):
+        return f"lost {cause_kind(event.error.cause)}"
+    if isinstance(event, Failed):
+        return f"fail {cause_kind(event.error)}"
+    assert isinstance(event, Close)
+    return "close"
+
+
+def frame_bytes(text: str) -> bytes:
+    """The bytes of "WAITING", "ACQUIRED <token>" or "ERROR 0x<code>"."""
+    kind, _, arg = text.partition(" ")
+    if kind == "WAITING":
+        return WAITING
+    if kind == "ACQUIRED":
+        return proto.encode_acquired(int(arg))
+    assert kind == "ERROR", text
+    return proto.encode_error(int(arg, 16), "")
+
+
+@pytest.mark.parametrize("case", SESSION["cases"], ids=lambda c: c["name"])
+def test_session_vector(case: dict[str, Any]) -> None:
+    s = Session(b"a", case["lease_ms"], try_only=case["mode"] == "try")
+    acquire = proto.encode_acquire(b"a", case["lease_ms"])
+    for step in case["steps"]:
+        now = step["at"] * MS
+        kind = step["in"]
+        out: list[SessionEvent]
+        if kind == "connect":
+            out = s.start(now)
+        elif kind.startswith("recv "):
+            out = s.receive_data(frame_bytes(kind[5:]), now)
+        elif kind == "eof":
+            out = s.connection_lost()
+        elif kind == "release":
+            s.release()
+            out = []
+        else:
+            assert kind == "timer", kind
+            out = []
+        out += s.tick(now)  # this core separates input from time: tick at `at`
+        where = f"{case['name']} at {step['at']} {kind}"
+        assert [describe(e, acquire) for e in out] == step["out"], where
+        if "state" in step:
+            assert s.phase.value == step["state"], where
+        if "valid_until" in step:
+            assert s.expires_at == step["valid_until"] * MS, where
+
+
+def test_vectors_cover_every_output() -> None:
+    words: set[str] = set()
+    for case in SESSION["cases"]:
+        for step in case["steps"]:
+            words.update(o.split(" ")[0] for o in step["out"])
+    assert words == {"send", "waiting", "grant", "lost", "fail", "close"}
+
+
+# -- more of the same core ----------------------------------------------------------
+
+
+def started(try_only: bool = False, now: int = 100 * MS) -> Session:
     s = Session(b"jobs/x", LEASE_MS, try_only=try_only)
-    s.start(now)
-    assert s.data_to_send() == proto.encode_acquire(b"jobs/x", LEASE_MS)
+    assert s.start(now) == [Send(proto.encode_acquire(b"jobs/x", LEASE_MS))]
     return s
+
+
+def held(now: int = 100 * MS) -> Session:
+    s = started(now=now)
+    assert s.receive_data(proto.encode_acquired(1), now) == [Granted(1)]
+    return s
+
+
+def only(events: list[SessionEvent], cls: type[Any]) -> Any:
+    (event,) = events
+    assert isinstance(event, cls), events
+    return event
 
 
 def test_grant_at_acquire() -> None:
     s = started()
-    assert s.next_wakeup() == pytest.approx(100.8)  # only the timeout while in flight
-    assert s.receive_data(acquired(7), 100.01) == [Granted(7)]
+    assert s.next_wakeup() == 900 * MS  # only the timeout while in flight
+    assert s.receive_data(proto.encode_acquired(7), 110 * MS) == [Granted(7)]
     assert s.phase is Phase.HELD and s.token == 7
-    assert s.expires_at == pytest.approx(100.8)  # from the ACQUIRE's send
+    assert s.expires_at == 900 * MS  # from the ACQUIRE's send
     # Next heartbeat: send-to-send interval minus 2*srtt (srtt = 10 ms).
-    assert s.next_wakeup() == pytest.approx(100.0 + 0.25 - 0.02)
-
-
-def test_heartbeat_schedule_and_validity() -> None:
-    s = started()
-    s.receive_data(acquired(1), 100.0)
-    assert s.tick(100.2) == [] and s.data_to_send() == b""
-    assert s.tick(100.25) == [] and s.data_to_send() == b"\x02"
-    # One in flight: nothing more, however late the ack.
-    assert s.tick(100.6) == [] and s.data_to_send() == b""
-    assert s.next_wakeup() == pytest.approx(100.8)
-    # The late ack moves validity to the heartbeat's send and triggers the
-    # next heartbeat at once, since its interval has already passed.
-    assert s.receive_data(acquired(1), 100.7) == []
-    assert s.expires_at == pytest.approx(100.25 + 0.8)
-    assert s.data_to_send() == b"\x02"
-
-
-def test_client_timeout_when_ack_never_comes() -> None:
-    s = started()
-    s.receive_data(acquired(1), 100.0)
-    s.tick(100.25)
-    assert s.data_to_send() == b"\x02"
-    assert s.tick(100.79) == []
-    (event,) = s.tick(100.8)
-    assert isinstance(event, Failed) and isinstance(event.error, errors.HeartbeatTimeout)
-    assert s.closed and s.next_wakeup() is None
-    # Nothing after the end.
-    assert s.receive_data(acquired(1), 100.9) == [] and s.tick(101) == []
-
-
-def test_bytes_read_after_the_deadline_do_not_save_the_lock() -> None:
-    s = started()
-    s.receive_data(acquired(1), 100.0)
-    s.tick(100.25)
-    (event,) = s.receive_data(acquired(1), 100.81)
-    assert isinstance(event, Failed) and isinstance(event.error, errors.HeartbeatTimeout)
-
-
-def test_waiting_then_promotion() -> None:
-    s = started()
-    assert s.receive_data(WAITING, 100.001) == [Queued()]
-    assert s.phase is Phase.WAITING
-    # Heartbeats run while waiting; their acks are WAITING.
-    s.tick(100.25)
-    assert s.data_to_send() == b"\x02"
-    assert s.receive_data(WAITING, 100.251) == []
-    assert s.expires_at == pytest.approx(100.25 + 0.8)
-    assert s.receive_data(acquired(9), 100.3) == [Granted(9)]
-    assert s.held
-
-
-def test_promotion_during_in_flight_heartbeat_is_not_its_ack() -> None:
-    s = started()
-    s.receive_data(WAITING, 100.0)
-    s.tick(100.25)
-    assert s.data_to_send() == b"\x02"
-    # The promotion arrives while the heartbeat is in flight ...
-    assert s.receive_data(acquired(5), 100.26) == [Granted(5)]
-    # ... and does not extend validity: still the ACQUIRE's send + 0.8.
-    assert s.expires_at == pytest.approx(100.8)
-    assert s.tick(100.7) == [] and s.data_to_send() == b""  # still one in flight
-    # The heartbeat's ack follows, with the same token.
-    assert s.receive_data(acquired(5), 100.3) == []
-    assert s.expires_at == pytest.approx(100.25 + 0.8)
+    assert s.next_wakeup() == (100 + 250 - 20) * MS
 
 
 def test_promotion_and_ack_in_one_read() -> None:
     s = started()
-    s.receive_data(WAITING, 100.0)
-    s.tick(100.25)
-    s.data_to_send()
-    assert s.receive_data(acquired(5) + acquired(5), 100.26) == [Granted(5)]
-    assert s.expires_at == pytest.approx(100.25 + 0.8)
-
-
-def test_promotion_with_in_flight_heartbeat_times_out_without_the_ack() -> None:
-    s = started()
-    s.receive_data(WAITING, 100.0)
-    s.tick(100.25)
-    s.data_to_send()
-    s.receive_data(acquired(5), 100.26)
-    (event,) = s.tick(100.8)
-    assert isinstance(event, Failed) and isinstance(event.error, errors.HeartbeatTimeout)
+    s.receive_data(WAITING, 100 * MS)
+    assert s.tick(350 * MS) == [Send(HEARTBEAT)]
+    out = s.receive_data(proto.encode_acquired(5) * 2, 360 * MS)
+    assert out == [Granted(5)]
+    assert s.expires_at == (350 + 800) * MS
 
 
 def test_ack_then_promotion() -> None:
     s = started()
-    s.receive_data(WAITING, 100.0)
-    s.tick(100.25)
-    s.data_to_send()
-    assert s.receive_data(WAITING + acquired(3), 100.26) == [Granted(3)]
-    assert s.expires_at == pytest.approx(100.25 + 0.8)
-
-
-@pytest.mark.parametrize(
-    "reply",
-    [WAITING, acquired(1)],
-    ids=["waiting", "acquired"],
-)
-def test_unsolicited_reply_while_held_is_a_violation(reply: bytes) -> None:
-    s = started()
-    s.receive_data(acquired(1), 100.0)
-    (event,) = s.receive_data(reply, 100.1)
-    assert isinstance(event, Failed) and isinstance(event.error, errors.ProtocolViolation)
+    s.receive_data(WAITING, 100 * MS)
+    s.tick(350 * MS)
+    assert s.receive_data(WAITING + proto.encode_acquired(3), 360 * MS) == [Granted(3)]
+    assert s.expires_at == (350 + 800) * MS
 
 
 def test_unsolicited_waiting_while_waiting_is_a_violation() -> None:
     s = started()
-    s.receive_data(WAITING, 100.0)
-    (event,) = s.receive_data(WAITING, 100.1)
-    assert isinstance(event, Failed) and isinstance(event.error, errors.ProtocolViolation)
-
-
-def test_changed_token_is_a_violation() -> None:
-    s = started()
-    s.receive_data(acquired(1), 100.0)
-    s.tick(100.25)
-    s.data_to_send()
-    (event,) = s.receive_data(acquired(2), 100.26)
-    assert isinstance(event, Failed) and isinstance(event.error, errors.ProtocolViolation)
+    s.receive_data(WAITING, 100 * MS)
+    failed, close = s.receive_data(WAITING, 110 * MS)
+    assert isinstance(failed, Failed) and isinstance(failed.error, errors.ProtocolViolation)
+    assert close == Close()
 
 
 def test_unknown_message_type_is_a_violation() -> None:
     s = started()
-    (event,) = s.receive_data(b"\x7f", 100.0)
-    assert isinstance(event, Failed) and isinstance(event.error, errors.ProtocolViolation)
+    s.receive_data(WAITING, 100 * MS)
+    failed, _ = s.receive_data(b"\x7f", 110 * MS)
+    assert isinstance(failed, Failed) and isinstance(failed.error, errors.ProtocolViolation)
+    assert not isinstance(failed.error, errors.NotMonolock)
+
+
+@pytest.mark.parametrize(
+    ("first", "quoted"),
+    [
+        (b"HTTP/1.1 400 Bad Request\r\n", '"HTTP/1.1 400…"); is this the admin port?'),
+        (b"\x15\x03\x03\x00\x02", '"\\x15\\x03\\x03\\x00\\x02")'),
+        (b'SSH-2.0 "x"\\', '"SSH-2.0 \\x22x\\x22\\x5c")'),
+    ],
+    ids=["http", "tls-alert", "escapes"],
+)
+def test_a_first_byte_that_starts_no_message_is_not_monolock(first: bytes, quoted: str) -> None:
+    s = Session(b"a", LEASE_MS, server="127.0.0.1:7118")
+    s.start(0)
+    failed, close = s.receive_data(first, 1 * MS)
+    assert isinstance(failed, Failed) and close == Close()
+    error = failed.error
+    assert isinstance(error, errors.NotMonolock) and isinstance(error, errors.ProtocolViolation)
+    assert str(error).startswith("monolock: 127.0.0.1:7118 does not speak the monolock protocol")
+    assert str(error).endswith(f"(it sent {quoted}")
+    assert str(error).count("monolock: ") == 1 and error.sent == first[:12]
 
 
 @pytest.mark.parametrize("code", [0x01, 0x02, 0x05, 0x15, 0x18, 0x7E])
-def test_error_frame_ends_the_session(code: int) -> None:
-    s = started()
-    s.receive_data(acquired(1), 100.0)
-    (event,) = s.receive_data(proto.encode_error(code, "why"), 100.1)
-    assert isinstance(event, Failed) and isinstance(event.error, errors.ServerError)
-    assert event.error.code == code and event.error.temporary is (code < 0x10)
-    assert event.error.from_server
+def test_error_frame_while_held_is_told_then_closed(code: int) -> None:
+    s = held()
+    lost, close = s.receive_data(proto.encode_error(code, "why"), 110 * MS)
+    assert isinstance(lost, Lost) and close == Close()
+    cause = lost.error.cause
+    assert isinstance(cause, errors.ServerError) and cause.from_server
+    assert cause.code == code and cause.temporary is (code < 0x10)
+    assert lost.error.token == 1 and s.loss is lost.error
 
 
 def test_error_split_over_reads() -> None:
     s = started()
     frame = proto.encode_error(0x02, "closed by administrator")
     for i in range(len(frame) - 1):
-        assert s.receive_data(frame[i : i + 1], 100.0) == []
-    (event,) = s.receive_data(frame[-1:], 100.0)
-    assert isinstance(event, Failed) and isinstance(event.error, errors.AdminClosed)
+        assert s.receive_data(frame[i : i + 1], 100 * MS) == []
+    failed, _ = s.receive_data(frame[-1:], 100 * MS)
+    assert isinstance(failed, Failed) and isinstance(failed.error, errors.AdminClosed)
 
 
-def test_try_acquire_closes_on_waiting() -> None:
-    s = started(try_only=True)
-    (event,) = s.receive_data(WAITING, 100.0)
-    assert isinstance(event, Failed) and isinstance(event.error, errors.LockBusy)
-    assert s.closed
-
-
-def test_connection_lost() -> None:
-    s = started()
-    s.receive_data(acquired(1), 100.0)
+def test_connection_lost_keeps_the_cause() -> None:
+    s = held()
     cause = ConnectionResetError("reset")
-    (event,) = s.connection_lost(cause)
-    assert isinstance(event, Failed) and isinstance(event.error, errors.ConnectionClosed)
-    assert event.error.__cause__ is cause
-
-
-def test_owner_close_reports_nothing() -> None:
-    s = started()
-    s.receive_data(acquired(1), 100.0)
-    s.close()
-    assert s.connection_lost() == [] and s.tick(200) == [] and s.data_to_send() == b""
-
-
-def test_interval_follows_rtt() -> None:
-    s = started()
-    s.receive_data(acquired(1), 100.04)  # RTT 40 ms: interval 250 - 80 = 170 ms
-    assert s.next_wakeup() == pytest.approx(100.17)
-    s.tick(100.17)
-    assert s.data_to_send() == b"\x02"
+    lost, _ = s.connection_lost(cause)
+    assert isinstance(lost, Lost) and isinstance(lost.error.cause, errors.ConnectionClosed)
+    assert lost.error.cause.__cause__ is cause
 
 
 def test_heartbeat_due_at_once_when_rtt_eats_the_interval() -> None:
     s = started()
-    s.receive_data(acquired(1), 100.2)  # 2 * srtt > base interval
-    assert s.data_to_send() == b"\x02"
+    assert s.receive_data(proto.encode_acquired(1), 300 * MS) == [Granted(1), Send(HEARTBEAT)]
 
 
-def test_acquire_frame_queued_once() -> None:
-    s = Session(b"a", 1000)
+def test_start_twice_is_a_bug() -> None:
+    s = started()
     with pytest.raises(RuntimeError):
-        s.start(1.0)
-        s.start(2.0)
+        s.start(200 * MS)
+
+
+def test_release_before_connect_closes_nothing() -> None:
+    s = Session(b"a", LEASE_MS)
+    s.release()
+    assert s.closed and s.start(0) == [] and s.tick(0) == []
+    assert s.next_wakeup() is None
+
+
+def test_release_of_a_held_lock_hands_back() -> None:
+    s = held()
+    s.release()
+    assert s.next_wakeup() == 0  # at once
+    assert s.tick(150 * MS) == [Close(handback=True)]
+    assert s.loss is None and s.poll(2000 * MS) is None  # released, never lost
+
+
+def test_release_after_loss_closes_without_handback() -> None:
+    s = held()
+    s.tick(350 * MS)
+    assert isinstance(only(s.tick(900 * MS), Lost), Lost)
+    s.release()
+    assert s.tick(901 * MS) == [Close(handback=False)]
+
+
+def test_nothing_after_close() -> None:
+    s = held()
+    s.release()
+    s.tick(150 * MS)
+    assert s.receive_data(proto.encode_acquired(1), 160 * MS) == []
+    assert s.connection_lost() == [] and s.tick(5000 * MS) == []
+    assert s.next_wakeup() is None
+
+
+def test_after_loss_the_session_reads_on_and_ignores() -> None:
+    s = held()
+    assert s.tick(350 * MS) == [Send(HEARTBEAT)]
+    only(s.tick(900 * MS), Lost)
+    assert s.next_wakeup() == 1100 * MS  # ACQUIRE's send + lease
+    assert s.receive_data(proto.encode_acquired(1) + WAITING, 950 * MS) == []
+    assert s.receive_data(b"\x7f junk", 960 * MS) == []  # no longer parsed
+    assert s.phase is Phase.LOST and s.expires_at == 900 * MS
+    assert s.tick(1099 * MS) == []
+    assert s.tick(1100 * MS) == [Close()]
+
+
+# -- one loss decision, polled or pushed --------------------------------------------
+
+
+def test_poll_decides_at_the_deadline_and_the_owner_then_tells() -> None:
+    s = held()
+    s.tick(350 * MS)  # heartbeat in flight, never acked
+    assert s.poll(899 * MS) is None and s.held
+    loss = s.poll(900 * MS)  # the owner has not ticked yet
+    assert isinstance(loss, errors.LockLost) and isinstance(loss.cause, errors.HeartbeatTimeout)
+    assert s.phase is Phase.LOST and s.poll(901 * MS) is loss
+    assert s.next_wakeup() == 0  # the owner must tell at once
+    # An ack the owner reads late (stamped before the deadline) changes nothing.
+    assert s.receive_data(proto.encode_acquired(1), 899 * MS) == [Lost(loss)]
+    assert s.expires_at == 900 * MS
+    assert s.tick(902 * MS) == []  # told once
+    assert s.next_wakeup() == 1100 * MS
+    assert s.tick(1100 * MS) == [Close()]
+
+
+def test_the_owner_decides_and_polls_see_the_same_loss() -> None:
+    s = held()
+    s.tick(350 * MS)
+    lost = only(s.tick(900 * MS), Lost)
+    assert s.poll(900 * MS) is lost.error
+
+
+def test_no_loss_is_decided_after_release() -> None:
+    s = held()
+    s.release()
+    assert s.poll(5000 * MS) is None
+    assert s.tick(5000 * MS) == [Close(handback=False)]  # past the deadline: no handback
+
+
+def test_an_undecided_loss_is_told_before_a_release_closes() -> None:
+    s = held()
+    assert s.poll(900 * MS) is not None
+    s.release()
+    lost, close = s.tick(901 * MS)
+    assert isinstance(lost, Lost) and close == Close()
+
+
+def test_eof_after_a_polled_loss_tells_then_closes() -> None:
+    s = held()
+    loss = s.poll(900 * MS)
+    assert loss is not None
+    assert s.connection_lost() == [Lost(loss), Close()]
+
+
+def test_polls_from_threads_decide_once() -> None:
+    s = held()
+    seen: list[errors.LockLost | None] = []
+    threads = [threading.Thread(target=lambda: seen.append(s.poll(900 * MS))) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({id(loss) for loss in seen}) == 1 and seen[0] is not None
+    assert s.tick(900 * MS) == [Lost(seen[0])]

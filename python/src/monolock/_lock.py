@@ -1,5 +1,5 @@
 """What the sync and asyncio locks share: the lock's public state and the
-glue that turns session events into grants, hooks and loss reports."""
+glue that turns session events into grants, hooks, loss reports and closes."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import threading
 import time
 from typing import Any, Callable, Generic, Protocol, TypeVar
 
-from ._session import Failed, Granted, Queued, Session, SessionEvent
-from .errors import HeartbeatTimeout, LockLost, LockReleased, MonolockError
+from ._plan import Failure
+from ._session import Close, Failed, Granted, Lost, Queued, Send, Session, SessionEvent
+from .errors import LockLost, LockReleased, MonolockError
 
 logger = logging.getLogger("monolock")
 
@@ -31,7 +32,7 @@ def release_wait(session: Session) -> float:
 
 
 def _call_hook(hook: Callable[..., object], *args: object) -> None:
-    # A failing user hook must not take the heartbeat down with it.
+    # A failing user hook must not take the connection down with it.
     try:
         hook(*args)
     except Exception:
@@ -50,17 +51,23 @@ LostFlag = TypeVar("LostFlag", bound=Flag)
 
 class BaseLock(Generic[LostFlag]):
     """State shared by :class:`monolock.Lock` and :class:`monolock.AsyncLock`;
-    they differ in the kind of their ``lost`` event and in how they release."""
+    they differ in the kind of their ``lost`` event and in how they release.
 
-    def __init__(
-        self, name: str, token: int, lease_ms: int, valid_until: float, lost: LostFlag
-    ) -> None:
-        self._name = name
-        self._token = token
-        self._lease_ms = lease_ms
-        self._valid_until = valid_until
+    The polled members (:attr:`held`, :attr:`is_lost`, :attr:`lost_error`,
+    :meth:`check`, :attr:`remaining`) and the push signals (:attr:`lost`,
+    the lost callbacks) report one loss decision, taken in the session core
+    by whichever looks first once :attr:`valid_until` has passed: a poll
+    here, or the connection's own timer.
+    """
+
+    def __init__(self, session: Session, lost: LostFlag) -> None:
+        assert session.token is not None
+        self._session = session
+        self._name = session.name
+        self._token = session.token
+        self._lease_ms = session.schedule.lease_ms
         self._lost = lost
-        self._lost_error: LockLost | None = None
+        self._told = False
         self._released = False
         self._callbacks: list[LostCallback] = []
         self._mutex = threading.Lock()
@@ -83,10 +90,12 @@ class BaseLock(Generic[LostFlag]):
 
     @property
     def valid_until(self) -> float:
-        """The ``time.monotonic()`` instant until which the lock is safe to
-        use: send time of the last acknowledged request + 0.8 x lease. Moves
-        forward with every heartbeat ack."""
-        return self._valid_until
+        """The validity deadline: the ``time.monotonic()`` instant until
+        which the lock is safe to use, the send time of the last
+        acknowledged request + 0.8 x lease. Moves forward with every
+        heartbeat ack; from this instant on the lock is lost, and it stays
+        where it was after a loss."""
+        return self._session.expires_at / 1e9
 
     @property
     def remaining(self) -> float:
@@ -94,16 +103,26 @@ class BaseLock(Generic[LostFlag]):
         released)."""
         if not self.held:
             return 0.0
-        return max(0.0, self._valid_until - time.monotonic())
+        return max(0.0, (self._session.expires_at - time.monotonic_ns()) / 1e9)
 
     @property
     def lost_error(self) -> LockLost | None:
-        """Why the lock was lost, or ``None`` while it was not."""
-        return self._lost_error
+        """Why the lock was lost, or ``None`` while it was not. Polled: says
+        lost from the :attr:`valid_until` instant on."""
+        return self._session.poll(time.monotonic_ns())
+
+    @property
+    def is_lost(self) -> bool:
+        """Whether the lock is lost. Polled: true from the :attr:`valid_until`
+        instant on, even before the ``lost`` event is set."""
+        return self.lost_error is not None
 
     @property
     def lost(self) -> LostFlag:
-        """Set once the lock is lost (not on release)."""
+        """Set when the loss is told (not on release): the push signal, set
+        at the deadline by the connection's thread (sync) or the event loop
+        (asyncio), before the lost callbacks run and before the connection
+        closes."""
         return self._lost
 
     @property
@@ -113,38 +132,31 @@ class BaseLock(Generic[LostFlag]):
 
     @property
     def held(self) -> bool:
-        """True while the lock is neither lost nor released and its validity
-        deadline has not passed."""
-        return (
-            self._lost_error is None and not self._released and time.monotonic() < self._valid_until
-        )
+        """True while the lock is neither lost nor released, i.e. before
+        :attr:`valid_until`."""
+        return not self._released and self._session.poll(time.monotonic_ns()) is None
 
     def check(self) -> None:
         """Raise unless the lock is still held: :class:`LockLost` when lost
-        (also when the validity deadline passed and the loss is not reported
-        yet), :class:`LockReleased` after :meth:`release`. Call it before
-        each step of the guarded work."""
-        if self._lost_error is not None:
-            raise self._lost_error
+        (from the :attr:`valid_until` instant on), :class:`LockReleased`
+        after :meth:`release`. Call it before each step of the guarded work."""
+        loss = self._session.poll(time.monotonic_ns())
+        if loss is not None:
+            raise loss
         if self._released:
             raise LockReleased(self._name, self._token)
-        if time.monotonic() >= self._valid_until:
-            raise LockLost(
-                self._name,
-                self._token,
-                HeartbeatTimeout("monolock: validity deadline passed without a heartbeat ack"),
-            )
 
     def add_lost_callback(self, callback: LostCallback) -> None:
-        """Call ``callback(error)`` when the lock is lost; at once if it
-        already is. Not called after :meth:`release`. Callbacks run on the
-        heartbeat thread (sync) or the event loop (asyncio): keep them short
-        and never block in them."""
+        """Call ``callback(error)`` when the loss is told; at once if it
+        already was. Not called after :meth:`release`. Callbacks run on the
+        connection's thread (sync) or the event loop (asyncio) before the
+        connection is closed: keep them short and never block in them."""
         with self._mutex:
-            if self._lost_error is None:
+            if not self._told:
                 self._callbacks.append(callback)
                 return
-            error = self._lost_error
+        error = self._session.loss
+        assert error is not None
         _call_hook(callback, error)
 
     def remove_lost_callback(self, callback: LostCallback) -> None:
@@ -154,26 +166,29 @@ class BaseLock(Generic[LostFlag]):
                 self._callbacks.remove(callback)
 
     def _mark_released(self) -> bool:
-        """Record a release; False when it had already happened."""
+        """Record a release and let the session go; False when it had
+        already happened."""
         with self._mutex:
             if self._released:
                 return False
+            self._session.release()  # no loss is decided from now on
             self._released = True
             self._callbacks.clear()
             return True
 
-    def _mark_lost(self, cause: MonolockError) -> None:
+    def _tell_lost(self, error: LockLost) -> None:
+        """The push side of the loss: the ``lost`` event, then the callbacks."""
         with self._mutex:
-            if self._released or self._lost_error is not None:
+            if self._released or self._told:
                 return
-            error = self._lost_error = LockLost(self._name, self._token, cause)
+            self._told = True
             callbacks, self._callbacks = self._callbacks, []
         self._lost.set()
         for callback in callbacks:
             _call_hook(callback, error)
 
     def __repr__(self) -> str:
-        state = "lost" if self._lost_error else "released" if self._released else "held"
+        state = "lost" if self.is_lost else "released" if self._released else "held"
         return f"<{type(self).__name__} {self._name!r} token={self._token} {state}>"
 
 
@@ -181,11 +196,13 @@ HeldLock = TypeVar("HeldLock", bound="BaseLock[Any]")
 
 
 class ConnectionHandler(Generic[HeldLock]):
-    """Feeds a connection's session events to the user-facing objects.
+    """Carries out a connection's session events, in order.
 
     The sync and asyncio connections subclass it and supply the I/O
     primitives: writing and closing the transport, telling the waiting
     caller that the outcome is known, and building their kind of lock.
+    Since the session returns a loss (:class:`Lost`) before the close that
+    may follow it, the application is always told before the socket closes.
     """
 
     def __init__(
@@ -199,35 +216,34 @@ class ConnectionHandler(Generic[HeldLock]):
         self.error: MonolockError | None = None
         self._on_waiting = on_waiting
         self._on_lost = on_lost
+        self._queued_at: float | None = None
 
     def _process(self, events: list[SessionEvent]) -> None:
-        """Send what the session queued, then act on its events."""
-        data = self.session.data_to_send()
-        if data:
-            self._write(data)
-        if self.lock is not None:
-            self.lock._valid_until = self.session.expires_at
         for event in events:
-            if isinstance(event, Queued):
+            if isinstance(event, Send):
+                self._write(event.data)
+            elif isinstance(event, Queued):
+                self._queued_at = time.monotonic()
                 if self._on_waiting is not None:
                     _call_hook(self._on_waiting, self.session.name)
             elif isinstance(event, Granted):
-                self.lock = self._grant(event.token)
+                self.lock = self._make_lock()
+                if self._on_lost is not None:
+                    self.lock.add_lost_callback(self._on_lost)
                 self._outcome_known()
+            elif isinstance(event, Lost):
+                assert self.lock is not None
+                self.lock._tell_lost(event.error)
             elif isinstance(event, Failed):
-                # Close first, then tell: a lock reported lost is gone.
-                self._close_transport()
-                if self.lock is not None:
-                    self.lock._mark_lost(event.error)
-                else:
-                    self.error = event.error
-                    self._outcome_known()
+                self.error = event.error
+                self._outcome_known()
+            elif isinstance(event, Close):
+                self._close_transport(event.handback)
 
-    def _grant(self, token: int) -> HeldLock:
-        lock = self._make_lock(token, self.session.expires_at)
-        if self._on_lost is not None:
-            lock.add_lost_callback(self._on_lost)
-        return lock
+    def failure(self, error: MonolockError) -> Failure:
+        """An attempt's failure, with how long the claim had been queued."""
+        queued = 0.0 if self._queued_at is None else time.monotonic() - self._queued_at
+        return Failure(error, queued)
 
     @property
     def outcome_known(self) -> bool:
@@ -237,11 +253,11 @@ class ConnectionHandler(Generic[HeldLock]):
     def _write(self, data: bytes) -> None:
         raise NotImplementedError
 
-    def _close_transport(self) -> None:
+    def _close_transport(self, handback: bool) -> None:
         raise NotImplementedError
 
     def _outcome_known(self) -> None:
         raise NotImplementedError
 
-    def _make_lock(self, token: int, valid_until: float) -> HeldLock:
+    def _make_lock(self) -> HeldLock:
         raise NotImplementedError

@@ -17,13 +17,14 @@ from typing import Callable, TypeVar, Union
 
 from . import _protocol as proto
 from ._config import Address, ClientConfig, check_timeout
-from ._schedule import Backoff
+from ._schedule import RETRY_RESET_AFTER_QUEUED_MS, Backoff
 from .errors import (
     AcquireTimeout,
     ConnectError,
     ConnectionClosed,
     HeartbeatTimeout,
     MonolockError,
+    NotMonolock,
     ProtocolViolation,
     ServerError,
 )
@@ -37,14 +38,24 @@ class Attempt:
     ACQUIRE and wait for the grant until ``deadline`` (monotonic seconds,
     ``None``: no limit).
 
-    The executor returns the lock, or raises: :class:`ConnectError` when the
-    connection could not be made, :class:`AcquireTimeout` at the deadline,
-    else the session's error. On any failure it leaves the connection closed.
+    The executor returns the lock, or a :class:`Failure` (or raises) with
+    :class:`ConnectError` when the connection could not be made,
+    :class:`AcquireTimeout` at the deadline, :class:`AcquireCancelled`, else
+    the session's error. On any failure it leaves the connection closed.
     """
 
     address: Address
     connect_timeout: float | None
     deadline: float | None
+
+
+@dataclass(frozen=True)
+class Failure:
+    """The outcome of an attempt that did not end in a grant."""
+
+    error: MonolockError
+    queued: float = 0.0
+    """Seconds the claim had been queued (after WAITING) when it failed."""
 
 
 @dataclass(frozen=True)
@@ -77,7 +88,7 @@ def _deadline_error(last: MonolockError | None) -> AcquireTimeout:
 
 def prepare_acquisition(
     config: ClientConfig, name: str | bytes, timeout: float | None, *, try_only: bool
-) -> tuple[bytes, Generator[Step, L | None, L]]:
+) -> tuple[bytes, Generator[Step, L | Failure | None, L]]:
     """Check a caller's ``acquire`` arguments and plan the acquisition:
     returns the name's wire bytes and the plan. Invalid names and timeouts
     raise here, before any byte is sent; the timeout starts now."""
@@ -94,48 +105,65 @@ def acquisition_plan(
     try_only: bool,
     clock: Callable[[], float] = time.monotonic,
     backoff: Backoff | None = None,
-) -> Generator[Step, L | None, L]:
+) -> Generator[Step, L | Failure | None, L]:
     """Yield the steps of one acquisition and return the lock.
 
-    Each attempt walks the server list in order, moving on only when a
-    server cannot be reached, so every client prefers the same server.
-    A waiting acquisition re-queues after temporary errors and broken
-    connections, with backoff, until ``deadline``; a try-acquisition makes
-    one pass and reports what it met. Terminal errors go to the caller.
-    A held lock is never in play here: loss is the lock's business.
+    The retry policy of spec/constants.json (``retry``), the same in every
+    client. One cursor walks the server list, wrapping around, and moves to
+    the next server after any failed attempt. A server that cannot be
+    reached is followed by the next attempt at once, unless every server has
+    failed to connect since the last sleep; a server that answered and then
+    failed the claim (a temporary error, a dropped connection, the client
+    timeout while waiting) is always followed by a backoff sleep. A server
+    that does not speak monolock (:class:`NotMonolock`) leaves the walk for
+    good and the next one is tried at once; with none left, its error goes
+    to the caller. The backoff starts again after an attempt that had been
+    queued for at least ``RETRY_RESET_AFTER_QUEUED_MS``: that server was
+    healthy. A try-acquisition makes one pass and never sleeps. Terminal
+    errors, and every error of a try-acquisition but unreachable servers, go
+    to the caller; so does :class:`AcquireTimeout` at ``deadline``. A held
+    lock is never in play here: its loss is the lock's business.
     """
     backoff = backoff or Backoff()
+    servers = config.servers
+    live = [True] * len(servers)  # False: does not speak monolock, left out
+    cursor = 0
+    unreachable = 0  # connect failures since the last sleep
     last: MonolockError | None = None
     while True:
-        for address in config.servers:
-            connect_timeout = config.connect_timeout
-            if deadline is not None:
-                remaining = deadline - clock()
-                if remaining <= 0:
-                    raise _deadline_error(last)
-                if connect_timeout is None or remaining < connect_timeout:
-                    connect_timeout = remaining
-            try:
-                lock = yield Attempt(address, connect_timeout, deadline)
-            except ConnectError as exc:
-                if not exc.temporary:
-                    raise
-                last = exc
+        connect_timeout = config.connect_timeout
+        if deadline is not None:
+            remaining = deadline - clock()
+            if remaining <= 0:
+                raise _deadline_error(last)
+            if connect_timeout is None or remaining < connect_timeout:
+                connect_timeout = remaining
+        result = yield Attempt(servers[cursor], connect_timeout, deadline)
+        if not isinstance(result, Failure):
+            assert result is not None
+            return result
+        error = last = result.error
+        if isinstance(error, NotMonolock):
+            live[cursor] = False
+            if not any(live):
+                raise error  # retrying a wrong port only hides the mistake
+        cursor = _next_live(live, cursor)
+        if isinstance(error, (ConnectError, NotMonolock)) and error.temporary:
+            # On at once, until every server left has failed since the last sleep.
+            if isinstance(error, ConnectError):
+                unreachable += 1
+            if unreachable < sum(live):
                 continue
-            except _REQUEUE as exc:
-                if try_only or not exc.temporary:
-                    raise
-                last = exc
-                break
-            assert lock is not None
-            return lock
-        else:
             if try_only:
-                if last is not None and len(config.servers) == 1:
-                    raise last
-                error = ConnectError("monolock: no server could be reached")
-                error.__cause__ = last
-                raise error
+                if len(servers) == 1:
+                    raise error
+                raise ConnectError("monolock: no server could be reached") from error
+        elif isinstance(error, _REQUEUE) and error.temporary and not try_only:
+            if result.queued * 1000 >= RETRY_RESET_AFTER_QUEUED_MS:
+                backoff.reset()
+        else:
+            raise error
+        unreachable = 0
         delay = backoff.next_delay()
         if deadline is not None:
             remaining = deadline - clock()
@@ -146,28 +174,39 @@ def acquisition_plan(
         yield Sleep(delay)
 
 
+def _next_live(live: list[bool], cursor: int) -> int:
+    """The next server after ``cursor`` still in the walk, wrapping around."""
+    for step in range(1, len(live) + 1):
+        index = (cursor + step) % len(live)
+        if live[index]:
+            return index
+    return cursor
+
+
 def run_sync(
-    plan: Generator[Step, L | None, L],
-    attempt: Callable[[Attempt], L],
+    plan: Generator[Step, L | Failure | None, L],
+    attempt: Callable[[Attempt], L | Failure],
     sleep: Callable[[float], None],
 ) -> L:
-    """Drive a plan with blocking steps (the asyncio twin is in aio.py)."""
-    result: L | None = None
-    error: MonolockError | None = None
+    """Drive a plan with blocking steps (the asyncio twin is in aio.py). An
+    attempt returns the lock or a :class:`Failure`; a
+    :class:`~monolock.errors.MonolockError` it raises counts as a failure
+    too. A sleep's error (a cancel) goes to the caller."""
+    result: L | Failure | None = None
     try:
         while True:
             try:
-                step = plan.throw(error) if error is not None else plan.send(result)
+                step = plan.send(result)
             except StopIteration as stop:
                 value: L = stop.value
                 return value
-            result, error = None, None
-            try:
-                if isinstance(step, Attempt):
+            result = None
+            if isinstance(step, Attempt):
+                try:
                     result = attempt(step)
-                else:
-                    sleep(step.seconds)
-            except MonolockError as exc:
-                error = exc
+                except MonolockError as exc:
+                    result = Failure(exc)
+            else:
+                sleep(step.seconds)
     finally:
         plan.close()

@@ -16,6 +16,7 @@ MIN_INTERVAL_MS = 1.0
 RETRY_INITIAL_MS = 50.0
 RETRY_MAX_MS = 2000.0
 RETRY_MULTIPLIER = 2.0
+RETRY_RESET_AFTER_QUEUED_MS = 2000.0
 
 
 class HeartbeatSchedule:
@@ -56,6 +57,7 @@ class Backoff:
     Attempt n waits a uniformly random time in ``[d/2, d]`` with
     ``d = min(2 s, 50 ms * 2**n)`` ("equal jitter"): quick first retries,
     bounded later ones, and waiters that fell together spread apart.
+    :meth:`reset` starts the sequence again from n = 0.
     """
 
     def __init__(self, rand: Callable[[], float] = random.random) -> None:
@@ -66,6 +68,10 @@ class Backoff:
         """The upper bound ``d`` of the delay before retry number ``attempt``."""
         # Cap the exponent: past it the delay is at its maximum anyway.
         return min(RETRY_MAX_MS, RETRY_INITIAL_MS * RETRY_MULTIPLIER ** min(attempt, 64))
+
+    def reset(self) -> None:
+        """Start again from the shortest delay."""
+        self._attempt = 0
 
     def next_delay(self) -> float:
         """The delay before the next attempt, in seconds."""

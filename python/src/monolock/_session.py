@@ -1,20 +1,31 @@
 """The protocol state of one connection, without I/O (sans-IO).
 
 A :class:`Session` is driven by its owner, the sync thread or the asyncio
-protocol, with three inputs: bytes received (:meth:`Session.receive_data`),
-the passing of time (:meth:`Session.tick`) and the end of the connection
-(:meth:`Session.connection_lost`). It answers with events and with bytes to
-send (:meth:`Session.data_to_send`), and tells when it next needs the clock
-(:meth:`Session.next_wakeup`). Every rule of the protocol that concerns one
-connection lives here, once, for both APIs: reply accounting, the heartbeat
-schedule, the client timeout and the validity deadline.
+protocol, with four inputs: the connection is open (:meth:`Session.start`),
+bytes received (:meth:`Session.receive_data`), the passing of time
+(:meth:`Session.tick`) and the end of the connection
+(:meth:`Session.connection_lost`). Each answers with the outputs due, in the
+order the owner must carry them out: :class:`Send`, :class:`Queued`,
+:class:`Granted`, :class:`Lost`, :class:`Failed`, :class:`Close`. The owner
+asks :meth:`Session.next_wakeup` when it must tick next. Every rule of the
+protocol that concerns one connection lives here, once, for both APIs:
+reply accounting, the heartbeat schedule, the client timeout, the validity
+deadline, and the order "tell the loss first, close later".
 
-Times are ``time.monotonic()`` seconds passed in by the caller.
+Two methods may be called from any thread: :meth:`Session.poll` (the lock's
+polled checks) and :meth:`Session.release` (the application lets go). So a
+lock held by a sync thread reads the same single loss decision as its
+connection's thread; whichever looks first at the deadline takes it.
+
+Times are ``time.monotonic_ns()`` integers passed in by the caller: whole
+nanoseconds keep the deadlines exact (``send + 0.8 x lease`` is reached at
+exactly that instant, as in spec/vectors/session.json).
 """
 
 from __future__ import annotations
 
 import enum
+import threading
 from dataclasses import dataclass
 from typing import Union
 
@@ -24,24 +35,39 @@ from .errors import (
     ConnectionClosed,
     HeartbeatTimeout,
     LockBusy,
+    LockLost,
     MonolockError,
+    NotMonolock,
     ProtocolViolation,
 )
 
+_SERVER_MESSAGES = (proto.MSG_WAITING, proto.MSG_ACQUIRED, proto.MSG_ERROR)
+
 
 class Phase(enum.Enum):
-    """Where a session stands."""
+    """Where a session stands (the values are the states of
+    spec/vectors/session.json)."""
 
     IDLE = "idle"
-    """Created, ACQUIRE not sent yet."""
-    PENDING = "pending"
+    """Created, the connection is not open yet."""
+    CONNECTING = "connecting"
     """ACQUIRE sent, no reply yet."""
     WAITING = "waiting"
     """Queued behind the holder."""
     HELD = "held"
-    """The lock is granted."""
+    """The lock is granted and valid."""
+    LOST = "lost"
+    """The lock is lost and the loss decided; the connection stays open
+    (no heartbeats) until the application lets go or the lease has passed."""
     CLOSED = "closed"
-    """Failed or closed by the owner; nothing more happens."""
+    """The owner was told to close; nothing more happens."""
+
+
+@dataclass(frozen=True)
+class Send:
+    """Write these bytes to the server."""
+
+    data: bytes
 
 
 @dataclass(frozen=True)
@@ -57,13 +83,30 @@ class Granted:
 
 
 @dataclass(frozen=True)
+class Lost:
+    """The held lock is lost: tell the application now (push signals). The
+    connection stays open unless a :class:`Close` follows."""
+
+    error: LockLost
+
+
+@dataclass(frozen=True)
 class Failed:
-    """The session ended. The owner must close the connection."""
+    """A claim that was never granted ended; a :class:`Close` follows."""
 
     error: MonolockError
 
 
-SessionEvent = Union[Queued, Granted, Failed]
+@dataclass(frozen=True)
+class Close:
+    """Close the connection. ``handback``: a valid lock is being released,
+    so the owner may half-close and wait (bounded) for the server's close,
+    which tells that the lock is free on the server."""
+
+    handback: bool = False
+
+
+SessionEvent = Union[Send, Queued, Granted, Lost, Failed, Close]
 
 
 class Session:
@@ -76,107 +119,161 @@ class Session:
     is always the promotion, and the ack of an in-flight heartbeat still
     follows. Taking a promotion for an ack would extend validity on the
     strength of a heartbeat the server has not seen.
+
+    Loss: at :attr:`expires_at` with no newer ack, a held lock is lost. The
+    loss is decided once (:class:`Lost`, :meth:`poll`), then the session
+    stops heartbeating, ignores what arrives and closes at :attr:`close_at`
+    or when the application lets go, whichever comes first. Closing at the
+    deadline would let the server grant the lock to the next waiter at once
+    and throw away the 0.2 x lease margin the deadline exists for. When the
+    server ends the connection the loss is told and the connection closed at
+    once: the server has already let go.
     """
 
-    def __init__(self, name: bytes, lease_ms: int, *, try_only: bool = False) -> None:
+    def __init__(
+        self, name: bytes, lease_ms: int, *, try_only: bool = False, server: str = "the server"
+    ) -> None:
         self._acquire_frame = proto.encode_acquire(name, lease_ms)
         self.name = name.decode("utf-8")
+        self.server = server
+        """The server's address, for messages."""
         self.schedule = HeartbeatSchedule(lease_ms)
         self.try_only = try_only
         self.phase = Phase.IDLE
         self.token: int | None = None
-        self._timeout_s = self.schedule.client_timeout_ms / 1000
+        self._timeout_ns = round(self.schedule.client_timeout_ms * 1_000_000)
+        self._lease_ns = lease_ms * 1_000_000
         self._decoder = proto.FrameDecoder()
-        self._outbox = bytearray()
-        self._last_send = 0.0
+        self._heard = False
+        """Whether a byte has come from the server."""
+        self._last_send = 0
         """Send time of the latest ACQUIRE or HEARTBEAT."""
         self._in_flight = False
         """Whether the latest request still awaits its reply."""
-        self._acked_send = 0.0
+        self._acked_send = 0
         """Send time of the latest acknowledged request (ACQUIRE's until then)."""
+        self._loss: LockLost | None = None
+        self._told = False
+        """Whether a Lost event for ``_loss`` has been returned to the owner."""
+        self._let_go = False
+        # poll() and release() come from the application's threads.
+        self._guard = threading.Lock()
 
-    # -- inputs ---------------------------------------------------------
+    # -- inputs from the owner ---------------------------------------------
 
-    def start(self, now: float) -> None:
-        """Queue the ACQUIRE frame; the connection has just been opened."""
-        if self.phase is not Phase.IDLE:
-            raise RuntimeError("session already started")
-        self.phase = Phase.PENDING
-        self._send(self._acquire_frame, now)
-        self._acked_send = now  # the client timeout runs from the ACQUIRE
+    def start(self, now: int) -> list[SessionEvent]:
+        """The connection is open: send ACQUIRE (nothing if already released)."""
+        with self._guard:
+            if self.phase is Phase.CLOSED:
+                return []
+            if self.phase is not Phase.IDLE:
+                raise RuntimeError("session already started")
+            self.phase = Phase.CONNECTING
+            self._acked_send = now  # the client timeout runs from the ACQUIRE
+            return [self._send(self._acquire_frame, now)]
 
-    def receive_data(self, data: bytes, now: float) -> list[SessionEvent]:
-        """Process bytes from the server."""
-        if self.phase in (Phase.IDLE, Phase.CLOSED):
-            return []
-        # Give up first: once the deadline has passed the lock is gone,
-        # whatever is still sitting in the receive buffer.
-        expired = self._check_expiry(now)
-        if expired:
-            return expired
-        try:
-            frames = self._decoder.feed(data)
-        except ProtocolViolation as exc:
-            return self._fail(exc)
-        events: list[SessionEvent] = []
-        for frame in frames:
-            events.extend(self._on_frame(frame, now))
-            if self.closed:
-                break
-        events.extend(self.tick(now))
-        return events
+    def receive_data(self, data: bytes, now: int) -> list[SessionEvent]:
+        """Process bytes from the server, then what time has made due."""
+        with self._guard:
+            # Deadlines first: once one has passed, whatever is still in the
+            # receive buffer comes too late.
+            out = self._due(now)
+            if self.phase is Phase.LOST:
+                return out + self._after_loss(data)
+            if self.phase in (Phase.IDLE, Phase.CLOSED):
+                return out
+            if not self._heard and data:
+                self._heard = True
+                if data[0] not in _SERVER_MESSAGES:  # an HTTP port, TLS in plaintext
+                    return out + self._end(NotMonolock(self.server, data))
+            try:
+                frames = self._decoder.feed(data)
+            except ProtocolViolation as exc:
+                return out + self._end(exc)
+            for frame in frames:
+                out += self._on_frame(frame, now)
+                if self.closed:
+                    return out
+            return out + self._heartbeat(now)
 
-    def tick(self, now: float) -> list[SessionEvent]:
-        """Let time pass: fail on the client timeout, send a due heartbeat."""
-        if self.phase in (Phase.IDLE, Phase.CLOSED):
-            return []
-        expired = self._check_expiry(now)
-        if expired:
-            return expired
-        if not self._in_flight and now >= self._next_heartbeat_at():
-            self._send(proto.HEARTBEAT_FRAME, now)
-        return []
+    def tick(self, now: int) -> list[SessionEvent]:
+        """Let time pass: the deadline, the close of a lost session, a
+        release, a due heartbeat."""
+        with self._guard:
+            return self._due(now) + self._heartbeat(now)
 
     def connection_lost(self, exc: BaseException | None = None) -> list[SessionEvent]:
         """The transport ended (EOF, reset, I/O error)."""
-        if self.phase in (Phase.IDLE, Phase.CLOSED):
-            return []
-        detail = f": {exc}" if exc else ""
-        error = ConnectionClosed(f"monolock: connection closed by the server{detail}")
-        if exc is not None:
-            error.__cause__ = exc
-        return self._fail(error)
+        with self._guard:
+            out = self._untold()
+            if self.phase is Phase.LOST:
+                return out + self._close()
+            if self.phase in (Phase.IDLE, Phase.CLOSED):
+                return out
+            detail = f": {exc}" if exc else ""
+            error = ConnectionClosed(f"monolock: connection closed by the server{detail}")
+            if exc is not None:
+                error.__cause__ = exc
+            return out + self._end(error)
 
-    def close(self) -> None:
-        """The owner closes the connection (release, cancel). No events."""
-        self.phase = Phase.CLOSED
-        self._outbox.clear()
+    # -- inputs from any thread ---------------------------------------------
 
-    # -- outputs --------------------------------------------------------
+    def release(self) -> None:
+        """The application lets go (release, cancel, timeout). The owner's
+        next :meth:`tick` returns the :class:`Close`; from now on no loss is
+        decided. Thread-safe."""
+        with self._guard:
+            self._let_go = True
+            if self.phase is Phase.IDLE:
+                self.phase = Phase.CLOSED  # never connected: nothing to close
 
-    def data_to_send(self) -> bytes:
-        """Take the bytes queued for the server."""
-        data = bytes(self._outbox)
-        self._outbox.clear()
-        return data
+    def poll(self, now: int) -> LockLost | None:
+        """The loss of the lock, deciding it if the deadline has passed,
+        whether or not the owner has ticked yet (the owner's next input then
+        returns the :class:`Lost`). Thread-safe."""
+        with self._guard:
+            if self.phase is Phase.HELD and not self._let_go and now >= self.expires_at:
+                self._decide(self._timeout_error())
+            return self._loss
 
-    def next_wakeup(self) -> float | None:
+    # -- outputs --------------------------------------------------------------
+
+    def next_wakeup(self) -> int | None:
         """When :meth:`tick` must run next, or ``None`` once closed."""
-        if self.phase in (Phase.IDLE, Phase.CLOSED):
-            return None
-        if self._in_flight:
-            return self.expires_at
-        return min(self.expires_at, self._next_heartbeat_at())
+        with self._guard:
+            if self.phase in (Phase.IDLE, Phase.CLOSED):
+                return None
+            if self._let_go or (self._loss is not None and not self._told):
+                return 0  # at once
+            if self.phase is Phase.LOST:
+                return self.close_at
+            if self._in_flight:
+                return self.expires_at
+            return min(self.expires_at, self._next_heartbeat_at())
 
     @property
-    def expires_at(self) -> float:
-        """``sendTime(last acknowledged request) + 0.8 * lease``: past this
-        the session counts as dead. While held, the lock's validity."""
-        return self._acked_send + self._timeout_s
+    def expires_at(self) -> int:
+        """The validity deadline, ``sendTime(last acknowledged request) +
+        0.8 x lease``: from this instant the lock is lost (a waiting claim
+        fails). It stays put after a loss."""
+        return self._acked_send + self._timeout_ns
+
+    @property
+    def close_at(self) -> int:
+        """``sendTime(last acknowledged request) + lease``: when a lost
+        session closes if the application has not let go before. The server
+        cannot have dropped the session earlier."""
+        return self._acked_send + self._lease_ns
+
+    @property
+    def loss(self) -> LockLost | None:
+        """The decided loss, or ``None`` (use :meth:`poll` to look at the
+        deadline too)."""
+        return self._loss
 
     @property
     def held(self) -> bool:
-        """Whether the lock is granted and the session still open."""
+        """Whether the lock is granted and its loss not decided."""
         return self.phase is Phase.HELD
 
     @property
@@ -184,49 +281,107 @@ class Session:
         """Whether the session has ended."""
         return self.phase is Phase.CLOSED
 
-    # -- internals ------------------------------------------------------
+    # -- internals (called with the guard held) --------------------------------
 
-    def _next_heartbeat_at(self) -> float:
-        return self._last_send + self.schedule.interval_ms / 1000
+    def _next_heartbeat_at(self) -> int:
+        return self._last_send + round(self.schedule.interval_ms * 1_000_000)
 
-    def _send(self, frame: bytes, now: float) -> None:
-        self._outbox += frame
+    def _send(self, frame: bytes, now: int) -> Send:
         self._last_send = now
         self._in_flight = True
+        return Send(frame)
 
-    def _check_expiry(self, now: float) -> list[SessionEvent]:
-        if now < self.expires_at:
-            return []
-        lease_ms = self.schedule.lease_ms
-        return self._fail(
-            HeartbeatTimeout(
-                f"monolock: no reply from the server within {self.schedule.client_timeout_ms:g} ms "
-                f"(0.8 x lease of {lease_ms} ms)"
-            )
+    def _timeout_error(self) -> HeartbeatTimeout:
+        return HeartbeatTimeout(
+            f"monolock: no reply from the server within {self.schedule.client_timeout_ms:g} ms "
+            f"(0.8 x lease of {self.schedule.lease_ms} ms)"
         )
 
-    def _ack(self, now: float) -> None:
+    def _decide(self, cause: MonolockError) -> None:
+        """Decide the loss of a held lock, once."""
+        assert self.token is not None
+        self.phase = Phase.LOST
+        self._loss = LockLost(self.name, self.token, cause)
+
+    def _untold(self) -> list[SessionEvent]:
+        """The Lost event of a decided loss, the first time only."""
+        if self._loss is None or self._told:
+            return []
+        self._told = True
+        return [Lost(self._loss)]
+
+    def _close(self, *, handback: bool = False) -> list[SessionEvent]:
+        self.phase = Phase.CLOSED
+        return [Close(handback)]
+
+    def _end(self, error: MonolockError) -> list[SessionEvent]:
+        """The claim ends now: tell the loss of a held lock (or the failure
+        of a claim), then close."""
+        if self.phase is Phase.HELD:
+            self._decide(error)
+            return self._untold() + self._close()
+        return [Failed(error), *self._close()]
+
+    def _due(self, now: int) -> list[SessionEvent]:
+        """What the application and the clock have decided: a loss decided
+        by a poll is told first; a release closes at once (no loss is
+        decided after it); else the deadline, then the lease."""
+        out = self._untold()
+        if self._let_go:
+            if self.phase is not Phase.CLOSED:
+                valid = self.phase is Phase.HELD and now < self.expires_at
+                out += self._close(handback=valid)
+            return out
+        if self.phase in (Phase.CONNECTING, Phase.WAITING, Phase.HELD) and now >= self.expires_at:
+            if self.phase is Phase.HELD:
+                self._decide(self._timeout_error())
+                out += self._untold()
+            else:
+                out += self._end(self._timeout_error())
+        if self.phase is Phase.LOST and now >= self.close_at:
+            out += self._close()
+        return out
+
+    def _heartbeat(self, now: int) -> list[SessionEvent]:
+        if self.phase not in (Phase.WAITING, Phase.HELD):
+            return []
+        if self._in_flight or now < self._next_heartbeat_at():
+            return []
+        return [self._send(proto.HEARTBEAT_FRAME, now)]
+
+    def _after_loss(self, data: bytes) -> list[SessionEvent]:
+        """A lost session reads on but ignores what arrives (a late ack
+        never revives it); only an ERROR, the server letting go, ends it."""
+        try:
+            frames = self._decoder.feed(data)
+        except ProtocolViolation:
+            return []  # the decoder stays stuck: the rest is ignored too
+        if any(isinstance(frame, proto.Error) for frame in frames):
+            return self._close()
+        return []
+
+    def _ack(self, now: int) -> None:
         if not self._in_flight:
             raise ProtocolViolation("monolock: server sent a reply nobody asked for")
         self._in_flight = False
-        self.schedule.add_rtt_sample((now - self._last_send) * 1000)
+        self.schedule.add_rtt_sample((now - self._last_send) / 1_000_000)
         self._acked_send = self._last_send
 
-    def _on_frame(self, frame: proto.Frame, now: float) -> list[SessionEvent]:
+    def _on_frame(self, frame: proto.Frame, now: int) -> list[SessionEvent]:
         if isinstance(frame, proto.Error):
-            return self._fail(frame.to_exception())
+            return self._end(frame.to_exception())
         try:
             return self._on_reply(frame, now)
         except ProtocolViolation as exc:
-            return self._fail(exc)
+            return self._end(exc)
 
-    def _on_reply(self, frame: proto.Frame, now: float) -> list[SessionEvent]:
+    def _on_reply(self, frame: proto.Frame, now: int) -> list[SessionEvent]:
         phase = self.phase
-        if phase is Phase.PENDING:
+        if phase is Phase.CONNECTING:
             self._ack(now)
             if isinstance(frame, proto.Waiting):
                 if self.try_only:
-                    return self._fail(LockBusy(self.name))
+                    return self._end(LockBusy(self.name))
                 self.phase = Phase.WAITING
                 return [Queued()]
             return self._grant(frame)
@@ -251,7 +406,3 @@ class Session:
         self.phase = Phase.HELD
         self.token = frame.token
         return [Granted(frame.token)]
-
-    def _fail(self, error: MonolockError) -> list[SessionEvent]:
-        self.close()
-        return [Failed(error)]

@@ -6,6 +6,9 @@ running loop: frames are handled as they arrive and a loop timer sends the
 heartbeats, so no task of yours has to run for the lock to stay held. The
 loop itself must keep running: code that blocks the loop for longer than
 0.8 x lease loses its locks (use the blocking client from threads for that).
+A loss is told on the loop (the ``lost`` event and the callbacks) before the
+transport is closed, which happens when the lock is released or the lease
+has passed.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from ._config import (
     Servers,
 )
 from ._lock import BaseLock, ConnectionHandler, LostCallback, WaitingCallback, release_wait
-from ._plan import Attempt, Step, connect_error, prepare_acquisition
+from ._plan import Attempt, Failure, Step, connect_error, prepare_acquisition
 from ._session import Session, SessionEvent
 from .errors import AcquireTimeout, MonolockError
 
@@ -39,21 +42,21 @@ class AsyncLock(BaseLock[asyncio.Event]):
     """A held lock of the asyncio client. Release it with ``await
     lock.release()`` or an ``async with`` block.
 
-    ``lost`` is an :class:`asyncio.Event` set when the lock is lost
-    (``await lock.lost.wait()``); :attr:`lost_error` says why. The lock is
-    never re-acquired behind your back.
+    Poll :attr:`held`, :attr:`is_lost` or :meth:`check`: they say lost from
+    the :attr:`valid_until` instant on. ``lost`` is an :class:`asyncio.Event`
+    set when the loss is told (``await lock.lost.wait()``), before the lost
+    callbacks run and before the connection closes; :attr:`lost_error` says
+    why. The lock is never re-acquired behind your back.
     """
 
-    def __init__(
-        self, conn: _AioConnection, name: str, token: int, lease_ms: int, valid_until: float
-    ) -> None:
-        super().__init__(name, token, lease_ms, valid_until, asyncio.Event())
+    def __init__(self, conn: _AioConnection, session: Session) -> None:
+        super().__init__(session, asyncio.Event())
         self._conn = conn
 
     async def release(self) -> None:
         """Release the lock; same rules as :meth:`monolock.Lock.release`."""
         self._mark_released()
-        await self._conn.close_confirmed()
+        await self._conn.release()
 
     async def __aenter__(self) -> AsyncLock:
         return self
@@ -63,7 +66,8 @@ class AsyncLock(BaseLock[asyncio.Event]):
 
 
 class _AioConnection(ConnectionHandler[AsyncLock], asyncio.Protocol):
-    """One connection as an asyncio protocol with a loop timer."""
+    """One connection as an asyncio protocol with a loop timer; every
+    session input and output runs on the loop."""
 
     def __init__(
         self,
@@ -76,11 +80,10 @@ class _AioConnection(ConnectionHandler[AsyncLock], asyncio.Protocol):
         self._loop = loop
         self._transport: asyncio.Transport | None = None
         self._timer: asyncio.TimerHandle | None = None
-        self._closed_by_owner = False
         self._outcome: asyncio.Future[None] = loop.create_future()
         self._closed: asyncio.Future[None] = loop.create_future()
 
-    async def wait_outcome(self, deadline: float | None) -> AsyncLock:
+    async def wait_outcome(self, deadline: float | None) -> AsyncLock | Failure:
         """Wait until granted or failed; close the connection on a timeout,
         a cancellation or a failure."""
         try:
@@ -91,7 +94,7 @@ class _AioConnection(ConnectionHandler[AsyncLock], asyncio.Protocol):
                 await asyncio.wait_for(asyncio.shield(self._outcome), remaining)
         except asyncio.TimeoutError:
             self.close()
-            raise AcquireTimeout() from None
+            return self.failure(AcquireTimeout())
         except BaseException:
             self.close()  # a cancelled wait leaves the queue at once
             raise
@@ -99,27 +102,18 @@ class _AioConnection(ConnectionHandler[AsyncLock], asyncio.Protocol):
             return self.lock
         self.close()
         assert self.error is not None
-        raise self.error
+        return self.failure(self.error)
 
     def close(self) -> None:
-        """Close the connection. Idempotent."""
-        self._closed_by_owner = True
-        self.session.close()
-        self._close_transport()
+        """Let go: close the connection (a valid lock's with a half-close).
+        Idempotent."""
+        self.session.release()
+        self._drive(self.session.tick(time.monotonic_ns()))
 
-    async def close_confirmed(self) -> None:
-        """Close, and wait (bounded) until the server has closed its end too."""
+    async def release(self) -> None:
+        """Let go, and wait (bounded) until the server has closed its end."""
+        self.close()
         transport = self._transport
-        if transport is None or not self.session.held or transport.is_closing():
-            self.close()
-        else:
-            self._closed_by_owner = True
-            self.session.close()
-            self._cancel_timer()
-            if transport.can_write_eof():
-                transport.write_eof()  # the server answers with its own close
-            else:
-                transport.close()  # TLS: close_notify, then the server closes
         if transport is None:
             return
         try:
@@ -132,21 +126,22 @@ class _AioConnection(ConnectionHandler[AsyncLock], asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)
-        if self._closed_by_owner:
+        if self.session.closed:  # given up while connecting
             self._transport.close()
             return
         sock = transport.get_extra_info("socket")
         if sock is not None:
             with suppress(OSError):  # not TCP (a test transport)
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.session.start(time.monotonic())
-        self._drive([])
+        self._drive(self.session.start(time.monotonic_ns()))
 
     def data_received(self, data: bytes) -> None:
-        self._drive(self.session.receive_data(data, time.monotonic()))
+        self._drive(self.session.receive_data(data, time.monotonic_ns()))
 
     def eof_received(self) -> bool | None:
-        return None  # let the transport close; connection_lost follows
+        # Tell the loss here, before the transport closes itself on return.
+        self._drive(self.session.connection_lost(None))
+        return None
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self._closed.done():
@@ -162,14 +157,14 @@ class _AioConnection(ConnectionHandler[AsyncLock], asyncio.Protocol):
 
     def _on_timer(self) -> None:
         self._timer = None
-        self._drive(self.session.tick(time.monotonic()))
+        self._drive(self.session.tick(time.monotonic_ns()))
 
     def _drive(self, events: list[SessionEvent]) -> None:
         self._process(events)
         self._cancel_timer()
         wakeup = self.session.next_wakeup()
         if wakeup is not None:
-            delay = max(0.0, wakeup - time.monotonic())
+            delay = max(0, wakeup - time.monotonic_ns()) / 1e9
             self._timer = self._loop.call_later(delay, self._on_timer)
 
     # -- ConnectionHandler -----------------------------------------------
@@ -178,43 +173,47 @@ class _AioConnection(ConnectionHandler[AsyncLock], asyncio.Protocol):
         if self._transport is not None and not self._transport.is_closing():
             self._transport.write(data)
 
-    def _close_transport(self) -> None:
+    def _close_transport(self, handback: bool) -> None:
+        # Reached only after the session has returned any Lost event, whose
+        # callbacks have run by now: the loss is told before the close.
         self._cancel_timer()
-        if self._transport is not None and not self._transport.is_closing():
-            self._transport.close()
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            return
+        if handback and transport.can_write_eof():
+            transport.write_eof()  # the server answers with its own close
+        else:
+            transport.close()  # TLS: close_notify, then the server closes
 
     def _outcome_known(self) -> None:
         if not self._outcome.done():
             self._outcome.set_result(None)
 
-    def _make_lock(self, token: int, valid_until: float) -> AsyncLock:
-        return AsyncLock(
-            self, self.session.name, token, self.session.schedule.lease_ms, valid_until
-        )
+    def _make_lock(self) -> AsyncLock:
+        return AsyncLock(self, self.session)
 
 
 async def _run_async(
-    plan: Generator[Step, L | None, L],
-    attempt: Callable[[Attempt], Awaitable[L]],
+    plan: Generator[Step, L | Failure | None, L],
+    attempt: Callable[[Attempt], Awaitable[L | Failure]],
 ) -> L:
     """Drive a plan with awaited steps (the twin of ``_plan.run_sync``)."""
-    result: L | None = None
-    error: MonolockError | None = None
+    result: L | Failure | None = None
     try:
         while True:
             try:
-                step = plan.throw(error) if error is not None else plan.send(result)
+                step = plan.send(result)
             except StopIteration as stop:
                 value: L = stop.value
                 return value
-            result, error = None, None
-            try:
-                if isinstance(step, Attempt):
+            result = None
+            if isinstance(step, Attempt):
+                try:
                     result = await attempt(step)
-                else:
-                    await asyncio.sleep(step.seconds)
-            except MonolockError as exc:
-                error = exc
+                except MonolockError as exc:
+                    result = Failure(exc)
+            else:
+                await asyncio.sleep(step.seconds)
     finally:
         plan.close()
 
@@ -277,12 +276,12 @@ class AsyncClient(ClientConfig):
         *,
         try_only: bool,
     ) -> AsyncLock:
-        plan: Generator[Step, AsyncLock | None, AsyncLock]
+        plan: Generator[Step, AsyncLock | Failure | None, AsyncLock]
         raw, plan = prepare_acquisition(self, name, timeout, try_only=try_only)
         loop = asyncio.get_running_loop()
 
-        async def attempt(step: Attempt) -> AsyncLock:
-            session = Session(raw, self.lease_ms, try_only=try_only)
+        async def attempt(step: Attempt) -> AsyncLock | Failure:
+            session = Session(raw, self.lease_ms, try_only=try_only, server=str(step.address))
             conn = _AioConnection(session, on_waiting, on_lost, loop)
             address = step.address
             tls = self.ssl_context

@@ -3,7 +3,9 @@
 Each lock claim owns one connection and one daemon thread. The thread reads
 the server's frames, sends heartbeats and watches the validity deadline, so
 a held lock stays held while the caller's thread is busy, and its loss is
-reported on time even then.
+told on time even then: first the ``lost`` event and the callbacks, while
+the connection stays open; the thread closes it when the lock is released
+or the lease has passed.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from ._config import (
     Servers,
 )
 from ._lock import BaseLock, ConnectionHandler, LostCallback, WaitingCallback, logger, release_wait
-from ._plan import Attempt, Step, connect_error, prepare_acquisition, run_sync
+from ._plan import Attempt, Failure, Step, connect_error, prepare_acquisition, run_sync
 from ._session import Session, SessionEvent
 from .errors import AcquireCancelled, AcquireTimeout, ConnectionClosed
 
@@ -43,24 +45,28 @@ class Lock(BaseLock[threading.Event]):
     """A held lock. Returned by :meth:`Client.acquire`; release it with
     :meth:`release` or a ``with`` block.
 
-    ``lost`` is a :class:`threading.Event` set when the lock is lost
-    (``lock.lost.wait()``, ``lock.lost.is_set()``); :attr:`lost_error` says
-    why. The lock is never re-acquired behind your back.
+    Poll :attr:`held`, :attr:`is_lost` or :meth:`check`: they say lost from
+    the :attr:`valid_until` instant on. ``lost`` is a
+    :class:`threading.Event` set when the loss is told (``lock.lost.wait()``),
+    and :attr:`lost_error` says why. After a loss the connection stays open,
+    without heartbeats, until you release the lock or the lease has passed
+    since the last acknowledged heartbeat, so the server cannot hand the
+    lock on while you are still being told. The lock is never re-acquired
+    behind your back.
     """
 
-    def __init__(
-        self, conn: _ThreadConnection, name: str, token: int, lease_ms: int, valid_until: float
-    ) -> None:
-        super().__init__(name, token, lease_ms, valid_until, threading.Event())
+    def __init__(self, conn: _ThreadConnection, session: Session) -> None:
+        super().__init__(session, threading.Event())
         self._conn = conn
 
     def release(self) -> None:
         """Release the lock by closing its connection; the server hands it to
-        the next waiter at once. Returns once the server has closed its end
-        too (at most ``min(0.8 x lease, 1 s)``), so the lock is free on the
-        server by then. Idempotent, also fine after a loss."""
+        the next waiter at once. A valid lock's release returns once the
+        server has closed its end too (at most ``min(0.8 x lease, 1 s)``), so
+        the lock is free on the server by then; after a loss it closes at
+        once. Idempotent."""
         self._mark_released()
-        self._conn.close(confirm=True)
+        self._conn.close()
 
     def __enter__(self) -> Lock:
         return self
@@ -70,7 +76,8 @@ class Lock(BaseLock[threading.Event]):
 
 
 class _ThreadConnection(ConnectionHandler[Lock]):
-    """One connection, served by its own daemon thread."""
+    """One connection, served by its own daemon thread, which runs every
+    session input and carries out every output."""
 
     def __init__(
         self,
@@ -82,9 +89,8 @@ class _ThreadConnection(ConnectionHandler[Lock]):
         super().__init__(session, on_waiting, on_lost)
         self._sock = sock
         self._changed = threading.Condition()
-        self._closing = False
-        self._confirm = False
         self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
         self._out = bytearray()
         self._want_write = False
         self._thread = threading.Thread(
@@ -96,7 +102,9 @@ class _ThreadConnection(ConnectionHandler[Lock]):
     def start(self) -> None:
         self._thread.start()
 
-    def wait_outcome(self, deadline: float | None, cancel: threading.Event | None) -> Lock:
+    def wait_outcome(
+        self, deadline: float | None, cancel: threading.Event | None
+    ) -> Lock | Failure:
         """Block until granted or failed; close the connection on a timeout,
         a cancel or a failure."""
         try:
@@ -118,23 +126,16 @@ class _ThreadConnection(ConnectionHandler[Lock]):
         if lock is not None:
             return lock
         self.close()
-        if error is not None:
-            raise error
-        if cancel is not None and cancel.is_set():
-            raise AcquireCancelled()
-        raise AcquireTimeout()
+        if error is None:
+            cancelled = cancel is not None and cancel.is_set()
+            error = AcquireCancelled() if cancelled else AcquireTimeout()
+        return self.failure(error)
 
-    def close(self, *, confirm: bool = False) -> None:
-        """Close the connection and stop the thread. Idempotent.
-
-        With ``confirm``, a held session is half-closed and the server's own
-        close awaited (bounded), which tells that the server has let go.
-        """
-        with self._changed:
-            if self._closing:
-                return
-            self._closing = True
-            self._confirm = confirm
+    def close(self) -> None:
+        """Let go: the thread closes the connection (after the server's
+        close, bounded, if the lock was valid) and ends. Returns once it
+        has, unless called on that thread (from a callback). Idempotent."""
+        self.session.release()
         with suppress(OSError):  # the thread may be gone already
             self._wake_w.send(b"x")
         if threading.current_thread() is not self._thread and self._thread.is_alive():
@@ -147,21 +148,15 @@ class _ThreadConnection(ConnectionHandler[Lock]):
         try:
             sel.register(self._wake_r, selectors.EVENT_READ)
             sel.register(self._sock, selectors.EVENT_READ)
-            self.session.start(time.monotonic())
-            self._drive([])
-            while not self.session.closed and not self._closing:
+            self._drive(self.session.start(time.monotonic_ns()))
+            while not self.session.closed:
                 self._step(sel)
-            if self._confirm and self.session.held:
-                self.session.close()
-                sel.unregister(self._wake_r)
-                self._await_server_close(sel)
         except Exception as exc:  # a bug here must still end the claim visibly
             logger.exception("monolock: connection thread failed")
             self._drive(self.session.connection_lost(exc))
         finally:
-            self.session.close()
             sel.close()
-            self._close_transport()
+            self._close_transport(handback=False)
             self._wake_r.close()
             self._wake_w.close()
             with self._changed:
@@ -171,7 +166,7 @@ class _ThreadConnection(ConnectionHandler[Lock]):
 
     def _step(self, sel: selectors.BaseSelector) -> None:
         wakeup = self.session.next_wakeup()
-        timeout = None if wakeup is None else max(0.0, wakeup - time.monotonic())
+        timeout = None if wakeup is None else max(0, wakeup - time.monotonic_ns()) / 1e9
         if timeout is not None:
             timeout = min(timeout, _MAX_SELECT)  # epoll refuses huge timeouts
         want_write = bool(self._out)
@@ -179,21 +174,20 @@ class _ThreadConnection(ConnectionHandler[Lock]):
             mask = selectors.EVENT_READ | (selectors.EVENT_WRITE if want_write else 0)
             sel.modify(self._sock, mask)
             self._want_write = want_write
-        ready = sel.select(timeout)
-        if self._closing:
-            return
         events: list[SessionEvent] = []
-        for key, mask in ready:
+        for key, mask in sel.select(timeout):
             if key.fileobj is self._wake_r:
-                continue  # only here to interrupt select()
+                with suppress(OSError):
+                    self._wake_r.recv(64)  # only here to interrupt select()
+                continue
             if mask & selectors.EVENT_WRITE:
                 events += self._flush()
             if mask & selectors.EVENT_READ and not self.session.closed:
                 events += self._read()
-        events += self.session.tick(time.monotonic())
+        events += self.session.tick(time.monotonic_ns())
         self._drive(events)
 
-    def _await_server_close(self, sel: selectors.BaseSelector) -> None:
+    def _hand_back(self) -> None:
         """Half-close, then read until the server closes or time is up."""
         try:
             # socket.socket's own shutdown: SSLSocket's would drop the TLS
@@ -201,22 +195,23 @@ class _ThreadConnection(ConnectionHandler[Lock]):
             socket.socket.shutdown(self._sock, socket.SHUT_WR)
         except OSError:
             return
-        sel.modify(self._sock, selectors.EVENT_READ)
         deadline = time.monotonic() + release_wait(self.session)
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not sel.select(remaining):
-                return
-            try:
-                if not self._sock.recv(_RECV_SIZE):
+        with selectors.DefaultSelector() as sel:
+            sel.register(self._sock, selectors.EVENT_READ)
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not sel.select(remaining):
                     return
-            except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
-                continue
-            except OSError:
-                return
+                try:
+                    if not self._sock.recv(_RECV_SIZE):
+                        return
+                except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                    continue
+                except OSError:
+                    return
 
     def _drive(self, events: list[SessionEvent]) -> None:
-        """Act on session events, then push out what is queued."""
+        """Carry out session events, then push out what is queued."""
         self._process(events)
         if self._out and not self.session.closed:
             self._process(self._flush())
@@ -243,7 +238,7 @@ class _ThreadConnection(ConnectionHandler[Lock]):
             ended, cause = True, exc
         events: list[SessionEvent] = []
         if chunks:
-            events += self.session.receive_data(b"".join(chunks), time.monotonic())
+            events += self.session.receive_data(b"".join(chunks), time.monotonic_ns())
         if ended:
             events += self.session.connection_lost(cause)
         return events
@@ -264,8 +259,10 @@ class _ThreadConnection(ConnectionHandler[Lock]):
     def _write(self, data: bytes) -> None:
         self._out += data  # _drive flushes once the events are handled
 
-    def _close_transport(self) -> None:
+    def _close_transport(self, handback: bool) -> None:
         self._out.clear()
+        if handback and self._sock.fileno() != -1:
+            self._hand_back()
         with suppress(OSError):
             self._sock.close()
 
@@ -273,8 +270,8 @@ class _ThreadConnection(ConnectionHandler[Lock]):
         with self._changed:
             self._changed.notify_all()
 
-    def _make_lock(self, token: int, valid_until: float) -> Lock:
-        return Lock(self, self.session.name, token, self.session.schedule.lease_ms, valid_until)
+    def _make_lock(self) -> Lock:
+        return Lock(self, self.session)
 
 
 def _open_socket(config: ClientConfig, address: Address, timeout: float | None) -> socket.socket:
@@ -373,14 +370,14 @@ class Client(ClientConfig):
         *,
         try_only: bool,
     ) -> Lock:
-        plan: Generator[Step, Lock | None, Lock]
+        plan: Generator[Step, Lock | Failure | None, Lock]
         raw, plan = prepare_acquisition(self, name, timeout, try_only=try_only)
 
-        def attempt(step: Attempt) -> Lock:
+        def attempt(step: Attempt) -> Lock | Failure:
             if cancel is not None and cancel.is_set():
                 raise AcquireCancelled()
             sock = _open_socket(self, step.address, step.connect_timeout)
-            session = Session(raw, self.lease_ms, try_only=try_only)
+            session = Session(raw, self.lease_ms, try_only=try_only, server=str(step.address))
             conn = _ThreadConnection(sock, session, on_waiting, on_lost)
             conn.start()
             return conn.wait_outcome(step.deadline, cancel)

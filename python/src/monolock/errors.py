@@ -38,6 +38,7 @@ __all__ = [
     "NameNotUTF8",
     "NameTooLong",
     "NotAuthorized",
+    "NotMonolock",
     "ProtocolViolation",
     "ServerError",
     "ShuttingDown",
@@ -269,6 +270,32 @@ class ProtocolViolation(MonolockError):
     a reply nobody asked for, a changed token). The connection is closed."""
 
     temporary = True
+
+
+class NotMonolock(ProtocolViolation):
+    """The server's first byte starts no server message: it does not speak
+    the monolock protocol (an HTTP port such as the admin port, a TLS server
+    spoken to in plaintext). An acquisition does not ask that server again;
+    with no other server left the error goes to the caller. ``sent`` holds
+    the first bytes it sent (at most 12)."""
+
+    def __init__(self, address: str, sent: bytes) -> None:
+        quoted = _quote_bytes(sent, 12)
+        message = f'monolock: {address} does not speak the monolock protocol (it sent "{quoted}")'
+        if sent.startswith(b"HTTP/"):
+            message += "; is this the admin port?"
+        super().__init__(message)
+        self.address = address
+        self.sent = sent[:12]
+
+
+def _quote_bytes(data: bytes, limit: int) -> str:
+    """Up to ``limit`` bytes for a message: printable ASCII as it is, other
+    bytes (and ``\\``, ``"``) as ``\\xNN``, an ellipsis when cut."""
+    text = "".join(
+        chr(b) if 0x20 <= b < 0x7F and b not in b'\\"' else f"\\x{b:02x}" for b in data[:limit]
+    )
+    return text + "…" if len(data) > limit else text
 
 
 class LockLost(MonolockError):

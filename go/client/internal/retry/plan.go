@@ -87,11 +87,16 @@ func (p *Plan) Report(o Outcome, queued time.Duration) {
 	case NotMonolock:
 		p.dropped[p.cursor] = true
 		p.live--
-		if p.live == 0 || (p.try && p.unreached >= p.live) {
+		if p.live == 0 {
 			p.over = true
 			return
 		}
 		p.advance()
+		if p.unreached >= p.live { // every server left has failed to connect
+			p.unreached = 0
+			p.over = p.try
+			p.sleepDue = !p.try
+		}
 	case ConnectFailed:
 		p.advance()
 		p.unreached++
