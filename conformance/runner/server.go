@@ -120,6 +120,9 @@ func (s *server) configure(cfg *scenario.Server) ([]string, error) {
 	if cfg == nil {
 		return args, nil
 	}
+	if cfg.MaxLeaseMS > 0 {
+		args = append(args, "--max-lease", fmt.Sprintf("%dms", cfg.MaxLeaseMS))
+	}
 	// Certificates and the ACL go into a directory of their own, removed
 	// with the data directory.
 	dir, err := os.MkdirTemp("", "monolock-conformance-files-")

@@ -56,6 +56,8 @@ type Server struct {
 	// ACL holds the lines of the --acl file; absent: no --acl (an empty
 	// list is an empty file, which denies everything).
 	ACL []string `json:"acl,omitempty"`
+	// MaxLeaseMS is the server's --max-lease in milliseconds; 0: none.
+	MaxLeaseMS int64 `json:"max_lease_ms,omitempty"`
 }
 
 // StepTLS is the tls object of an acquire step on a TLS server: the runner

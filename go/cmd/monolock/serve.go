@@ -42,6 +42,7 @@ type serveFlags struct {
 	drainTimeout, lockDelay      time.Duration
 	checkConfig                  bool
 	tokenFloor                   uint64
+	maxLease                     time.Duration
 }
 
 // serveSetup is everything serve builds from its flags before it starts.
@@ -90,6 +91,7 @@ func newServeFlagSet(f *serveFlags) *flag.FlagSet {
 		"on SIGTERM, wait this long for sessions to take their shutdown ERROR before cutting them")
 	fs.DurationVar(&f.lockDelay, "lock-delay", 0,
 		"after a holder goes silent (lease expired), keep its lock from the next waiter for this long (0: off)")
+	fs.DurationVar(&f.maxLease, "max-lease", 0, "refuse leases longer than this `duration` with ERROR 0x17 (0: no limit, the protocol's 49.7 days)")
 	fs.Uint64Var(&f.tokenFloor, "token-floor", 0, "issue only tokens above `N`: to restart a data directory whose token-hwm was lost, give N at least the largest token ever issued")
 	fs.BoolVar(&f.checkConfig, "check-config", false, "check the flags and files, print the result and exit")
 	return fs
@@ -246,6 +248,7 @@ func run(s *serveSetup) int {
 		MaxSessionsPerAddr: f.maxPerAddr,
 		LockDelay:          f.lockDelay,
 		TokenFloor:         f.tokenFloor,
+		MaxLease:           f.maxLease,
 		Observer:           m,
 	}
 	if s.acl != nil {
@@ -284,6 +287,10 @@ func run(s *serveSetup) int {
 		return code
 	}
 
+	// A reader of stderr that goes away (`monolock serve 2>&1 | logger`, a
+	// restarted log collector) must not take every lock with it: with
+	// SIGPIPE ignored, a log write fails with EPIPE instead of killing us.
+	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	hup := make(chan os.Signal, 1)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -459,4 +460,46 @@ func TestDeletedTokenMarkRefusesToStart(t *testing.T) {
 	assert.Contains(t, string(mark), "1001000", "the first block starts above the floor")
 	require.NoError(t, again.Process.Signal(syscall.SIGTERM))
 	<-p.Exited()
+}
+
+// The reader of the server's stderr goes away (`monolock serve 2>&1 |
+// logger`, and logger dies): the server keeps serving, and a held lock is
+// kept.
+func TestClosedStderrKeepsServing(t *testing.T) {
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	cmd := exec.Command(binary, "serve", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--admin", "off")
+	cmd.Env = cleanEnv()
+	cmd.Stderr = w
+	require.NoError(t, cmd.Start())
+	w.Close()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	line, err := bufio.NewReader(r).ReadString('\n') // the listening line
+	require.NoError(t, err)
+	addr := addrRE.FindStringSubmatch(line)
+	require.Len(t, addr, 2, "no address in %q", line)
+	holder, err := net.Dial("tcp", addr[1])
+	require.NoError(t, err)
+	defer holder.Close()
+	frame, err := protocol.AppendAcquire(nil, "kept", 60000)
+	require.NoError(t, err)
+	_, err = holder.Write(frame)
+	require.NoError(t, err)
+	reply := make([]byte, 9)
+	_, err = io.ReadFull(holder, reply)
+	require.NoError(t, err)
+	require.Equal(t, protocol.MsgAcquired, reply[0])
+
+	r.Close()                                              // the log reader is gone
+	require.NoError(t, cmd.Process.Signal(syscall.SIGHUP)) // makes the server log
+	time.Sleep(200 * time.Millisecond)
+	other, err := net.Dial("tcp", addr[1])
+	require.NoError(t, err, "the server died with its log reader")
+	defer other.Close()
+	frame, _ = protocol.AppendAcquire(nil, "kept", 60000)
+	_, err = other.Write(frame)
+	require.NoError(t, err)
+	_, err = io.ReadFull(other, reply[:1])
+	require.NoError(t, err)
+	assert.Equal(t, protocol.MsgWaiting, reply[0], "the holder still has its lock")
 }

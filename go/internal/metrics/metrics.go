@@ -40,6 +40,7 @@ type Metrics struct {
 	refusedN map[string]prometheus.Counter
 	reloads  *prometheus.CounterVec
 	tokenErr prometheus.Counter
+	bursts   prometheus.Counter
 }
 
 var _ server.Observer = (*Metrics)(nil)
@@ -52,6 +53,10 @@ func New() *Metrics {
 		grants: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "monolock_grants_total",
 			Help: "Locks granted, each with a new fencing token: first grants and promotions.",
+		}),
+		bursts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "monolock_heartbeat_burst_extra_total",
+			Help: "Heartbeats that arrived in one read behind another and were answered by that one reply. Compliant clients never send them.",
 		}),
 		tokenErr: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "monolock_token_reservation_failures_total",
@@ -92,7 +97,7 @@ func New() *Metrics {
 	}
 	m.reloads.WithLabelValues("ok")
 	m.reloads.WithLabelValues("error")
-	m.reg.MustRegister(m.grants, m.expiries, m.handoff, m.errors, m.refused, m.reloads,
+	m.reg.MustRegister(m.grants, m.expiries, m.handoff, m.errors, m.refused, m.reloads, m.tokenErr, m.bursts,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -153,6 +158,9 @@ func (m *Metrics) ErrorSent(code uint8) {
 	}
 	m.errors.WithLabelValues(codeLabel(code)).Inc()
 }
+
+// HeartbeatBurst implements server.Observer.
+func (m *Metrics) HeartbeatBurst(extra int) { m.bursts.Add(float64(extra)) }
 
 // TokenReservationFailed implements server.Observer.
 func (m *Metrics) TokenReservationFailed() { m.tokenErr.Inc() }

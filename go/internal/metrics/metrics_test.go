@@ -56,3 +56,21 @@ func counter(t *testing.T, c prometheus.Metric) float64 {
 	require.NoError(t, c.Write(&m))
 	return m.GetCounter().GetValue()
 }
+
+// The counters added for disk trouble and heartbeat bursts are exported.
+func TestTokenFailuresAndBurstsAreExported(t *testing.T) {
+	m := New()
+	m.SetSource(fakeSource{})
+	m.TokenReservationFailed()
+	m.HeartbeatBurst(3)
+	fams, err := m.Registry().Gather()
+	require.NoError(t, err)
+	got := map[string]float64{}
+	for _, f := range fams {
+		if f.GetType() == dto.MetricType_COUNTER && len(f.GetMetric()) == 1 {
+			got[f.GetName()] = f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	assert.Equal(t, 1.0, got["monolock_token_reservation_failures_total"])
+	assert.Equal(t, 3.0, got["monolock_heartbeat_burst_extra_total"])
+}

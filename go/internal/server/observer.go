@@ -19,6 +19,9 @@ type Observer interface {
 	// Refused: a connection was closed over a limit (RefusedMaxSessions or
 	// RefusedPerAddr).
 	Refused(reason string)
+	// HeartbeatBurst: a session sent extra heartbeats that arrived with
+	// another one in a single read, and got one reply for all of them.
+	HeartbeatBurst(extra int)
 	// TokenReservationFailed: a block of fencing tokens could not be made
 	// durable (at most once per retry interval while the disk fails).
 	TokenReservationFailed()
@@ -32,3 +35,4 @@ func (nopObserver) Expired()                {}
 func (nopObserver) ErrorSent(uint8)         {}
 func (nopObserver) Refused(string)          {}
 func (nopObserver) TokenReservationFailed() {}
+func (nopObserver) HeartbeatBurst(int)      {}

@@ -27,6 +27,7 @@ type observed struct {
 	refused  map[string]int
 
 	tokenFailures int
+	bursts        int
 }
 
 func newCountingObserver() *countingObserver {
@@ -42,13 +43,14 @@ func (o *countingObserver) Promoted(d time.Duration) {
 func (o *countingObserver) Expired()                { o.mu.Lock(); o.expired++; o.mu.Unlock() }
 func (o *countingObserver) ErrorSent(code uint8)    { o.mu.Lock(); o.errors[code]++; o.mu.Unlock() }
 func (o *countingObserver) Refused(r string)        { o.mu.Lock(); o.refused[r]++; o.mu.Unlock() }
+func (o *countingObserver) HeartbeatBurst(n int) { o.mu.Lock(); o.bursts += n; o.mu.Unlock() }
 func (o *countingObserver) TokenReservationFailed() { o.mu.Lock(); o.tokenFailures++; o.mu.Unlock() }
 
 func (o *countingObserver) snapshot() observed {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	c := observed{granted: o.granted, promoted: append([]time.Duration(nil), o.promoted...),
-		expired: o.expired, errors: map[uint8]int{}, refused: map[string]int{}, tokenFailures: o.tokenFailures}
+		expired: o.expired, errors: map[uint8]int{}, refused: map[string]int{}, tokenFailures: o.tokenFailures, bursts: o.bursts}
 	for k, v := range o.errors {
 		c.errors[k] = v
 	}

@@ -75,6 +75,11 @@ type Config struct {
 	// Observer, if set, is told of grants, expiries, errors and refusals.
 	Observer Observer
 
+	// MaxLease, if positive, refuses an ACQUIRE whose lease is longer
+	// (ERROR 0x17, terminal): the protocol allows leases of up to 49.7
+	// days, and a holder whose machine vanishes keeps its lock that long.
+	MaxLease time.Duration
+
 	// TokenFloor makes every token issued larger than this, whatever the
 	// data directory's mark says: the operator's way to restart a used
 	// directory whose mark was lost (--token-floor).
@@ -94,6 +99,7 @@ type Server struct {
 	maxSessions      int
 	maxPerAddr       int
 	lockDelay        time.Duration
+	maxLease         time.Duration
 	obs              Observer
 	log              *slog.Logger
 	tokens           *tokenstore.Store
@@ -121,7 +127,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.HandshakeTimeout == 0 {
 		cfg.HandshakeTimeout = DefaultHandshakeTimeout
 	}
-	if cfg.MaxSessions < 0 || cfg.MaxSessionsPerAddr < 0 || cfg.LockDelay < 0 {
+	if cfg.MaxSessions < 0 || cfg.MaxSessionsPerAddr < 0 || cfg.LockDelay < 0 || cfg.MaxLease < 0 {
 		return nil, errors.New("server: negative limit or lock delay")
 	}
 	obs := cfg.Observer
@@ -149,6 +155,7 @@ func New(cfg Config) (*Server, error) {
 		maxSessions:      cfg.MaxSessions,
 		maxPerAddr:       cfg.MaxSessionsPerAddr,
 		lockDelay:        cfg.LockDelay,
+		maxLease:         cfg.MaxLease,
 		obs:              obs,
 		log:              log,
 		tokens:           tokens,

@@ -103,6 +103,18 @@ func (in *input) readByte() (byte, error) {
 	return b, nil
 }
 
+// skipBuffered consumes the run of bytes equal to b at the front of what is
+// already buffered, without reading from the connection, and returns how
+// many it consumed.
+func (in *input) skipBuffered(b byte) int {
+	n := 0
+	for in.r < in.w && in.buf[in.r] == b {
+		in.r++
+		n++
+	}
+	return n
+}
+
 // wireError is the ERROR a session ends with: a canonical code plus an
 // optional reason that replaces the canonical text.
 type wireError struct {
@@ -206,6 +218,11 @@ func (ss *session) serve() error {
 	}
 	lastSeen := time.Now()
 	lease := time.Duration(leaseMS) * time.Millisecond
+	if limit := ss.srv.maxLease; limit > 0 && lease > limit {
+		// The protocol has no upper bound; an operator may set one, so that
+		// a holder that vanishes without a FIN cannot keep a lock for days.
+		return &wireError{protocol.ErrInvalidLease, fmt.Sprintf("lease %d ms is above this server's maximum of %d ms", leaseMS, limit.Milliseconds())}
+	}
 	ss.leaseMS.Store(leaseMS)
 	if a := ss.srv.authorizer; a != nil {
 		if err := a.Authorize(ss.conn, name); err != nil {
@@ -243,6 +260,12 @@ func (ss *session) serve() error {
 		switch t {
 		case protocol.MsgHeartbeat:
 			lastSeen = time.Now()
+			// A compliant client never has two heartbeats in flight. A
+			// burst that arrived in one read gets one reply, not a write
+			// per byte: a pipelining peer cannot make us write for it.
+			if extra := ss.in.skipBuffered(protocol.MsgHeartbeat); extra > 0 {
+				ss.srv.obs.HeartbeatBurst(extra)
+			}
 			if err := ss.reply(); err != nil {
 				return err
 			}
