@@ -67,9 +67,12 @@ func Serve() error {
 	return cmd.Run()
 }
 
+// Deps installs the system packages the tests need (etcd for the HA tests).
+func Deps() error { return runIn(".", "bash", "scripts/deps.sh") }
+
 // Go runs go vet and the race-enabled Go tests of the go, conformance and bench modules.
 func (Test) Go() error {
-	mg.Deps(Build) // tests of the real binary use MONOLOCK_BIN
+	mg.Deps(Build, Deps) // tests of the real binary use MONOLOCK_BIN; HA tests run etcd
 	for _, dir := range []string{"go", "conformance", "bench"} {
 		if err := runIn(dir, "go", "vet", "./..."); err != nil {
 			return err

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/monolock/monolock/go/internal/acl"
 	"github.com/monolock/monolock/go/internal/admin"
+	"github.com/monolock/monolock/go/internal/ha"
 	"github.com/monolock/monolock/go/internal/metrics"
 	"github.com/monolock/monolock/go/internal/server"
 	"github.com/monolock/monolock/go/internal/tlsconfig"
@@ -43,6 +45,9 @@ type serveFlags struct {
 	checkConfig                  bool
 	tokenFloor                   uint64
 	maxLease                     time.Duration
+	etcd, etcdPrefix, advertise  string
+	etcdTTL                      time.Duration
+	etcdCA, etcdCert, etcdKey    string
 }
 
 // serveSetup is everything serve builds from its flags before it starts.
@@ -91,6 +96,13 @@ func newServeFlagSet(f *serveFlags) *flag.FlagSet {
 		"on SIGTERM, wait this long for sessions to take their shutdown ERROR before cutting them")
 	fs.DurationVar(&f.lockDelay, "lock-delay", 0,
 		"after a holder goes silent (lease expired), keep its lock from the next waiter for this long (0: off)")
+	fs.StringVar(&f.etcd, "etcd", "", "etcd `endpoints` (host:port,...): run as one server of an HA cell (docs/ha.md)")
+	fs.StringVar(&f.etcdPrefix, "etcd-prefix", "/monolock/default/", "etcd key `prefix` of the cell")
+	fs.StringVar(&f.advertise, "advertise", "", "`address` clients use to reach this server (HA; default: --listen)")
+	fs.DurationVar(&f.etcdTTL, "etcd-ttl", ha.DefaultTTL, "etcd lease `TTL` of the leadership (whole seconds, at least 2s)")
+	fs.StringVar(&f.etcdCA, "etcd-ca", "", "PEM `file` of CAs that sign the etcd servers' certificates")
+	fs.StringVar(&f.etcdCert, "etcd-cert", "", "PEM client certificate `file` for etcd")
+	fs.StringVar(&f.etcdKey, "etcd-key", "", "PEM private key `file` of --etcd-cert")
 	fs.DurationVar(&f.maxLease, "max-lease", 0, "refuse leases longer than this `duration` with ERROR 0x17 (0: no limit, the protocol's 49.7 days)")
 	fs.Uint64Var(&f.tokenFloor, "token-floor", 0, "issue only tokens above `N`: to restart a data directory whose token-hwm was lost, give N at least the largest token ever issued")
 	fs.BoolVar(&f.checkConfig, "check-config", false, "check the flags and files, print the result and exit")
@@ -254,6 +266,16 @@ func run(s *serveSetup) int {
 	if s.acl != nil {
 		cfg.Authorizer = s.acl
 	}
+	var node *ha.Node
+	if f.etcd != "" {
+		var err error
+		if node, err = newHANode(f, log); err != nil {
+			log.Error("cannot start", "err", err)
+			return 1
+		}
+		defer node.Close()
+		cfg.Tokens, cfg.Gate = node, node
+	}
 	srv, err := server.New(cfg)
 	if err != nil {
 		log.Error("cannot start", "err", err)
@@ -273,7 +295,11 @@ func run(s *serveSetup) int {
 	}
 	// Tests and tools read the bound address from this exact line.
 	log.Info("listening", "addr", ln.Addr().String())
-	log.Info("token store", "data_dir", f.dataDir)
+	if node != nil {
+		log.Info("token store: the HA cell's, in etcd", "etcd", f.etcd, "prefix", f.etcdPrefix, "advertise", node.Advertise())
+	} else {
+		log.Info("token store", "data_dir", f.dataDir)
+	}
 	if s.tls != nil {
 		log.Info("TLS on", "mutual", s.tls.MutualTLS())
 	}
@@ -299,6 +325,10 @@ func run(s *serveSetup) int {
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	if node != nil {
+		node.Bind(srv)
+		go node.Run(ctx)
+	}
 wait:
 	for {
 		select {
@@ -417,4 +447,51 @@ func defaultDataDir() string {
 		return ""
 	}
 	return filepath.Join(home, ".local", "state", "monolock")
+}
+
+// newHANode joins the HA cell of the --etcd flags.
+func newHANode(f serveFlags, log *slog.Logger) (*ha.Node, error) {
+	advertise := f.advertise
+	if advertise == "" {
+		advertise = f.listen
+	}
+	var tlsCfg *tls.Config
+	if f.etcdCA != "" || f.etcdCert != "" {
+		var err error
+		if tlsCfg, err = etcdTLS(f.etcdCA, f.etcdCert, f.etcdKey); err != nil {
+			return nil, err
+		}
+	}
+	return ha.New(ha.Config{
+		Endpoints: strings.Split(f.etcd, ","),
+		Prefix:    f.etcdPrefix,
+		Advertise: advertise,
+		TTL:       f.etcdTTL,
+		TLS:       tlsCfg,
+		Logger:    log,
+		Floor:     f.tokenFloor,
+	})
+}
+
+// etcdTLS is the client TLS configuration for etcd.
+func etcdTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, err
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--etcd-ca %s: no PEM certificates", caFile)
+		}
+	}
+	if certFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--etcd-cert: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
 }

@@ -43,7 +43,7 @@ func (o *countingObserver) Promoted(d time.Duration) {
 func (o *countingObserver) Expired()                { o.mu.Lock(); o.expired++; o.mu.Unlock() }
 func (o *countingObserver) ErrorSent(code uint8)    { o.mu.Lock(); o.errors[code]++; o.mu.Unlock() }
 func (o *countingObserver) Refused(r string)        { o.mu.Lock(); o.refused[r]++; o.mu.Unlock() }
-func (o *countingObserver) HeartbeatBurst(n int) { o.mu.Lock(); o.bursts += n; o.mu.Unlock() }
+func (o *countingObserver) HeartbeatBurst(n int)    { o.mu.Lock(); o.bursts += n; o.mu.Unlock() }
 func (o *countingObserver) TokenReservationFailed() { o.mu.Lock(); o.tokenFailures++; o.mu.Unlock() }
 
 func (o *countingObserver) snapshot() observed {

@@ -18,6 +18,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -28,6 +29,7 @@ import (
 	"time"
 
 	"github.com/monolock/monolock/go/internal/locktable"
+	"github.com/monolock/monolock/go/internal/lograte"
 	"github.com/monolock/monolock/go/internal/peer"
 	"github.com/monolock/monolock/go/internal/tokenstore"
 	"github.com/monolock/monolock/go/pkg/protocol"
@@ -80,6 +82,12 @@ type Config struct {
 	// days, and a holder whose machine vanishes keeps its lock that long.
 	MaxLease time.Duration
 
+	// Tokens, if set, issues the fencing tokens instead of a store in
+	// DataDir (an HA cell keeps its high-water mark in etcd), and Gate says
+	// whether this server is the cell's active one. Both come from package ha.
+	Tokens Tokens
+	Gate   Gate
+
 	// TokenFloor makes every token issued larger than this, whatever the
 	// data directory's mark says: the operator's way to restart a used
 	// directory whose mark was lost (--token-floor).
@@ -102,8 +110,15 @@ type Server struct {
 	maxLease         time.Duration
 	obs              Observer
 	log              *slog.Logger
-	tokens           *tokenstore.Store
+	tokens           Tokens
+	gate             Gate // nil: always active (a single server)
 	table            *locktable.Table
+
+	// What a peer can cause at will, without credentials: counted, and
+	// logged at a bounded rate.
+	noise NoiseObserver
+	lines noisyLines
+	sleep func(time.Duration) // time.Sleep; tests record the accept back-off
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -118,7 +133,7 @@ type Server struct {
 
 // New opens the token store in cfg.DataDir and returns a server ready to Serve.
 func New(cfg Config) (*Server, error) {
-	if cfg.DataDir == "" {
+	if cfg.DataDir == "" && cfg.Tokens == nil {
 		return nil, errors.New("server: no data directory")
 	}
 	if cfg.HandshakeTimeout < 0 {
@@ -139,17 +154,22 @@ func New(cfg Config) (*Server, error) {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	s := &Server{}
-	tokens, err := tokenstore.Open(cfg.DataDir, tokenstore.Options{
-		BlockSize:  cfg.tokenBlock,
-		Floor:      cfg.TokenFloor,
-		RetryEvery: cfg.tokenRetry,
-		OnReady:    s.regrant,
-		OnFailure:  s.tokenFailure,
-	})
-	if err != nil {
-		return nil, err
+	var tokens Tokens = cfg.Tokens
+	if tokens == nil {
+		store, err := tokenstore.Open(cfg.DataDir, tokenstore.Options{
+			BlockSize:  cfg.tokenBlock,
+			Floor:      cfg.TokenFloor,
+			RetryEvery: cfg.tokenRetry,
+			OnReady:    s.Regrant,
+			OnFailure:  s.TokenFailure,
+		})
+		if err != nil {
+			return nil, err
+		}
+		tokens = store
 	}
 	*s = Server{
+		gate:             cfg.Gate,
 		handshakeTimeout: cfg.HandshakeTimeout,
 		authorizer:       cfg.Authorizer,
 		maxSessions:      cfg.MaxSessions,
@@ -165,12 +185,52 @@ func New(cfg Config) (*Server, error) {
 		perAddr:          make(map[netip.Addr]int),
 		drained:          make(chan struct{}),
 	}
+	s.noise, _ = obs.(NoiseObserver)
+	if s.noise == nil {
+		s.noise = nopNoise{}
+	}
+	s.lines = newNoisyLines(log)
+	s.sleep = time.Sleep
 	return s, nil
 }
 
-// regrant hands out the locks whose waiters could not get a token while the
-// token store had none; the store calls it once tokens are back.
-func (s *Server) regrant() {
+// Tokens issues fencing tokens: the data directory's store by default.
+type Tokens interface {
+	Next() (uint64, error)
+	// Failure is the error that keeps tokens from being issued, or nil.
+	Failure() error
+	Close() error
+}
+
+// Gate decides, in an HA cell, whether this server is the active one.
+type Gate interface {
+	// Active reports whether this server may acknowledge sessions at now;
+	// if not, active is the address of the server that may ("" if unknown).
+	Active(now time.Time) (ok bool, active string)
+	// AdmitLease makes sure the cell has recorded a lease at least this
+	// long before a session with it is acknowledged: a server that takes
+	// over waits that long before it grants anything.
+	AdmitLease(lease time.Duration) error
+}
+
+// StepDown ends every session with ERROR 0x01 (reason names why) and keeps
+// listening: an HA server that is no longer active. Its gate and tokens
+// already refuse, so nobody is promoted meanwhile.
+func (s *Server) StepDown(reason string) {
+	s.mu.Lock()
+	sessions := make([]*session, 0, len(s.sessions))
+	for _, sess := range s.sessions {
+		sessions = append(sessions, sess)
+	}
+	s.mu.Unlock()
+	for _, sess := range sessions {
+		go sess.finish(protocol.ErrShuttingDown, reason)
+	}
+}
+
+// Regrant hands out the locks whose waiters could not get a token while
+// the token source had none; the source calls it once tokens are back.
+func (s *Server) Regrant() {
 	start := time.Now()
 	promoted, failed := s.table.Regrant()
 	for _, p := range promoted {
@@ -182,9 +242,9 @@ func (s *Server) regrant() {
 	}
 }
 
-// tokenFailure reports a failed token reservation. The store retries once
+// TokenFailure reports a failed token reservation. The store retries once
 // per interval, so this logs at most that often; waiters stay queued.
-func (s *Server) tokenFailure(err error) {
+func (s *Server) TokenFailure(err error) {
 	s.obs.TokenReservationFailed()
 	s.log.Error("cannot reserve fencing tokens; grants wait until the data directory is writable again", "err", err)
 }
@@ -207,7 +267,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		ln.Close()
 	}()
 
-	var backoff time.Duration
+	var backoff acceptBackoff
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
@@ -218,14 +278,14 @@ func (s *Server) Serve(ln net.Listener) error {
 			if errors.As(err, &ne) && ne.Timeout() || isTemporary(err) {
 				// Out of file descriptors and the like: wait and retry
 				// rather than spin or give up (as net/http does).
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				s.log.Warn("accept failed; retrying", "err", err, "in", backoff)
-				time.Sleep(backoff)
+				wait := backoff.next(time.Now())
+				s.noise.AcceptFailed()
+				s.lines.accept.Log("err", err, "in", wait)
+				s.sleep(wait)
 				continue
 			}
 			return err
 		}
-		backoff = 0
 		s.startSession(conn)
 	}
 }
@@ -264,6 +324,11 @@ func (s *Server) startSession(conn net.Conn) {
 		// retries like any temporary failure.
 		s.log.Debug("connection refused", "remote", conn.RemoteAddr(), "reason", reason)
 		s.obs.Refused(reason)
+		if reason == RefusedMaxSessions {
+			s.lines.maxSessions.Log("max_sessions", s.maxSessions)
+		} else {
+			s.lines.perAddr.Log("max_sessions_per_addr", s.maxPerAddr, "remote", conn.RemoteAddr())
+		}
 		conn.Close()
 		return
 	}
@@ -272,7 +337,7 @@ func (s *Server) startSession(conn net.Conn) {
 	s.sessions[sess.id] = sess
 	s.sessionsWG.Add(1)
 	s.mu.Unlock()
-	go sess.run()
+	go s.runSession(sess)
 }
 
 // endSession forgets a session whose reader has finished.
@@ -342,6 +407,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.table.Close()
 
 	if first {
+		s.lines.flush() // the counts of suppressed lines, before the last words
 		// Each session gets its ERROR from its own goroutine, so a peer that
 		// does not read stalls only itself (for at most writeTimeout).
 		s.sessionsWG.Add(len(sessions))
@@ -450,6 +516,11 @@ func (s *Server) Ready() bool {
 	if s.tokens.Failure() != nil {
 		return false // no grant can be made until the disk recovers
 	}
+	if s.gate != nil {
+		if ok, _ := s.gate.Active(time.Now()); !ok {
+			return false // a passive server of an HA cell
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return !s.shutdown && len(s.listeners) > 0
@@ -461,4 +532,97 @@ func (s *Server) Sessions() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.sessions)
+}
+
+// runSession runs a session's reader. A TLS connection does its handshake
+// here first, so that a failure is counted and its log line rate-limited:
+// anyone can send junk to the port, thousands of times a second. The
+// handshake has the handshake timeout to itself; the ACQUIRE then gets it
+// again (session.serve sets it).
+func (s *Server) runSession(sess *session) {
+	if tc, ok := sess.conn.(*tls.Conn); ok {
+		_ = tc.SetDeadline(time.Now().Add(s.handshakeTimeout))
+		if err := tc.Handshake(); err != nil {
+			if tlsHandshakeFailed(tc, err) {
+				// A client without an acceptable certificate, or not
+				// speaking TLS: worth an operator's attention, unlike an
+				// ordinary close or a timeout.
+				s.noise.TLSHandshakeFailed()
+				s.lines.tls.Log("remote", tc.RemoteAddr(), "err", err)
+			}
+			sess.finish(nil, "")
+			s.endSession(sess)
+			return
+		}
+	}
+	sess.run()
+}
+
+// NoiseObserver is an optional extension of Observer: an Observer that
+// also has these methods is told of the failures an unauthenticated peer
+// can cause at will, whose log lines are rate-limited.
+type NoiseObserver interface {
+	// AcceptFailed: accepting a connection failed (out of file
+	// descriptors, ...); the server waits and retries.
+	AcceptFailed()
+	// TLSHandshakeFailed: a connection failed its TLS handshake (not a
+	// plain close or a timeout).
+	TLSHandshakeFailed()
+}
+
+type nopNoise struct{}
+
+func (nopNoise) AcceptFailed()       {}
+func (nopNoise) TLSHandshakeFailed() {}
+
+// noisyLines are the log lines a flood can cause, one rate limit each:
+// the first few of every interval, then one summary with the count.
+type noisyLines struct {
+	accept, tls, maxSessions, perAddr *lograte.Line
+}
+
+func newNoisyLines(log *slog.Logger) noisyLines {
+	line := func(level slog.Level, msg string) *lograte.Line {
+		return lograte.New(log, level, msg, lograte.DefaultBurst, lograte.DefaultInterval)
+	}
+	return noisyLines{
+		accept:      line(slog.LevelWarn, "accept failed; retrying"),
+		tls:         line(slog.LevelInfo, "TLS handshake failed"),
+		maxSessions: line(slog.LevelWarn, "session limit reached; refusing connections"),
+		perAddr:     line(slog.LevelWarn, "per-address session limit reached; refusing connections"),
+	}
+}
+
+func (n noisyLines) flush() {
+	for _, l := range []*lograte.Line{n.accept, n.tls, n.maxSessions, n.perAddr} {
+		l.Flush()
+	}
+}
+
+// Accept back-off: the wait after a failed accept doubles from
+// minAcceptWait up to maxAcceptWait while failures go on, and starts over
+// only after acceptQuiet without one. A successful accept does not reset
+// it: out of file descriptors, every connection that closes lets one
+// accept through and the next fails again, so a reset on success kept the
+// wait at its minimum (1,869 failures in 14 s). Quiet means more than one
+// maximum wait without a failure, so waiting alone never counts as quiet.
+const (
+	minAcceptWait = 5 * time.Millisecond
+	maxAcceptWait = time.Second
+	acceptQuiet   = 2 * maxAcceptWait
+)
+
+type acceptBackoff struct {
+	wait time.Duration
+	last time.Time // of the last failure
+}
+
+// next returns how long to wait after a failure at now.
+func (b *acceptBackoff) next(now time.Time) time.Duration {
+	if now.Sub(b.last) >= acceptQuiet {
+		b.wait = 0
+	}
+	b.wait = min(max(2*b.wait, minAcceptWait), maxAcceptWait)
+	b.last = now
+	return b.wait
 }

@@ -218,6 +218,9 @@ func (ss *session) serve() error {
 	}
 	lastSeen := time.Now()
 	lease := time.Duration(leaseMS) * time.Millisecond
+	if err := ss.srv.admit(lease); err != nil {
+		return err
+	}
 	if limit := ss.srv.maxLease; limit > 0 && lease > limit {
 		// The protocol has no upper bound; an operator may set one, so that
 		// a holder that vanishes without a FIN cannot keep a lock for days.
@@ -313,6 +316,9 @@ func unknownType(t uint8) error {
 // Deciding under wmu, which a promotion also takes, keeps the order right:
 // a WAITING is never written after the promotion's ACQUIRED.
 func (ss *session) reply() error {
+	if err := ss.srv.active(); err != nil {
+		return err // never acknowledge for a cell this server no longer leads
+	}
 	ss.wmu.Lock()
 	defer ss.wmu.Unlock()
 	if ss.done.Load() {
@@ -331,6 +337,9 @@ func (ss *session) reply() error {
 // it was written. A failed write ends the session; its reader then releases
 // the lock to the next waiter.
 func (ss *session) promote() bool {
+	if ss.srv.active() != nil {
+		return false // stepping down ends this session
+	}
 	ss.wmu.Lock()
 	defer ss.wmu.Unlock()
 	if ss.done.Load() {
@@ -454,3 +463,38 @@ func (s *Server) session(id uint64) *session {
 }
 
 func errText(e *protocol.Error) string { return protocol.ErrCodeName(e.Code) }
+
+// active returns nil when this server may acknowledge sessions now, else
+// the ERROR 0x01 that sends the client to the active server of its cell.
+// It reads the clock itself, so a server that was paused checks on resume
+// before it writes anything.
+func (s *Server) active() error {
+	if s.gate == nil {
+		return nil
+	}
+	ok, leader := s.gate.Active(time.Now())
+	if ok {
+		return nil
+	}
+	reason := "not the active server"
+	if leader != "" {
+		reason += "; the active server is " + leader
+	}
+	return &wireError{protocol.ErrShuttingDown, reason}
+}
+
+// admit records the lease with the gate (HA) before the session is
+// acknowledged; a failure ends the session with ERROR 0x01.
+func (s *Server) admit(lease time.Duration) error {
+	if s.gate == nil {
+		return nil
+	}
+	if err := s.active(); err != nil {
+		return err
+	}
+	if err := s.gate.AdmitLease(lease); err != nil {
+		s.log.Warn("cannot record the lease in the cell", "err", err)
+		return &wireError{protocol.ErrShuttingDown, "cannot record the lease in the cell"}
+	}
+	return nil
+}

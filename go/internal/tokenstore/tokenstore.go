@@ -73,11 +73,11 @@ func (e *UnavailableError) Temporary() bool { return true }
 // refused (UnavailableError) when the disk cannot keep up or fails.
 type Store struct {
 	mu        sync.Mutex
-	path      string // the mark file
+	persist   func(top uint64) error // records a block durably
 	blockSize uint64
 	next      uint64 // the token Next returns
 	reserved  uint64 // the highest token recorded durably; next <= reserved+1
-	lock      *os.File
+	lock      *os.File // the data directory's lock; nil without one
 	closed    bool
 	exhausted bool // the last token, MaxUint64, was handed out
 
@@ -126,10 +126,29 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	path := filepath.Join(dir, FileName)
+	mark, err := openMark(dir, path, opts.Floor)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	s, err := New(mark, func(top uint64) error { return writeMark(path, top) }, opts)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	s.lock = lock
+	return s, nil
+}
+
+// New returns a store that issues tokens above mark and records each block
+// with persist, which must be durable when it returns nil: the token
+// high-water mark of an HA cell lives in etcd, not in a file. New reserves
+// the first block before it returns. opts.Floor raises mark.
+func New(mark uint64, persist func(top uint64) error, opts Options) (*Store, error) {
 	s := &Store{
-		path:       filepath.Join(dir, FileName),
+		persist:    persist,
 		blockSize:  opts.BlockSize,
-		lock:       lock,
 		retryEvery: opts.RetryEvery,
 		onReady:    opts.OnReady,
 		onFailure:  opts.OnFailure,
@@ -140,22 +159,16 @@ func Open(dir string, opts Options) (*Store, error) {
 	if s.retryEvery == 0 {
 		s.retryEvery = DefaultRetryEvery
 	}
-	mark, err := openMark(dir, s.path, opts.Floor)
-	if err != nil {
-		lock.Close()
-		return nil, err
-	}
+	mark = max(mark, opts.Floor)
 	if mark == math.MaxUint64 {
-		lock.Close()
 		return nil, ErrExhausted
 	}
 	s.next, s.reserved = mark+1, mark
 	top, err := s.nextTop()
 	if err == nil {
-		err = writeMark(s.path, top)
+		err = persist(top)
 	}
 	if err != nil {
-		lock.Close()
 		return nil, err
 	}
 	s.reserved = top
@@ -244,6 +257,9 @@ func (s *Store) Close() error {
 	s.closed = true
 	s.mu.Unlock()
 	s.reservation.Wait()
+	if s.lock == nil {
+		return nil
+	}
 	return s.lock.Close()
 }
 
@@ -281,7 +297,7 @@ func (s *Store) reserveLocked() {
 
 func (s *Store) reserve(top uint64) {
 	defer s.reservation.Done()
-	err := writeMark(s.path, top)
+	err := s.persist(top)
 	s.mu.Lock()
 	s.reserving = false
 	starved := s.next > s.reserved

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/monolock/monolock/go/client"
+	"github.com/monolock/monolock/go/internal/testbin"
+	"github.com/monolock/monolock/go/internal/testetcd"
+	"github.com/monolock/monolock/go/pkg/protocol"
+)
+
+// cellServer starts one `monolock serve` of an HA cell on etcd, listening on
+// (and advertising) listen, with a 2 s etcd TTL.
+func cellServer(t *testing.T, etcd, listen string) *testbin.Server {
+	t.Helper()
+	cmd := exec.Command(binary, "serve", "--data-dir", t.TempDir(), "--listen", listen,
+		"--advertise", listen, "--admin", "off",
+		"--etcd", etcd, "--etcd-prefix", "/test-cell/", "--etcd-ttl", "2s")
+	cmd.Env = cleanEnv()
+	return testbin.Start(t, wait, cmd)
+}
+
+// rawAcquire sends an ACQUIRE on a new connection and returns it.
+func rawAcquire(t *testing.T, addr, name string, leaseMS uint32) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, wait)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	frame, err := protocol.AppendAcquire(nil, name, leaseMS)
+	require.NoError(t, err)
+	_, err = c.Write(frame)
+	require.NoError(t, err)
+	return c
+}
+
+// readFrame reads one server frame: its type, and the token or the ERROR's
+// code and reason.
+func readFrame(t *testing.T, c net.Conn, d time.Duration) (typ uint8, token uint64, code uint8, reason string, err error) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(d))
+	var b [1]byte
+	if _, err = io.ReadFull(c, b[:]); err != nil {
+		return 0, 0, 0, "", err
+	}
+	switch b[0] {
+	case protocol.MsgAcquired:
+		token, err = protocol.ReadAcquiredBody(c)
+	case protocol.MsgError:
+		code, reason, err = protocol.ReadErrorBody(c)
+	}
+	return b[0], token, code, reason, err
+}
+
+// The leader is killed with -9: its holder hears at once, the waiter moves
+// to the passive server, which takes over once the leader's etcd lease has
+// expired, waits out the longest lease the cell acknowledged, and grants a
+// larger token.
+func TestHAFailoverOnKill(t *testing.T) {
+	etcd := testetcd.Start(t)
+	addrA, addrB := testetcd.FreePort(t), testetcd.FreePort(t)
+	a := cellServer(t, etcd, addrA)
+	a.WaitLog(0, wait, "ha: leading the cell")
+	b := cellServer(t, etcd, addrB)
+
+	// The passive server sends clients to the active one, by name once it
+	// has learnt it from etcd.
+	require.Eventually(t, func() bool {
+		probe := rawAcquire(t, addrB, "x", 1000)
+		typ, _, code, reason, err := readFrame(t, probe, wait)
+		require.NoError(t, err)
+		require.Equal(t, protocol.MsgError, typ)
+		require.Equal(t, protocol.ErrShuttingDown.Code, code)
+		return reason == "not the active server; the active server is "+addrA
+	}, wait, 50*time.Millisecond)
+
+	c, err := client.New(client.WithServers(addrB, addrA), client.WithLease(time.Second))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*wait)
+	defer cancel()
+	lock, err := c.Acquire(ctx, "x")
+	require.NoError(t, err, "the client moves from the passive server to the active one")
+	waiter := make(chan *client.Lock, 1)
+	go func() {
+		l, err := c.Acquire(ctx, "x")
+		if err != nil {
+			t.Errorf("waiter: %v", err)
+		}
+		waiter <- l
+	}()
+	time.Sleep(300 * time.Millisecond) // the waiter queues on A
+
+	killed := time.Now()
+	require.NoError(t, a.Cmd.Process.Kill())
+	select {
+	case <-lock.Done():
+	case <-time.After(wait):
+		t.Fatal("the holder did not hear that its server died")
+	}
+	require.ErrorIs(t, lock.Err(), client.ErrLockLost)
+	var next *client.Lock
+	select {
+	case next = <-waiter:
+	case <-time.After(2 * wait):
+		t.Fatal("no grant after the failover")
+	}
+	require.NotNil(t, next)
+	failover := time.Since(killed)
+	t.Logf("failover: %v from kill -9 to the next grant (etcd TTL 2s, longest lease 1s)", failover)
+	assert.Greater(t, next.Token(), lock.Token(), "tokens never go back across a failover")
+	assert.GreaterOrEqual(t, failover, time.Second, "granted before the longest lease had passed")
+	b.WaitLog(0, wait, "ha: leading the cell")
+	require.NoError(t, next.Release())
+}
+
+// The leader is paused (SIGSTOP) for longer than its etcd lease. When it
+// resumes it must send nothing that extends a claim: the heartbeat that
+// waited in its socket gets ERROR 0x01, never an ACQUIRED.
+func TestHAPausedLeaderSendsNothingAfterResume(t *testing.T) {
+	etcd := testetcd.Start(t)
+	addrA, addrB := testetcd.FreePort(t), testetcd.FreePort(t)
+	a := cellServer(t, etcd, addrA)
+	a.WaitLog(0, wait, "ha: leading the cell")
+	b := cellServer(t, etcd, addrB)
+
+	holder := rawAcquire(t, addrA, "p", 10000)
+	granted, _, _, _, err := readFrame(t, holder, wait)
+	require.NoError(t, err)
+	require.Equal(t, protocol.MsgAcquired, granted)
+
+	require.NoError(t, a.Cmd.Process.Signal(syscall.SIGSTOP))
+	b.WaitLog(0, wait, "ha: leading the cell") // A's etcd lease has expired
+	_, err = holder.Write([]byte{protocol.MsgHeartbeat})
+	require.NoError(t, err)
+	require.NoError(t, a.Cmd.Process.Signal(syscall.SIGCONT))
+
+	typ, _, code, _, err := readFrame(t, holder, wait)
+	if err == nil {
+		require.Equal(t, protocol.MsgError, typ, "a resumed leader acknowledged a heartbeat")
+		assert.Equal(t, protocol.ErrShuttingDown.Code, code)
+	} else {
+		require.True(t, errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET), "got %v", err)
+	}
+}
