@@ -48,7 +48,8 @@ type Step struct {
 // again first. Connect failures go on at once until a whole pass has
 // failed; a server that answered and then failed is always followed by a
 // backoff sleep. A server that does not speak monolock leaves the walk for
-// good. Try-acquire makes one pass and never sleeps.
+// good. Try-acquire makes one pass and never sleeps: a temporary error
+// moves it to the next server too (a passive server of an HA cell).
 type Plan struct {
 	servers   int
 	try       bool
@@ -106,8 +107,10 @@ func (p *Plan) Report(o Outcome, queued time.Duration) {
 			p.sleepDue = !p.try
 		}
 	case Requeue:
-		if p.try {
-			p.over = true
+		if p.try { // one pass: on to the next server, if any is left
+			p.advance()
+			p.unreached++
+			p.over = p.unreached >= p.live
 			return
 		}
 		p.advance()
