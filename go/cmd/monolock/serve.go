@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -48,6 +49,7 @@ type serveFlags struct {
 	etcd, etcdPrefix, advertise  string
 	etcdTTL                      time.Duration
 	etcdCA, etcdCert, etcdKey    string
+	adminAllowedHosts            string
 }
 
 // serveSetup is everything serve builds from its flags before it starts.
@@ -57,6 +59,7 @@ type serveSetup struct {
 	tls        *tlsconfig.Reloader // nil without TLS
 	acl        *acl.Authorizer     // nil without an ACL
 	adminToken string
+	adminHosts []string // Host names the admin API answers to, besides loopback
 }
 
 // usageError is a bad flag, environment variable or file: one line, exit 2.
@@ -88,9 +91,12 @@ func newServeFlagSet(f *serveFlags) *flag.FlagSet {
 	fs.StringVar(&f.adminAddr, "admin", admin.DefaultAddr, "admin HTTP `address` (locks, kick, metrics, health), or \"off\"")
 	fs.StringVar(&f.adminTokenFile, "admin-token-file", "", "`file` holding a bearer token the admin API requires")
 	fs.BoolVar(&f.adminTLS, "admin-tls", false, "serve the admin API over TLS with --tls-cert and --tls-key")
+	fs.StringVar(&f.adminAllowedHosts, "admin-allowed-hosts", "",
+		"`hosts` (names or IP addresses, comma-separated) the admin API answers to besides loopback and its listen host")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log `format`: text or json")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
-	fs.IntVar(&f.maxSessions, "max-sessions", 0, "refuse connections beyond this many open sessions (0: no limit)")
+	fs.IntVar(&f.maxSessions, "max-sessions", defaultMaxSessions(),
+		"refuse connections beyond this many open sessions (0: no limit; default: the open file limit less "+fmt.Sprint(fdReserve)+")")
 	fs.IntVar(&f.maxPerAddr, "max-sessions-per-addr", 0, "refuse connections beyond this many open sessions from one client IP (0: no limit)")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", defaultDrainTimeout,
 		"on SIGTERM, wait this long for sessions to take their shutdown ERROR before cutting them")
@@ -202,7 +208,37 @@ func setUp(f serveFlags, stderr io.Writer) (*serveSetup, error) {
 			return nil, badUsage("refusing to serve the admin API on non-loopback %s without --admin-tls or --admin-token-file", f.adminAddr)
 		}
 	}
+	if s.adminHosts, err = admin.ParseAllowedHosts(f.adminAllowedHosts); err != nil {
+		return nil, badUsage("--admin-allowed-hosts %v", err)
+	}
 	return s, nil
+}
+
+// fdReserve is how many file descriptors the default --max-sessions leaves
+// for everything but sessions: the data directory (lock, mark and marker
+// files), the listeners, admin API connections, TLS and ACL files read on
+// SIGHUP, stdio, the runtime's poller, and one spare to accept and close a
+// connection over the limit rather than fail the accept.
+const fdReserve = 64
+
+// defaultMaxSessions is the open file limit (RLIMIT_NOFILE; Go raises the
+// soft limit to the hard one at start-up) less fdReserve, at least 1: a
+// flood of connections is then refused cleanly instead of running the
+// process out of file descriptors. 0 (no limit) where there is no such
+// limit to read.
+func defaultMaxSessions() int {
+	limit, ok := openFileLimit()
+	if !ok {
+		return 0
+	}
+	return maxSessionsFor(limit)
+}
+
+func maxSessionsFor(openFiles uint64) int {
+	if openFiles <= fdReserve {
+		return 1
+	}
+	return int(min(openFiles-fdReserve, math.MaxInt32))
 }
 
 func newLogger(format, level string, w io.Writer) (*slog.Logger, error) {
@@ -306,6 +342,7 @@ func run(s *serveSetup) int {
 	if s.acl != nil {
 		log.Info("ACL loaded", "file", s.acl.Path(), "rules", s.acl.Rules().Len())
 	}
+	log.Info("session limit", "max_sessions", f.maxSessions, "max_sessions_per_addr", f.maxPerAddr)
 
 	adminSrv, code := startAdmin(s, srv, m)
 	if code != 0 {
@@ -374,7 +411,8 @@ func startAdmin(s *serveSetup, srv *server.Server, m *metrics.Metrics) (*http.Se
 	if f.adminTLS {
 		aln = tls.NewListener(aln, s.tls.Admin())
 	}
-	h := admin.Handler(admin.Config{Server: srv, Metrics: m.Handler(), Token: s.adminToken, Logger: log})
+	h := admin.Handler(admin.Config{Server: srv, Metrics: m.Handler(), Token: s.adminToken, Logger: log,
+		Addr: f.adminAddr, AllowedHosts: s.adminHosts})
 	hs := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,

@@ -6,8 +6,11 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"math"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -502,4 +505,83 @@ func TestClosedStderrKeepsServing(t *testing.T) {
 	_, err = io.ReadFull(other, reply[:1])
 	require.NoError(t, err)
 	assert.Equal(t, protocol.MsgWaiting, reply[0], "the holder still has its lock")
+}
+
+func TestMaxSessionsFor(t *testing.T) {
+	assert.Equal(t, 960, maxSessionsFor(1024))
+	assert.Equal(t, 1048512, maxSessionsFor(1048576))
+	assert.Equal(t, 1, maxSessionsFor(64), "at least one")
+	assert.Equal(t, 1, maxSessionsFor(8))
+	assert.Equal(t, math.MaxInt32, maxSessionsFor(math.MaxUint64), "RLIM_INFINITY")
+}
+
+// serveWithFileLimit starts monolock serve with a soft and hard open file
+// limit of n.
+func serveWithFileLimit(t *testing.T, n int, args ...string) *testbin.Server {
+	t.Helper()
+	args = append([]string{"-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, n), binary, "serve",
+		"--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--admin", "off"}, args...)
+	cmd := exec.Command("sh", args...)
+	cmd.Env = cleanEnv()
+	return testbin.Start(t, wait, cmd)
+}
+
+// Without --max-sessions, the limit comes from the open file limit: a
+// flood is refused cleanly (closed before any byte), the log says so a few
+// times, not once per connection, and the server keeps serving.
+// --max-sessions 0 still means no limit.
+func TestDefaultMaxSessionsFromFileLimit(t *testing.T) {
+	p := serveWithFileLimit(t, 80)
+	p.WaitLog(0, wait, `msg="session limit" max_sessions=16 `)
+	for i := range 16 {
+		c := rawDial(t, p.Addr)
+		c.acquire(t, fmt.Sprint("held/", i))
+		require.Equal(t, protocol.MsgAcquired, c.readType(t), "session %d", i)
+	}
+	for range 20 {
+		over := rawDial(t, p.Addr)
+		over.acquire(t, "over")
+		n, err := over.conn.Read(make([]byte, 1))
+		require.Zero(t, n, "over the limit: closed before any reply")
+		require.True(t, errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET), "closed, not %v", err)
+		over.conn.Close()
+	}
+	p.WaitLog(0, wait, `msg="session limit reached; refusing connections" max_sessions=16`)
+	assert.Equal(t, 5, strings.Count(p.LogText(), `msg="session limit reached; refusing connections"`), p.LogText())
+
+	q := serveWithFileLimit(t, 80, "--max-sessions", "0")
+	q.WaitLog(0, wait, `msg="session limit" max_sessions=0 `)
+	for i := range 17 {
+		c := rawDial(t, q.Addr)
+		c.acquire(t, fmt.Sprint("held/", i))
+		require.Equal(t, protocol.MsgAcquired, c.readType(t), "session %d", i)
+	}
+}
+
+// The admin API answers loopback names, the listen host and the names of
+// --admin-allowed-hosts, and refuses others; monolock locks keeps working.
+func TestAdminAllowedHosts(t *testing.T) {
+	code, _, stderr := command(t, nil, "serve", "--check-config", "--admin-allowed-hosts", "locks.internal:7118")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, `--admin-allowed-hosts "locks.internal:7118": want a host name or IP address`)
+
+	p := startServe(t, []string{"MONOLOCK_ADMIN_ALLOWED_HOSTS=locks.internal, 192.0.2.7"},
+		"--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0")
+	get := func(host string) int {
+		req, err := http.NewRequest(http.MethodGet, "http://"+p.admin+"/v1/locks", nil)
+		require.NoError(t, err)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	assert.Equal(t, http.StatusOK, get("locks.internal:7118"))
+	assert.Equal(t, http.StatusOK, get("192.0.2.7"))
+	assert.Equal(t, http.StatusOK, get(p.admin))
+	assert.Equal(t, http.StatusMisdirectedRequest, get("rebind.evil.example:7118"))
+
+	code, stdout, stderr := command(t, nil, "locks", "--admin", p.admin)
+	assert.Equal(t, 0, code, stderr)
+	assert.Equal(t, "no locks\n", stdout)
 }

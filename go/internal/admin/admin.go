@@ -9,6 +9,12 @@
 //
 // With a bearer token configured, /v1/ and /metrics require the header
 // "Authorization: Bearer TOKEN"; the health checks never do.
+//
+// A web page must not drive the API through the browser of someone who can
+// reach it: /v1/ and /metrics answer only requests whose Host is loopback,
+// the API's own listen host, or one the operator allowed (DNS rebinding
+// carries the attacker's name), and a POST is refused if it has a foreign
+// Origin or a content type an HTML form can send (cross-site requests).
 package admin
 
 import (
@@ -16,10 +22,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"mime"
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/monolock/monolock/go/internal/server"
@@ -38,6 +47,14 @@ type Config struct {
 	Metrics http.Handler // nil: /metrics answers 404
 	Token   string       // "": no authentication
 	Logger  *slog.Logger // nil: discard
+
+	// Addr is the address the API listens on. A non-loopback host there is
+	// an allowed Host too; an unspecified one (0.0.0.0, ::) allows every IP
+	// address as Host: DNS rebinding always carries a name.
+	Addr string
+	// AllowedHosts are further Host names or IP addresses (no port) the
+	// API answers to, besides loopback ones (--admin-allowed-hosts).
+	AllowedHosts []string
 }
 
 // Session is one session in a lock listing.
@@ -95,7 +112,124 @@ func Handler(cfg Config) http.Handler {
 	guarded := requireToken(cfg.Token, protected)
 	mux.Handle("/v1/", guarded)
 	mux.Handle("/metrics", guarded)
-	return mux
+	return sameSite(newHostPolicy(cfg.Addr, cfg.AllowedHosts), mux)
+}
+
+// hostPolicy says which Host header values the API answers to.
+type hostPolicy struct {
+	names map[string]bool // lower case, IP addresses in canonical form
+	anyIP bool            // listening on all interfaces: any IP literal
+}
+
+func newHostPolicy(addr string, allowed []string) hostPolicy {
+	p := hostPolicy{names: map[string]bool{}}
+	for _, h := range allowed {
+		p.names[canonicalHost(h)] = true
+	}
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		if ip, err := netip.ParseAddr(host); host == "" || err == nil && ip.IsUnspecified() {
+			p.anyIP = true
+		} else {
+			p.names[canonicalHost(host)] = true
+		}
+	}
+	return p
+}
+
+// canonicalHost is host (no port, brackets allowed) in lower case, an IP
+// address in its canonical form.
+func canonicalHost(host string) string {
+	host = strings.ToLower(strings.TrimSuffix(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"), "."))
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return ip.Unmap().String()
+	}
+	return host
+}
+
+// allowed reports whether host (without port) is loopback or allowed by
+// name. This is also what an Origin must be.
+func (p hostPolicy) allowed(host string) bool {
+	host = canonicalHost(host)
+	if host == "localhost" || p.names[host] {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// allowedHost reports whether a Host header (with or without port) is one
+// the API answers to.
+func (p hostPolicy) allowedHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	if host == "" {
+		return false
+	}
+	if p.allowed(host) {
+		return true
+	}
+	_, err := netip.ParseAddr(canonicalHost(host))
+	return p.anyIP && err == nil
+}
+
+// formTypes are the content types an HTML form (or a fetch without a CORS
+// preflight) can send to another site.
+var formTypes = map[string]bool{
+	"application/x-www-form-urlencoded": true,
+	"multipart/form-data":               true,
+	"text/plain":                        true,
+}
+
+// sameSite refuses what a browser could send on behalf of another site:
+// a foreign Host (421) on anything but the health checks, which say
+// nothing and must answer probes by any name, and a state-changing request
+// with a foreign Origin or a form content type (403). The monolock
+// commands send neither an Origin nor a body.
+func sameSite(p hostPolicy, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		health := r.URL.Path == "/healthz" || r.URL.Path == "/readyz"
+		if !health && !p.allowedHost(r.Host) {
+			writeJSON(w, http.StatusMisdirectedRequest, ErrorResponse{fmt.Sprintf(
+				"Host %q is not served here; allow it with --admin-allowed-hosts", r.Host)})
+			return
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			if o := r.Header.Get("Origin"); o != "" {
+				u, err := url.Parse(o)
+				if err != nil || u.Host == "" || !p.allowed(u.Hostname()) {
+					writeJSON(w, http.StatusForbidden, ErrorResponse{fmt.Sprintf("cross-origin request from %q refused", o)})
+					return
+				}
+			}
+			if ct := r.Header.Get("Content-Type"); ct != "" {
+				mt, _, err := mime.ParseMediaType(ct)
+				if err != nil || formTypes[mt] {
+					writeJSON(w, http.StatusForbidden, ErrorResponse{fmt.Sprintf("content type %q refused: the API takes no form posts", ct)})
+					return
+				}
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// ParseAllowedHosts reads the --admin-allowed-hosts list: host names or IP
+// addresses, separated by commas, without ports.
+func ParseAllowedHosts(list string) ([]string, error) {
+	var hosts []string
+	for _, h := range strings.Split(list, ",") {
+		h = strings.TrimSpace(h)
+		if h == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(h); err == nil || strings.ContainsAny(h, "/ \t@?#") {
+			return nil, fmt.Errorf("%q: want a host name or IP address, without port or scheme", h)
+		}
+		hosts = append(hosts, h)
+	}
+	return hosts, nil
 }
 
 type api struct {

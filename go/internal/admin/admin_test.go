@@ -2,9 +2,13 @@ package admin_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -257,5 +261,139 @@ func TestIsLoopback(t *testing.T) {
 		"example.org:7118": false, "nonsense": false,
 	} {
 		assert.Equal(t, want, admin.IsLoopback(addr), addr)
+	}
+}
+
+// do sends a request to the admin API's handler h with the given Host and
+// headers and returns the status and body.
+func do(t *testing.T, h http.Handler, method, path, host string, header ...string) (int, string) {
+	t.Helper()
+	req := httptest.NewRequest(method, "http://"+host+path, nil)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec.Code, rec.Body.String()
+}
+
+// A web page cannot kick a session through a visitor's browser: a form
+// POST (cross-origin, or with a form content type) is refused and the
+// holder keeps its lock; the monolock commands keep working.
+func TestCrossOriginFormKickIsRefused(t *testing.T) {
+	s := start(t, "")
+	c, err := client.New(client.WithServers(s.addr), client.WithLease(10*time.Second))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	held, err := c.Acquire(ctx, "deploy/web")
+	require.NoError(t, err)
+	defer held.Release()
+	ac := admin.NewClient(s.admin.Listener.Addr().String(), "", nil, wait)
+	locks, err := ac.Locks(ctx)
+	require.NoError(t, err)
+	require.Len(t, locks, 1)
+	kick := fmt.Sprintf("%s/v1/sessions/%d/kick", s.admin.URL, locks[0].Holder.ID)
+
+	for _, h := range [][]string{
+		{"Origin", "http://evil.example", "Content-Type", "application/x-www-form-urlencoded"},
+		{"Origin", "https://evil.example:8443"},
+		{"Origin", "null"},
+		{"Content-Type", "multipart/form-data; boundary=x"},
+		{"Content-Type", "Text/Plain;charset=UTF-8"},
+	} {
+		req, err := http.NewRequest(http.MethodPost, kick, strings.NewReader("a=b"))
+		require.NoError(t, err)
+		for i := 0; i < len(h); i += 2 {
+			req.Header.Set(h[i], h[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusForbidden, resp.StatusCode, "%v", h)
+		assert.Contains(t, string(body), "refused", "%v", h)
+		var e admin.ErrorResponse
+		require.NoError(t, json.Unmarshal(body, &e))
+		assert.NotContains(t, e.Error, "\n")
+	}
+	assert.NoError(t, held.Err(), "the holder keeps its lock")
+	locks, err = ac.Locks(ctx)
+	require.NoError(t, err)
+	require.Len(t, locks, 1)
+	require.NotNil(t, locks[0].Holder)
+	assert.Equal(t, held.Token(), locks[0].Holder.Token)
+
+	// A page on this machine (loopback origin) may, like the commands.
+	req, err := http.NewRequest(http.MethodPost, kick, nil)
+	require.NoError(t, err)
+	req.Header.Set("Origin", "http://localhost:3000")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	select {
+	case <-held.Done():
+	case <-time.After(wait):
+		t.Fatal("not kicked")
+	}
+	assert.ErrorContains(t, ac.Kick(ctx, locks[0].Holder.ID), "404", "monolock kick still reaches the API")
+}
+
+// DNS rebinding: a request for another name is refused, so a page cannot
+// read the listing; loopback, the listen host and allowed names are served.
+func TestForeignHostIsRefused(t *testing.T) {
+	s := start(t, "")
+	base := admin.Config{Server: s.srv.Server, Metrics: http.NotFoundHandler()}
+	h := admin.Handler(base)
+	for _, host := range []string{"evil.example", "evil.example:7118", "localhost.evil.example", "10.1.2.3:7118", "[fe80::1]:7118"} {
+		code, body := do(t, h, http.MethodGet, "/v1/locks", host)
+		assert.Equal(t, http.StatusMisdirectedRequest, code, host)
+		assert.Contains(t, body, "--admin-allowed-hosts", host)
+		code, _ = do(t, h, http.MethodGet, "/metrics", host)
+		assert.Equal(t, http.StatusMisdirectedRequest, code, host)
+		code, _ = do(t, h, http.MethodGet, "/healthz", host)
+		assert.Equal(t, http.StatusOK, code, "probes may use any name: %s", host)
+	}
+	for _, host := range []string{"localhost", "LOCALHOST:7118", "127.0.0.1", "127.1.2.3:7118", "[::1]:7118", "[::ffff:127.0.0.1]:1"} {
+		code, _ := do(t, h, http.MethodGet, "/v1/locks", host)
+		assert.Equal(t, http.StatusOK, code, host)
+	}
+
+	allowed := base
+	allowed.AllowedHosts = []string{"locks.internal", "192.0.2.7"}
+	allowed.Addr = "10.0.0.5:7118"
+	h = admin.Handler(allowed)
+	for host, want := range map[string]int{
+		"locks.internal:7118": http.StatusOK, "Locks.Internal": http.StatusOK, "192.0.2.7": http.StatusOK,
+		"10.0.0.5:7118": http.StatusOK, "localhost": http.StatusOK,
+		"10.0.0.6:7118": http.StatusMisdirectedRequest, "evil.example": http.StatusMisdirectedRequest,
+	} {
+		code, _ := do(t, h, http.MethodGet, "/v1/locks", host)
+		assert.Equal(t, want, code, host)
+	}
+	code, _ := do(t, h, http.MethodPost, "/v1/sessions/99/kick", "locks.internal", "Origin", "http://locks.internal:8080")
+	assert.Equal(t, http.StatusNotFound, code, "an allowed origin reaches the API")
+
+	// On all interfaces, any IP address is a fine Host, but never an Origin.
+	everywhere := base
+	everywhere.Addr = "0.0.0.0:7118"
+	h = admin.Handler(everywhere)
+	code, _ = do(t, h, http.MethodGet, "/v1/locks", "10.1.2.3:7118")
+	assert.Equal(t, http.StatusOK, code)
+	code, _ = do(t, h, http.MethodGet, "/v1/locks", "evil.example:7118")
+	assert.Equal(t, http.StatusMisdirectedRequest, code)
+	code, _ = do(t, h, http.MethodPost, "/v1/sessions/99/kick", "10.1.2.3:7118", "Origin", "http://203.0.113.9")
+	assert.Equal(t, http.StatusForbidden, code)
+}
+
+func TestParseAllowedHosts(t *testing.T) {
+	got, err := admin.ParseAllowedHosts(" locks.internal, 10.0.0.5,,[::1],fe80::1 ")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"locks.internal", "10.0.0.5", "[::1]", "fe80::1"}, got)
+	for _, bad := range []string{"locks.internal:7118", "http://locks.internal", "[::1]:80", "a b"} {
+		_, err := admin.ParseAllowedHosts(bad)
+		assert.Error(t, err, bad)
 	}
 }

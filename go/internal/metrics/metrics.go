@@ -41,9 +41,16 @@ type Metrics struct {
 	reloads  *prometheus.CounterVec
 	tokenErr prometheus.Counter
 	bursts   prometheus.Counter
+
+	// Failures any peer can cause; their log lines are rate-limited.
+	acceptErrs  prometheus.Counter
+	tlsFailures prometheus.Counter
 }
 
-var _ server.Observer = (*Metrics)(nil)
+var (
+	_ server.Observer      = (*Metrics)(nil)
+	_ server.NoiseObserver = (*Metrics)(nil)
+)
 
 // New returns the metrics; call SetSource before the first scrape so the
 // gauges have something to read.
@@ -99,6 +106,15 @@ func New() *Metrics {
 	m.reloads.WithLabelValues("error")
 	m.reg.MustRegister(m.grants, m.expiries, m.handoff, m.errors, m.refused, m.reloads, m.tokenErr, m.bursts,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.acceptErrs = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "monolock_accept_errors_total",
+		Help: "Failed accepts on the lock port (out of file descriptors, ...). The server waits and retries; the log shows the first few per 10 s.",
+	})
+	m.tlsFailures = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "monolock_tls_handshake_failures_total",
+		Help: "Connections to the lock port that failed their TLS handshake: no acceptable client certificate, or not TLS. The log shows the first few per 10 s.",
+	})
+	m.reg.MustRegister(m.acceptErrs, m.tlsFailures)
 	return m
 }
 
@@ -164,6 +180,12 @@ func (m *Metrics) HeartbeatBurst(extra int) { m.bursts.Add(float64(extra)) }
 
 // TokenReservationFailed implements server.Observer.
 func (m *Metrics) TokenReservationFailed() { m.tokenErr.Inc() }
+
+// AcceptFailed implements server.NoiseObserver.
+func (m *Metrics) AcceptFailed() { m.acceptErrs.Inc() }
+
+// TLSHandshakeFailed implements server.NoiseObserver.
+func (m *Metrics) TLSHandshakeFailed() { m.tlsFailures.Inc() }
 
 // Refused implements server.Observer.
 func (m *Metrics) Refused(reason string) {

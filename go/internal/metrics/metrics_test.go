@@ -74,3 +74,26 @@ func TestTokenFailuresAndBurstsAreExported(t *testing.T) {
 	assert.Equal(t, 1.0, got["monolock_token_reservation_failures_total"])
 	assert.Equal(t, 3.0, got["monolock_heartbeat_burst_extra_total"])
 }
+
+// What a flood causes is counted in full, although its log lines are
+// rate-limited; counting allocates nothing.
+func TestFloodCountersAreExported(t *testing.T) {
+	m := New()
+	m.SetSource(fakeSource{})
+	allocs := testing.AllocsPerRun(100, func() {
+		m.AcceptFailed()
+		m.TLSHandshakeFailed()
+		m.TLSHandshakeFailed()
+	})
+	assert.Zero(t, allocs)
+	fams, err := m.Registry().Gather()
+	require.NoError(t, err)
+	got := map[string]float64{}
+	for _, f := range fams {
+		if f.GetType() == dto.MetricType_COUNTER && len(f.GetMetric()) == 1 {
+			got[f.GetName()] = f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	assert.Equal(t, 101.0, got["monolock_accept_errors_total"])
+	assert.Equal(t, 202.0, got["monolock_tls_handshake_failures_total"])
+}

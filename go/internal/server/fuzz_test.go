@@ -1,11 +1,14 @@
 package server
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
+	"io"
+	"net"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -16,14 +19,17 @@ import (
 	"github.com/monolock/monolock/go/pkg/protocol"
 )
 
-// outcome is what a fresh server must answer to a byte stream from a single
-// client: some ACQUIREDs (the grant, then one per heartbeat), then either an
-// ERROR and a close, or nothing more with the connection left open.
+// outcome is what a server must answer to a byte stream from a single
+// client: the grant's ACQUIRED and one ACQUIRED per run of heartbeats that
+// arrives together (so 1 to heartbeats replies, when there are any), then
+// either an ERROR and a close, or nothing more with the connection left
+// open.
 type outcome struct {
-	acquired int
-	final    *protocol.Error // nil: the connection stays open
-	reason   string          // exact reason, when the server adds detail
-	leaseMS  uint32          // the granted lease, 0 before a grant
+	granted    bool            // a valid ACQUIRE: the first reply is ACQUIRED
+	heartbeats int             // heartbeats after the ACQUIRE
+	final      *protocol.Error // nil: the connection stays open
+	reason     string          // exact reason, when the server adds detail
+	leaseMS    uint32          // the granted lease, 0 before a grant
 }
 
 // model applies the protocol's rules to data, independently of the server's
@@ -65,11 +71,11 @@ func model(data []byte) outcome {
 	case !utf8.Valid(data[8 : 8+nameLen]):
 		return outcome{final: protocol.ErrNameNotUTF8}
 	}
-	out := outcome{acquired: 1, leaseMS: lease}
+	out := outcome{granted: true, leaseMS: lease}
 	for _, b := range data[8+nameLen:] {
 		switch b {
 		case protocol.MsgHeartbeat:
-			out.acquired++
+			out.heartbeats++
 		case protocol.MsgAcquire:
 			out.final = protocol.ErrDuplicateAcquire
 			return out
@@ -83,8 +89,13 @@ func model(data []byte) outcome {
 }
 
 // FuzzSessionByteStream sends arbitrary bytes, in arbitrary chunks, to a
-// fresh server and checks every frame that comes back against model. Without
-// -fuzz it runs the seed corpus: every byte vector of the spec.
+// server and checks every frame that comes back against model. Without
+// -fuzz it runs the seed corpus: every byte vector of the spec and
+// testdata/fuzz/FuzzSessionByteStream.
+//
+// It runs in process: one server for the whole run, each input a session
+// over net.Pipe. (A fresh server and a TCP connection per input managed
+// about 200 inputs a second; this does thousands.)
 func FuzzSessionByteStream(f *testing.F) {
 	for _, tc := range loadServerInvalidFrom(f, testspec.Read(f, "vectors/frames.json")).Cases {
 		b, err := hex.DecodeString(tc.SendHex)
@@ -97,49 +108,177 @@ func FuzzSessionByteStream(f *testing.F) {
 	f.Add(append(valid, 2, 0x13), uint8(2))
 	f.Add(valid[:5], uint8(0))
 
+	// A block of tokens larger than any run: no reservation, so no grant
+	// ever waits for the disk (which would answer WAITING).
+	srv, err := New(Config{DataDir: f.TempDir(), tokenBlock: 1 << 40})
+	require.NoError(f, err)
+	f.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), replyTimeout)
+		defer cancel()
+		require.NoError(f, srv.Shutdown(ctx))
+	})
+
 	f.Fuzz(func(t *testing.T, data []byte, chunk uint8) {
-		if len(data) > 1024 {
-			return // longer streams add nothing but time
+		if len(data) > 8+protocol.MaxNameLen+64 {
+			// Longer streams add nothing but time: the longest ACQUIRE and
+			// a few frames after it. (The fuzzer minimizes every input that
+			// finds new code in time quadratic in its length.)
+			return
 		}
 		want := model(data)
-		srv := startServer(t, Config{})
-		c := dial(t, srv.addr)
-		step := 1 + int(chunk%16)
-		for i := 0; i < len(data); i += step {
-			// The server may close early on purpose; it still answers.
-			_, _ = c.conn.Write(data[i:min(i+step, len(data))])
-		}
-		var token uint64
-		for i := 0; i < want.acquired; i++ {
-			got, err := c.read(replyTimeout)
-			if isClosed(err) && want.leaseMS < 2000 {
-				return // a short lease may expire between chunks
-			}
-			require.NoError(t, err, "reply %d of %d", i, want.acquired)
-			require.Equal(t, protocol.MsgAcquired, got.Type, "reply %d: %v", i, got)
-			if token == 0 {
-				token = got.Token
-			}
-			require.Equal(t, token, got.Token)
-		}
-		if want.final == nil {
-			got, err := c.read(20 * time.Millisecond)
-			if isClosed(err) && want.leaseMS != 0 && want.leaseMS < 2000 {
+		frames, closed := exchange(t, srv, data, 1+int(chunk%16))
+		// A short lease may run out between chunks: then the session
+		// ends early, without an ERROR.
+		expired := closed && want.leaseMS != 0 && want.leaseMS < 2000 &&
+			(len(frames) == 0 || frames[len(frames)-1].Type != protocol.MsgError)
+
+		i := 0
+		if want.granted {
+			if expired && len(frames) == 0 {
 				return
 			}
-			require.Truef(t, errors.Is(err, os.ErrDeadlineExceeded), "want an open, quiet connection, got %v, %v", got, err)
+			require.NotEmpty(t, frames, "no grant")
+			require.Equal(t, protocol.MsgAcquired, frames[0].Type, "got %v", frames)
+			token := frames[0].Token
+			for i = 1; i < len(frames) && frames[i].Type == protocol.MsgAcquired; i++ {
+				require.Equal(t, token, frames[i].Token)
+			}
+			replies := i - 1
+			require.LessOrEqual(t, replies, want.heartbeats, "more replies than heartbeats: %v", frames)
+			if !expired && want.heartbeats > 0 {
+				require.Positive(t, replies, "heartbeats without a reply: %v", frames)
+			}
+		}
+		if expired {
+			require.Equal(t, len(frames), i, "got %v", frames)
 			return
 		}
-		got, err := c.read(replyTimeout)
-		if isClosed(err) && want.leaseMS != 0 && want.leaseMS < 2000 {
+		if want.final == nil {
+			require.Equal(t, len(frames), i, "got %v", frames)
+			require.False(t, closed, "want an open, quiet connection; it was closed after %v", frames)
 			return
 		}
-		require.NoError(t, err)
+		require.Equal(t, i+1, len(frames), "want one ERROR after %d frames, got %v", i, frames)
+		got := frames[i]
 		require.Equal(t, protocol.MsgError, got.Type, "got %v", got)
 		require.Equal(t, want.final.Code, got.Code, "got %v", got)
 		if want.reason != "" {
 			require.Equal(t, want.reason, got.Reason)
 		}
-		c.expectClosed()
+		require.True(t, closed, "the connection stays open after %v", got)
 	})
+}
+
+// exchange runs data through a new session of srv over net.Pipe, step
+// bytes per write, and returns what the server sent: all of it, up to the
+// point where the server either closed the connection (closed) or read
+// everything and asked for more, with nothing more to say. It returns once
+// the session has let go of its lock, so that the next input finds it free.
+func exchange(t *testing.T, srv *Server, data []byte, step int) (frames []frame, closed bool) {
+	cli, end := net.Pipe()
+	conn := &watchedConn{Conn: end, want: len(data), idle: make(chan struct{}), closed: make(chan struct{})}
+	srv.startSession(conn)
+
+	wrote := make(chan struct{})
+	go func() {
+		defer close(wrote)
+		for i := 0; i < len(data); i += step {
+			// The server may stop reading on purpose; it still answers.
+			if _, err := cli.Write(data[i:min(i+step, len(data))]); err != nil {
+				return
+			}
+		}
+	}()
+	read := make(chan error, 1)
+	go func() {
+		for {
+			f, err := readFrame(cli)
+			if err != nil {
+				read <- err
+				return
+			}
+			frames = append(frames, f)
+		}
+	}()
+
+	timeout := time.NewTimer(replyTimeout)
+	defer timeout.Stop()
+	var err error
+	select {
+	case err = <-read:
+		closed = true
+	case <-conn.idle:
+		// Replies are written before the server reads again, and a write
+		// on a pipe returns only once read: everything has arrived.
+		cli.Close()
+		err = <-read
+	case <-timeout.C:
+		t.Fatal("the server neither answered nor asked for more")
+	}
+	cli.Close()
+	<-wrote
+	select {
+	case <-conn.closed:
+	case <-timeout.C:
+		t.Fatal("the session did not end")
+	}
+	if closed {
+		require.ErrorIs(t, err, io.EOF, "the server must close between frames")
+	}
+	return frames, closed
+}
+
+// watchedConn is the server's end of the pipe. It tells when the server
+// reads again after it has read all want bytes (idle), and when the session
+// closes the connection, which it does after releasing its claim.
+type watchedConn struct {
+	net.Conn
+	want int
+
+	mu     sync.Mutex
+	got    int
+	idle   chan struct{}
+	closed chan struct{}
+	once   [2]sync.Once
+}
+
+func (c *watchedConn) Read(p []byte) (int, error) {
+	c.mu.Lock()
+	if c.got == c.want {
+		c.once[0].Do(func() { close(c.idle) })
+	}
+	c.mu.Unlock()
+	n, err := c.Conn.Read(p)
+	c.mu.Lock()
+	c.got += n
+	c.mu.Unlock()
+	return n, err
+}
+
+func (c *watchedConn) Close() error {
+	c.once[1].Do(func() { close(c.closed) })
+	return c.Conn.Close()
+}
+
+// readFrame decodes one server frame; io.EOF means a close between frames.
+func readFrame(r io.Reader) (frame, error) {
+	var typ [1]byte
+	if _, err := io.ReadFull(r, typ[:]); err != nil {
+		return frame{}, err
+	}
+	f := frame{Type: typ[0]}
+	var err error
+	switch f.Type {
+	case protocol.MsgWaiting:
+	case protocol.MsgAcquired:
+		f.Token, err = protocol.ReadAcquiredBody(r)
+	case protocol.MsgError:
+		f.Code, f.Reason, err = protocol.ReadErrorBody(r)
+	default:
+		err = fmt.Errorf("server sent unknown message type 0x%02x", f.Type)
+	}
+	if errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF // a torn frame is never a clean close
+	}
+	return f, err
 }
