@@ -149,11 +149,6 @@ func (ss *session) run() {
 		if ss.end(nil, "", true) {
 			ss.srv.obs.Expired()
 		}
-	case tlsHandshakeFailed(ss.conn, err):
-		// A client without an acceptable certificate, or not speaking TLS:
-		// worth an operator's attention, unlike ordinary closes.
-		ss.srv.log.Info("TLS handshake failed", "remote", ss.conn.RemoteAddr(), "err", err)
-		ss.finish(nil, "")
 	default:
 		// Peer closed, handshake timeout, or ended by someone else: close
 		// without a message. This is how every session ends, so the Debug
