@@ -408,6 +408,7 @@ func startAdmin(s *serveSetup, srv *server.Server, m *metrics.Metrics) (*http.Se
 		log.Error("cannot listen for the admin API", "addr", f.adminAddr, "err", err)
 		return nil, 1
 	}
+	aln = admin.NotHTTPListener(aln) // a lock client on the wrong port hears so at once
 	if f.adminTLS {
 		aln = tls.NewListener(aln, s.tls.Admin())
 	}

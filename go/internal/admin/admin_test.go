@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -396,4 +397,31 @@ func TestParseAllowedHosts(t *testing.T) {
 		_, err := admin.ParseAllowedHosts(bad)
 		assert.Error(t, err, bad)
 	}
+}
+
+// A lock client pointed at the admin port gets an answer at once, not after
+// the HTTP header timeout; HTTP requests are served as before.
+func TestNotHTTPIsAnsweredAtOnce(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }),
+		ReadHeaderTimeout: time.Minute}
+	go hs.Serve(admin.NotHTTPListener(ln))
+	t.Cleanup(func() { hs.Close() })
+
+	c, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.Write([]byte{0x01, 0x01, 0x00, 0x00, 0x03, 0xe8, 0x00, 0x01, 'a'}) // an ACQUIRE
+	require.NoError(t, err)
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	reply, err := io.ReadAll(c)
+	require.NoError(t, err, "the connection must be answered and closed well before the header timeout")
+	assert.True(t, strings.HasPrefix(string(reply), "HTTP/1.1 400"), "%q", reply)
+
+	resp, err := http.Get("http://" + ln.Addr().String() + "/")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, "ok", string(body))
 }
