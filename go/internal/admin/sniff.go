@@ -1,8 +1,10 @@
 package admin
 
 import (
+	"io"
 	"net"
 	"sync"
+	"time"
 )
 
 // NotHTTPListener answers a connection whose first byte cannot start an
@@ -42,7 +44,7 @@ func (c *sniffConn) Read(p []byte) (int, error) {
 	c.once.Do(func() {
 		n, c.err = c.Conn.Read(p[:1])
 		if n == 1 && !startsRequest(p[0]) {
-			_, _ = c.Conn.Write([]byte(notHTTP))
+			c.refuse()
 			c.err = net.ErrClosed
 			n = 0
 		}
@@ -51,6 +53,21 @@ func (c *sniffConn) Read(p []byte) (int, error) {
 		return n, c.err
 	}
 	return c.Conn.Read(p)
+}
+
+// refuse writes the 400 and half-closes, then reads what the peer still
+// sends (briefly) before the connection is closed: closing with unread
+// input would make the kernel reset the connection and could destroy the
+// answer in flight.
+func (c *sniffConn) refuse() {
+	_ = c.Conn.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Conn.Write([]byte(notHTTP)); err != nil {
+		return
+	}
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(c.Conn, 64<<10))
 }
 
 // startsRequest reports whether b can begin an HTTP/1 request line (methods
