@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"os/exec"
 	"syscall"
 	"testing"
@@ -20,11 +22,16 @@ import (
 )
 
 // cellServer starts one `monolock serve` of an HA cell on etcd, listening on
-// (and advertising) listen, with a 2 s etcd TTL.
-func cellServer(t *testing.T, etcd, listen string) *testbin.Server {
+// (and advertising) listen, with a 2 s etcd TTL; admin is its admin address
+// or "off".
+func cellServer(t *testing.T, etcd, listen string, admin ...string) *testbin.Server {
 	t.Helper()
+	adminAddr := "off"
+	if len(admin) > 0 {
+		adminAddr = admin[0]
+	}
 	cmd := exec.Command(binary, "serve", "--data-dir", t.TempDir(), "--listen", listen,
-		"--advertise", listen, "--admin", "off",
+		"--advertise", listen, "--admin", adminAddr,
 		"--etcd", etcd, "--etcd-prefix", "/test-cell/", "--etcd-ttl", "2s")
 	cmd.Env = cleanEnv()
 	return testbin.Start(t, wait, cmd)
@@ -70,7 +77,8 @@ func TestHAFailoverOnKill(t *testing.T) {
 	addrA, addrB := testetcd.FreePort(t), testetcd.FreePort(t)
 	a := cellServer(t, etcd, addrA)
 	a.WaitLog(0, wait, "ha: leading the cell")
-	b := cellServer(t, etcd, addrB)
+	adminB := testetcd.FreePort(t)
+	b := cellServer(t, etcd, addrB, adminB)
 
 	// The passive server sends clients to the active one, by name once it
 	// has learnt it from etcd.
@@ -82,6 +90,8 @@ func TestHAFailoverOnKill(t *testing.T) {
 		require.Equal(t, protocol.ErrShuttingDown.Code, code)
 		return reason == "not the active server; the active server is "+addrA
 	}, wait, 50*time.Millisecond)
+
+	assert.Equal(t, map[string]any{"role": "follower", "leader": addrA, "grace_remaining_ms": 0.0}, cellStatus(t, adminB))
 
 	c, err := client.New(client.WithServers(addrB, addrA), client.WithLease(time.Second))
 	require.NoError(t, err)
@@ -119,7 +129,22 @@ func TestHAFailoverOnKill(t *testing.T) {
 	assert.Greater(t, next.Token(), lock.Token(), "tokens never go back across a failover")
 	assert.GreaterOrEqual(t, failover, time.Second, "granted before the longest lease had passed")
 	b.WaitLog(0, wait, "ha: leading the cell")
+	st := cellStatus(t, adminB)
+	assert.Equal(t, "leader", st["role"])
+	assert.Equal(t, addrB, st["leader"])
 	require.NoError(t, next.Release())
+}
+
+// cellStatus reads GET /v1/cell from an admin address.
+func cellStatus(t *testing.T, admin string) map[string]any {
+	t.Helper()
+	resp, err := http.Get("http://" + admin + "/v1/cell")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var st map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&st))
+	return st
 }
 
 // The leader is paused (SIGSTOP) for longer than its etcd lease. When it

@@ -2,6 +2,7 @@
 // its own:
 //
 //	GET  /v1/locks                  every lock: holder and waiters in queue order (JSON)
+//	GET  /v1/cell                   HA: this server's role, the active server, the grace left (JSON; 404 without HA)
 //	POST /v1/sessions/{id}/kick     end a session with ERROR 0x02; its lock goes to the next waiter
 //	GET  /metrics                   Prometheus metrics
 //	GET  /healthz                   200 while the process runs
@@ -102,6 +103,7 @@ func Handler(cfg Config) http.Handler {
 	mux.HandleFunc("GET /readyz", a.readyz)
 	protected := http.NewServeMux()
 	protected.HandleFunc("GET /v1/locks", a.locks)
+	protected.HandleFunc("GET /v1/cell", a.cell)
 	protected.HandleFunc("POST /v1/sessions/{id}/kick", a.kick)
 	protected.HandleFunc("/v1/", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusNotFound, ErrorResponse{"no such endpoint"})
@@ -265,6 +267,25 @@ func (a *api) locks(w http.ResponseWriter, _ *http.Request) {
 func session(s server.SessionInfo) Session {
 	return Session{ID: s.ID, Remote: s.Remote, Identity: s.Identity, Token: s.Token,
 		LeaseMS: s.Lease.Milliseconds(), Since: s.Since.UTC()}
+}
+
+// cell describes the HA cell: this server's role, the active server and
+// the grace a new leader still waits; 404 without HA.
+func (a *api) cell(w http.ResponseWriter, _ *http.Request) {
+	c, ok := a.srv.(interface {
+		Cell() (server.CellStatus, bool)
+	})
+	if !ok {
+		http.NotFound(w, nil)
+		return
+	}
+	st, on := c.Cell()
+	if !on {
+		http.Error(w, "not part of an HA cell", http.StatusNotFound)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"role": st.Role, "leader": st.Leader,
+		"grace_remaining_ms": st.Grace.Milliseconds()})
 }
 
 func (a *api) kick(w http.ResponseWriter, r *http.Request) {

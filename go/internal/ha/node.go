@@ -29,6 +29,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
+	"github.com/monolock/monolock/go/internal/server"
 	"github.com/monolock/monolock/go/internal/tokenstore"
 )
 
@@ -143,6 +144,15 @@ func (n *Node) Advertise() string { return n.cfg.Advertise }
 
 // Leader returns the address of the cell's active server, as etcd says.
 func (n *Node) Leader() string { return n.leader.Load().(string) }
+
+// Status implements server.Gate.
+func (n *Node) Status() server.CellStatus {
+	leader := n.Leader()
+	if n.Role() == Leader {
+		leader = n.cfg.Advertise
+	}
+	return server.CellStatus{Role: n.Role().String(), Leader: leader, Grace: n.GraceRemaining()}
+}
 
 // GraceRemaining is how long a new leader still waits before it grants.
 func (n *Node) GraceRemaining() time.Duration {

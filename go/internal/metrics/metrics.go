@@ -135,6 +135,23 @@ func (m *Metrics) SetSource(src Source) {
 		gauge("monolock_waiters", "Sessions queued for a lock.",
 			func() float64 { _, _, w := src.Counts(); return float64(w) }),
 	)
+	cell, ok := src.(interface {
+		Cell() (server.CellStatus, bool)
+	})
+	if _, on := cell.Cell(); !ok || !on {
+		return // not part of an HA cell
+	}
+	m.reg.MustRegister(
+		gauge("monolock_ha_active", "1 while this server is the active (leader) server of its HA cell, else 0.",
+			func() float64 {
+				if st, _ := cell.Cell(); st.Role == "leader" {
+					return 1
+				}
+				return 0
+			}),
+		gauge("monolock_ha_grace_remaining_seconds", "How long a new leader still waits out the previous leader's leases before its first grant.",
+			func() float64 { st, _ := cell.Cell(); return st.Grace.Seconds() }),
+	)
 }
 
 // Handler serves the metrics in the Prometheus exposition format.

@@ -211,6 +211,24 @@ type Gate interface {
 	// long before a session with it is acknowledged: a server that takes
 	// over waits that long before it grants anything.
 	AdmitLease(lease time.Duration) error
+	// Status describes the cell as this server sees it.
+	Status() CellStatus
+}
+
+// CellStatus is an HA server's view of its cell, for operators.
+type CellStatus struct {
+	Role   string        `json:"role"`   // "leader" (the active server) or "follower"
+	Leader string        `json:"leader"` // the active server's advertised address, "" if unknown
+	Grace  time.Duration `json:"-"`      // a new leader's wait before its first grant
+}
+
+// Cell returns the HA status; ok is false for a server that is not part of
+// an HA cell.
+func (s *Server) Cell() (st CellStatus, ok bool) {
+	if s.gate == nil {
+		return CellStatus{}, false
+	}
+	return s.gate.Status(), true
 }
 
 // StepDown ends every session with ERROR 0x01 (reason names why) and keeps
