@@ -74,9 +74,10 @@ impl Out {
     fn error(&self, id: &str, err: &Error) {
         let kind = match err {
             Error::Busy => "busy",
-            Error::Timeout => "timeout",
+            Error::Timeout(_) => "timeout",
             Error::Cancelled => "cancelled",
-            Error::Io(_) | Error::Protocol(_) => "connect",
+            Error::Io(_) | Error::Protocol(_) | Error::NotMonolock { .. } => "connect",
+            Error::Config(_) => "validation",
             coded => match coded.reason().map(|r| r.origin()) {
                 Some(Origin::Client) => "validation",
                 _ => "server",
@@ -94,7 +95,7 @@ impl Out {
             other => other,
         };
         let kind = match cause {
-            Error::Timeout => "timeout",
+            Error::Timeout(_) => "timeout",
             Error::Io(_) | Error::Protocol(_) => "io",
             _ if cause.code().is_some() => "server",
             _ => "io",
@@ -118,13 +119,27 @@ fn describe(mut event: Value, err: &Error) -> Value {
     event
 }
 
+/// The TLS settings of an acquire: the rustls config and the server name.
+#[cfg(feature = "tls")]
+type Tls = (Arc<rustls::ClientConfig>, Option<String>);
+#[cfg(not(feature = "tls"))]
+type Tls = std::convert::Infallible;
+
+type WaitingHook = Arc<dyn Fn(&str) + Send + Sync>;
+
 /// The fields of an `acquire` command.
 struct AcquireCmd {
     id: String,
     name: String,
     try_mode: bool,
     timeout: Option<Duration>,
-    builder: ClientBuilder,
+    servers: Vec<String>,
+    lease: Duration,
+    connect_timeout: Option<Duration>,
+    // Never set without the tls feature: such a command is refused.
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
+    tls: Option<Tls>,
+    on_waiting: Option<WaitingHook>,
 }
 
 impl AcquireCmd {
@@ -153,22 +168,43 @@ impl AcquireCmd {
             .iter()
             .filter_map(|s| s.as_str().map(str::to_owned))
             .collect();
-        let mut builder = ClientBuilder::new()
-            .servers(servers)
-            .lease(Duration::from_millis(lease_ms));
-        if let Some(ms) = cmd["connect_timeout_ms"].as_u64() {
-            builder = builder.connect_timeout(Duration::from_millis(ms));
-        }
-        if !cmd["tls"].is_null() {
-            builder = with_tls(builder, &cmd["tls"])?;
-        }
+        let tls = match &cmd["tls"] {
+            Value::Null => None,
+            t => Some(tls_settings(t)?),
+        };
         Ok(AcquireCmd {
             id,
             name,
             try_mode,
             timeout,
-            builder,
+            servers,
+            lease: Duration::from_millis(lease_ms),
+            connect_timeout: cmd["connect_timeout_ms"]
+                .as_u64()
+                .map(Duration::from_millis),
+            tls,
+            on_waiting: None,
         })
+    }
+
+    /// Applies the command's settings to a builder of either client.
+    fn configure<C>(&self, builder: ClientBuilder<C>) -> ClientBuilder<C> {
+        let mut builder = builder.servers(self.servers.clone()).lease(self.lease);
+        if let Some(timeout) = self.connect_timeout {
+            builder = builder.connect_timeout(timeout);
+        }
+        if let Some(hook) = &self.on_waiting {
+            let hook = Arc::clone(hook);
+            builder = builder.on_waiting(move |name| hook(name));
+        }
+        #[cfg(feature = "tls")]
+        if let Some((config, server_name)) = &self.tls {
+            builder = builder.tls(Arc::clone(config));
+            if let Some(name) = server_name {
+                builder = builder.tls_server_name(name.clone());
+            }
+        }
+        builder
     }
 }
 
@@ -185,7 +221,7 @@ fn capabilities() -> Value {
 /// Applies the command's tls object: the CA to verify the server with, an
 /// optional client certificate and key (PEM files), and the server name.
 #[cfg(feature = "tls")]
-fn with_tls(builder: ClientBuilder, t: &Value) -> Result<ClientBuilder, String> {
+fn tls_settings(t: &Value) -> Result<Tls, String> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
@@ -207,7 +243,7 @@ fn with_tls(builder: ClientBuilder, t: &Value) -> Result<ClientBuilder, String> 
             roots.add(cert).map_err(|e| format!("{ca}: {e}"))?;
         }
     }
-    let config = rustls::ClientConfig::builder().with_root_certificates(roots);
+    let config = monolock::tls::config_builder().with_root_certificates(roots);
     let config = match (file("cert_file")?, file("key_file")?) {
         (Some(cert), Some(key)) => {
             let key = PrivateKeyDer::from_pem_file(key).map_err(|e| format!("{key}: {e}"))?;
@@ -218,15 +254,11 @@ fn with_tls(builder: ClientBuilder, t: &Value) -> Result<ClientBuilder, String> 
         (None, None) => config.with_no_client_auth(),
         _ => return Err("tls: cert_file and key_file go together".into()),
     };
-    let mut builder = builder.tls(Arc::new(config));
-    if let Some(name) = file("server_name")? {
-        builder = builder.tls_server_name(name);
-    }
-    Ok(builder)
+    Ok((Arc::new(config), file("server_name")?.map(str::to_owned)))
 }
 
 #[cfg(not(feature = "tls"))]
-fn with_tls(_: ClientBuilder, _: &Value) -> Result<ClientBuilder, String> {
+fn tls_settings(_: &Value) -> Result<Tls, String> {
     Err("tls needs the crate's tls feature (cargo build --features tokio,tls)".into())
 }
 
@@ -312,7 +344,7 @@ impl Guard for monolock::tokio::LockGuard {
 }
 
 /// Parses an acquire command, checks that its id is free and hooks the
-/// `waiting` event to its builder; on a problem it reports a driver error
+/// `waiting` event to its settings; on a problem it reports a driver error
 /// and returns `None`.
 fn start_acquire<P, G>(out: &Out, claims: &Claims<P, G>, cmd: &Value) -> Option<AcquireCmd> {
     let mut parsed = match AcquireCmd::parse(cmd) {
@@ -330,9 +362,9 @@ fn start_acquire<P, G>(out: &Out, claims: &Claims<P, G>, cmd: &Value) -> Option<
         return None;
     }
     let (waiting_out, waiting_id) = (out.clone(), parsed.id.clone());
-    parsed.builder = parsed
-        .builder
-        .on_waiting(move |_| waiting_out.emit(json!({"event": "waiting", "id": waiting_id})));
+    parsed.on_waiting = Some(Arc::new(move |_: &str| {
+        waiting_out.emit(json!({"event": "waiting", "id": waiting_id}))
+    }));
     Some(parsed)
 }
 
@@ -421,17 +453,23 @@ mod blocking {
     }
 
     fn acquire(out: &Out, claims: &Claims, cmd: &Value) {
-        let Some(AcquireCmd {
+        let Some(parsed) = start_acquire(out, claims, cmd) else {
+            return;
+        };
+        let client = match parsed.configure(monolock::Client::builder()).build() {
+            Ok(client) => client,
+            Err(err) => {
+                record::<_, LockGuard>(out, claims, &parsed.id, Err(err));
+                return;
+            }
+        };
+        let AcquireCmd {
             id,
             name,
             try_mode,
             timeout,
-            builder,
-        }) = start_acquire(out, claims, cmd)
-        else {
-            return;
-        };
-        let client = builder.build();
+            ..
+        } = parsed;
         let cancel = CancelHandle::new();
         lock(claims).insert(id.clone(), Claim::Pending(cancel.clone()));
         let (out, claims) = (out.clone(), Arc::clone(claims));
@@ -515,17 +553,23 @@ mod tokio_api {
     }
 
     fn acquire(out: &Out, claims: &Claims, cmd: &Value) {
-        let Some(AcquireCmd {
+        let Some(parsed) = start_acquire(out, claims, cmd) else {
+            return;
+        };
+        let client = match parsed.configure(monolock::tokio::Client::builder()).build() {
+            Ok(client) => client,
+            Err(err) => {
+                record::<_, LockGuard>(out, claims, &parsed.id, Err(err));
+                return;
+            }
+        };
+        let AcquireCmd {
             id,
             name,
             try_mode,
             timeout,
-            builder,
-        }) = start_acquire(out, claims, cmd)
-        else {
-            return;
-        };
-        let client = builder.build_async();
+            ..
+        } = parsed;
         let (cancel_tx, cancel_rx) = oneshot::channel();
         lock(claims).insert(id.clone(), Claim::Pending(cancel_tx));
         let (out, claims) = (out.clone(), Arc::clone(claims));

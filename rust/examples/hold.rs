@@ -19,7 +19,7 @@ fn main() -> Result<(), monolock::Error> {
         .server(server)
         .lease(Duration::from_secs(2))
         .on_waiting(|name| println!("waiting for {name}"))
-        .build();
+        .build()?;
     let guard = client.acquire_timeout(&name, Duration::from_secs(30))?;
     println!("acquired {name} with token {}", guard.token());
 

@@ -20,7 +20,7 @@ async fn main() -> Result<(), monolock::Error> {
         .server(server)
         .lease(Duration::from_secs(2))
         .on_waiting(|name| println!("waiting for {name}"))
-        .build_async();
+        .build()?;
     let guard = client
         .acquire_timeout(&name, Duration::from_secs(30))
         .await?;

@@ -18,13 +18,13 @@ cargo clippy --all-features --all-targets -- -D warnings
 # The default build has no dependencies and must be warning-free on its own.
 cargo clippy --all-targets -- -D warnings
 
-echo "== cargo test (all features): unit tests vs ../spec, integration, TLS, doc-tests"
+echo "== cargo test (all features): unit tests vs ../spec, integration, TLS, log, doc-tests"
 cargo test --all-features
 
-echo "== README examples against a real server"
+echo "== examples against a real server"
 data_dir="$(mktemp -d)"
 log="$data_dir/server.log"
-"$MONOLOCK_BIN" serve --listen 127.0.0.1:0 --data-dir "$data_dir" 2>"$log" &
+"$MONOLOCK_BIN" serve --listen 127.0.0.1:0 --admin off --data-dir "$data_dir" 2>"$log" &
 server_pid=$!
 cleanup() { kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; rm -rf "$data_dir"; }
 trap cleanup EXIT
@@ -35,8 +35,11 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 [[ -n "$addr" ]] || { echo "server did not start:"; cat "$log"; exit 1; }
-cargo run --quiet --example hold -- "$addr" readme/blocking 1
-cargo run --quiet --features tokio --example hold_async -- "$addr" readme/tokio 1
+cargo run --quiet --example hold -- "$addr" example/blocking 1
+cargo run --quiet --features tokio --example hold_async -- "$addr" example/tokio 1
+
+echo "== README.md's programs in a fresh project, as a reader builds them"
+bash scripts/readme.sh
 
 echo "== cargo package"
 # --allow-dirty: during development the tree has uncommitted files; in CI

@@ -1,13 +1,18 @@
 //! Client settings and their builder, shared by both clients.
 
 use std::fmt;
+use std::marker::PhantomData;
+use std::net::Ipv6Addr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::core::codec::{invalid_lease, MAX_LEASE_MS};
 use crate::error::Error;
 
 /// The server used when none is configured.
 pub const DEFAULT_SERVER: &str = "127.0.0.1:7117";
+/// The port of a server address given without one (`locks.internal`).
+pub const DEFAULT_PORT: u16 = 7117;
 /// The lease used when none is configured: how long the server keeps a
 /// silent session. Heartbeats go out every quarter of it.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(10);
@@ -16,11 +21,97 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 type WaitingHook = Arc<dyn Fn(&str) + Send + Sync>;
 
-/// Settings shared by every acquire of one client.
+/// A server address: `HOST:PORT`, `[IPV6]:PORT`, or a bare host (`HOST`,
+/// `[IPV6]`, or an IPv6 literal without brackets) on [`DEFAULT_PORT`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ServerAddr {
+    pub(crate) host: String,
+    pub(crate) port: u16,
+}
+
+impl ServerAddr {
+    /// Parses an address as spec/vectors/addresses.json has it, or says
+    /// what is wrong with it.
+    pub(crate) fn parse(addr: &str) -> Result<ServerAddr, Error> {
+        let bad = |why: &str| Error::Config(format!("invalid server address {addr:?}: {why}"));
+        let (host, port) = if let Some(rest) = addr.strip_prefix('[') {
+            let (host, after) = rest
+                .split_once(']')
+                .ok_or_else(|| bad("missing ']' after the IPv6 address"))?;
+            if host.parse::<Ipv6Addr>().is_err() {
+                return Err(bad("not an IPv6 address between '[' and ']'"));
+            }
+            let port = match after {
+                "" => None,
+                _ => Some(
+                    after
+                        .strip_prefix(':')
+                        .ok_or_else(|| bad("expected ':PORT' after ']'"))?,
+                ),
+            };
+            (host, port)
+        } else if addr.matches(':').count() > 1 {
+            // Several colons: an IPv6 literal without brackets, no port.
+            if addr.parse::<Ipv6Addr>().is_err() {
+                return Err(bad("too many ':' (write an IPv6 address as [ADDR]:PORT)"));
+            }
+            (addr, None)
+        } else {
+            match addr.split_once(':') {
+                Some((host, port)) => (host, Some(port)),
+                None => (addr, None),
+            }
+        };
+        let host_ok = |h: &str| {
+            !h.is_empty()
+                && h.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':'))
+        };
+        if !host_ok(host) {
+            return Err(bad(
+                "the host is empty or has characters a host name cannot have",
+            ));
+        }
+        let port = match port {
+            None => DEFAULT_PORT,
+            Some(port) => port
+                .parse::<u16>()
+                .ok()
+                .filter(|p| *p != 0 && port.bytes().all(|b| b.is_ascii_digit()))
+                .ok_or_else(|| bad("the port must be a number from 1 to 65535"))?,
+        };
+        Ok(ServerAddr {
+            host: host.to_owned(),
+            port,
+        })
+    }
+}
+
+impl fmt::Display for ServerAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.host.contains(':') {
+            write!(f, "[{}]:{}", self.host, self.port)
+        } else {
+            write!(f, "{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// The lease in whole milliseconds, or the 0x17 refusal: a lease that is
+/// not a whole number of milliseconds is refused, never rounded.
+pub(crate) fn lease_ms(lease: Duration) -> Result<u32, Error> {
+    let whole = lease.subsec_nanos() % 1_000_000 == 0;
+    match u32::try_from(lease.as_millis()) {
+        Ok(ms) if whole && ms > 0 && u64::from(ms) <= MAX_LEASE_MS => Ok(ms),
+        _ => Err(invalid_lease(&format!("{lease:?}"))),
+    }
+}
+
+/// Settings shared by every acquire of one client, checked by `build`.
 #[derive(Clone)]
 pub(crate) struct Config {
-    pub(crate) servers: Vec<String>,
-    pub(crate) lease: Duration,
+    pub(crate) servers: Vec<ServerAddr>,
+    pub(crate) lease_ms: u32,
     pub(crate) connect_timeout: Duration,
     pub(crate) on_waiting: Option<WaitingHook>,
     #[cfg(feature = "tls")]
@@ -28,13 +119,6 @@ pub(crate) struct Config {
 }
 
 impl Config {
-    /// The lease in whole milliseconds, as the wire carries it. Values that
-    /// do not fit are passed on as they are so that validation refuses them
-    /// with the protocol's code.
-    pub(crate) fn lease_ms(&self) -> u64 {
-        u64::try_from(self.lease.as_millis()).unwrap_or(u64::MAX)
-    }
-
     /// Runs the WAITING hook, if any.
     pub(crate) fn notify_waiting(&self, name: &str) {
         if let Some(hook) = &self.on_waiting {
@@ -42,17 +126,75 @@ impl Config {
         }
     }
 
-    /// Validates `name` with the configured lease and builds its ACQUIRE.
-    pub(crate) fn acquire_frame(&self, name: &str) -> Result<(Vec<u8>, u32), Error> {
-        let frame = crate::core::codec::encode_acquire(name.as_bytes(), self.lease_ms())?;
-        // encode_acquire has checked the range.
-        Ok((frame, self.lease_ms() as u32))
+    /// Validates `name` and builds its ACQUIRE with the configured lease.
+    pub(crate) fn acquire_frame(&self, name: &str) -> Result<Vec<u8>, Error> {
+        crate::core::codec::encode_acquire(name.as_bytes(), u64::from(self.lease_ms))
     }
 }
 
 impl fmt::Debug for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_struct("Config");
+        d.field("servers", &self.servers)
+            .field("lease_ms", &self.lease_ms)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("on_waiting", &self.on_waiting.is_some());
+        #[cfg(feature = "tls")]
+        d.field("tls", &self.tls.is_some());
+        d.finish()
+    }
+}
+
+/// Builds a client: [`Client::builder`](crate::Client::builder) starts
+/// one for the blocking [`Client`](crate::Client), and, with the `tokio`
+/// feature, [`tokio::Client::builder`](crate::tokio::Client::builder) one
+/// for the async [`tokio::Client`](crate::tokio::Client). The type
+/// parameter is the client that [`build`](ClientBuilder::build) returns.
+///
+/// `build` checks the settings: a server address that does not parse is
+/// [`Error::Config`], a lease outside the protocol's range (or not a
+/// whole number of milliseconds) is [`Error::InvalidLease`]. Neither is
+/// ever temporary.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// let client = monolock::Client::builder()
+///     .server("127.0.0.1:7117")
+///     .lease(Duration::from_secs(5))
+///     .connect_timeout(Duration::from_secs(2))
+///     .on_waiting(|name| eprintln!("queued for {name}"))
+///     .build()?;
+/// # drop(client);
+/// # Ok::<(), monolock::Error>(())
+/// ```
+pub struct ClientBuilder<C = crate::Client> {
+    servers: Vec<String>,
+    lease: Duration,
+    connect_timeout: Duration,
+    on_waiting: Option<WaitingHook>,
+    #[cfg(feature = "tls")]
+    tls: Option<crate::tls::TlsSettings>,
+    client: PhantomData<fn() -> C>,
+}
+
+impl<C> Clone for ClientBuilder<C> {
+    fn clone(&self) -> Self {
+        ClientBuilder {
+            servers: self.servers.clone(),
+            lease: self.lease,
+            connect_timeout: self.connect_timeout,
+            on_waiting: self.on_waiting.clone(),
+            #[cfg(feature = "tls")]
+            tls: self.tls.clone(),
+            client: PhantomData,
+        }
+    }
+}
+
+impl<C> fmt::Debug for ClientBuilder<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("ClientBuilder");
         d.field("servers", &self.servers)
             .field("lease", &self.lease)
             .field("connect_timeout", &self.connect_timeout)
@@ -63,25 +205,6 @@ impl fmt::Debug for Config {
     }
 }
 
-/// Builds a [`Client`](crate::Client) (or, with the `tokio` feature, a
-/// [`tokio::Client`](crate::tokio::Client)).
-///
-/// ```
-/// use std::time::Duration;
-///
-/// let client = monolock::Client::builder()
-///     .server("127.0.0.1:7117")
-///     .lease(Duration::from_secs(5))
-///     .connect_timeout(Duration::from_secs(2))
-///     .on_waiting(|name| eprintln!("queued for {name}"))
-///     .build();
-/// # drop(client);
-/// ```
-#[derive(Debug, Clone)]
-pub struct ClientBuilder {
-    config: Config,
-}
-
 impl Default for ClientBuilder {
     fn default() -> Self {
         ClientBuilder::new()
@@ -89,35 +212,56 @@ impl Default for ClientBuilder {
 }
 
 impl ClientBuilder {
-    /// A builder with the defaults: server [`DEFAULT_SERVER`], lease
-    /// [`DEFAULT_LEASE`], connect timeout [`DEFAULT_CONNECT_TIMEOUT`].
+    /// A builder for the blocking client with the defaults: server
+    /// [`DEFAULT_SERVER`], lease [`DEFAULT_LEASE`], connect timeout
+    /// [`DEFAULT_CONNECT_TIMEOUT`]. Same as
+    /// [`Client::builder`](crate::Client::builder).
     pub fn new() -> ClientBuilder {
+        ClientBuilder::with_defaults()
+    }
+
+    /// Builds the blocking client, after checking the settings.
+    pub fn build(self) -> Result<crate::Client, Error> {
+        Ok(crate::Client::from_config(self.finish()?))
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl ClientBuilder<crate::tokio::Client> {
+    /// Builds the async client for tokio, after checking the settings.
+    pub fn build(self) -> Result<crate::tokio::Client, Error> {
+        Ok(crate::tokio::Client::from_config(self.finish()?))
+    }
+}
+
+impl<C> ClientBuilder<C> {
+    pub(crate) fn with_defaults() -> ClientBuilder<C> {
         ClientBuilder {
-            config: Config {
-                servers: Vec::new(),
-                lease: DEFAULT_LEASE,
-                connect_timeout: DEFAULT_CONNECT_TIMEOUT,
-                on_waiting: None,
-                #[cfg(feature = "tls")]
-                tls: None,
-            },
+            servers: Vec::new(),
+            lease: DEFAULT_LEASE,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            on_waiting: None,
+            #[cfg(feature = "tls")]
+            tls: None,
+            client: PhantomData,
         }
     }
 
-    /// Adds a server, as `host:port`. With several servers, connection
+    /// Adds a server: `host:port`, `[ipv6]:port`, or a bare host, which
+    /// means port [`DEFAULT_PORT`]. With several servers, connection
     /// attempts go round the list in order.
-    pub fn server(mut self, addr: impl Into<String>) -> ClientBuilder {
-        self.config.servers.push(addr.into());
+    pub fn server(mut self, addr: impl Into<String>) -> Self {
+        self.servers.push(addr.into());
         self
     }
 
     /// Replaces the server list.
-    pub fn servers<I, S>(mut self, addrs: I) -> ClientBuilder
+    pub fn servers<I, S>(mut self, addrs: I) -> Self
     where
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        self.config.servers = addrs.into_iter().map(Into::into).collect();
+        self.servers = addrs.into_iter().map(Into::into).collect();
         self
     }
 
@@ -125,38 +269,40 @@ impl ClientBuilder {
     /// heartbeating. It sets how fast a dead holder is detected, not how
     /// long a lock may be held (that is unlimited).
     ///
-    /// Whole milliseconds from 1 to 4294967295 are valid; anything else is
-    /// refused at acquire time with [`Error::InvalidLease`](crate::Error::InvalidLease),
-    /// before a byte is sent. Sub-millisecond parts are dropped.
-    pub fn lease(mut self, lease: Duration) -> ClientBuilder {
-        self.config.lease = lease;
+    /// A whole number of milliseconds from 1 ms to 4294967295 ms; `build`
+    /// refuses anything else with [`Error::InvalidLease`] (`1.5 ms` is
+    /// refused, not truncated).
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
         self
     }
 
-    /// How long one connection attempt may take.
-    pub fn connect_timeout(mut self, timeout: Duration) -> ClientBuilder {
-        self.config.connect_timeout = timeout;
+    /// How long one connection attempt (TCP, and the TLS handshake) may
+    /// take.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
         self
     }
 
     /// Calls `hook` with the lock name each time the server queues this
     /// client (WAITING): once per connection, so again after a re-queue.
     /// It runs on the acquiring thread (or task) and should return quickly.
-    pub fn on_waiting<F>(mut self, hook: F) -> ClientBuilder
+    pub fn on_waiting<F>(mut self, hook: F) -> Self
     where
         F: Fn(&str) + Send + Sync + 'static,
     {
-        self.config.on_waiting = Some(Arc::new(hook));
+        self.on_waiting = Some(Arc::new(hook));
         self
     }
 
-    /// Connects with TLS using this rustls configuration. The server name
+    /// Connects with TLS using this rustls configuration; build it with
+    /// [`tls::config_builder`](crate::tls::config_builder). The server name
     /// checked against the certificate is the host part of each server
     /// address, unless [`ClientBuilder::tls_server_name`] sets one.
     #[cfg(feature = "tls")]
-    pub fn tls(mut self, config: Arc<rustls::ClientConfig>) -> ClientBuilder {
-        let name = self.config.tls.take().and_then(|t| t.server_name);
-        self.config.tls = Some(crate::tls::TlsSettings {
+    pub fn tls(mut self, config: Arc<rustls::ClientConfig>) -> Self {
+        let name = self.tls.take().and_then(|t| t.server_name);
+        self.tls = Some(crate::tls::TlsSettings {
             config,
             server_name: name,
         });
@@ -166,28 +312,126 @@ impl ClientBuilder {
     /// The name to verify the server certificate against, for every server.
     /// Only takes effect together with [`ClientBuilder::tls`].
     #[cfg(feature = "tls")]
-    pub fn tls_server_name(mut self, name: impl Into<String>) -> ClientBuilder {
-        if let Some(tls) = &mut self.config.tls {
+    pub fn tls_server_name(mut self, name: impl Into<String>) -> Self {
+        if let Some(tls) = &mut self.tls {
             tls.server_name = Some(name.into());
         }
         self
     }
 
-    fn finish(mut self) -> Arc<Config> {
-        if self.config.servers.is_empty() {
-            self.config.servers.push(DEFAULT_SERVER.to_owned());
+    /// Checks the settings: the errors of a configuration come here, not
+    /// at connect time.
+    fn finish(self) -> Result<Arc<Config>, Error> {
+        let mut servers = self
+            .servers
+            .iter()
+            .map(|s| ServerAddr::parse(s))
+            .collect::<Result<Vec<_>, _>>()?;
+        if servers.is_empty() {
+            servers.push(ServerAddr::parse(DEFAULT_SERVER)?);
         }
-        Arc::new(self.config)
+        Ok(Arc::new(Config {
+            servers,
+            lease_ms: lease_ms(self.lease)?,
+            connect_timeout: self.connect_timeout,
+            on_waiting: self.on_waiting,
+            #[cfg(feature = "tls")]
+            tls: self.tls,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec;
+
+    #[test]
+    fn address_vectors() {
+        let v = spec::load("vectors/addresses.json");
+        let c = spec::load("constants.json");
+        assert_eq!(c["client_defaults"]["default_port"], DEFAULT_PORT);
+        assert_eq!(c["client_defaults"]["default_server"], DEFAULT_SERVER);
+        let ok = v["ok"].as_array().unwrap();
+        assert!(ok.len() >= 10);
+        for case in ok {
+            let input = case["in"].as_str().unwrap();
+            let addr = ServerAddr::parse(input).unwrap_or_else(|e| panic!("{input:?}: {e}"));
+            assert_eq!(addr.host, case["host"].as_str().unwrap(), "{input:?}");
+            assert_eq!(
+                u64::from(addr.port),
+                case["port"].as_u64().unwrap(),
+                "{input:?}"
+            );
+        }
+        let errors = v["error"].as_array().unwrap();
+        assert!(errors.len() >= 10);
+        for case in errors {
+            let input = case.as_str().unwrap();
+            let err = ServerAddr::parse(input).expect_err(input);
+            assert!(matches!(err, Error::Config(_)), "{input:?}: {err:?}");
+            assert!(!err.is_temporary(), "{input:?}");
+            let msg = err.to_string();
+            assert!(
+                msg.contains(&format!("{input:?}")),
+                "names the address: {msg}"
+            );
+        }
     }
 
-    /// Builds the blocking client.
-    pub fn build(self) -> crate::Client {
-        crate::Client::from_config(self.finish())
+    #[test]
+    fn a_bad_address_fails_the_build_not_the_acquire() {
+        let err = crate::Client::builder()
+            .server("localhost:7117")
+            .server("host:0")
+            .build()
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "monolock: invalid server address \"host:0\": the port must be a number from 1 to 65535"
+        );
+        let c = crate::Client::builder()
+            .server("locks.internal")
+            .build()
+            .unwrap();
+        assert_eq!(c.config().servers[0].to_string(), "locks.internal:7117");
+        let c = crate::Client::builder().server("::1").build().unwrap();
+        assert_eq!(c.config().servers[0].to_string(), "[::1]:7117");
+        let c = crate::Client::builder().build().unwrap();
+        assert_eq!(c.config().servers[0].to_string(), DEFAULT_SERVER);
     }
 
-    /// Builds the async client for tokio.
-    #[cfg(feature = "tokio")]
-    pub fn build_async(self) -> crate::tokio::Client {
-        crate::tokio::Client::from_config(self.finish())
+    /// The lease rule of spec/constants.json: whole milliseconds from 1 to
+    /// 4294967295, anything else refused with 0x17, never rounded.
+    #[test]
+    fn lease_is_whole_milliseconds_or_refused() {
+        let rule = spec::load("constants.json")["client_defaults"]["lease_rule"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let wording = "lease must be a whole number of milliseconds from 1 ms to 4294967295 ms";
+        assert!(rule.contains(wording), "the spec's wording changed: {rule}");
+        assert_eq!(lease_ms(Duration::from_millis(1)).unwrap(), 1);
+        assert_eq!(lease_ms(Duration::from_secs(2)).unwrap(), 2000);
+        assert_eq!(
+            lease_ms(Duration::from_millis(MAX_LEASE_MS)).unwrap(),
+            u32::MAX
+        );
+        for (lease, given) in [
+            (Duration::from_micros(1500), "1.5ms"),
+            (Duration::from_nanos(1_000_001), "1.000001ms"),
+            (Duration::from_micros(999), "999µs"),
+            (Duration::ZERO, "0ns"),
+            (Duration::from_millis(MAX_LEASE_MS + 1), "4294967.296s"),
+        ] {
+            let err = crate::Client::builder().lease(lease).build().unwrap_err();
+            assert_eq!(err.code(), Some(0x17), "{lease:?}");
+            assert!(!err.is_temporary());
+            assert_eq!(err.reason().unwrap().origin(), crate::Origin::Client);
+            assert_eq!(
+                err.to_string(),
+                format!("monolock: {wording}, got {given} (0x17)")
+            );
+        }
     }
 }

@@ -49,8 +49,8 @@ impl Reason {
         }
     }
 
-    /// The reason text: what the server sent (possibly empty), or the
-    /// canonical text of the code when the client refused the request.
+    /// The reason text: what the server sent (possibly empty), or, when
+    /// the client refused the request, what is wrong with it.
     pub fn text(&self) -> &str {
         &self.text
     }
@@ -116,7 +116,13 @@ pub enum Error {
     Busy,
     /// The caller's deadline passed while acquiring; or, as the cause of
     /// [`Error::Lost`], no acknowledgement arrived within the client timeout.
-    Timeout,
+    ///
+    /// When the deadline passed after an attempt had failed (a server that
+    /// is down, a refused connection, a failed TLS handshake), that last
+    /// failure is kept here and is also the error's
+    /// [`source`](std::error::Error::source). It is `None` when the last
+    /// attempt was still in the server's queue: the lock stayed busy.
+    Timeout(Option<Box<Error>>),
     /// The caller cancelled a pending acquire.
     Cancelled,
     /// A held lock was lost; the cause says why. Never re-acquired silently.
@@ -127,7 +133,25 @@ pub enum Error {
     /// type, or a reply the client did not ask for). The connection is
     /// dropped, like after an I/O failure.
     Protocol(String),
+    /// The server's first reply starts no monolock message: the address
+    /// is some other service (such as the server's HTTP admin port, or a
+    /// TLS port spoken to without TLS). A protocol violation, but not a
+    /// temporary one: the acquisition does not ask that server again, and
+    /// fails at once when no other server is left.
+    NotMonolock {
+        /// The server address, as `host:port`.
+        server: String,
+        /// The first bytes it sent (at most 64).
+        sent: Vec<u8>,
+    },
+    /// The client's configuration is invalid, for example a server address
+    /// that does not parse. Raised by the builder's `build`; never
+    /// temporary.
+    Config(String),
 }
+
+/// How many bytes of a stranger's reply an error message quotes.
+const QUOTED_BYTES: usize = 12;
 
 /// Canonical text of every known wire code, in code order. Pinned against
 /// `spec/errors.json` by a test.
@@ -161,6 +185,11 @@ impl Error {
     /// server would have answered.
     pub(crate) fn refused(code: u8) -> Error {
         let text = canonical_text(code).unwrap_or("");
+        Error::with_reason(code, Reason::client(text))
+    }
+
+    /// Like [`Error::refused`], with a text that says what exactly is wrong.
+    pub(crate) fn refused_with(code: u8, text: String) -> Error {
         Error::with_reason(code, Reason::client(text))
     }
 
@@ -198,9 +227,13 @@ impl Error {
             Error::NotAuthorized(_) => 0x18,
             Error::UnknownCode { code, .. } => *code,
             Error::Lost(cause) => return cause.code(),
-            Error::Busy | Error::Timeout | Error::Cancelled | Error::Io(_) | Error::Protocol(_) => {
-                return None
-            }
+            Error::Busy
+            | Error::Timeout(_)
+            | Error::Cancelled
+            | Error::Io(_)
+            | Error::Protocol(_)
+            | Error::NotMonolock { .. }
+            | Error::Config(_) => return None,
         })
     }
 
@@ -209,12 +242,13 @@ impl Error {
     /// For coded errors this is `code < 0x10`, also for unknown codes.
     /// Busy, timeouts, connection failures and protocol violations (a broken
     /// connection, as far as the caller is concerned) are temporary; a
-    /// cancel is not. A lost lock is temporary when its cause is: a new
+    /// cancel, a server that is not monolock and an invalid configuration
+    /// are not. A lost lock is temporary when its cause is: a new
     /// acquisition may succeed, with a new token.
     pub fn is_temporary(&self) -> bool {
         match self {
-            Error::Busy | Error::Timeout | Error::Io(_) | Error::Protocol(_) => true,
-            Error::Cancelled => false,
+            Error::Busy | Error::Timeout(_) | Error::Io(_) | Error::Protocol(_) => true,
+            Error::Cancelled | Error::NotMonolock { .. } | Error::Config(_) => false,
             Error::Lost(cause) => cause.is_temporary(),
             coded => coded.code().is_some_and(|c| c < FIRST_TERMINAL_CODE),
         }
@@ -254,7 +288,7 @@ impl Error {
     /// True for [`Error::Timeout`] (also as the cause of a loss).
     pub fn is_timeout(&self) -> bool {
         match self {
-            Error::Timeout => true,
+            Error::Timeout(_) => true,
             Error::Lost(cause) => cause.is_timeout(),
             _ => false,
         }
@@ -265,15 +299,41 @@ impl Error {
     }
 }
 
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl Error {
+    /// The message without the crate's prefix, so that a wrapped cause
+    /// does not repeat it.
+    fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Busy => f.write_str("monolock: lock is held by another client"),
-            Error::Timeout => f.write_str("monolock: timed out"),
-            Error::Cancelled => f.write_str("monolock: acquire cancelled"),
-            Error::Lost(cause) => write!(f, "monolock: lock lost: {cause}"),
-            Error::Io(err) => write!(f, "monolock: connection failed: {err}"),
-            Error::Protocol(what) => write!(f, "monolock: protocol violation: {what}"),
+            Error::Busy => f.write_str("lock is held by another client"),
+            Error::Timeout(None) => f.write_str("timed out"),
+            // A claim that heard nothing in time, then the deadline.
+            Error::Timeout(Some(last)) if matches!(**last, Error::Timeout(None)) => {
+                f.write_str("timed out (last attempt: the server did not reply in time)")
+            }
+            Error::Timeout(Some(last)) => {
+                f.write_str("timed out (last attempt: ")?;
+                last.describe(f)?;
+                f.write_str(")")
+            }
+            Error::Cancelled => f.write_str("acquire cancelled"),
+            Error::Lost(cause) => {
+                f.write_str("lock lost: ")?;
+                cause.describe(f)
+            }
+            Error::Io(err) => write!(f, "connection failed: {err}"),
+            Error::Protocol(what) => write!(f, "protocol violation: {what}"),
+            Error::NotMonolock { server, sent } => {
+                write!(
+                    f,
+                    "{server} does not speak the monolock protocol (it sent \"{}\")",
+                    quote(sent, QUOTED_BYTES)
+                )?;
+                if sent.starts_with(b"HTTP/") {
+                    f.write_str("; is this the admin port?")?;
+                }
+                Ok(())
+            }
+            Error::Config(what) => f.write_str(what),
             coded => {
                 let code = coded.code().unwrap_or_default();
                 let text = coded.reason().map(Reason::text).unwrap_or_default();
@@ -282,10 +342,50 @@ impl fmt::Display for Error {
                     (true, Some(canonical)) => canonical,
                     (true, None) => "unknown error",
                 };
-                write!(f, "monolock: {text} (0x{code:02x})")
+                write!(f, "{text} (0x{code:02x})")
             }
         }
     }
+}
+
+/// An error's message without the crate's prefix, for log lines.
+pub(crate) struct Bare<'a>(&'a Error);
+
+impl fmt::Display for Bare<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.describe(f)
+    }
+}
+
+impl Error {
+    pub(crate) fn bare(&self) -> Bare<'_> {
+        Bare(self)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("monolock: ")?;
+        self.describe(f)
+    }
+}
+
+/// Renders up to `n` bytes for a message: printable ASCII as it is (but
+/// for the quote and the backslash), anything else as `\xNN`, and an
+/// ellipsis when there was more.
+pub(crate) fn quote(bytes: &[u8], n: usize) -> String {
+    let mut out = String::new();
+    for &b in bytes.iter().take(n) {
+        if (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\' {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    if bytes.len() > n {
+        out.push('…');
+    }
+    out
 }
 
 impl std::error::Error for Error {
@@ -293,6 +393,7 @@ impl std::error::Error for Error {
         match self {
             Error::Io(err) => Some(err.as_ref()),
             Error::Lost(cause) => Some(cause.as_ref()),
+            Error::Timeout(Some(last)) => Some(last.as_ref()),
             _ => None,
         }
     }
@@ -384,6 +485,66 @@ mod tests {
         let lost = Error::Lost(Box::new(Error::from_code(0x02, "")));
         assert_eq!(lost.code(), Some(0x02));
         assert!(lost.is_temporary());
-        assert!(lost.to_string().contains("closed by administrator"));
+        assert_eq!(
+            lost.to_string(),
+            "monolock: lock lost: closed by administrator (0x02)"
+        );
+    }
+
+    /// spec/constants.json `error_prefix`: one "monolock: " per message,
+    /// however deep the causes nest.
+    #[test]
+    fn one_prefix_per_message() {
+        let refused = Error::io(io::Error::new(
+            io::ErrorKind::ConnectionRefused,
+            "127.0.0.1:1: refused",
+        ));
+        let not_monolock = Error::NotMonolock {
+            server: "h:1".into(),
+            sent: b"HTTP/1.1 400 Bad Request".to_vec(),
+        };
+        let nested = Error::Lost(Box::new(Error::Timeout(Some(Box::new(refused.clone())))));
+        for err in [
+            Error::Busy,
+            Error::Timeout(None),
+            Error::Timeout(Some(Box::new(refused.clone()))),
+            Error::Timeout(Some(Box::new(not_monolock.clone()))),
+            Error::Lost(Box::new(Error::from_code(0x02, ""))),
+            Error::Lost(Box::new(Error::Protocol("x".into()))),
+            nested,
+            refused,
+            not_monolock,
+            Error::Config("invalid server address \"a b\"".into()),
+        ] {
+            let msg = err.to_string();
+            assert!(msg.starts_with("monolock: "), "{msg}");
+            assert_eq!(msg.matches("monolock:").count(), 1, "{msg}");
+        }
+        assert_eq!(
+            Error::Timeout(Some(Box::new(Error::from_code(0x01, "")))).to_string(),
+            "monolock: timed out (last attempt: server shutting down (0x01))"
+        );
+        assert_eq!(
+            Error::Timeout(Some(Box::new(Error::Timeout(None)))).to_string(),
+            "monolock: timed out (last attempt: the server did not reply in time)"
+        );
+    }
+
+    #[test]
+    fn quoting_a_strangers_bytes() {
+        assert_eq!(quote(b"HTTP/1.1 400 Bad", 12), "HTTP/1.1 400…");
+        assert_eq!(quote(b"HTTP/1.1 400", 12), "HTTP/1.1 400");
+        assert_eq!(quote(b"a\"b\\c\x00\xff", 12), "a\\x22b\\x5cc\\x00\\xff");
+    }
+
+    #[test]
+    fn the_timeout_keeps_the_last_failure_as_its_source() {
+        use std::error::Error as _;
+        let last = Error::from_code(0x01, "");
+        let err = Error::Timeout(Some(Box::new(last)));
+        let source = err.source().expect("a source");
+        assert_eq!(source.to_string(), "monolock: server shutting down (0x01)");
+        assert!(Error::Timeout(None).source().is_none());
+        assert!(err.is_timeout() && err.is_temporary() && err.code().is_none());
     }
 }

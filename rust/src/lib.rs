@@ -4,7 +4,11 @@
 //! - [`Client`] is the blocking client, on `std::net`, with no dependencies.
 //! - [`tokio::Client`] (feature `tokio`) is the async client; its acquire
 //!   futures are cancellation-safe: dropping one closes its connection.
-//! - The feature `tls` connects with TLS (rustls), for both clients.
+//! - The feature `tls` connects with TLS (rustls), for both clients; see
+//!   [`tls`].
+//! - The feature `log` logs retries (at `warn`) and failed attempts (at
+//!   `debug`) through the [`log`](https://docs.rs/log) crate, under the
+//!   target `monolock`.
 //!
 //! Both clients share one sans-IO protocol core (frame codec, heartbeat
 //! schedule, reply accounting, the validity deadline and the loss, the
@@ -17,7 +21,7 @@
 //! let client = monolock::Client::builder()
 //!     .server("127.0.0.1:7117")
 //!     .lease(Duration::from_secs(5))
-//!     .build();
+//!     .build()?;
 //! let guard = client.acquire_timeout("jobs/nightly-report", Duration::from_secs(60))?;
 //! println!("token {} valid for {:?}", guard.token(),
 //!     guard.valid_until().saturating_duration_since(std::time::Instant::now()));
@@ -47,15 +51,24 @@
 //! The code ([`Error::code`]) is the contract, and [`Error::is_temporary`]
 //! tells whether a retry may help (`code < 0x10`, also for codes this
 //! version does not know). While waiting, the client itself retries
-//! temporary errors with backoff until the caller's deadline.
+//! temporary errors with backoff until the caller's deadline; when the
+//! deadline passes, [`Error::Timeout`] keeps the last attempt's failure as
+//! its source.
 //!
 //! [monolock]: https://github.com/monolock/monolock
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
-// Links to the tokio client only resolve when it is compiled in.
-#![cfg_attr(not(feature = "tokio"), allow(rustdoc::broken_intra_doc_links))]
+// Links to the tokio client and the tls module only resolve when they are
+// compiled in.
+#![cfg_attr(
+    not(all(feature = "tokio", feature = "tls")),
+    allow(rustdoc::broken_intra_doc_links)
+)]
+
+#[macro_use]
+mod logging;
 
 mod blocking;
 mod config;
@@ -64,18 +77,20 @@ mod error;
 #[cfg(test)]
 mod spec;
 #[cfg(feature = "tls")]
-mod tls;
+#[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+pub mod tls;
 #[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub mod tokio;
 
 pub use blocking::{CancelHandle, Client, LockGuard, LossWatch};
-pub use config::{ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_SERVER};
+pub use config::{
+    ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_PORT, DEFAULT_SERVER,
+};
 pub use error::{Error, Origin, Reason};
 
-// Compile-check the README's examples as doc-tests.
-#[cfg(doctest)]
-#[doc = include_str!("../README.md")]
-pub struct ReadmeDoctests;
+// The README's examples are whole programs: scripts/readme.sh builds and
+// runs them in a fresh project, with the dependency lines the README gives.
 
 /// The `Result` of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

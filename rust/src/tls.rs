@@ -1,66 +1,136 @@
 //! TLS to the server with rustls (feature `tls`), for both clients.
+//!
+//! Give the client a rustls [`ClientConfig`] with
+//! [`ClientBuilder::tls`](crate::ClientBuilder::tls). Build it from
+//! [`config_builder`], which names this crate's crypto provider (ring), so
+//! it works whatever else your program links:
+//!
+//! ```no_run
+//! # fn demo(roots: rustls::RootCertStore) -> Result<(), monolock::Error> {
+//! use std::sync::Arc;
+//!
+//! let tls = monolock::tls::config_builder()
+//!     .with_root_certificates(roots)
+//!     .with_no_client_auth();
+//! let client = monolock::Client::builder()
+//!     .server("locks.internal:7117")
+//!     .tls(Arc::new(tls))
+//!     .build()?;
+//! # Ok(()) }
+//! ```
+//!
+//! `rustls::ClientConfig::builder()` would instead look for the
+//! process-level provider, and panics with "Could not automatically
+//! determine the process-level CryptoProvider" when the program has both
+//! ring (from this crate) and aws-lc-rs (rustls's default features) and
+//! none was installed. If you build the config that way, install one
+//! first: `rustls::crypto::ring::default_provider().install_default()`.
+//! Client certificates (for the server's ACL) go into the config as usual,
+//! with `with_client_auth_cert` instead of `with_no_client_auth`.
 
 use std::io;
 use std::sync::Arc;
 
 use rustls::pki_types::ServerName;
-use rustls::ClientConnection;
+use rustls::{ClientConfig, ClientConnection, ConfigBuilder, WantsVerifier};
+
+use crate::config::ServerAddr;
+
+/// A rustls client config builder on this crate's crypto provider (ring)
+/// with rustls's safe default protocol versions (TLS 1.2 and 1.3). It needs
+/// no process-level default provider.
+pub fn config_builder() -> ConfigBuilder<ClientConfig, WantsVerifier> {
+    ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        // ring supports every default version: this cannot fail.
+        .expect("the ring provider supports TLS 1.2 and 1.3")
+}
 
 /// The TLS part of a client's configuration.
 #[derive(Clone)]
 pub(crate) struct TlsSettings {
-    pub(crate) config: Arc<rustls::ClientConfig>,
+    pub(crate) config: Arc<ClientConfig>,
     /// Overrides the host part of the server address for verification.
     pub(crate) server_name: Option<String>,
 }
 
-/// The host part of `host:port`, `[v6]:port` or a bare host.
-fn host_of(server: &str) -> &str {
-    if let Some(rest) = server.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or(rest);
-    }
-    match server.rsplit_once(':') {
-        Some((host, _)) if !host.contains(':') => host,
-        _ => server,
-    }
-}
+/// The first byte of every TLS record a server may open with: a handshake
+/// (0x16), or an alert (0x15) when it refuses the client's hello.
+const TLS_OPENERS: [u8; 2] = [0x16, 0x15];
 
 /// Starts a client TLS session for `server`.
-fn client_session(settings: &TlsSettings, server: &str) -> io::Result<ClientConnection> {
+fn client_session(settings: &TlsSettings, server: &ServerAddr) -> io::Result<ClientConnection> {
     let host = settings
         .server_name
         .clone()
-        .unwrap_or_else(|| host_of(server).to_owned());
+        .unwrap_or_else(|| server.host.clone());
     let name =
         ServerName::try_from(host).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     ClientConnection::new(Arc::clone(&settings.config), name).map_err(io::Error::other)
+}
+
+/// The error of a failed handshake, naming the server; `first` is the first
+/// byte the server sent, if any. A server that answered with something
+/// that starts no TLS record is most likely a plaintext server.
+fn handshake_failed(server: &ServerAddr, first: Option<u8>, err: io::Error) -> io::Error {
+    let mut text = format!("TLS handshake with {server} failed ({err})");
+    if first.is_some_and(|b| !TLS_OPENERS.contains(&b)) {
+        text.push_str("; the server may not speak TLS");
+    }
+    io::Error::new(err.kind(), text)
+}
+
+/// The TCP socket during a blocking handshake, noting the first byte read.
+struct Watched<'a> {
+    tcp: &'a std::net::TcpStream,
+    first: Option<u8>,
+}
+
+impl io::Read for Watched<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = io::Read::read(&mut self.tcp, buf)?;
+        if n > 0 && self.first.is_none() {
+            self.first = Some(buf[0]);
+        }
+        Ok(n)
+    }
+}
+
+impl io::Write for Watched<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        io::Write::write(&mut self.tcp, buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        io::Write::flush(&mut self.tcp)
+    }
 }
 
 /// Completes the handshake on a blocking socket before `deadline`; the
 /// returned session is ready for application data on `tcp`.
 pub(crate) fn handshake_blocking(
     settings: &TlsSettings,
-    server: &str,
-    mut tcp: &std::net::TcpStream,
+    server: &ServerAddr,
+    tcp: &std::net::TcpStream,
     deadline: std::time::Instant,
 ) -> io::Result<ClientConnection> {
     let mut conn = client_session(settings, server)?;
+    let mut io = Watched { tcp, first: None };
     while conn.is_handshaking() {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         if left.is_zero() {
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "TLS handshake timed out",
-            ));
+            let err = io::Error::new(io::ErrorKind::TimedOut, "timed out");
+            return Err(handshake_failed(server, io.first, err));
         }
         tcp.set_read_timeout(Some(left))?;
         tcp.set_write_timeout(Some(left))?;
-        match conn.complete_io(&mut tcp) {
+        match conn.complete_io(&mut io) {
             Ok((0, 0)) if conn.is_handshaking() => {
-                return Err(io::Error::new(
+                let err = io::Error::new(
                     io::ErrorKind::UnexpectedEof,
-                    "server closed the connection during the TLS handshake",
-                ));
+                    "the server closed the connection",
+                );
+                return Err(handshake_failed(server, io.first, err));
             }
             Ok(_) => {}
             Err(e)
@@ -68,7 +138,7 @@ pub(crate) fn handshake_blocking(
                     e.kind(),
                     io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
                 ) => {}
-            Err(e) => return Err(e),
+            Err(e) => return Err(handshake_failed(server, io.first, e)),
         }
     }
     tcp.set_write_timeout(None)?;
@@ -82,6 +152,8 @@ pub(crate) fn handshake_blocking(
 pub(crate) struct AsyncTls {
     tcp: tokio::net::TcpStream,
     conn: ClientConnection,
+    /// The first byte the server sent, for the handshake's error.
+    first: Option<u8>,
 }
 
 #[cfg(feature = "tokio")]
@@ -89,24 +161,31 @@ impl AsyncTls {
     /// Runs the handshake to completion.
     pub(crate) async fn handshake(
         settings: &TlsSettings,
-        server: &str,
+        server: &ServerAddr,
         tcp: tokio::net::TcpStream,
     ) -> io::Result<AsyncTls> {
         let mut tls = AsyncTls {
             tcp,
             conn: client_session(settings, server)?,
+            first: None,
         };
-        while tls.conn.is_handshaking() {
-            tls.flush().await?;
-            if tls.conn.is_handshaking() && tls.fill().await? {
+        match tls.run_handshake().await {
+            Ok(()) => Ok(tls),
+            Err(e) => Err(handshake_failed(server, tls.first, e)),
+        }
+    }
+
+    async fn run_handshake(&mut self) -> io::Result<()> {
+        while self.conn.is_handshaking() {
+            self.flush().await?;
+            if self.conn.is_handshaking() && self.fill().await? {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
-                    "server closed the connection during the TLS handshake",
+                    "the server closed the connection",
                 ));
             }
         }
-        tls.flush().await?;
-        Ok(tls)
+        self.flush().await
     }
 
     /// Writes out whatever rustls has queued.
@@ -126,6 +205,9 @@ impl AsyncTls {
         use tokio::io::AsyncReadExt;
         let mut buf = [0u8; 4096];
         let n = self.tcp.read(&mut buf).await?;
+        if n > 0 && self.first.is_none() {
+            self.first = Some(buf[0]);
+        }
         let mut chunk = &buf[..n];
         loop {
             // With an empty chunk this tells rustls about the end of stream.
@@ -176,14 +258,32 @@ impl AsyncTls {
 
 #[cfg(test)]
 mod tests {
-    use super::host_of;
+    use super::*;
 
     #[test]
-    fn host_part_of_server_addresses() {
-        assert_eq!(host_of("localhost:7117"), "localhost");
-        assert_eq!(host_of("127.0.0.1:7117"), "127.0.0.1");
-        assert_eq!(host_of("[::1]:7117"), "::1");
-        assert_eq!(host_of("locks.example"), "locks.example");
-        assert_eq!(host_of("::1"), "::1");
+    fn a_failed_handshake_names_the_server_and_says_when_it_may_not_be_tls() {
+        let server = ServerAddr::parse("localhost:7117").unwrap();
+        let eof = || io::Error::from(io::ErrorKind::InvalidData);
+        let plain = handshake_failed(&server, Some(0x13), eof()).to_string();
+        assert!(
+            plain.starts_with("TLS handshake with localhost:7117 failed (")
+                && plain.ends_with("); the server may not speak TLS"),
+            "{plain}"
+        );
+        for tls_first in [Some(0x16), Some(0x15), None] {
+            let msg = handshake_failed(&server, tls_first, eof()).to_string();
+            assert!(!msg.contains("may not speak TLS"), "{tls_first:?}: {msg}");
+        }
+    }
+
+    /// The config builder needs no process-level provider (the test binary
+    /// installs none).
+    #[test]
+    fn config_builder_brings_its_own_provider() {
+        let config = config_builder()
+            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_no_client_auth();
+        assert!(rustls::crypto::CryptoProvider::get_default().is_none());
+        drop(config);
     }
 }

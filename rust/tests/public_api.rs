@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use monolock::{
     CancelHandle, Client, ClientBuilder, Error, LockGuard, LossWatch, Origin, Reason,
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_SERVER,
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_PORT, DEFAULT_SERVER,
 };
 
 #[test]
@@ -16,7 +16,7 @@ fn blocking_surface() {
     let _: fn(ClientBuilder, Vec<String>) -> ClientBuilder = ClientBuilder::servers;
     let _: fn(ClientBuilder, Duration) -> ClientBuilder = ClientBuilder::lease;
     let _: fn(ClientBuilder, Duration) -> ClientBuilder = ClientBuilder::connect_timeout;
-    let _: fn(ClientBuilder) -> Client = ClientBuilder::build;
+    let _: fn(ClientBuilder) -> Result<Client, Error> = ClientBuilder::<Client>::build;
     let _: fn(&Client, &str) -> Result<LockGuard, Error> = Client::acquire;
     let _: fn(&Client, &str, Duration) -> Result<LockGuard, Error> = Client::acquire_timeout;
     let _: fn(&Client, &str) -> Result<LockGuard, Error> = Client::try_acquire;
@@ -38,6 +38,7 @@ fn blocking_surface() {
     let _: fn(&CancelHandle) = CancelHandle::cancel;
     let _: fn(&CancelHandle) -> bool = CancelHandle::is_cancelled;
     assert_eq!(DEFAULT_SERVER, "127.0.0.1:7117");
+    assert_eq!(DEFAULT_PORT, 7117);
     assert_eq!(DEFAULT_LEASE, Duration::from_secs(10));
     assert_eq!(DEFAULT_CONNECT_TIMEOUT, Duration::from_secs(5));
 }
@@ -66,11 +67,16 @@ fn error_surface() {
 #[cfg(feature = "tokio")]
 #[test]
 fn tokio_surface() {
+    use monolock::tokio::ClientBuilder as AsyncBuilder;
     use monolock::tokio::{
         Client as AsyncClient, LockGuard as AsyncGuard, LossWatch as AsyncWatch,
     };
-    let _: fn() -> ClientBuilder = AsyncClient::builder;
-    let _: fn(ClientBuilder) -> AsyncClient = ClientBuilder::build_async;
+    // The tokio builder builds the tokio client, with the same settings.
+    let _: fn() -> AsyncBuilder = AsyncClient::builder;
+    let _: fn(AsyncBuilder) -> Result<AsyncClient, Error> = AsyncBuilder::build;
+    let _: fn(AsyncBuilder, String) -> AsyncBuilder = AsyncBuilder::server;
+    let _: fn(AsyncBuilder, Duration) -> AsyncBuilder = AsyncBuilder::lease;
+    let _: AsyncClient = AsyncClient::builder().build().unwrap();
     let _: fn(&AsyncGuard) -> u64 = AsyncGuard::token;
     let _: fn(&AsyncGuard) -> &str = AsyncGuard::name;
     let _: fn(&AsyncGuard) -> Instant = AsyncGuard::valid_until;
@@ -84,7 +90,7 @@ fn tokio_surface() {
     assert_send::<AsyncGuard>();
     // The acquire futures can be spawned on a multi-threaded runtime.
     fn assert_send_future<F: std::future::Future + Send>(_: F) {}
-    let c = AsyncClient::builder().build_async();
+    let c = AsyncClient::builder().build().unwrap();
     assert_send_future(c.acquire("x"));
     assert_send_future(c.acquire_timeout("x", Duration::from_secs(1)));
     assert_send_future(c.try_acquire("x"));

@@ -21,12 +21,12 @@ const TEST_BUDGET: Duration = Duration::from_secs(60);
 const LEASE: Duration = Duration::from_secs(10);
 
 fn blocking_client(addr: &str, lease: Duration) -> monolock::Client {
-    builder(addr, lease).build()
+    builder(addr, lease).build().unwrap()
 }
 
 #[cfg(feature = "tokio")]
 fn tokio_client(addr: &str, lease: Duration) -> monolock::tokio::Client {
-    builder(addr, lease).build_async()
+    tokio_builder(addr, lease).build().unwrap()
 }
 
 /// `ROUNDS` times: `a` takes the lock and releases it, and `b` must get it
@@ -64,7 +64,8 @@ fn blocking_release_promotes_the_waiter_before_it_returns() {
         .on_waiting(move |_| {
             let _ = queued_tx.send(());
         })
-        .build();
+        .build()
+        .unwrap();
     let (granted_tx, granted) = mpsc::channel();
     let (done, done_rx) = mpsc::channel::<()>();
     let t = std::thread::spawn(move || {
@@ -170,8 +171,14 @@ mod tls {
 
     impl TlsServer {
         /// A builder for this server, trusting its certificate.
-        pub(super) fn builder(&self) -> monolock::ClientBuilder {
-            common::builder(&self.server.addr, LEASE).tls(Arc::clone(&self.client_config))
+        pub(super) fn builder<C>(
+            &self,
+            start: monolock::ClientBuilder<C>,
+        ) -> monolock::ClientBuilder<C> {
+            start
+                .server(&self.server.addr)
+                .lease(LEASE)
+                .tls(Arc::clone(&self.client_config))
         }
     }
 
@@ -192,7 +199,7 @@ mod tls {
         let mut roots = rustls::RootCertStore::empty();
         roots.add(cert.cert.der().clone()).unwrap();
         let client_config = Arc::new(
-            rustls::ClientConfig::builder()
+            monolock::tls::config_builder()
                 .with_root_certificates(roots)
                 .with_no_client_auth(),
         );
@@ -206,7 +213,7 @@ mod tls {
     #[test]
     fn blocking_over_tls_try_acquire_right_after_release_finds_the_lock_free() {
         let s = start();
-        let client = || s.builder().build();
+        let client = || s.builder(monolock::Client::builder()).build().unwrap();
         blocking_handovers(&client(), &client(), "tls-handover");
     }
 
@@ -214,7 +221,11 @@ mod tls {
     #[tokio::test]
     async fn tokio_over_tls_try_acquire_right_after_release_finds_the_lock_free() {
         let s = start();
-        let client = || s.builder().build_async();
+        let client = || {
+            s.builder(monolock::tokio::Client::builder())
+                .build()
+                .unwrap()
+        };
         tokio_handovers(&client(), &client(), "t-tls-handover").await;
     }
 }

@@ -26,7 +26,7 @@ fn client_config() -> Arc<rustls::ClientConfig> {
     let mut roots = rustls::RootCertStore::empty();
     roots.add(test_cert().cert.der().clone()).unwrap();
     Arc::new(
-        rustls::ClientConfig::builder()
+        monolock::tls::config_builder()
             .with_root_certificates(roots)
             .with_no_client_auth(),
     )
@@ -92,7 +92,8 @@ fn blocking_client_over_tls() {
         .server(addr)
         .lease(Duration::from_millis(200))
         .tls(client_config())
-        .build();
+        .build()
+        .unwrap();
     let g = c.acquire_timeout("tls", Duration::from_secs(10)).unwrap();
     assert_eq!(g.token(), 77);
     // Several heartbeat round trips over TLS.
@@ -108,7 +109,8 @@ fn certificate_for_another_name_is_refused() {
         .server(fake.addr.clone())
         .tls(client_config())
         .tls_server_name("other.example")
-        .build();
+        .build()
+        .unwrap();
     let err = c.try_acquire("tls").unwrap_err();
     assert!(matches!(err, monolock::Error::Io(_)), "{err}");
     fake.join();
@@ -122,7 +124,8 @@ async fn tokio_client_over_tls() {
         .server(fake.addr.clone()) // 127.0.0.1 is in the certificate too
         .lease(Duration::from_millis(200))
         .tls(client_config())
-        .build_async();
+        .build()
+        .unwrap();
     let g = c
         .acquire_timeout("tls", Duration::from_secs(10))
         .await
@@ -136,4 +139,51 @@ async fn tokio_client_over_tls() {
     tokio::task::spawn_blocking(move || fake.join())
         .await
         .unwrap();
+}
+
+/// TLS to a plaintext server (the real one): the handshake fails at once
+/// with a message that names the server and says it may not speak TLS,
+/// and a timed acquire keeps that as the cause of its timeout.
+#[test]
+fn tls_to_a_plaintext_server_says_the_server_may_not_speak_tls() {
+    let server = common::Server::start();
+    let c = monolock::Client::builder()
+        .server(server.addr.clone())
+        .tls(client_config())
+        .build()
+        .unwrap();
+    let err = c.try_acquire("tls").unwrap_err();
+    let want = format!("TLS handshake with {} failed (", server.addr);
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with("monolock: connection failed: ")
+            && msg.contains(&want)
+            && msg.ends_with("; the server may not speak TLS"),
+        "{msg}"
+    );
+    let err = c
+        .acquire_timeout("tls", Duration::from_millis(300))
+        .unwrap_err();
+    assert!(matches!(err, monolock::Error::Timeout(Some(_))), "{err:?}");
+    assert!(
+        err.to_string().contains("the server may not speak TLS"),
+        "{err}"
+    );
+}
+
+#[cfg(feature = "tokio")]
+#[tokio::test]
+async fn tokio_tls_to_a_plaintext_server_says_the_server_may_not_speak_tls() {
+    let server = common::Server::start();
+    let c = monolock::tokio::Client::builder()
+        .server(server.addr.clone())
+        .tls(client_config())
+        .build()
+        .unwrap();
+    let msg = c.try_acquire("tls").await.unwrap_err().to_string();
+    assert!(
+        msg.contains(&format!("TLS handshake with {} failed (", server.addr))
+            && msg.ends_with("; the server may not speak TLS"),
+        "{msg}"
+    );
 }

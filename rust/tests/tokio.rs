@@ -11,7 +11,9 @@ use monolock::tokio::Client;
 use monolock::Error;
 
 fn client(addr: &str, lease_ms: u64) -> Client {
-    builder(addr, Duration::from_millis(lease_ms)).build_async()
+    tokio_builder(addr, Duration::from_millis(lease_ms))
+        .build()
+        .unwrap()
 }
 
 /// Waits for the fake server's script without blocking the runtime, so
@@ -45,14 +47,20 @@ async fn acquire_release_busy_and_tokens() {
 #[tokio::test]
 async fn heartbeats_keep_a_short_lease_alive() {
     let server = Server::start();
-    let c = client(&server.addr, 200);
+    // Three leases of 1 s: long enough that a loaded 2-core machine does
+    // not starve the heartbeats past the 0.8 s client timeout.
+    let c = client(&server.addr, 1000);
     let g = c.acquire("t-heartbeats").await.unwrap();
     let first = g.valid_until();
     tokio::select! {
         lost = g.lost() => panic!("lost: {lost}"),
-        _ = tokio::time::sleep(Duration::from_millis(1000)) => {}
+        _ = tokio::time::sleep(Duration::from_millis(3000)) => {}
     }
-    assert!(g.valid_until() > first + Duration::from_millis(500));
+    let moved = g.valid_until() - first;
+    assert!(
+        moved > Duration::from_millis(1500),
+        "valid_until moved only {moved:?} in 3 leases"
+    );
     assert!(!g.is_lost());
     assert!(c.try_acquire("t-heartbeats").await.unwrap_err().is_busy());
 }
@@ -62,9 +70,10 @@ async fn waiting_hook_then_promotion_on_release() {
     let server = Server::start();
     let holder = client(&server.addr, 2000).acquire("t-fifo").await.unwrap();
     let (tx, rx) = mpsc::channel();
-    let c = builder(&server.addr, Duration::from_millis(2000))
+    let c = tokio_builder(&server.addr, Duration::from_millis(2000))
         .on_waiting(move |name| tx.send(name.to_owned()).unwrap())
-        .build_async();
+        .build()
+        .unwrap();
     let waiter =
         tokio::spawn(async move { c.acquire_timeout("t-fifo", Duration::from_secs(20)).await });
     // The hook fires on the waiter's task; poll for it without blocking
@@ -94,7 +103,7 @@ async fn acquire_timeout_and_validation() {
         .acquire_timeout("t-timeout", Duration::from_millis(300))
         .await
         .unwrap_err();
-    assert!(matches!(err, Error::Timeout), "{err}");
+    assert!(matches!(err, Error::Timeout(_)), "{err}");
     let took = start.elapsed();
     assert!(
         took >= Duration::from_millis(290) && took < Duration::from_secs(5),
@@ -103,7 +112,9 @@ async fn acquire_timeout_and_validation() {
 
     let err = c.acquire("").await.unwrap_err();
     assert_eq!(err.code(), Some(0x14));
-    let err = client(&server.addr, 0).acquire("a").await.unwrap_err();
+    let err = tokio_builder(&server.addr, Duration::ZERO)
+        .build()
+        .unwrap_err();
     assert_eq!(err.code(), Some(0x17));
     let err = c.try_acquire(&"x".repeat(256)).await.unwrap_err();
     assert_eq!(err.code(), Some(0x15));
@@ -295,9 +306,10 @@ async fn temporary_errors_requeue_with_backoff() {
         }
     });
     let waits = WaitCount::default();
-    let c = builder(&fake.addr, Duration::from_millis(1000))
+    let c = tokio_builder(&fake.addr, Duration::from_millis(1000))
         .on_waiting(waits.hook())
-        .build_async();
+        .build()
+        .unwrap();
     let g = c
         .acquire_timeout("t-requeue", Duration::from_secs(10))
         .await
@@ -306,4 +318,60 @@ async fn temporary_errors_requeue_with_backoff() {
     assert_eq!(waits.get(), 2, "waiting again after the re-queue");
     g.release().await;
     join(fake).await;
+}
+
+/// The HTTP admin port is no monolock server: the client says so as soon
+/// as it answers (see the blocking test for the newline in the name).
+#[tokio::test]
+async fn the_admin_port_is_not_monolock_and_says_so_at_once() {
+    let server = Server::start_with_admin();
+    let admin = server.admin.clone().unwrap();
+    let lease = Duration::from_secs(10);
+    let c = tokio_builder(&admin, lease).build().unwrap();
+    let start = Instant::now();
+    let err = c.try_acquire("jobs/x\n").await.unwrap_err();
+    let took = start.elapsed();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "monolock: {admin} does not speak the monolock protocol \
+             (it sent \"HTTP/1.1 400…\"); is this the admin port?"
+        )
+    );
+    let client_timeout = lease.mul_f64(0.8);
+    assert!(
+        took < client_timeout,
+        "not at once: took {took:?}, {:?} past the client timeout",
+        took - client_timeout
+    );
+    let c = Client::builder()
+        .servers([admin, server.addr.clone()])
+        .lease(lease)
+        .build()
+        .unwrap();
+    let g = c
+        .acquire_timeout("jobs/x\n", Duration::from_secs(60))
+        .await
+        .unwrap();
+    g.release().await;
+}
+
+/// A timed acquire against a server that is down keeps why its attempts
+/// failed: the timeout is not "the lock stayed busy".
+#[tokio::test]
+async fn a_timeout_keeps_the_last_attempts_cause() {
+    let addr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().to_string()
+    };
+    let err = client(&addr, 1000)
+        .acquire_timeout("x", Duration::from_millis(300))
+        .await
+        .unwrap_err();
+    match &err {
+        Error::Timeout(Some(last)) => assert!(matches!(**last, Error::Io(_)), "{last:?}"),
+        other => panic!("want a timeout with the refused connect: {other:?}"),
+    }
+    assert!(err.to_string().contains(&addr), "{err}");
+    assert!(std::error::Error::source(&err).is_some());
 }

@@ -10,7 +10,7 @@ use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
-use crate::config::Config;
+use crate::config::{Config, ServerAddr};
 
 /// One connection to a server.
 pub(crate) struct Conn {
@@ -29,12 +29,21 @@ enum Read1 {
 }
 
 impl Conn {
-    /// Connects to `server` (`host:port`), trying each resolved address
-    /// within `timeout` overall, with TCP_NODELAY set (frames are tiny).
-    pub(crate) fn connect(config: &Config, server: &str, timeout: Duration) -> io::Result<Conn> {
+    /// Connects to `server`, trying each resolved address within `timeout`
+    /// overall, with TCP_NODELAY set (frames are tiny). The error names
+    /// the server.
+    pub(crate) fn connect(
+        config: &Config,
+        server: &ServerAddr,
+        timeout: Duration,
+    ) -> io::Result<Conn> {
         let deadline = Instant::now() + timeout;
+        let failed = |e: io::Error| io::Error::new(e.kind(), format!("{server}: {e}"));
         let mut last_err = None;
-        for addr in server.to_socket_addrs()? {
+        for addr in (server.host.as_str(), server.port)
+            .to_socket_addrs()
+            .map_err(failed)?
+        {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 last_err = Some(io::Error::new(io::ErrorKind::TimedOut, "connect timed out"));
@@ -42,27 +51,29 @@ impl Conn {
             }
             match TcpStream::connect_timeout(&addr, left) {
                 Ok(tcp) => {
-                    tcp.set_nodelay(true)?;
+                    tcp.set_nodelay(true).map_err(failed)?;
                     return Conn::wrap(config, server, tcp, deadline);
                 }
                 Err(e) => last_err = Some(e),
             }
         }
-        Err(last_err.unwrap_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("no address for {server}"),
-            )
-        }))
+        Err(failed(last_err.unwrap_or_else(|| {
+            io::Error::new(io::ErrorKind::NotFound, "no address found")
+        })))
     }
 
     #[cfg(not(feature = "tls"))]
-    fn wrap(_: &Config, _: &str, tcp: TcpStream, _: Instant) -> io::Result<Conn> {
+    fn wrap(_: &Config, _: &ServerAddr, tcp: TcpStream, _: Instant) -> io::Result<Conn> {
         Ok(Conn { tcp })
     }
 
     #[cfg(feature = "tls")]
-    fn wrap(config: &Config, server: &str, tcp: TcpStream, deadline: Instant) -> io::Result<Conn> {
+    fn wrap(
+        config: &Config,
+        server: &ServerAddr,
+        tcp: TcpStream,
+        deadline: Instant,
+    ) -> io::Result<Conn> {
         let tls = match &config.tls {
             None => None,
             Some(tls) => Some(std::sync::Mutex::new(crate::tls::handshake_blocking(

@@ -46,7 +46,7 @@ type Shared = Signal<Session>;
 /// never re-acquired behind your back.
 ///
 /// ```no_run
-/// let client = monolock::Client::builder().build();
+/// let client = monolock::Client::builder().build()?;
 /// let guard = client.acquire("jobs/x")?;
 /// let watch = guard.watch();
 /// std::thread::spawn(move || {

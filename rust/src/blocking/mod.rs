@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 pub use cancel::CancelHandle;
 pub use guard::{LockGuard, LossWatch};
 
-use crate::config::{ClientBuilder, Config};
-use crate::core::retry::{Failure, Mode, Next, Plan};
+use crate::config::{ClientBuilder, Config, ServerAddr};
+use crate::core::retry::{log_failure, log_retry, Failure, Mode, Next, Plan};
 use crate::core::session::{wait_for, Input, Session, Turn};
 use crate::core::step::{acquire_step, AcquireStep};
 use crate::error::Error;
@@ -31,7 +31,7 @@ use conn::Conn;
 /// let client = monolock::Client::builder()
 ///     .server("127.0.0.1:7117")
 ///     .lease(Duration::from_secs(5))
-///     .build();
+///     .build()?;
 /// let guard = client.acquire_timeout("jobs/nightly", Duration::from_secs(30))?;
 /// println!("holding with fencing token {}", guard.token());
 /// // ... do the work, passing guard.token() to the guarded resource ...
@@ -53,6 +53,11 @@ impl Client {
         Client { config }
     }
 
+    #[cfg(test)]
+    pub(crate) fn config(&self) -> &Config {
+        &self.config
+    }
+
     /// Acquires `name`, waiting in the server's queue as long as it takes.
     ///
     /// Temporary errors and connection failures while waiting lead to a
@@ -62,6 +67,8 @@ impl Client {
     }
 
     /// Acquires `name`, giving up with [`Error::Timeout`] after `timeout`.
+    /// If attempts failed meanwhile (a server down, a refused connection, a
+    /// failed TLS handshake), the timeout carries the last one's error.
     pub fn acquire_timeout(&self, name: &str, timeout: Duration) -> Result<LockGuard, Error> {
         self.acquire_inner(name, Mode::Wait, Some(timeout), None)
     }
@@ -70,7 +77,7 @@ impl Client {
     /// another client holds it. Nothing is retried.
     ///
     /// ```no_run
-    /// let client = monolock::Client::builder().build();
+    /// let client = monolock::Client::builder().build()?;
     /// match client.try_acquire("reports") {
     ///     Ok(guard) => println!("got it, token {}", guard.token()),
     ///     Err(e) if e.is_busy() => println!("someone else is on it"),
@@ -89,7 +96,7 @@ impl Client {
     /// ```no_run
     /// use monolock::{CancelHandle, Client};
     ///
-    /// let client = Client::builder().build();
+    /// let client = Client::builder().build()?;
     /// let cancel = CancelHandle::new();
     /// let canceller = cancel.clone();
     /// std::thread::spawn(move || {
@@ -98,6 +105,7 @@ impl Client {
     /// });
     /// let res = client.acquire_cancellable("jobs/x", None, &cancel);
     /// assert!(matches!(res, Ok(_) | Err(monolock::Error::Cancelled)));
+    /// # Ok::<(), monolock::Error>(())
     /// ```
     pub fn acquire_cancellable(
         &self,
@@ -115,7 +123,7 @@ impl Client {
         timeout: Option<Duration>,
         cancel: Option<&CancelHandle>,
     ) -> Result<LockGuard, Error> {
-        let (frame, lease_ms) = self.config.acquire_frame(name)?;
+        let frame = self.config.acquire_frame(name)?;
         // A deadline too far to represent is no deadline.
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let mut plan = Plan::new(mode, self.config.servers.len(), deadline);
@@ -123,7 +131,6 @@ impl Client {
             config: &self.config,
             name,
             frame: &frame,
-            lease_ms,
             cancel,
         };
         loop {
@@ -131,21 +138,28 @@ impl Client {
                 return Err(Error::Cancelled);
             }
             match plan.next(Instant::now()) {
-                Next::Connect(server) => match attempt.run(&self.config.servers[server], &plan) {
-                    Ok((conn, session, turn)) => {
-                        return LockGuard::start(name, conn, session, turn)
-                    }
-                    Err(failure) => {
-                        if let Some(cancel) = cancel {
-                            cancel.detach();
+                Next::Connect(server) => {
+                    let server = &self.config.servers[server];
+                    match attempt.run(server, &plan) {
+                        Ok((conn, session, turn)) => {
+                            return LockGuard::start(name, conn, session, turn)
                         }
-                        plan.failed(failure);
+                        Err(failure) => {
+                            if let Some(cancel) = cancel {
+                                cancel.detach();
+                            }
+                            log_failure(name, server, &failure);
+                            plan.failed(failure);
+                        }
                     }
-                },
-                Next::Sleep(delay) => match cancel {
-                    Some(cancel) => cancel.sleep(delay)?,
-                    None => std::thread::sleep(delay),
-                },
+                }
+                Next::Sleep(delay) => {
+                    log_retry(name, delay, &plan, &self.config.servers);
+                    match cancel {
+                        Some(cancel) => cancel.sleep(delay)?,
+                        None => std::thread::sleep(delay),
+                    }
+                }
                 Next::GiveUp(err) => return Err(err),
             }
         }
@@ -157,7 +171,6 @@ struct Attempt<'a> {
     config: &'a Config,
     name: &'a str,
     frame: &'a [u8],
-    lease_ms: u32,
     cancel: Option<&'a CancelHandle>,
 }
 
@@ -168,7 +181,7 @@ impl Attempt<'_> {
 
     /// Connects, sends ACQUIRE and follows the session until it is granted
     /// or fails. Dropping the connection on a failure closes it.
-    fn run(&self, server: &str, plan: &Plan) -> Result<(Conn, Session, Turn), Failure> {
+    fn run(&self, server: &ServerAddr, plan: &Plan) -> Result<(Conn, Session, Turn), Failure> {
         let mut connect_timeout = self.config.connect_timeout;
         if let Some(deadline) = plan.deadline() {
             connect_timeout =
@@ -179,7 +192,12 @@ impl Attempt<'_> {
         if let Some(cancel) = self.cancel {
             cancel.attach(conn.tcp()).map_err(Failure::Final)?;
         }
-        let (mut session, mut turn) = Session::connect(self.lease_ms, plan.mode(), Instant::now());
+        let (mut session, mut turn) = Session::connect(
+            &server.to_string(),
+            self.config.lease_ms,
+            plan.mode(),
+            Instant::now(),
+        );
         let mut buf = [0u8; 512];
         let mut on_waiting = || self.config.notify_waiting(self.name);
         loop {

@@ -30,18 +30,31 @@ pub(crate) const HEARTBEAT: [u8; 1] = [MSG_HEARTBEAT];
 /// even though the public API only accepts `&str`.
 pub(crate) fn validate_acquire(name: &[u8], lease_ms: u64) -> Result<u32, Error> {
     if lease_ms == 0 || lease_ms > MAX_LEASE_MS {
-        return Err(Error::refused(0x17));
+        return Err(invalid_lease(&format!("{lease_ms} ms")));
     }
     if name.is_empty() {
         return Err(Error::refused(0x14));
     }
     if name.len() > MAX_NAME_LEN {
-        return Err(Error::refused(0x15));
+        // The length and the limit, never the name: it can be long.
+        let text = format!(
+            "lock name is {} bytes, the limit is {MAX_NAME_LEN}",
+            name.len()
+        );
+        return Err(Error::refused_with(0x15, text));
     }
     if std::str::from_utf8(name).is_err() {
         return Err(Error::refused(0x16));
     }
     Ok(lease_ms as u32)
+}
+
+/// The 0x17 refusal of a lease, with the value as the caller gave it.
+pub(crate) fn invalid_lease(given: &str) -> Error {
+    let text = format!(
+        "lease must be a whole number of milliseconds from 1 ms to {MAX_LEASE_MS} ms, got {given}"
+    );
+    Error::refused_with(0x17, text)
 }
 
 /// Encodes an ACQUIRE frame after validating it; nothing is built for an
@@ -75,6 +88,11 @@ impl Decoder {
     /// Appends bytes as they came from one read.
     pub(crate) fn feed(&mut self, bytes: &[u8]) {
         self.buf.extend_from_slice(bytes);
+    }
+
+    /// The bytes received and not yet taken as frames.
+    pub(crate) fn buffered(&self) -> &[u8] {
+        &self.buf
     }
 
     /// Takes the next complete frame, `Ok(None)` when more bytes are needed,
@@ -247,6 +265,21 @@ mod tests {
             assert!(matches!(err, Error::Protocol(_)), "0x{byte:02x}");
             assert_eq!(err.code(), None);
         }
+    }
+
+    #[test]
+    fn refusals_say_what_is_wrong() {
+        let long = vec![b'a'; 300];
+        let err = encode_acquire(&long, 1000).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "monolock: lock name is 300 bytes, the limit is 255 (0x15)"
+        );
+        let err = encode_acquire(b"x", 0).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "monolock: lease must be a whole number of milliseconds from 1 ms to 4294967295 ms, got 0 ms (0x17)"
+        );
     }
 
     #[test]

@@ -81,7 +81,7 @@ mod tests {
 
     #[test]
     fn no_grant_without_a_granted_session() {
-        let (session, _) = Session::connect(1000, Mode::Wait, Instant::now());
+        let (session, _) = Session::connect("test:1", 1000, Mode::Wait, Instant::now());
         let err = Grant::of("x", &session).unwrap_err();
         assert!(matches!(err, Error::Protocol(_)));
     }

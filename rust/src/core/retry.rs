@@ -5,6 +5,7 @@ use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::time::{Duration, Instant};
 
+use crate::config::ServerAddr;
 use crate::error::Error;
 
 const INITIAL_MS: u64 = 50;
@@ -109,8 +110,9 @@ enum Then {
 /// failed attempt; a server that could not be reached is followed at once
 /// by the next, until a whole pass failed to connect; a server that
 /// answered and then failed is always followed by a backoff; a claim queued
-/// for `RESET_AFTER_QUEUED` or longer resets the backoff. Try-acquire makes
-/// one pass and never sleeps.
+/// for `RESET_AFTER_QUEUED` or longer resets the backoff; a server that
+/// does not speak monolock leaves the walk for good. Try-acquire makes one
+/// pass and never sleeps; a temporary error moves it on like a failed connect.
 #[derive(Debug)]
 pub(crate) struct Plan {
     mode: Mode,
@@ -118,22 +120,35 @@ pub(crate) struct Plan {
     cursor: usize,
     /// Connect failures since the last sleep.
     unreachable: usize,
+    /// Servers that do not speak monolock: out of the walk.
+    dropped: Vec<bool>,
+    /// Servers still in the walk.
+    live: usize,
     /// What the last failure calls for.
     then: Then,
     deadline: Option<Instant>,
     backoff: Backoff,
+    /// The last failed attempt's error, kept as the cause of a timeout.
+    last: Option<Error>,
+    /// The server of the last attempt.
+    last_server: usize,
 }
 
 impl Plan {
     pub(crate) fn new(mode: Mode, servers: usize, deadline: Option<Instant>) -> Plan {
+        let servers = servers.max(1);
         Plan {
             mode,
-            servers: servers.max(1),
+            servers,
             cursor: 0,
             unreachable: 0,
+            dropped: vec![false; servers],
+            live: servers,
             then: Then::Connect,
             deadline,
             backoff: Backoff::new(),
+            last: None,
+            last_server: 0,
         }
     }
 
@@ -145,16 +160,23 @@ impl Plan {
         self.deadline
     }
 
+    /// The last failed attempt's server and error, if the plan goes on
+    /// after it.
+    pub(crate) fn last_failure(&self) -> Option<(usize, &Error)> {
+        self.last.as_ref().map(|err| (self.last_server, err))
+    }
+
     /// Whether the caller's deadline has passed.
     pub(crate) fn expired(&self, now: Instant) -> bool {
         self.deadline.is_some_and(|d| now >= d)
     }
 
-    /// The next step at `now`.
+    /// The next step at `now`. Past the caller's deadline that is a
+    /// [`Error::Timeout`] carrying the last attempt's failure.
     pub(crate) fn next(&mut self, now: Instant) -> Next {
         match std::mem::replace(&mut self.then, Then::Connect) {
             Then::GiveUp(err) => Next::GiveUp(err),
-            _ if self.expired(now) => Next::GiveUp(Error::Timeout),
+            _ if self.expired(now) => Next::GiveUp(Error::Timeout(self.last.take().map(Box::new))),
             Then::Sleep => {
                 self.unreachable = 0;
                 let delay = self.backoff.next_delay();
@@ -169,30 +191,103 @@ impl Plan {
 
     /// Takes the outcome of the attempt that [`Plan::next`] asked for.
     pub(crate) fn failed(&mut self, failure: Failure) {
-        self.then = match failure {
-            Failure::Final(err) => Then::GiveUp(err),
+        self.last_server = self.cursor;
+        let (then, error) = match failure {
+            Failure::Final(err) => (Then::GiveUp(err), None),
             Failure::Connect(err) => {
-                self.cursor = (self.cursor + 1) % self.servers;
+                self.advance();
                 self.unreachable += 1;
-                match (self.unreachable >= self.servers, self.mode) {
-                    (false, _) => Then::Connect,
-                    (true, Mode::Try) => Then::GiveUp(err),
-                    (true, Mode::Wait) => Then::Sleep,
+                self.on_or_pass_over(err)
+            }
+            Failure::Session {
+                error: error @ Error::NotMonolock { .. },
+                ..
+            } => {
+                // Asking it again would only hide the mistake.
+                self.dropped[self.cursor] = true;
+                self.live -= 1;
+                if self.live == 0 {
+                    (Then::GiveUp(error), None)
+                } else {
+                    self.advance();
+                    // Dropping it may complete a pass of failed connects.
+                    self.on_or_pass_over(error)
                 }
             }
             Failure::Session { error, queued } => {
-                self.cursor = (self.cursor + 1) % self.servers;
-                if self.mode == Mode::Try || !error.is_temporary() {
-                    Then::GiveUp(error)
+                self.advance();
+                if matches!(error, Error::Busy) || !error.is_temporary() {
+                    (Then::GiveUp(error), None)
+                } else if self.mode == Mode::Try {
+                    // One pass: a temporary error (a passive server of an
+                    // HA cell answers 0x01) moves on to the next server.
+                    self.unreachable += 1;
+                    self.on_or_pass_over(error)
                 } else {
                     // A long wait in the queue shows a healthy server.
                     if queued >= RESET_AFTER_QUEUED {
                         self.backoff.reset();
                     }
-                    Then::Sleep
+                    (Then::Sleep, Some(error))
                 }
             }
         };
+        self.then = then;
+        self.last = error;
+    }
+
+    /// After an attempt that reached no monolock server: on to the next
+    /// server at once, unless every server left has failed to connect
+    /// since the last sleep (then back off, or end a try's one pass).
+    fn on_or_pass_over(&self, err: Error) -> (Then, Option<Error>) {
+        match (self.unreachable >= self.live, self.mode) {
+            (false, _) => (Then::Connect, Some(err)),
+            (true, Mode::Try) => (Then::GiveUp(err), None),
+            (true, Mode::Wait) => (Then::Sleep, Some(err)),
+        }
+    }
+
+    /// Moves the cursor to the next server still in the walk.
+    fn advance(&mut self) {
+        loop {
+            self.cursor = (self.cursor + 1) % self.servers;
+            if !self.dropped[self.cursor] {
+                return;
+            }
+        }
+    }
+}
+
+/// Logs a failed attempt: at `debug`, or at `warn` for a server that
+/// leaves the walk because it does not speak monolock.
+pub(crate) fn log_failure(name: &str, server: &ServerAddr, failure: &Failure) {
+    match failure {
+        Failure::Connect(err) | Failure::Session { error: err, .. } => match err {
+            Error::NotMonolock { .. } => log_at!(
+                warn,
+                "acquire {name:?}: not asking {server} again: {}",
+                err.bare()
+            ),
+            _ => log_at!(
+                debug,
+                "acquire {name:?}: attempt on {server} failed: {}",
+                err.bare()
+            ),
+        },
+        Failure::Final(_) => {}
+    }
+}
+
+/// Logs a backoff sleep, at `warn`: an acquisition that keeps failing is
+/// otherwise invisible.
+pub(crate) fn log_retry(name: &str, delay: Duration, plan: &Plan, servers: &[ServerAddr]) {
+    if let Some((server, err)) = plan.last_failure() {
+        log_at!(
+            warn,
+            "acquire {name:?}: attempt on {} failed: {}; retrying in {delay:?}",
+            servers[server],
+            err.bare()
+        );
     }
 }
 
@@ -277,6 +372,10 @@ mod tests {
                     Some("requeue") => plan.failed(session(Error::from_code(0x01, ""))),
                     Some("terminal") => plan.failed(session(Error::from_code(0x18, ""))),
                     Some("busy") => plan.failed(session(Error::Busy)),
+                    Some("not_monolock") => plan.failed(session(Error::NotMonolock {
+                        server: "test:1".into(),
+                        sent: b"HTTP/1.1 400".to_vec(),
+                    })),
                     Some(other) => panic!("{name}: outcome {other}"),
                 }
             }
@@ -290,7 +389,7 @@ mod tests {
         let mut p = Plan::new(Mode::Wait, 1, Some(deadline));
         assert!(matches!(p.next(now), Next::Connect(0)));
         p.failed(Failure::Session {
-            error: Error::Timeout,
+            error: Error::Timeout(None),
             queued: Duration::ZERO,
         });
         assert!(matches!(p.next(now), Next::Sleep(d) if d <= Duration::from_millis(30)));
@@ -298,7 +397,14 @@ mod tests {
         p.failed(Failure::Connect(Error::io(
             std::io::ErrorKind::ConnectionRefused.into(),
         )));
-        assert!(matches!(p.next(deadline), Next::GiveUp(Error::Timeout)));
+        // The timeout keeps the last attempt's failure as its cause.
+        match p.next(deadline) {
+            Next::GiveUp(Error::Timeout(Some(last))) => assert!(
+                matches!(*last, Error::Io(ref e) if e.kind() == std::io::ErrorKind::ConnectionRefused),
+                "{last:?}"
+            ),
+            other => panic!("{other:?}"),
+        }
         // A terminal error wins over the deadline; so does a cancel.
         p.failed(Failure::Session {
             error: Error::from_code(0x18, ""),
@@ -310,5 +416,15 @@ mod tests {
         ));
         p.failed(Failure::Final(Error::Cancelled));
         assert!(matches!(p.next(now), Next::GiveUp(Error::Cancelled)));
+    }
+
+    /// An attempt that was queued when the deadline passed ends the plan
+    /// with a bare timeout: the lock stayed busy, nothing failed.
+    #[test]
+    fn a_timeout_while_queued_has_no_cause() {
+        let now = Instant::now();
+        let mut p = Plan::new(Mode::Wait, 1, Some(now));
+        p.failed(Failure::Final(Error::Timeout(None)));
+        assert!(matches!(p.next(now), Next::GiveUp(Error::Timeout(None))));
     }
 }

@@ -153,11 +153,21 @@ pub(crate) struct Session {
     queued_at: Option<Instant>,
     /// The loss ([`Error::Lost`]), once decided; kept after the end.
     loss: Option<Error>,
+    /// The server's address, for the error of a server that is not one.
+    server: String,
+    /// Whether the server's first byte started a server message.
+    heard: bool,
 }
 
 impl Session {
-    /// A claim whose connection just opened: the turn says to send ACQUIRE.
-    pub(crate) fn connect(lease_ms: u32, mode: Mode, now: Instant) -> (Session, Turn) {
+    /// A claim whose connection to `server` (`host:port`, for messages)
+    /// just opened: the turn says to send ACQUIRE.
+    pub(crate) fn connect(
+        server: &str,
+        lease_ms: u32,
+        mode: Mode,
+        now: Instant,
+    ) -> (Session, Turn) {
         let session = Session {
             mode,
             phase: Phase::Connecting,
@@ -169,6 +179,8 @@ impl Session {
             token: None,
             queued_at: None,
             loss: None,
+            server: server.to_owned(),
+            heard: false,
         };
         let turn = Turn {
             send: Some(Request::Acquire),
@@ -223,7 +235,7 @@ impl Session {
         match self.phase {
             Phase::Connecting | Phase::Waiting if now >= self.deadline() => {
                 // A promotion after this instant is no grant.
-                self.end(Error::Timeout, turn);
+                self.end(Error::Timeout(None), turn);
             }
             Phase::Held(_) if now >= self.deadline() => {
                 turn.lost = Some(self.lose_at_deadline());
@@ -240,7 +252,7 @@ impl Session {
 
     /// Held past the deadline: lost, told, and the connection kept open.
     fn lose_at_deadline(&mut self) -> Error {
-        let loss = Error::Lost(Box::new(Error::Timeout));
+        let loss = Error::Lost(Box::new(Error::Timeout(None)));
         self.phase = Phase::Lost;
         self.loss = Some(loss.clone());
         loss
@@ -252,7 +264,18 @@ impl Session {
         }
         self.decoder.feed(bytes);
         while self.reading() {
-            match self.decoder.next_frame() {
+            let next = self.decoder.next_frame();
+            if next.is_err() && !self.heard {
+                // The very first byte starts no server message: this is
+                // some other service (an HTTP port, TLS spoken to in
+                // plaintext). Say what it sent, and fail at once.
+                let mut sent = self.decoder.buffered().to_vec();
+                sent.truncate(64);
+                let server = self.server.clone();
+                return self.end(Error::NotMonolock { server, sent }, turn);
+            }
+            self.heard = true;
+            match next {
                 Ok(Some(frame)) => self.on_frame(frame, now, turn),
                 Ok(None) => break,
                 Err(err) => self.end(err, turn),
@@ -467,9 +490,10 @@ mod tests {
             other => other,
         };
         match err {
-            Error::Timeout => "timeout".into(),
+            Error::Timeout(_) => "timeout".into(),
             Error::Io(_) => "io".into(),
             Error::Protocol(_) => "protocol".into(),
+            Error::NotMonolock { .. } => "not_monolock".into(),
             Error::Busy => "busy".into(),
             coded => format!("server 0x{:02x}", coded.code().expect("a wire code")),
         }
@@ -549,7 +573,7 @@ mod tests {
                 let input = step["in"].as_str().unwrap();
                 let turn = match (input, session.as_mut()) {
                     ("connect", None) => {
-                        let (s, turn) = Session::connect(lease, mode, at);
+                        let (s, turn) = Session::connect("test:1", lease, mode, at);
                         session = Some(s);
                         turn
                     }
@@ -594,7 +618,7 @@ mod tests {
     #[test]
     fn a_poll_at_the_deadline_is_the_one_decision() {
         let t0 = Instant::now();
-        let (mut s, _) = Session::connect(1000, Mode::Wait, t0);
+        let (mut s, _) = Session::connect("test:1", 1000, Mode::Wait, t0);
         s.step(Input::Bytes(&bytes_acquired(7)), t0);
         let turn = s.step(Input::Timer, t0 + ms(250));
         assert_eq!(turn.send, Some(Request::Heartbeat));
@@ -624,7 +648,7 @@ mod tests {
     #[test]
     fn release_while_held_hands_back_until_the_server_closes() {
         let t0 = Instant::now();
-        let (mut s, _) = Session::connect(1000, Mode::Wait, t0);
+        let (mut s, _) = Session::connect("test:1", 1000, Mode::Wait, t0);
         s.step(Input::Bytes(&bytes_acquired(4)), t0);
         s.step(Input::Timer, t0 + ms(250));
         let turn = s.step(Input::Release, t0 + ms(300));
@@ -644,7 +668,7 @@ mod tests {
     #[test]
     fn hand_back_wait_is_capped_at_one_second() {
         let t0 = Instant::now();
-        let (mut s, _) = Session::connect(60_000, Mode::Wait, t0);
+        let (mut s, _) = Session::connect("test:1", 60_000, Mode::Wait, t0);
         s.step(Input::Bytes(&bytes_acquired(1)), t0);
         let turn = s.step(Input::Release, t0 + ms(5));
         let until = t0 + ms(1005);
@@ -656,7 +680,7 @@ mod tests {
     #[test]
     fn heartbeat_ack_then_promotion_in_one_read() {
         let t0 = Instant::now();
-        let (mut s, _) = Session::connect(1000, Mode::Wait, t0);
+        let (mut s, _) = Session::connect("test:1", 1000, Mode::Wait, t0);
         assert!(s.step(Input::Bytes(&[0x11]), t0).waiting);
         assert_eq!(
             s.step(Input::Timer, t0 + ms(250)).send,
@@ -673,7 +697,7 @@ mod tests {
     #[test]
     fn heartbeats_keep_a_waiting_claim_alive() {
         let t0 = Instant::now();
-        let (mut s, _) = Session::connect(100, Mode::Wait, t0);
+        let (mut s, _) = Session::connect("test:1", 100, Mode::Wait, t0);
         s.step(Input::Bytes(&[0x11]), t0);
         let mut now = t0;
         for _ in 0..10 {
@@ -689,7 +713,7 @@ mod tests {
     #[test]
     fn garbage_after_a_loss_closes_without_telling_again() {
         let t0 = Instant::now();
-        let (mut s, _) = Session::connect(1000, Mode::Wait, t0);
+        let (mut s, _) = Session::connect("test:1", 1000, Mode::Wait, t0);
         s.step(Input::Bytes(&bytes_acquired(2)), t0);
         s.step(Input::Timer, t0 + ms(800));
         assert_eq!(s.state(), State::Lost);
@@ -701,5 +725,41 @@ mod tests {
             s.poll(t0 + ms(900)),
             Standing::Lost { newly: false, .. }
         ));
+    }
+
+    #[test]
+    fn a_first_byte_that_starts_no_message_is_not_monolock() {
+        let t0 = Instant::now();
+        let (mut s, _) = Session::connect("127.0.0.1:7118", 1000, Mode::Wait, t0);
+        let turn = s.step(Input::Bytes(b"HTTP/1.1 400 Bad Request\r\n"), t0);
+        assert_eq!(outputs(&turn), ["fail not_monolock", "close"]);
+        let err = turn.failed.unwrap();
+        assert_eq!(
+            err.to_string(),
+            "monolock: 127.0.0.1:7118 does not speak the monolock protocol \
+             (it sent \"HTTP/1.1 400…\"); is this the admin port?"
+        );
+        assert!(!err.is_temporary());
+
+        // A TLS alert from a TLS port: quoted byte by byte, no admin hint.
+        let (mut s, _) = Session::connect("[::1]:7117", 1000, Mode::Wait, t0);
+        let turn = s.step(
+            Input::Bytes(&[0x15, 0x03, 0x01, 0x00, 0x02, 0x02, 0x32]),
+            t0,
+        );
+        assert_eq!(
+            turn.failed.unwrap().to_string(),
+            "monolock: [::1]:7117 does not speak the monolock protocol \
+             (it sent \"\\x15\\x03\\x01\\x00\\x02\\x022\")"
+        );
+    }
+
+    #[test]
+    fn a_bad_byte_after_a_good_start_is_a_protocol_violation() {
+        let t0 = Instant::now();
+        let (mut s, _) = Session::connect("test:1", 1000, Mode::Wait, t0);
+        // WAITING, then garbage in the same read.
+        let turn = s.step(Input::Bytes(&[0x11, 0x7f]), t0);
+        assert_eq!(outputs(&turn), ["waiting", "fail protocol", "close"]);
     }
 }

@@ -46,7 +46,7 @@ pub(crate) fn acquire_step(
     }
     if plan.expired(now) {
         // The caller gives up; the closed connection leaves the queue.
-        return Err(Failure::Final(Error::Timeout));
+        return Err(Failure::Final(Error::Timeout(None)));
     }
     let mut wake = session.next_wakeup().unwrap_or(now);
     if let Some(deadline) = plan.deadline() {
@@ -75,7 +75,7 @@ mod tests {
     fn waiting_runs_the_hook_once_and_heartbeats_follow() {
         let t0 = Instant::now();
         let plan = Plan::new(Mode::Wait, 1, None);
-        let (mut s, mut turn) = Session::connect(1000, Mode::Wait, t0);
+        let (mut s, mut turn) = Session::connect("test:1", 1000, Mode::Wait, t0);
         let mut waits = 0;
         let step = acquire_step(&s, &mut turn, &plan, t0, &mut || waits += 1).unwrap();
         assert_eq!(
@@ -111,7 +111,7 @@ mod tests {
     fn try_mode_turns_waiting_into_busy() {
         let t0 = Instant::now();
         let plan = Plan::new(Mode::Try, 1, None);
-        let (mut s, _) = Session::connect(1000, Mode::Try, t0);
+        let (mut s, _) = Session::connect("test:1", 1000, Mode::Try, t0);
         let mut turn = s.step(Input::Bytes(&[0x11]), t0);
         let res = acquire_step(&s, &mut turn, &plan, t0, &mut || {});
         assert!(matches!(
@@ -127,7 +127,7 @@ mod tests {
     fn a_promotion_after_the_deadline_fails_the_attempt_with_its_queue_time() {
         let t0 = Instant::now();
         let plan = Plan::new(Mode::Wait, 1, None);
-        let (mut s, _) = Session::connect(1000, Mode::Wait, t0);
+        let (mut s, _) = Session::connect("test:1", 1000, Mode::Wait, t0);
         s.step(Input::Bytes(&[0x11]), t0);
         s.step(Input::Timer, t0 + ms(250));
         let mut turn = s.step(Input::Bytes(&PROMOTED), t0 + ms(850));
@@ -135,7 +135,7 @@ mod tests {
         let res = acquire_step(&s, &mut turn, &plan, t0 + ms(850), &mut || {});
         match res {
             Err(Failure::Session {
-                error: Error::Timeout,
+                error: Error::Timeout(None),
                 queued,
             }) => assert_eq!(queued, ms(850)),
             other => panic!("{other:?}"),
@@ -146,14 +146,14 @@ mod tests {
     fn the_callers_deadline_bounds_the_wait_and_a_grant_in_time_wins() {
         let t0 = Instant::now();
         let plan = Plan::new(Mode::Wait, 1, Some(t0 + ms(100)));
-        let (mut s, mut turn) = Session::connect(1000, Mode::Wait, t0);
+        let (mut s, mut turn) = Session::connect("test:1", 1000, Mode::Wait, t0);
         let step = acquire_step(&s, &mut turn, &plan, t0, &mut || {}).unwrap();
         assert!(matches!(step, AcquireStep::Continue { wake, .. } if wake == t0 + ms(100)));
         let mut turn = s.step(Input::Timer, t0 + ms(100));
         let res = acquire_step(&s, &mut turn, &plan, t0 + ms(100), &mut || {});
-        assert!(matches!(res, Err(Failure::Final(Error::Timeout))));
+        assert!(matches!(res, Err(Failure::Final(Error::Timeout(None)))));
 
-        let (mut s, _) = Session::connect(1000, Mode::Wait, t0);
+        let (mut s, _) = Session::connect("test:1", 1000, Mode::Wait, t0);
         let mut turn = s.step(Input::Bytes(&PROMOTED), t0 + ms(200));
         let step = acquire_step(&s, &mut turn, &plan, t0 + ms(200), &mut || {}).unwrap();
         assert_eq!(step, AcquireStep::Granted);

@@ -5,7 +5,7 @@ use std::io;
 use ::tokio::io::{AsyncReadExt, AsyncWriteExt};
 use ::tokio::net::{lookup_host, TcpStream};
 
-use crate::config::Config;
+use crate::config::{Config, ServerAddr};
 
 /// One connection to a server.
 pub(crate) enum Conn {
@@ -15,34 +15,36 @@ pub(crate) enum Conn {
 }
 
 impl Conn {
-    /// Connects to `server` (`host:port`), trying each resolved address in
-    /// turn, with TCP_NODELAY set. The caller bounds it with a timeout.
-    pub(crate) async fn connect(config: &Config, server: &str) -> io::Result<Conn> {
+    /// Connects to `server`, trying each resolved address in turn, with
+    /// TCP_NODELAY set. The caller bounds it with a timeout. The error
+    /// names the server.
+    pub(crate) async fn connect(config: &Config, server: &ServerAddr) -> io::Result<Conn> {
+        let failed = |e: io::Error| io::Error::new(e.kind(), format!("{server}: {e}"));
         let mut last_err = None;
-        for addr in lookup_host(server).await? {
+        let addrs = lookup_host((server.host.as_str(), server.port))
+            .await
+            .map_err(failed)?;
+        for addr in addrs {
             match TcpStream::connect(addr).await {
                 Ok(tcp) => {
-                    tcp.set_nodelay(true)?;
+                    tcp.set_nodelay(true).map_err(failed)?;
                     return Conn::wrap(config, server, tcp).await;
                 }
                 Err(e) => last_err = Some(e),
             }
         }
-        Err(last_err.unwrap_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("no address for {server}"),
-            )
-        }))
+        Err(failed(last_err.unwrap_or_else(|| {
+            io::Error::new(io::ErrorKind::NotFound, "no address found")
+        })))
     }
 
     #[cfg(not(feature = "tls"))]
-    async fn wrap(_: &Config, _: &str, tcp: TcpStream) -> io::Result<Conn> {
+    async fn wrap(_: &Config, _: &ServerAddr, tcp: TcpStream) -> io::Result<Conn> {
         Ok(Conn::Tcp(tcp))
     }
 
     #[cfg(feature = "tls")]
-    async fn wrap(config: &Config, server: &str, tcp: TcpStream) -> io::Result<Conn> {
+    async fn wrap(config: &Config, server: &ServerAddr, tcp: TcpStream) -> io::Result<Conn> {
         match &config.tls {
             None => Ok(Conn::Tcp(tcp)),
             Some(tls) => Ok(Conn::Tls(Box::new(

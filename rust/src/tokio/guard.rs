@@ -54,7 +54,7 @@ type Shared = watch::Sender<Session>;
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), monolock::Error> {
-/// let client = monolock::tokio::Client::builder().build_async();
+/// let client = monolock::tokio::Client::builder().build()?;
 /// let guard = client.acquire("jobs/x").await?;
 /// let mut watch = guard.watch();
 /// tokio::spawn(async move {

@@ -13,7 +13,7 @@
 //! let client = monolock::tokio::Client::builder()
 //!     .server("127.0.0.1:7117")
 //!     .lease(Duration::from_secs(5))
-//!     .build_async();
+//!     .build()?;
 //! let guard = client.acquire_timeout("jobs/nightly", Duration::from_secs(30)).await?;
 //! tokio::select! {
 //!     reason = guard.lost() => eprintln!("lost the lock: {reason}"),
@@ -33,16 +33,21 @@ use ::tokio::time::{sleep, timeout, timeout_at};
 
 pub use guard::{LockGuard, LossWatch};
 
-use crate::config::{ClientBuilder, Config};
-use crate::core::retry::{Failure, Mode, Next, Plan};
+use crate::config::{Config, ServerAddr};
+use crate::core::retry::{log_failure, log_retry, Failure, Mode, Next, Plan};
 use crate::core::session::{Input, Session, Turn};
 use crate::core::step::{acquire_step, AcquireStep};
 use crate::error::Error;
 use conn::Conn;
 
+/// The builder of the tokio client: [`Client::builder`] starts one, and
+/// its `build` returns a [`Client`]. The settings are those of the
+/// blocking client's builder.
+pub type ClientBuilder = crate::ClientBuilder<Client>;
+
 /// An async monolock client for tokio. Cheap to clone.
 ///
-/// Build it with [`ClientBuilder::build_async`]. It needs a tokio runtime
+/// Build it with [`Client::builder`]. It needs a tokio runtime
 /// (any flavour) with timers enabled; each held lock runs one spawned task.
 #[derive(Debug, Clone)]
 pub struct Client {
@@ -50,10 +55,11 @@ pub struct Client {
 }
 
 impl Client {
-    /// Starts a [`ClientBuilder`]; finish it with
-    /// [`ClientBuilder::build_async`].
+    /// Starts a [`ClientBuilder`] for this client, with the defaults of
+    /// [`crate::ClientBuilder::new`]; its `build` returns a tokio
+    /// [`Client`].
     pub fn builder() -> ClientBuilder {
-        ClientBuilder::new()
+        ClientBuilder::with_defaults()
     }
 
     pub(crate) fn from_config(config: Arc<Config>) -> Client {
@@ -67,6 +73,8 @@ impl Client {
     }
 
     /// Acquires `name`, giving up with [`Error::Timeout`] after `timeout`.
+    /// If attempts failed meanwhile (a server down, a refused connection, a
+    /// failed TLS handshake), the timeout carries the last one's error.
     pub async fn acquire_timeout(&self, name: &str, timeout: Duration) -> Result<LockGuard, Error> {
         self.acquire_inner(name, Mode::Wait, Some(timeout)).await
     }
@@ -76,7 +84,7 @@ impl Client {
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), monolock::Error> {
-    /// let client = monolock::tokio::Client::builder().build_async();
+    /// let client = monolock::tokio::Client::builder().build()?;
     /// match client.try_acquire("reports").await {
     ///     Ok(guard) => println!("got it, token {}", guard.token()),
     ///     Err(e) if e.is_busy() => println!("someone else is on it"),
@@ -94,21 +102,27 @@ impl Client {
         mode: Mode,
         timeout: Option<Duration>,
     ) -> Result<LockGuard, Error> {
-        let (frame, lease_ms) = self.config.acquire_frame(name)?;
+        let frame = self.config.acquire_frame(name)?;
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let mut plan = Plan::new(mode, self.config.servers.len(), deadline);
         loop {
             match plan.next(Instant::now()) {
                 Next::Connect(server) => {
                     let server = &self.config.servers[server];
-                    match self.attempt(server, name, &frame, lease_ms, &plan).await {
+                    match self.attempt(server, name, &frame, &plan).await {
                         Ok((conn, session, turn)) => {
                             return LockGuard::start(name, conn, session, turn)
                         }
-                        Err(failure) => plan.failed(failure),
+                        Err(failure) => {
+                            log_failure(name, server, &failure);
+                            plan.failed(failure);
+                        }
                     }
                 }
-                Next::Sleep(delay) => sleep(delay).await,
+                Next::Sleep(delay) => {
+                    log_retry(name, delay, &plan, &self.config.servers);
+                    sleep(delay).await;
+                }
                 Next::GiveUp(err) => return Err(err),
             }
         }
@@ -119,10 +133,9 @@ impl Client {
     /// a failure (or with this future) closes it.
     async fn attempt(
         &self,
-        server: &str,
+        server: &ServerAddr,
         name: &str,
         frame: &[u8],
-        lease_ms: u32,
         plan: &Plan,
     ) -> Result<(Conn, Session, Turn), Failure> {
         let mut connect_timeout = self.config.connect_timeout;
@@ -134,11 +147,19 @@ impl Client {
             Ok(Ok(conn)) => conn,
             Ok(Err(e)) => return Err(Failure::Connect(Error::io(e))),
             Err(_) => {
-                let e = std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out");
+                let e = std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("{server}: connect timed out"),
+                );
                 return Err(Failure::Connect(Error::io(e)));
             }
         };
-        let (mut session, mut turn) = Session::connect(lease_ms, plan.mode(), Instant::now());
+        let (mut session, mut turn) = Session::connect(
+            &server.to_string(),
+            self.config.lease_ms,
+            plan.mode(),
+            Instant::now(),
+        );
         let mut buf = [0u8; 512];
         let mut on_waiting = || self.config.notify_waiting(name);
         loop {

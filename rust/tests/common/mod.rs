@@ -36,6 +36,8 @@ pub fn server_bin() -> PathBuf {
 /// A real server on a free loopback port, killed on drop.
 pub struct Server {
     pub addr: String,
+    /// The admin API's address, when started with [`Server::start_with_admin`].
+    pub admin: Option<String>,
     child: Child,
     _data: TempDir,
 }
@@ -45,11 +47,21 @@ impl Server {
         Server::start_with(&[])
     }
 
+    /// Like [`Server::start`], with its HTTP admin API on a free port too.
+    pub fn start_with_admin() -> Server {
+        Server::launch(&["--admin".as_ref(), "127.0.0.1:0".as_ref()], true)
+    }
+
     /// Like [`Server::start`], with further `serve` flags (e.g. TLS files).
     pub fn start_with(flags: &[&std::ffi::OsStr]) -> Server {
+        Server::launch(flags, false)
+    }
+
+    fn launch(flags: &[&std::ffi::OsStr], with_admin: bool) -> Server {
         let data = TempDir::new();
-        // No admin API: tests run many servers at once, and the default
-        // admin port is one fixed port.
+        // No admin API unless asked for (a later --admin wins): tests run
+        // many servers at once, and the default admin port is one fixed
+        // port.
         let mut child = Command::new(server_bin())
             .args([
                 "serve",
@@ -68,28 +80,37 @@ impl Server {
             .expect("start monolock serve");
         let stderr = child.stderr.take().unwrap();
         let (tx, rx) = mpsc::channel();
-        // Parse the listen address, then keep draining stderr so that the
-        // server never blocks on a full pipe.
+        // Parse the listen (and admin) addresses, then keep draining stderr
+        // so that the server never blocks on a full pipe.
         std::thread::spawn(move || {
-            let mut tx = Some(tx);
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
-                if !line.contains("msg=listening") {
+                let admin = line.contains("msg=\"admin listening\"");
+                if !admin && !line.contains("msg=listening") {
                     continue;
                 }
                 let addr = line
                     .split_whitespace()
                     .find_map(|f| f.strip_prefix("addr="));
-                if let (Some(addr), Some(tx)) = (addr, tx.take()) {
-                    let _ = tx.send(addr.to_owned());
+                if let Some(addr) = addr {
+                    let _ = tx.send((admin, addr.to_owned()));
                 }
             }
         });
-        let addr = rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("server printed its listen address");
+        let (mut addr, mut admin) = (None, None);
+        while addr.is_none() || (with_admin && admin.is_none()) {
+            let (is_admin, a) = rx
+                .recv_timeout(Duration::from_secs(30))
+                .expect("server printed its listen addresses");
+            if is_admin {
+                admin = Some(a);
+            } else {
+                addr = Some(a);
+            }
+        }
         Server {
-            addr,
+            addr: addr.unwrap(),
+            admin,
             child,
             _data: data,
         }
@@ -242,12 +263,25 @@ pub fn send(stream: &mut TcpStream, bytes: &[u8]) {
     stream.write_all(bytes).unwrap();
 }
 
-/// A client builder for `addr` with this lease; the connect timeout is the
-/// default five seconds, set here so that no test depends on the default.
-/// Finish it with `build` or `build_async`.
+/// A blocking client's builder for `addr` with this lease; the connect
+/// timeout is the default five seconds, set here so that no test depends
+/// on the default.
 pub fn builder(addr: &str, lease: Duration) -> monolock::ClientBuilder {
-    monolock::ClientBuilder::new()
-        .server(addr)
+    configure(monolock::Client::builder(), addr, lease)
+}
+
+/// Like [`builder`], for the tokio client.
+#[cfg(feature = "tokio")]
+pub fn tokio_builder(addr: &str, lease: Duration) -> monolock::tokio::ClientBuilder {
+    configure(monolock::tokio::Client::builder(), addr, lease)
+}
+
+fn configure<C>(
+    b: monolock::ClientBuilder<C>,
+    addr: &str,
+    lease: Duration,
+) -> monolock::ClientBuilder<C> {
+    b.server(addr)
         .lease(lease)
         .connect_timeout(Duration::from_secs(5))
 }
