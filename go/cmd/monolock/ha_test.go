@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -175,4 +176,106 @@ func TestHAPausedLeaderSendsNothingAfterResume(t *testing.T) {
 	} else {
 		require.True(t, errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET), "got %v", err)
 	}
+}
+
+// cutProxy forwards TCP connections to target until cut, then swallows
+// everything in both directions (the connections stay open, as in a
+// partition): a server's link to etcd, cut without touching its clients.
+type cutProxy struct {
+	ln     net.Listener
+	target string
+	cut    atomic.Bool
+}
+
+func newCutProxy(t *testing.T, target string) *cutProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &cutProxy{ln: ln, target: target}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			t.Cleanup(func() { c.Close(); u.Close() })
+			go p.pipe(c, u)
+			go p.pipe(u, c)
+		}
+	}()
+	return p
+}
+
+func (p *cutProxy) pipe(from, to net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := from.Read(buf)
+		if err != nil {
+			return
+		}
+		if !p.cut.Load() {
+			if _, err := to.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// The leader is cut off from etcd while its clients still reach it. It
+// stops acknowledging on its own clock, so its holder is told of the loss
+// before the other server, elected once etcd expires the old leader's
+// lease and done with its grace, grants the lock to the waiter.
+func TestHALeaderCutOffFromEtcd(t *testing.T) {
+	etcd := testetcd.Start(t)
+	proxy := newCutProxy(t, etcd)
+	addrA, addrB := testetcd.FreePort(t), testetcd.FreePort(t)
+	a := cellServer(t, proxy.ln.Addr().String(), addrA)
+	a.WaitLog(0, wait, "ha: leading the cell")
+	b := cellServer(t, etcd, addrB)
+
+	c, err := client.New(client.WithServers(addrA, addrB), client.WithLease(time.Second))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*wait)
+	defer cancel()
+	holder, err := c.Acquire(ctx, "cut")
+	require.NoError(t, err)
+	told := make(chan time.Time, 1)
+	go func() { <-holder.Done(); told <- time.Now() }()
+	granted := make(chan time.Time, 1)
+	go func() {
+		l, err := c.Acquire(ctx, "cut")
+		if err != nil {
+			t.Errorf("waiter: %v", err)
+			granted <- time.Time{}
+			return
+		}
+		granted <- time.Now()
+		defer l.Release()
+		assert.Greater(t, l.Token(), holder.Token())
+	}()
+	time.Sleep(300 * time.Millisecond) // the waiter queues on A
+
+	proxy.cut.Store(true)
+	var toldAt, grantedAt time.Time
+	select {
+	case toldAt = <-told:
+	case <-time.After(2 * wait):
+		t.Fatal("the cut-off leader's holder was never told")
+	}
+	select {
+	case grantedAt = <-granted:
+	case <-time.After(3 * wait):
+		t.Fatal("no grant after the leader was cut off")
+	}
+	require.False(t, grantedAt.IsZero())
+	b.WaitLog(0, wait, "ha: leading the cell")
+	margin := grantedAt.Sub(toldAt)
+	t.Logf("holder told %v before the waiter's grant (holder: %v)", margin, holder.Err())
+	assert.Greater(t, margin, time.Duration(0), "the waiter was granted before the holder was told")
 }

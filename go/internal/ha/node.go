@@ -410,6 +410,7 @@ func (n *Node) stepDown(reason string) {
 	tokens := n.tokens
 	n.tokens, n.guard = nil, nil
 	n.mu.Unlock()
+	n.leader.CompareAndSwap(n.cfg.Advertise, "") // until etcd names the next one
 	n.log.Warn("ha: stepping down", "reason", reason)
 	n.server.StepDown(reason)
 	if tokens != nil {
