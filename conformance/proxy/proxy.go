@@ -9,6 +9,7 @@ import (
 	"context"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/monolock/monolock/conformance/accepted"
@@ -41,6 +42,10 @@ type Conn struct {
 
 	mu  sync.Mutex
 	own *Faults // set by SetFaults: this connection's faults, instead of the proxy's
+	// resetting is set by Reset before it aborts both sides, so that the
+	// pump of one side does not pass the abort on as a clean close (FIN)
+	// before the other side's reset.
+	resetting atomic.Bool
 }
 
 // SetFaults gives this connection faults of its own, which replace the
@@ -104,6 +109,7 @@ func (p *Proxy) Accept(ctx context.Context) (*Conn, error) { return p.conns.Next
 // Reset aborts every connection on both sides with a TCP reset.
 func (p *Proxy) Reset() {
 	for _, c := range p.Conns() {
+		c.resetting.Store(true)
 		for _, nc := range []net.Conn{c.client, c.server} {
 			if tc, ok := nc.(*net.TCPConn); ok {
 				_ = tc.SetLinger(0)
@@ -215,7 +221,7 @@ func (p *Proxy) pump(c *Conn, d wire.Dir) {
 		}
 	}
 	// The source ended: pass the end on, so a closed client frees its lock.
-	if !passEnd {
+	if !passEnd || c.resetting.Load() {
 		return
 	}
 	if tc, ok := dst.(*net.TCPConn); ok {

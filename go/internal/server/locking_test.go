@@ -258,3 +258,24 @@ func TestHalfCloseGivesASynchronousRelease(t *testing.T) {
 		next.expectClosed()
 	}
 }
+
+// A holder whose connection is reset (not closed with a FIN) keeps its lock
+// until its lease would have run out: a reset may come from a middlebox or
+// a rebooted host, and the holder may not know yet. A clean close still
+// hands the lock over at once (TestKick, release tests).
+func TestResetHolderKeepsTheLockForItsLease(t *testing.T) {
+	srv := startServer(t, Config{})
+	holder := dial(t, srv.addr)
+	holder.acquire("reset", 1000)
+	tok := holder.expectAcquired()
+	waiter := dial(t, srv.addr)
+	waiter.acquire("reset", 60000)
+	waiter.expectWaiting()
+	sent := time.Now()
+	holder.heartbeat()
+	require.Equal(t, tok, holder.expectAcquired())
+	require.NoError(t, holder.conn.SetLinger(0))
+	require.NoError(t, holder.conn.Close()) // a reset, not a FIN
+	assert.Equal(t, tok+1, waiter.expectAcquired())
+	assert.GreaterOrEqual(t, time.Since(sent), time.Second, "granted before the reset holder's lease ran out")
+}

@@ -461,7 +461,7 @@ func (s *Server) Kick(sessionID uint64) bool {
 	s.mu.Lock()
 	sess := s.sessions[sessionID]
 	s.mu.Unlock()
-	if sess == nil || !sess.end(protocol.ErrAdminClosed, "", false) {
+	if sess == nil || !sess.end(protocol.ErrAdminClosed, "", 0) {
 		return false
 	}
 	s.log.Info("session kicked", "session", sessionID)

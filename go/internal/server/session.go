@@ -11,6 +11,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/monolock/monolock/go/internal/locktable"
@@ -127,6 +128,12 @@ func (e *wireError) Error() string { return e.code.Error() + ": " + e.reason }
 // errFinished stops the reader of a session that someone else ended.
 var errFinished = errors.New("session finished")
 
+// resetError ends a session whose peer reset the connection after its
+// ACQUIRE; until is when its lease would have run out.
+type resetError struct{ until time.Time }
+
+func (e *resetError) Error() string { return "connection reset by peer" }
+
 // errSilent ends a session whose lease ran out: no valid frame within the
 // lease after the last one.
 var errSilent = errors.New("lease expired")
@@ -137,6 +144,7 @@ func (ss *session) run() {
 	err := ss.serve()
 	var we *wireError
 	var pe *protocol.Error
+	var reset *resetError
 	switch {
 	case errors.As(err, &we):
 		ss.srv.log.Debug("session error", "session", ss.id, "remote", ss.conn.RemoteAddr(), "code", we.code.Code, "reason", we.reason)
@@ -146,9 +154,15 @@ func (ss *session) run() {
 		ss.finish(pe, "")
 	case errors.Is(err, errSilent):
 		ss.srv.log.Debug("session expired", "session", ss.id, "remote", ss.conn.RemoteAddr())
-		if ss.end(nil, "", true) {
+		if ss.end(nil, "", ss.srv.lockDelay) {
 			ss.srv.obs.Expired()
 		}
+	case errors.As(err, &reset):
+		// A reset is no release: a middlebox or a rebooted host may have
+		// sent it, and the holder may not know yet. Its lock is kept until
+		// the lease would have run out, as for a silent holder.
+		ss.srv.log.Debug("session reset", "session", ss.id, "remote", ss.conn.RemoteAddr())
+		ss.end(nil, "", max(time.Until(reset.until), ss.srv.lockDelay))
 	default:
 		// Peer closed, handshake timeout, or ended by someone else: close
 		// without a message. This is how every session ends, so the Debug
@@ -252,6 +266,9 @@ func (ss *session) serve() error {
 			}
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				return errSilent
+			}
+			if errors.Is(err, syscall.ECONNRESET) {
+				return &resetError{until: lastSeen.Add(lease)}
 			}
 			return err
 		}
@@ -362,16 +379,16 @@ func (ss *session) writeLocked(frame []byte) error {
 // close, or, with no final message, closes the connection. Either way a
 // blocked reader wakes up.
 func (ss *session) finish(final *protocol.Error, reason string) {
-	ss.end(final, reason, false)
+	ss.end(final, reason, 0)
 }
 
-// end is finish; silent says the session ended because its lease ran out,
-// which delays the hand-over of its lock when a lock delay is configured.
-// It reports whether this call ended the session.
+// end is finish; hold, if positive, keeps the session's lock from the next
+// waiter for that long (the lock delay after a silent holder, the rest of
+// the lease after a reset). It reports whether this call ended the session.
 //
 // The final ERROR is written before the claim is released: a kicked holder
 // must be told before the next waiter is granted its lock.
-func (ss *session) end(final *protocol.Error, reason string, silent bool) bool {
+func (ss *session) end(final *protocol.Error, reason string, hold time.Duration) bool {
 	ss.wmu.Lock()
 	if ss.done.Load() {
 		ss.wmu.Unlock()
@@ -381,8 +398,8 @@ func (ss *session) end(final *protocol.Error, reason string, silent bool) bool {
 	ss.wmu.Unlock()
 
 	written := final != nil && ss.writeFinal(final, reason)
-	if silent && ss.srv.lockDelay > 0 {
-		ss.srv.releaseDelayed(&ss.claim)
+	if hold > 0 {
+		ss.srv.releaseDelayed(&ss.claim, hold)
 	} else {
 		ss.srv.release(&ss.claim)
 	}
@@ -419,15 +436,15 @@ func (s *Server) release(c *locktable.Claim) {
 }
 
 // releaseDelayed takes c out of the lock table; if c held the lock, the next
-// waiter is granted it only after the lock delay.
-func (s *Server) releaseDelayed(c *locktable.Claim) {
+// waiter is granted it only after delay.
+func (s *Server) releaseDelayed(c *locktable.Claim, delay time.Duration) {
 	if !s.table.ReleaseBlocked(c) {
 		return
 	}
 	start := time.Now()
 	name := c.Name
-	s.log.Info("holder went silent; lock delayed", "lock", name, "delay", s.lockDelay)
-	time.AfterFunc(s.lockDelay, func() {
+	s.log.Info("holder gone without a release; lock held back", "lock", name, "delay", delay)
+	time.AfterFunc(delay, func() {
 		promoted, failed := s.table.Unblock(name)
 		s.handOver(promoted, failed, start)
 	})
