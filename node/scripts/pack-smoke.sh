@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
-# Packs the package, installs the tarball into a fresh directory and runs the
-# README's quick start there against a real `monolock serve`: ESM import,
-# CommonJS require, and TypeScript types resolved from the tarball.
-# Expects dist/ built and $MONOLOCK_BIN set (scripts/test.sh does both).
+# Installs the package the two ways a user does and runs the README's quick
+# start in each against a real `monolock serve`, compiled with the README's
+# tsconfig settings and the types of the installed package, plus a CommonJS
+# require:
+#   1. the `npm pack` tarball (what the registry would serve);
+#   2. this folder as a fresh clone has it (no node_modules, no dist),
+#      installed with `npm install <folder>` and only node, npm and sh on PATH:
+#      the prepare script must build it with nothing else installed.
+# Needs $MONOLOCK_BIN (scripts/test.sh sets it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pkg_dir="$(pwd)"
@@ -14,49 +19,10 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-
-tarball="$(npm pack --silent --pack-destination "$work" | tail -n 1)"
-echo "packed $tarball"
-if tar -tzf "$work/$tarball" | grep -vE '^package/(dist/(esm|cjs)/|README\.md$|LICENSE$|package\.json$)'; then
-  echo "unexpected files in the tarball (above)" >&2
-  exit 1
-fi
-
-app="$work/app"
-mkdir -p "$app"
-cd "$app"
-printf '{ "name": "smoke", "private": true, "type": "module" }\n' > package.json
-ts_version="$(node -p 'require(process.argv[1]).devDependencies.typescript' "$pkg_dir/package.json")"
-types_version="$(node -p 'require(process.argv[1]).devDependencies["@types/node"]' "$pkg_dir/package.json")"
-npm install --no-audit --no-fund --loglevel=error --prefer-offline \
-  "$work/$tarball" "typescript@$ts_version" "@types/node@$types_version"
-
-# The README's quick start: the first ```ts block after "## Quick start".
-node -e '
-  const fs = require("fs");
-  const readme = fs.readFileSync(process.argv[1], "utf8");
-  const section = readme.slice(readme.indexOf("## Quick start"));
-  const m = /```ts\n([\s\S]*?)```/.exec(section);
-  if (!m) { console.error("no quick start in README"); process.exit(1); }
-  fs.writeFileSync("quickstart.ts", m[1].replaceAll("127.0.0.1:7117", "__ADDR__"));
-' "$pkg_dir/README.md"
-cat > tsconfig.json <<'JSON'
-{
-  "compilerOptions": {
-    "target": "ES2022",
-    "lib": ["ES2022", "ESNext.Disposable"],
-    "module": "NodeNext",
-    "moduleResolution": "NodeNext",
-    "types": ["node"],
-    "strict": true,
-    "outDir": "out"
-  },
-  "files": ["quickstart.ts"]
-}
-JSON
+npm_quiet=(--no-audit --no-fund --loglevel=error --prefer-offline)
 
 data_dir="$work/data"
-"$MONOLOCK_BIN" serve --listen 127.0.0.1:0 --data-dir "$data_dir" 2> "$work/server.log" &
+"$MONOLOCK_BIN" serve --listen 127.0.0.1:0 --admin off --data-dir "$data_dir" 2> "$work/server.log" &
 server_pid=$!
 addr=""
 for _ in $(seq 1 150); do
@@ -65,22 +31,79 @@ for _ in $(seq 1 150); do
   sleep 0.1
 done
 if [ -z "$addr" ]; then cat "$work/server.log" >&2; echo "server did not start" >&2; exit 1; fi
-sed -i "s/__ADDR__/$addr/g" quickstart.ts
 
-echo "-- tsc (types from the tarball)"
-node_modules/.bin/tsc -p tsconfig.json
-echo "-- run the quick start"
-timeout 60 node out/quickstart.js | tee "$work/out.txt"
-grep -q "fencing token" "$work/out.txt"
+# The README's quick start (the first ```ts block after "## Quick start",
+# pointed at our server) and its tsconfig (the first ```json block there).
+node -e '
+  const fs = require("fs");
+  const readme = fs.readFileSync(process.argv[1], "utf8");
+  const section = readme.slice(readme.indexOf("## Quick start"));
+  const ts = /```ts\n([\s\S]*?)```/.exec(section);
+  const json = /```json\n([\s\S]*?)```/.exec(section);
+  if (!ts || !json) { console.error("no quick start or tsconfig in README"); process.exit(1); }
+  fs.writeFileSync(process.argv[2] + "/quickstart.ts", ts[1].replaceAll("127.0.0.1:7117", process.argv[3]));
+  const config = JSON.parse(json[1]);
+  if (config.compilerOptions.target !== "ES2022") { console.error("README tsconfig: target must be ES2022"); process.exit(1); }
+  config.compilerOptions.outDir = "out";
+  config.files = ["quickstart.ts"];
+  fs.writeFileSync(process.argv[2] + "/tsconfig.json", JSON.stringify(config, null, 2));
+' "$pkg_dir/README.md" "$work" "$addr"
 
-echo "-- CommonJS require"
-timeout 60 node -e '
-  const { Client, LockBusyError } = require("monolock");
-  const client = new Client({ servers: process.argv[1] });
-  client.acquire("smoke/cjs").then(async (lock) => {
-    await client.tryAcquire("smoke/cjs").catch((e) => { if (!(e instanceof LockBusyError)) throw e; });
-    console.log("cjs token", lock.token);
-    await lock.release();
-  });
-' "$addr"
+ts_version="$(node -p 'require(process.argv[1]).devDependencies.typescript' "$pkg_dir/package.json")"
+types_version="$(node -p 'require(process.argv[1]).devDependencies["@types/node"]' "$pkg_dir/package.json")"
+
+# A fresh project in $1 with `monolock` from $2, then the checks.
+check_install() {
+  local app="$1" spec="$2"
+  mkdir -p "$app"
+  cp "$work/quickstart.ts" "$work/tsconfig.json" "$app/"
+  (
+    cd "$app"
+    printf '{ "name": "smoke", "private": true, "type": "module" }\n' > package.json
+    # The tools to type-check the quick start first: installing them later
+    # would run a folder dependency's prepare script again.
+    npm install "${npm_quiet[@]}" "typescript@$ts_version" "@types/node@$types_version"
+    PATH="$shim_path" npm install "${npm_quiet[@]}" "$spec"
+    echo "-- tsc (types from the installed package)"
+    node_modules/.bin/tsc -p tsconfig.json
+    echo "-- run the quick start"
+    timeout 60 node out/quickstart.js | tee out.txt
+    grep -q "fencing token" out.txt
+    echo "-- CommonJS require"
+    timeout 60 node -e '
+      const { Client, LockBusyError } = require("monolock");
+      const client = new Client({ servers: process.argv[1] });
+      client.acquire("smoke/cjs").then(async (lock) => {
+        await client.tryAcquire("smoke/cjs").catch((e) => { if (!(e instanceof LockBusyError)) throw e; });
+        console.log("cjs token", lock.token);
+        await lock.release();
+      });
+    ' "$addr"
+  )
+}
+
+# Only node, npm and the sh npm runs scripts with on PATH: no global
+# TypeScript, no bash, no git for the build.
+shim="$work/bin"
+mkdir -p "$shim"
+for tool in node npm sh; do ln -s "$(command -v "$tool")" "$shim/$tool"; done
+shim_path="$shim"
+
+echo "== from the npm pack tarball"
+tarball="$(npm pack --silent --pack-destination "$work" | tail -n 1)" # prepare builds dist/
+echo "packed $tarball"
+if tar -tzf "$work/$tarball" | grep -vE '^package/(dist/(esm|cjs)/|README\.md$|LICENSE$|package\.json$)'; then
+  echo "unexpected files in the tarball (above)" >&2
+  exit 1
+fi
+check_install "$work/app-tarball" "$work/$tarball"
+
+echo "== from a clone's folder"
+clone="$work/clone/node"
+mkdir -p "$clone"
+# What git would check out: ignored build output and dependencies left out.
+tar -C "$pkg_dir" --exclude=./node_modules --exclude=./dist --exclude=./build --exclude='*.tgz' -cf - . | tar -C "$clone" -xf -
+check_install "$work/app-folder" "$clone"
+test -f "$clone/dist/esm/index.js" || { echo "the prepare script did not build dist/" >&2; exit 1; }
+
 echo "pack smoke test passed"

@@ -1,5 +1,10 @@
-/** Parsing of server addresses ("host:port", "[v6]:port", "host"). */
+/**
+ * Parsing of server addresses: "host:port", "[v6]:port", or a bare host
+ * ("host", "[v6]" or an IPv6 literal without brackets), which means port
+ * 7117. `spec/vectors/addresses.json` runs the rule.
+ */
 
+import { isIPv6 } from "node:net";
 import { DEFAULT_PORT } from "./constants.js";
 
 /** A server to connect to. */
@@ -8,33 +13,45 @@ export interface ServerAddress {
   readonly port: number;
 }
 
-/** Parses `"host:port"`, `"[::1]:7117"`, or a bare host (port 7117). */
+/** Letters, digits, dots, hyphens, underscores: host names and IPv4 literals. */
+const HOST_NAME = /^[\p{L}\p{N}._-]+$/u;
+
+/**
+ * Parses one address. Throws a `TypeError` naming the address and what is
+ * wrong with it: a configuration error, never worth retrying.
+ */
 export function parseAddress(address: string): ServerAddress {
-  const bad = (): TypeError => new TypeError(`monolock: bad server address ${JSON.stringify(address)}`);
+  const bad = (why: string): TypeError =>
+    new TypeError(`monolock: bad server address ${JSON.stringify(address)}: ${why}`);
+  if (typeof address !== "string") throw new TypeError("monolock: a server address must be a string");
   let host: string;
   let portText: string | undefined;
   if (address.startsWith("[")) {
     const close = address.indexOf("]");
-    if (close < 0) throw bad();
+    if (close < 0) throw bad('missing "]"');
     host = address.slice(1, close);
+    if (!isIPv6(host)) throw bad("only an IPv6 address goes in brackets");
     const rest = address.slice(close + 1);
     if (rest !== "") {
-      if (!rest.startsWith(":")) throw bad();
+      if (!rest.startsWith(":")) throw bad('expected ":PORT" after "]"');
       portText = rest.slice(1);
     }
+  } else if (isIPv6(address)) {
+    host = address; // an IPv6 literal without brackets has no port
   } else {
-    const colon = address.lastIndexOf(":");
-    if (colon >= 0 && address.indexOf(":") !== colon) {
-      host = address; // a bare IPv6 address without brackets
-    } else if (colon >= 0) {
-      host = address.slice(0, colon);
-      portText = address.slice(colon + 1);
-    } else {
-      host = address;
-    }
+    const colon = address.indexOf(":");
+    host = colon < 0 ? address : address.slice(0, colon);
+    portText = colon < 0 ? undefined : address.slice(colon + 1);
+    if (host === "") throw bad("missing host");
+    if (!HOST_NAME.test(host)) throw bad("the host has characters a host name cannot have");
   }
-  if (host === "") throw bad();
-  const port = portText === undefined ? DEFAULT_PORT : Number(portText);
-  if (portText === "" || !Number.isInteger(port) || port < 1 || port > 65535) throw bad();
+  if (portText === undefined) return { host, port: DEFAULT_PORT };
+  const port = /^\d{1,5}$/.test(portText) ? Number(portText) : Number.NaN;
+  if (!(port >= 1 && port <= 65535)) throw bad("the port must be a number from 1 to 65535");
   return { host, port };
+}
+
+/** The address as text, brackets around an IPv6 host. */
+export function formatAddress({ host, port }: ServerAddress): string {
+  return isIPv6(host) ? `[${host}]:${port}` : `${host}:${port}`;
 }

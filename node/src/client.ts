@@ -1,7 +1,8 @@
 /** The Client: configuration plus acquire / tryAcquire. */
 
 import type * as tls from "node:tls";
-import { parseAddress, type ServerAddress } from "./address.js";
+import { formatAddress, parseAddress, type ServerAddress } from "./address.js";
+import { DEFAULT_SERVER } from "./constants.js";
 import type { Cause } from "./core.js";
 import {
   AcquireAbortedError,
@@ -11,8 +12,10 @@ import {
   type LockBusyError,
   type MonolockError,
   type ServerError,
+  withoutPrefix,
 } from "./errors.js";
 import { Lock } from "./lock.js";
+import { type Logger, log } from "./logger.js";
 import { outcomeOf, RetryPlan } from "./plan.js";
 import { Session } from "./session.js";
 import { startTimer, type Timer } from "./timers.js";
@@ -21,11 +24,12 @@ import { type LockName, type ValidName, validateAcquire } from "./validate.js";
 /** Settings of a {@link Client}. */
 export interface ClientOptions {
   /**
-   * One or more servers, as `"host:port"`, `"[::1]:port"` or `"host"`
-   * (port 7117). Every acquisition starts at the first and moves to the next
-   * one after each failed attempt.
+   * One or more servers, as `"host:port"`, `"[::1]:port"` or a bare host
+   * (`"host"`, `"[::1]"`, `"::1"`: port 7117). Default `"127.0.0.1:7117"`.
+   * Every acquisition starts at the first and moves to the next one after
+   * each failed attempt.
    */
-  servers: string | readonly string[];
+  servers?: string | readonly string[];
   /**
    * Lease of every connection in milliseconds, 1..4294967295 (default
    * 10000). The server drops a session silent for this long; the client
@@ -42,6 +46,13 @@ export interface ClientOptions {
    * `host`/`port` are taken from `servers`.
    */
   tls?: boolean | tls.ConnectionOptions;
+  /**
+   * Where to log: an object with `debug`, `info` and `warn` methods, each
+   * called with one string (`console` fits, and so do pino, winston and
+   * bunyan). A failed attempt that is retried is logged at `warn`, a lost
+   * lock at `info`, the rest at `debug`. Default: no logging.
+   */
+  logger?: Logger;
 }
 
 /** Options of one {@link Client.acquire} or {@link Client.tryAcquire} call. */
@@ -83,20 +94,24 @@ export class Client {
   private readonly leaseMs: number;
   private readonly connectTimeoutMs: number;
   private readonly tlsOptions: tls.ConnectionOptions | undefined;
+  private readonly logger: Logger | undefined;
 
   /**
    * Checks the options; throws `TypeError` on a malformed server address or
    * connect timeout. The lease is checked by each acquisition, which rejects
    * with {@link InvalidLeaseError} (0x17) like the server would.
+   * `new Client()` talks to `127.0.0.1:7117`.
    */
-  constructor(options: ClientOptions) {
-    const list = typeof options.servers === "string" ? [options.servers] : [...options.servers];
+  constructor(options: ClientOptions = {}) {
+    const { servers = DEFAULT_SERVER } = options;
+    const list = typeof servers === "string" ? [servers] : [...servers];
     if (list.length === 0) throw new TypeError("monolock: no servers given");
     this.servers = list.map(parseAddress);
     this.leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
     this.connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
     if (!(this.connectTimeoutMs > 0)) throw new TypeError("monolock: connectTimeoutMs must be a number > 0");
     this.tlsOptions = options.tls === true ? {} : options.tls === false ? undefined : options.tls;
+    this.logger = options.logger;
   }
 
   /**
@@ -114,10 +129,12 @@ export class Client {
   }
 
   /**
-   * Acquires `name` only if it is free right now. Rejects with
-   * {@link LockBusyError} if it is held, with {@link ConnectionError} if no
-   * server could be reached, or with a {@link ServerError} subclass. Makes
-   * one pass over unreachable servers; never sleeps or re-queues.
+   * Acquires `name` only if it is free right now. Makes one pass over the
+   * servers, moving on after one that cannot be reached or answers with a
+   * temporary error; never sleeps or re-queues. Rejects with
+   * {@link LockBusyError} if it is held, or with the last server's error: a
+   * {@link ConnectionError} (none could be reached) or a {@link ServerError}
+   * subclass.
    */
   tryAcquire(name: LockName, options: Omit<AcquireOptions, "onWaiting"> = {}): Promise<Lock> {
     return this.start(name, options, "try");
@@ -147,6 +164,7 @@ export class Client {
           signal: options.signal,
           timeoutMs: timeoutMs ?? undefined,
           onWaiting: options.onWaiting,
+          logger: this.logger,
         },
         resolve,
         reject,
@@ -167,6 +185,7 @@ interface AcquisitionSettings {
   readonly signal: AbortSignal | undefined;
   readonly timeoutMs: number | undefined;
   readonly onWaiting: (() => void) | undefined;
+  readonly logger: Logger | undefined;
 }
 
 /**
@@ -183,6 +202,8 @@ class Acquisition {
   /** When the current session got WAITING. */
   private queuedAt: number | undefined;
   private lastError: MonolockError | undefined;
+  /** Set by a failed attempt: the next step is a retry, logged with this note. */
+  private retryNote: string | undefined;
   private readonly onAbort = (): void => {
     this.fail(new AcquireAbortedError({ cause: this.s.signal?.reason }));
   };
@@ -218,11 +239,15 @@ class Acquisition {
     this.retryTimer = undefined;
     if (this.settled) return;
     const action = this.plan.next();
+    const note = this.retryNote;
+    this.retryNote = undefined;
     switch (action.type) {
       case "connect":
+        if (note !== undefined) this.logRetry(`${note}trying ${this.where(action.server)}`);
         this.connect(action.server);
         return;
       case "sleep":
+        if (note !== undefined) this.logRetry(`${note}retrying in ${Math.round(action.ms)} ms`);
         // The caller's deadline cuts a sleep short: its timer rejects first.
         this.retryTimer = startTimer(action.ms, () => this.step(), true);
         return;
@@ -232,9 +257,26 @@ class Acquisition {
     }
   }
 
+  /** A stuck acquisition must be visible: every retry says why and what comes next. */
+  private logRetry(next: string): void {
+    const why = this.lastError === undefined ? "attempt failed" : withoutPrefix(this.lastError.message);
+    log(this.s.logger, "warn", `monolock: acquire ${JSON.stringify(this.s.name.text)}: ${why}; ${next}`);
+  }
+
+  private where(server: number): string {
+    const address = this.s.servers[server];
+    if (address === undefined) throw new Error("unreachable: server index out of range");
+    return formatAddress(address);
+  }
+
   private connect(server: number): void {
     const address = this.s.servers[server];
     if (address === undefined) throw new Error("unreachable: server index out of range");
+    log(
+      this.s.logger,
+      "debug",
+      `monolock: connecting to ${formatAddress(address)} for ${JSON.stringify(this.s.name.text)}`,
+    );
     this.queuedAt = undefined;
     try {
       this.session = this.openSession(address);
@@ -256,8 +298,8 @@ class Acquisition {
         mode: this.s.mode,
       },
       {
-        onWaiting: () => this.onWaiting(),
-        onGranted: (token) => this.onGranted(session, token),
+        onWaiting: () => this.onWaiting(address),
+        onGranted: (token) => this.onGranted(session, address, token),
         onLost: () => {}, // a held session belongs to its Lock
         onFailed: (cause, error, connected) => this.onFailed(cause, error, connected),
       },
@@ -265,8 +307,9 @@ class Acquisition {
     return session;
   }
 
-  private onWaiting(): void {
+  private onWaiting(address: ServerAddress): void {
     this.queuedAt = performance.now();
+    log(this.s.logger, "debug", `monolock: ${JSON.stringify(this.s.name.text)} queued on ${formatAddress(address)}`);
     try {
       this.s.onWaiting?.();
     } catch (err) {
@@ -274,9 +317,11 @@ class Acquisition {
     }
   }
 
-  private onGranted(session: Session, token: bigint): void {
+  private onGranted(session: Session, address: ServerAddress, token: bigint): void {
     this.plan.report("granted");
-    const lock = new Lock(session, this.s.name.text, token, this.s.leaseMs);
+    const where = formatAddress(address);
+    log(this.s.logger, "debug", `monolock: acquired ${JSON.stringify(this.s.name.text)} on ${where}, token ${token}`);
+    const lock = new Lock(session, this.s.name.text, token, this.s.leaseMs, this.s.logger);
     this.session = undefined; // the Lock owns it now
     this.finish();
     this.resolve(lock);
@@ -286,7 +331,9 @@ class Acquisition {
   private onFailed(cause: Cause, error: MonolockError, connected: boolean): void {
     this.lastError = error;
     const queuedMs = this.queuedAt === undefined ? 0 : performance.now() - this.queuedAt;
-    this.plan.report(outcomeOf(cause, connected), queuedMs);
+    const outcome = outcomeOf(cause, connected);
+    this.plan.report(outcome, queuedMs);
+    this.retryNote = outcome === "not_monolock" ? "not asking it again; " : "";
     this.step();
   }
 

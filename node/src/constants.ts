@@ -56,3 +56,6 @@ export const RETRY = {
 
 /** Port of `monolock serve` when an address names none. */
 export const DEFAULT_PORT = 7117;
+
+/** The server a client talks to when given none: where `monolock serve` listens. */
+export const DEFAULT_SERVER = "127.0.0.1:7117";

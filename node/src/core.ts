@@ -18,6 +18,8 @@ export type Cause =
   | { readonly kind: "io"; readonly detail: string }
   | { readonly kind: "server"; readonly code: number; readonly reason: string }
   | { readonly kind: "protocol"; readonly detail: string }
+  /** The first bytes from the server start no server message: it is something else. */
+  | { readonly kind: "not_monolock"; readonly sent: Uint8Array }
   | { readonly kind: "busy" };
 
 /** What the owner must do, in the order given. */
@@ -120,6 +122,7 @@ export class SessionCore {
     } catch (err) {
       if (!(err instanceof FrameError)) throw err;
       if (this.current === "lost") this.garbled = true;
+      else if (err.atStart) this.end(out, { kind: "not_monolock", sent: err.bytes });
       else this.end(out, { kind: "protocol", detail: err.message });
       return out;
     }

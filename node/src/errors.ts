@@ -52,7 +52,11 @@ export class ServerError extends MonolockError {
   override name = "ServerError";
   /** The wire code (always set for this class). */
   declare readonly code: number;
-  /** The reason text from the ERROR frame, or the canonical text. */
+  /**
+   * The reason text from the ERROR frame; for a check before sending, what
+   * was wrong (such as the name's length and the limit); else the canonical
+   * text of the code.
+   */
   readonly reason: string;
   /** `"server"` for an ERROR frame, `"client"` for a check before sending. */
   readonly origin: ErrorOrigin;
@@ -206,13 +210,15 @@ export class LockBusyError extends MonolockError {
 
 /**
  * The acquisition's `timeoutMs` passed before the lock was granted. `cause`
- * holds the last failure while retrying, if there was one. Temporary.
+ * holds the last failure while retrying, if there was one, and the message
+ * says what it was (a server that is down is not a busy lock). Temporary.
  */
 export class AcquireTimeoutError extends MonolockError {
   override name = "AcquireTimeoutError";
   /** @internal */
   constructor(timeoutMs: number, options?: MonolockErrorOptions) {
-    super(`monolock: lock not acquired within ${timeoutMs} ms`, null, true, options);
+    const last = options?.cause instanceof Error ? `; last attempt: ${withoutPrefix(options.cause.message)}` : "";
+    super(`monolock: lock not acquired within ${timeoutMs} ms${last}`, null, true, options);
   }
 }
 
@@ -226,18 +232,65 @@ export class AcquireAbortedError extends MonolockError {
 }
 
 /**
- * The connection could not be opened, failed, ended, timed out connecting,
- * or carried bytes that break the protocol. Temporary.
+ * The connection could not be opened (TCP, TLS handshake, connect timeout),
+ * failed, ended, or carried bytes that break the protocol. Temporary, except
+ * for its subclass {@link NotMonolockError}.
  */
 export class ConnectionError extends MonolockError {
   override name = "ConnectionError";
   /** `"connect"`: no connection was made; `"open"`: it failed after opening. */
   readonly phase: ConnectionPhase;
   /** @internal */
-  constructor(message: string, phase: ConnectionPhase, options?: MonolockErrorOptions) {
-    super(`monolock: ${message}`, null, true, options);
+  constructor(message: string, phase: ConnectionPhase, options?: MonolockErrorOptions, temporary = true) {
+    super(`monolock: ${message}`, null, temporary, options);
     this.phase = phase;
   }
+}
+
+/** How many of a wrong server's first bytes a {@link NotMonolockError} quotes. */
+const NOT_MONOLOCK_QUOTE_LEN = 12;
+
+/**
+ * The server's first bytes start no monolock message: the address is some
+ * other service (an HTTP port such as the admin port 7118, a TLS server
+ * spoken to without `tls`). A protocol error, raised at once rather than
+ * after a timeout; an acquisition does not ask that server again, and gives
+ * up when no other server is left. Not temporary: the address is wrong.
+ */
+export class NotMonolockError extends ConnectionError {
+  override name = "NotMonolockError";
+  /** The server, as `host:port`. */
+  readonly address: string;
+  /** Up to the first 12 bytes it sent. */
+  readonly sent: Uint8Array;
+  /** @internal */
+  constructor(address: string, sent: Uint8Array) {
+    const first = sent.subarray(0, NOT_MONOLOCK_QUOTE_LEN);
+    const http = String.fromCharCode(...first).startsWith("HTTP/") ? "; is this the admin port?" : "";
+    const quoted = quoteBytes(sent, NOT_MONOLOCK_QUOTE_LEN);
+    super(`${address} does not speak the monolock protocol (it sent "${quoted}")${http}`, "open", undefined, false);
+    this.address = address;
+    this.sent = Uint8Array.from(first);
+  }
+}
+
+/**
+ * Up to `limit` bytes for a message: printable ASCII as it is, other bytes
+ * (and `\` and `"`, which would break the quoting) as `\xNN`, then an
+ * ellipsis if cut.
+ */
+export function quoteBytes(bytes: Uint8Array, limit: number): string {
+  let out = "";
+  for (const b of bytes.subarray(0, limit)) {
+    const plain = b >= 0x20 && b < 0x7f && b !== 0x5c && b !== 0x22;
+    out += plain ? String.fromCharCode(b) : `\\x${b.toString(16).padStart(2, "0")}`;
+  }
+  return bytes.length > limit ? `${out}…` : out;
+}
+
+/** A wrapped cause's message without its own prefix: one "monolock: " per message. */
+export function withoutPrefix(message: string): string {
+  return message.startsWith("monolock: ") ? message.slice("monolock: ".length) : message;
 }
 
 /** When a {@link ConnectionError} happened. */
@@ -259,7 +312,7 @@ export class LockLostError extends MonolockError {
   /** @internal */
   constructor(kind: LostKind, message: string, cause?: MonolockError) {
     super(
-      `monolock: lock lost: ${message}`,
+      `monolock: lock lost: ${withoutPrefix(message)}`,
       cause instanceof ServerError ? cause.code : null,
       cause?.temporary ?? true,
       { cause },

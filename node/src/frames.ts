@@ -31,6 +31,18 @@ export function encodeHeartbeat(): Uint8Array {
 /** The stream carried a byte no server frame starts with. */
 export class FrameError extends Error {
   override name = "FrameError";
+  /**
+   * @param bytes What was received from the bad byte on (for messages).
+   * @param atStart The bad byte was the stream's first: the peer speaks
+   *   something else than monolock.
+   */
+  constructor(
+    message: string,
+    readonly bytes: Uint8Array = new Uint8Array(0),
+    readonly atStart = false,
+  ) {
+    super(message);
+  }
 }
 
 const reasonDecoder = new TextDecoder("utf-8"); // lenient: the reason is for humans
@@ -43,6 +55,8 @@ const reasonDecoder = new TextDecoder("utf-8"); // lenient: the reason is for hu
 export class FrameDecoder {
   /** Bytes of an incomplete frame, starting at its type byte. */
   private pending: Uint8Array = new Uint8Array(0);
+  /** Whether a valid type byte has been seen. */
+  private started = false;
 
   /**
    * Appends `chunk` and returns every frame now complete, in order.
@@ -60,6 +74,11 @@ export class FrameDecoder {
     let pos = 0;
     while (pos < buf.length) {
       const size = frameSize(buf, pos);
+      if (size === null) {
+        const type = (buf[pos] ?? 0).toString(16).padStart(2, "0");
+        throw new FrameError(`unexpected message type 0x${type} from server`, buf.slice(pos), !this.started);
+      }
+      this.started = true;
       if (size === undefined || pos + size > buf.length) break;
       frames.push(decodeFrame(buf, pos));
       pos += size;
@@ -74,8 +93,11 @@ export class FrameDecoder {
   }
 }
 
-/** Full size of the frame at `pos`, or `undefined` while its header is incomplete. */
-function frameSize(buf: Uint8Array, pos: number): number | undefined {
+/**
+ * Full size of the frame at `pos`, `undefined` while its header is
+ * incomplete, `null` if no server frame starts with its type byte.
+ */
+function frameSize(buf: Uint8Array, pos: number): number | undefined | null {
   const type = buf[pos];
   switch (type) {
     case MessageType.WAITING:
@@ -87,7 +109,7 @@ function frameSize(buf: Uint8Array, pos: number): number | undefined {
       return reasonLen === undefined ? undefined : 3 + reasonLen;
     }
     default:
-      throw new FrameError(`unexpected message type 0x${(type ?? 0).toString(16).padStart(2, "0")} from server`);
+      return null;
   }
 }
 

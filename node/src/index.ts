@@ -3,7 +3,7 @@
  *
  * ```ts
  * import { Client } from "monolock";
- * const client = new Client({ servers: ["127.0.0.1:7117"] });
+ * const client = new Client(); // 127.0.0.1:7117
  * await using lock = await client.acquire("jobs/nightly");
  * console.log(lock.token); // fencing token, a bigint
  * ```
@@ -39,6 +39,7 @@ export {
   NameNotUtf8Error,
   NameTooLongError,
   NotAuthorizedError,
+  NotMonolockError,
   ServerError,
   ShuttingDownError,
   UnknownMessageError,
@@ -46,4 +47,5 @@ export {
 } from "./errors.js";
 export type { LockState } from "./lock.js";
 export { Lock } from "./lock.js";
+export type { Logger } from "./logger.js";
 export type { LockName } from "./validate.js";

@@ -1,6 +1,7 @@
 /** A held lock: token, validity, loss notification and release. */
 
-import { LockLostError, LockReleasedError, type LostKind, type MonolockError } from "./errors.js";
+import { LockLostError, LockReleasedError, type LostKind, type MonolockError, withoutPrefix } from "./errors.js";
+import { type Logger, log } from "./logger.js";
 import type { Session } from "./session.js";
 
 /** Where a lock stands. */
@@ -60,6 +61,7 @@ export class Lock implements AsyncDisposable {
     name: string,
     token: bigint,
     leaseMs: number,
+    private readonly logger?: Logger,
   ) {
     this.name = name;
     this.token = token;
@@ -121,6 +123,7 @@ export class Lock implements AsyncDisposable {
       if (this.state === "held") {
         this.currentState = "released";
         this.controller.abort(new LockReleasedError());
+        log(this.logger, "debug", `monolock: released ${JSON.stringify(this.name)}, token ${this.token}`);
       }
       this.releasing = this.session.release();
     }
@@ -133,12 +136,27 @@ export class Lock implements AsyncDisposable {
   private markLost(kind: LostKind, cause: MonolockError): void {
     if (this.currentState !== "held") return;
     this.currentState = "lost";
-    const error = new LockLostError(kind, cause.message.replace(/^monolock: /, ""), cause);
+    const error = new LockLostError(kind, cause.message, cause);
     // Every way of learning it says so now, before the connection closes.
     this.controller.abort(error);
     this.resolveLost(error);
+    const what = `lock ${JSON.stringify(this.name)} (token ${this.token})`;
+    log(this.logger, "info", `monolock: ${what} lost: ${withoutPrefix(cause.message)}`);
   }
 }
+
+/**
+ * What `console.log(lock)` and `util.inspect(lock)` show: name, token and
+ * state, not the socket underneath. Through the registered symbol, so that
+ * nothing imports `node:util`.
+ */
+Object.defineProperty(Lock.prototype, Symbol.for("nodejs.util.inspect.custom"), {
+  value: function inspectLock(this: Lock, _depth: number, options: object, inspect: (v: unknown, o: object) => string) {
+    return `Lock ${inspect({ name: this.name, token: this.token, state: this.state }, options)}`;
+  },
+  writable: true,
+  configurable: true,
+});
 
 /**
  * Installed on the prototype rather than declared in the class body, so that

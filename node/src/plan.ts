@@ -29,7 +29,9 @@ export type Outcome =
   /** An ERROR with a code >= 0x10. */
   | "terminal"
   /** Try-acquire got WAITING. */
-  | "busy";
+  | "busy"
+  /** The server's first byte starts no server message: it leaves the rotation. */
+  | "not_monolock";
 
 /** The outcome of a claim that ended without a grant; `connected`: the connection had been opened. */
 export function outcomeOf(cause: Cause, connected: boolean): Outcome {
@@ -40,6 +42,8 @@ export function outcomeOf(cause: Cause, connected: boolean): Outcome {
       return cause.code >= FIRST_TERMINAL_CODE ? "terminal" : "requeue";
     case "io":
       return connected ? "requeue" : "connect_failed";
+    case "not_monolock":
+      return "not_monolock";
     default:
       return "requeue";
   }
@@ -49,14 +53,20 @@ export function outcomeOf(cause: Cause, connected: boolean): Outcome {
  * One cursor over the servers, starting at the first; every failed attempt
  * moves it to the next (wrapping). A connect failure is retried at once
  * unless every server failed to connect since the last sleep; a server that
- * answered and then failed is always followed by a backoff sleep. Try-acquire
- * makes one pass and never sleeps.
+ * answered and then failed is always followed by a backoff sleep. A server
+ * that does not speak monolock leaves the walk for good. Try-acquire makes
+ * one pass, moving on after any failure but busy or terminal, and never
+ * sleeps.
  */
 export class RetryPlan {
   private cursor = 0;
+  /** Servers that do not speak monolock, left out of the walk. */
+  private readonly dropped: boolean[];
+  private live: number;
   /** Sleeps since the backoff last started over. */
   private backoffs = 0;
-  private connectFailures = 0;
+  /** Servers that failed to connect since the last sleep; in try mode, that failed at all. */
+  private failedInPass = 0;
   private sleepNext = false;
   private finished: "give_up" | "done" | undefined;
 
@@ -66,6 +76,8 @@ export class RetryPlan {
     private readonly random: () => number = Math.random,
   ) {
     if (!(servers >= 1)) throw new RangeError("monolock: no servers");
+    this.dropped = new Array<boolean>(servers).fill(false);
+    this.live = servers;
   }
 
   /** What to do now. */
@@ -89,19 +101,31 @@ export class RetryPlan {
       case "busy":
         this.finished = "give_up";
         return;
-      case "connect_failed":
-        this.cursor = (this.cursor + 1) % this.servers;
-        if (++this.connectFailures < this.servers) return;
-        // A whole pass failed to connect.
-        if (this.mode === "try") this.finished = "give_up";
-        else this.pause();
-        return;
-      case "requeue":
-        if (this.mode === "try") {
+      case "not_monolock":
+        this.dropped[this.cursor] = true;
+        this.live--;
+        // Retrying a wrong port only hides the mistake.
+        if (this.live === 0) {
           this.finished = "give_up";
           return;
         }
-        this.cursor = (this.cursor + 1) % this.servers;
+        this.advance();
+        // Dropping it may complete a pass of servers that failed to connect.
+        this.endOfPass();
+        return;
+      case "connect_failed":
+        this.advance();
+        this.failedInPass++;
+        this.endOfPass();
+        return;
+      case "requeue":
+        this.advance();
+        if (this.mode === "try") {
+          // One pass: on to the next server (an HA cell's passive one says 0x01).
+          this.failedInPass++;
+          this.endOfPass();
+          return;
+        }
         // A long wait in the queue shows a healthy server: start over.
         if (queuedMs >= RETRY.resetAfterQueuedMs) this.backoffs = 0;
         this.pause();
@@ -109,8 +133,21 @@ export class RetryPlan {
     }
   }
 
+  /** After every server left failed (to connect, or in try mode at all): back off, or (try) give up. */
+  private endOfPass(): void {
+    if (this.failedInPass < this.live) return;
+    if (this.mode === "try") this.finished = "give_up";
+    else this.pause();
+  }
+
+  /** Moves the cursor to the next server still in the walk. */
+  private advance(): void {
+    do this.cursor = (this.cursor + 1) % this.servers;
+    while (this.dropped[this.cursor]);
+  }
+
   private pause(): void {
     this.sleepNext = true;
-    this.connectFailures = 0;
+    this.failedInPass = 0;
   }
 }

@@ -8,9 +8,16 @@
 
 import * as net from "node:net";
 import * as tls from "node:tls";
-import type { ServerAddress } from "./address.js";
+import { formatAddress, type ServerAddress } from "./address.js";
 import { type Action, type Cause, SessionCore } from "./core.js";
-import { ConnectionError, errorForCode, LockBusyError, type LostKind, type MonolockError } from "./errors.js";
+import {
+  ConnectionError,
+  errorForCode,
+  LockBusyError,
+  type LostKind,
+  type MonolockError,
+  NotMonolockError,
+} from "./errors.js";
 import { startTimer, type Timer } from "./timers.js";
 
 /** What a session reports. Nothing is reported after the core closed the claim. */
@@ -44,6 +51,18 @@ function lostKind(cause: Cause): LostKind {
   return cause.kind === "server" || cause.kind === "timeout" ? cause.kind : "io";
 }
 
+/**
+ * OpenSSL errors that mean the peer did not answer with TLS records: a
+ * plaintext server (monolock without TLS answers ClientHello with an ERROR
+ * frame), an HTTP port.
+ */
+const NOT_TLS_CODES = new Set([
+  "ERR_SSL_WRONG_VERSION_NUMBER",
+  "ERR_SSL_PACKET_LENGTH_TOO_LONG",
+  "ERR_SSL_UNEXPECTED_RECORD",
+  "ERR_SSL_RECORD_LAYER_FAILURE",
+]);
+
 /** Upper bound of the wait for the server to confirm a release (spec: release.max_wait_ms). */
 export const RELEASE_WAIT_MS = 1000;
 
@@ -55,6 +74,8 @@ export class Session {
   private readonly socket: net.Socket;
   private readonly closed: Promise<void>;
   private connected = false;
+  /** TCP is up (with TLS, the handshake may still be running). */
+  private tcpConnected = false;
   private shut = false;
   /** The connect timeout, then the core's wake-up. */
   private timer: Timer | undefined;
@@ -76,11 +97,10 @@ export class Session {
     this.socket.setNoDelay(true);
     this.closed = new Promise((resolve) => this.socket.once("close", () => resolve()));
     // The connecting socket keeps the process alive; the timer need not.
-    this.timer = startTimer(
-      options.connectTimeoutMs,
-      () => this.ended(`connect to ${this.where()} timed out after ${options.connectTimeoutMs} ms`),
-      false,
-    );
+    this.timer = startTimer(options.connectTimeoutMs, () => this.ended(this.connectTimedOut()), false);
+    this.socket.once("connect", () => {
+      this.tcpConnected = true;
+    });
     this.socket.once(connectEvent, () => {
       this.timer?.cancel();
       this.timer = undefined;
@@ -90,7 +110,7 @@ export class Session {
     this.socket.on("data", (chunk: Buffer) => this.apply(this.core.receive(chunk, now())));
     this.socket.on("error", (err: Error) => {
       this.socketError = err;
-      this.ended(`${this.where()}: ${err.message}`);
+      this.ended(this.describeError(err));
     });
     this.socket.on("end", () => this.ended(`${this.where()} closed the connection`));
     this.socket.on("close", () => this.ended(`connection to ${this.where()} closed`));
@@ -194,7 +214,9 @@ export class Session {
         return new ConnectionError(`no reply from ${this.where()} within ${waited} ms`, "open");
       }
       case "protocol":
-        return new ConnectionError(`protocol violation: ${cause.detail}`, "open");
+        return new ConnectionError(`protocol violation by ${this.where()}: ${cause.detail}`, "open");
+      case "not_monolock":
+        return new NotMonolockError(this.where(), cause.sent);
       case "io": {
         const options = this.socketError === undefined ? undefined : { cause: this.socketError };
         return new ConnectionError(cause.detail, this.connected ? "open" : "connect", options);
@@ -205,7 +227,24 @@ export class Session {
   }
 
   private where(): string {
-    const { host, port } = this.options.address;
-    return net.isIPv6(host) ? `[${host}]:${port}` : `${host}:${port}`;
+    return formatAddress(this.options.address);
+  }
+
+  private connectTimedOut(): string {
+    const { connectTimeoutMs } = this.options;
+    return this.tcpConnected
+      ? `TLS handshake with ${this.where()} timed out after ${connectTimeoutMs} ms`
+      : `connect to ${this.where()} timed out after ${connectTimeoutMs} ms`;
+  }
+
+  /** A socket error in words: during a TLS handshake, say so, and whether the server spoke TLS at all. */
+  private describeError(err: Error & { code?: unknown; reason?: unknown }): string {
+    // OpenSSL's message carries its internal error stack; its reason reads better.
+    const detail = typeof err.reason === "string" ? err.reason : err.message;
+    if (!this.options.tls || !this.tcpConnected || this.connected) return `${this.where()}: ${detail}`;
+    const notTls = typeof err.code === "string" && NOT_TLS_CODES.has(err.code);
+    return notTls
+      ? `TLS handshake with ${this.where()} failed: the server may not speak TLS (${detail})`
+      : `TLS handshake with ${this.where()} failed: ${detail}`;
   }
 }

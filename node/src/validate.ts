@@ -25,8 +25,22 @@ export interface ValidName {
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 const encoder = new TextEncoder();
 
-function refuse(code: number): ServerError {
-  return errorForCode(code, "", "client");
+function refuse(code: number, reason = ""): ServerError {
+  return errorForCode(code, reason, "client");
+}
+
+/** The lease rule of spec/constants.json, with the value given. */
+function invalidLease(leaseMs: unknown): ServerError {
+  const given = typeof leaseMs === "string" ? JSON.stringify(leaseMs) : String(leaseMs);
+  return refuse(
+    InvalidLeaseError.CODE,
+    `lease must be a whole number of milliseconds from ${MIN_LEASE_MS} ms to ${MAX_LEASE_MS} ms, got ${given}`,
+  );
+}
+
+/** Length and limit, never the name itself: it may be long. */
+function nameTooLong(byteLength: number): ServerError {
+  return refuse(NameTooLongError.CODE, `lock name is ${byteLength} bytes, the limit is ${MAX_NAME_LEN}`);
 }
 
 /**
@@ -36,7 +50,7 @@ function refuse(code: number): ServerError {
  */
 export function validateAcquire(name: LockName, leaseMs: number): ValidName {
   if (!Number.isInteger(leaseMs) || leaseMs < MIN_LEASE_MS || leaseMs > MAX_LEASE_MS) {
-    throw refuse(InvalidLeaseError.CODE);
+    throw invalidLease(leaseMs);
   }
   if (typeof name === "string") {
     // Length in bytes of UTF-8; a lone surrogate counts as the 3 bytes the
@@ -44,7 +58,7 @@ export function validateAcquire(name: LockName, leaseMs: number): ValidName {
     // encoding, as the server does.
     const byteLength = Buffer.byteLength(name, "utf8");
     if (byteLength === 0) throw refuse(EmptyNameError.CODE);
-    if (byteLength > MAX_NAME_LEN) throw refuse(NameTooLongError.CODE);
+    if (byteLength > MAX_NAME_LEN) throw nameTooLong(byteLength);
     if (!isWellFormed(name)) throw refuse(NameNotUtf8Error.CODE);
     return { bytes: encoder.encode(name), text: name };
   }
@@ -52,7 +66,7 @@ export function validateAcquire(name: LockName, leaseMs: number): ValidName {
     throw new TypeError("monolock: lock name must be a string or a Uint8Array");
   }
   if (name.length === 0) throw refuse(EmptyNameError.CODE);
-  if (name.length > MAX_NAME_LEN) throw refuse(NameTooLongError.CODE);
+  if (name.length > MAX_NAME_LEN) throw nameTooLong(name.length);
   let text: string;
   try {
     text = strictUtf8.decode(name);

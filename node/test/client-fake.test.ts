@@ -1,6 +1,7 @@
 // Exact-byte client behaviour against a scripted fake server.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
+import { inspect } from "node:util";
 import {
   AcquireAbortedError,
   AcquireTimeoutError,
@@ -10,7 +11,9 @@ import {
   LockBusyError,
   LockLostError,
   LockReleasedError,
+  type Logger,
   NotAuthorizedError,
+  NotMonolockError,
   ServerError,
   ShuttingDownError,
 } from "../src/index.js";
@@ -285,6 +288,25 @@ describe("waiting, retries and giving up", () => {
     await assert.rejects(pending, AdminClosedError);
   });
 
+  test("tryAcquire moves on after a temporary ERROR (a passive server of a cell) to the next server", async () => {
+    const active = await FakeServer.start();
+    try {
+      const client = new Client({ servers: [server.address, active.address], leaseMs: 1000 });
+      const pending = client.tryAcquire("try-cell");
+      const passive = await server.accept();
+      await passive.readAcquire();
+      passive.error(0x01, "not the active server");
+      const conn = await active.accept();
+      await conn.readAcquire();
+      conn.acquired(8n);
+      const lock = await pending;
+      assert.equal(lock.token, 8n);
+      await lock.release();
+    } finally {
+      await active.close();
+    }
+  });
+
   test("a silent server while waiting: re-queue after the client timeout", async () => {
     const client = new Client({ servers: server.address, leaseMs: 100 });
     const pending = client.acquire("silent");
@@ -368,11 +390,17 @@ describe("servers and connections", () => {
     await lock.release();
   });
 
-  test("acquire retries an unreachable server until its deadline", async () => {
-    const client = new Client({ servers: await deadAddress(), leaseMs: 1000 });
+  test("acquire retries an unreachable server until its deadline; the error says what the last attempt met", async () => {
+    const dead = await deadAddress();
+    const client = new Client({ servers: dead, leaseMs: 1000 });
     await assert.rejects(
       client.acquire("x", { timeoutMs: 300 }),
-      (err: unknown) => err instanceof AcquireTimeoutError && err.cause instanceof ConnectionError,
+      (err: unknown) =>
+        err instanceof AcquireTimeoutError &&
+        err.cause instanceof ConnectionError &&
+        err.message.startsWith(
+          `monolock: lock not acquired within 300 ms; last attempt: ${dead}: connect ECONNREFUSED`,
+        ),
     );
   });
 
@@ -401,7 +429,12 @@ describe("servers and connections", () => {
     const client = new Client({ servers: server.address, leaseMs: 1000, connectTimeoutMs: 100, tls: true });
     const pending = client.tryAcquire("x");
     const conn = await server.accept();
-    await assert.rejects(pending, (err: unknown) => err instanceof ConnectionError && /timed out/.test(err.message));
+    await assert.rejects(
+      pending,
+      (err: unknown) =>
+        err instanceof ConnectionError &&
+        err.message === `monolock: TLS handshake with ${server.address} timed out after 100 ms`,
+    );
     await conn.closed;
   });
 
@@ -460,5 +493,184 @@ describe("await using", () => {
       assert.equal(lock.state, "held");
     }
     await conn.closed;
+  });
+});
+
+/** The message of a wrong server that sent `sent`, as the spec words it. */
+const notMonolockMessage = (address: string, quoted: string, admin: boolean): string =>
+  `monolock: ${address} does not speak the monolock protocol (it sent "${quoted}")${admin ? "; is this the admin port?" : ""}`;
+
+describe("a server that does not speak monolock", () => {
+  test("an HTTP answer fails the acquisition at once, says so, and is not asked again", async () => {
+    const lease = 10_000;
+    const client = new Client({ servers: server.address, leaseMs: lease });
+    const pending = client.acquire("wrong-port");
+    const conn = await server.accept();
+    await conn.readAcquire();
+    const before = server.connections.length;
+    const start = performance.now();
+    conn.write(Buffer.from("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"));
+    const err = await pending.then(
+      () => assert.fail("granted"),
+      (e: unknown) => e,
+    );
+    const took = performance.now() - start;
+    // "At once": well before the client timeout (0.8 x lease) it used to wait for.
+    assert.ok(took < 0.4 * lease, `took ${Math.round(took)} ms, over 0.4 x lease = ${0.4 * lease} ms`);
+    assert.ok(err instanceof NotMonolockError && err instanceof ConnectionError);
+    assert.equal(err.message, notMonolockMessage(server.address, "HTTP/1.1 400…", true));
+    assert.equal(err.temporary, false);
+    assert.equal(err.address, server.address);
+    assert.equal(Buffer.from(err.sent).toString(), "HTTP/1.1 400");
+    await conn.closed;
+    await new Promise((r) => setTimeout(r, 200));
+    assert.equal(server.connections.length, before, "no second connection to a wrong server");
+  });
+
+  test("other bytes are quoted as \\xNN, without the admin-port hint", async () => {
+    const client = new Client({ servers: server.address, leaseMs: 1000 });
+    const pending = client.tryAcquire("tls-alert");
+    const conn = await server.accept();
+    await conn.readAcquire();
+    // A TLS alert record, then a quote and a backslash.
+    conn.write(Buffer.concat([Buffer.from("150303000202", "hex"), Buffer.from('2"\\')]));
+    await assert.rejects(pending, (err: unknown) => {
+      assert.ok(err instanceof NotMonolockError);
+      assert.equal(err.message, notMonolockMessage(server.address, "\\x15\\x03\\x03\\x00\\x02\\x022\\x22\\x5c", false));
+      return true;
+    });
+  });
+
+  test("it leaves the rotation: the other server is tried at once, and retried alone", async () => {
+    const wrong = await FakeServer.start();
+    try {
+      const client = new Client({ servers: [wrong.address, server.address], leaseMs: 1000 });
+      const pending = client.acquire("rotation");
+      const bad = await wrong.accept();
+      await bad.readAcquire();
+      bad.write(Buffer.from("SSH-2.0-OpenSSH_9.6\r\n"));
+      const first = await server.accept();
+      await first.readAcquire();
+      first.error(0x01, "server shutting down"); // a re-queue: the next server would be the wrong one
+      const second = await server.accept();
+      await second.readAcquire();
+      second.acquired(5n);
+      const lock = await pending;
+      assert.equal(lock.token, 5n);
+      assert.equal(wrong.connections.length, 1, "the wrong server was asked once");
+      await lock.release();
+    } finally {
+      await wrong.close();
+    }
+  });
+});
+
+describe("newcomer's view", () => {
+  /** A logger that keeps every line, by level. */
+  function recorder(): Logger & { lines: [string, string][] } {
+    const lines: [string, string][] = [];
+    return {
+      lines,
+      debug: (m: string) => lines.push(["debug", m]),
+      info: (m: string) => lines.push(["info", m]),
+      warn: (m: string) => lines.push(["warn", m]),
+    };
+  }
+
+  test("new Client() talks to 127.0.0.1:7117; a bare host means port 7117", async () => {
+    for (const [options, expected] of [
+      [{}, "127.0.0.1:7117"],
+      [{ servers: "localhost" }, "localhost:7117"],
+      [{ servers: "::1" }, "[::1]:7117"],
+    ] as const) {
+      const logger = recorder();
+      const client = new Client({ ...options, logger });
+      const controller = new AbortController();
+      const pending = client.tryAcquire("defaults", { signal: controller.signal });
+      controller.abort();
+      await assert.rejects(pending, AcquireAbortedError);
+      assert.deepEqual(logger.lines[0], ["debug", `monolock: connecting to ${expected} for "defaults"`]);
+    }
+    assert.doesNotThrow(() => new Client());
+  });
+
+  test("the logger: retries at warn with the cause and what comes next, loss at info, the rest at debug", async () => {
+    const dead = await deadAddress();
+    const logger = recorder();
+    const client = new Client({ servers: [dead, server.address], leaseMs: 1000, logger });
+    const pending = client.acquire("logged");
+    const first = await server.accept();
+    await first.readAcquire();
+    first.waiting();
+    first.error(0x01, "server shutting down");
+    const second = await server.accept();
+    await second.readAcquire();
+    second.acquired(9n);
+    const lock = await pending;
+    second.error(0x02, "closed by administrator");
+    await lock.lost;
+    const text = logger.lines.map(([level, m]) => `${level} ${m}`);
+    const expected: RegExp[] = [
+      new RegExp(`^debug monolock: connecting to ${dead} for "logged"$`),
+      new RegExp(`^warn monolock: acquire "logged": ${dead}: connect ECONNREFUSED .*; trying ${server.address}$`),
+      new RegExp(`^debug monolock: connecting to ${server.address} for "logged"$`),
+      new RegExp(`^debug monolock: "logged" queued on ${server.address}$`),
+      /^warn monolock: acquire "logged": server shutting down \(0x01\); retrying in \d+ ms$/,
+      new RegExp(`^debug monolock: connecting to ${dead} for "logged"$`),
+      new RegExp(`^warn monolock: acquire "logged": ${dead}: connect ECONNREFUSED .*; trying ${server.address}$`),
+      new RegExp(`^debug monolock: connecting to ${server.address} for "logged"$`),
+      new RegExp(`^debug monolock: acquired "logged" on ${server.address}, token 9$`),
+      /^info monolock: lock "logged" \(token 9\) lost: closed by administrator \(0x02\)$/,
+    ];
+    assert.equal(text.length, expected.length, text.join("\n"));
+    for (const [i, line] of text.entries()) assert.match(line, expected[i] as RegExp);
+    await lock.release();
+  });
+
+  test("a logger that throws does not break the client", async () => {
+    const boom = (): never => {
+      throw new Error("logger down");
+    };
+    const client = new Client({
+      servers: server.address,
+      leaseMs: 1000,
+      logger: { debug: boom, info: boom, warn: boom },
+    });
+    const pending = client.acquire("throwing-logger");
+    const conn = await server.accept();
+    await conn.readAcquire();
+    conn.acquired(3n);
+    await (await pending).release();
+  });
+
+  test("util.inspect(lock) shows name, token and state only", async () => {
+    const { lock } = await grantedLock(1000, 42n);
+    assert.equal(inspect(lock), "Lock { name: 'held', token: 42n, state: 'held' }");
+    await lock.release();
+    assert.equal(inspect(lock), "Lock { name: 'held', token: 42n, state: 'released' }");
+    assert.equal(inspect({ lock }), "{ lock: Lock { name: 'held', token: 42n, state: 'released' } }");
+  });
+
+  test("one 'monolock: ' prefix per message, also when an error wraps another", async () => {
+    const messages: string[] = [];
+    const { conn, lock } = await grantedLock(1000);
+    conn.error(0x02, "closed by administrator");
+    const lost = await lock.lost;
+    assert.equal(lost.message, "monolock: lock lost: closed by administrator (0x02)");
+    messages.push(lost.message);
+    const dead = new Client({ servers: await deadAddress(), leaseMs: 1000 });
+    const messageOf = (p: Promise<unknown>): Promise<string> =>
+      p.then(
+        () => assert.fail("no error"),
+        (e: Error) => e.message,
+      );
+    messages.push(await messageOf(dead.acquire("x", { timeoutMs: 100 })));
+    messages.push(await messageOf(dead.tryAcquire("x")));
+    messages.push(await messageOf(dead.acquire("")));
+    messages.push(await messageOf(dead.acquire("x", { leaseMs: 1.5 })));
+    for (const m of messages) {
+      assert.ok(m.startsWith("monolock: "), m);
+      assert.equal(m.split("monolock: ").length, 2, `more than one prefix in ${JSON.stringify(m)}`);
+    }
   });
 });

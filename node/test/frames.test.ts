@@ -101,6 +101,25 @@ describe("server_valid: decoding", () => {
     }
   });
 
+  test("a FrameError tells whether the stream started with the bad byte, and carries the bytes from it on", () => {
+    const at = (chunks: string[]): FrameError => {
+      const d = new FrameDecoder();
+      try {
+        for (const c of chunks) d.push(hex(c));
+      } catch (err) {
+        if (err instanceof FrameError) return err;
+        throw err;
+      }
+      throw new Error("no FrameError");
+    };
+    const http = at([Buffer.from("HTTP/1.1 400").toString("hex")]);
+    assert.equal(http.atStart, true);
+    assert.equal(Buffer.from(http.bytes).toString(), "HTTP/1.1 400");
+    assert.equal(at(["11", "7f00"]).atStart, false, "after a frame");
+    assert.equal(at(["1200", "00000000000000", "07ff"]).atStart, false, "after a split frame");
+    assert.deepEqual([...at(["117f01"]).bytes], [0x7f, 0x01]);
+  });
+
   test("tokens above 2^53 stay exact", () => {
     const [f] = new FrameDecoder().push(hex("120020000000000001"));
     assert.deepEqual(f, { type: "acquired", token: 9007199254740993n });

@@ -5,10 +5,13 @@ import {
   AcquireAbortedError,
   AcquireTimeoutError,
   Client,
+  ConnectionError,
   type Lock,
   LockBusyError,
+  NotMonolockError,
   ShuttingDownError,
 } from "../src/index.js";
+import { makeSelfSignedCert } from "./helpers/certs.js";
 import { RealServer } from "./helpers/real-server.js";
 
 /** Resolves on the next call of the returned hook. */
@@ -156,5 +159,84 @@ describe("server going away", () => {
     } finally {
       await server.stop();
     }
+  });
+});
+
+describe("pointed at the wrong thing", () => {
+  let server: RealServer;
+  before(async () => {
+    server = await RealServer.start(["--admin", "127.0.0.1:0"]);
+  });
+  after(async () => {
+    await server.stop();
+  });
+
+  test("the admin port: fails on its first bytes, says it is not monolock, asks whether it is the admin port", async () => {
+    const admin = await server.adminAddress();
+    // Current servers answer a non-HTTP first byte at once; older ones only
+    // at the admin API's 10 s header timeout. A client timeout (0.8 x lease)
+    // longer than that keeps this test about the client with either.
+    const lease = 30_000;
+    const client = new Client({ servers: admin, leaseMs: lease });
+    const start = performance.now();
+    await assert.rejects(client.acquire("it/admin-port"), (err: unknown) => {
+      assert.ok(err instanceof NotMonolockError, String(err));
+      assert.equal(
+        err.message,
+        `monolock: ${admin} does not speak the monolock protocol (it sent "HTTP/1.1 400…"); is this the admin port?`,
+      );
+      return true;
+    });
+    const took = performance.now() - start;
+    const clientTimeout = 0.8 * lease;
+    assert.ok(took < clientTimeout, `took ${Math.round(took)} ms: waited for the client timeout (${clientTimeout} ms)`);
+  });
+
+  test("TLS to the plaintext server: the handshake failed, and the server may not speak TLS", async () => {
+    const client = new Client({ servers: server.address, leaseMs: 2000, tls: true });
+    const expected = `monolock: TLS handshake with ${server.address} failed: the server may not speak TLS (wrong version number)`;
+    await assert.rejects(client.tryAcquire("it/tls-plain"), (err: unknown) => {
+      assert.ok(err instanceof ConnectionError && err.phase === "connect", String(err));
+      assert.equal(err.message, expected);
+      return true;
+    });
+    // Waiting, the deadline's error keeps that cause.
+    await assert.rejects(client.acquire("it/tls-plain", { timeoutMs: 300 }), (err: unknown) => {
+      assert.ok(err instanceof AcquireTimeoutError, String(err));
+      assert.equal(err.message, `monolock: lock not acquired within 300 ms; last attempt: ${expected.slice(10)}`);
+      return true;
+    });
+  });
+});
+
+describe("against monolock serve with TLS", () => {
+  const cert = makeSelfSignedCert("monolock-it-server");
+  let server: RealServer;
+  before(async () => {
+    server = await RealServer.start(["--tls-cert", cert.certPath, "--tls-key", cert.keyPath, "--admin", "off"]);
+  });
+  after(async () => {
+    await server.stop();
+  });
+
+  test("a verified TLS connection: acquire, heartbeat, release", async () => {
+    const client = new Client({ servers: server.address, leaseMs: 400, tls: { ca: cert.cert } });
+    const lock = await client.acquire("it/tls");
+    await new Promise((r) => setTimeout(r, 600)); // heartbeats past one lease
+    assert.equal(lock.state, "held");
+    await lock.release();
+    await (await client.tryAcquire("it/tls")).release();
+  });
+
+  test("plaintext to the TLS server: it closes without a byte, so the claim fails as a dropped connection", async () => {
+    // Go's TLS server drops a first record that is no handshake without an
+    // alert, so there are no first bytes to judge (no NotMonolockError):
+    // a try-acquire gives up, a waiting acquire would retry.
+    const client = new Client({ servers: server.address, leaseMs: 10_000 });
+    await assert.rejects(client.tryAcquire("it/plain-to-tls"), (err: unknown) => {
+      assert.ok(err instanceof ConnectionError && !(err instanceof NotMonolockError), String(err));
+      assert.equal(err.message, `monolock: ${server.address} closed the connection`);
+      return true;
+    });
   });
 });

@@ -32,6 +32,7 @@ const ac = new AbortController();
 const p = client.acquire("e", { signal: ac.signal }).catch((e) => e.name);
 setTimeout(() => ac.abort(), 50);
 await p;
+await client.acquire("g").catch((e) => e.name);
 const busy = process.getActiveResourcesInfo().filter((r) => r !== "PipeWrap" && r !== "TTYWrap");
 process.stdout.write(JSON.stringify(busy));
 // Lost by timeout and never released: its connection closes at the last
@@ -40,7 +41,7 @@ await (await client.acquire("f")).lost;
 // No process.exit(): the process has to end by itself.
 `;
 
-test("after release, loss, busy, timeout and abort no timer or socket is left; a lost lock closes by itself", async () => {
+test("after release, loss, busy, timeout, abort and a wrong server no timer or socket is left; a lost lock closes by itself", async () => {
   const dir = mkdtempSync(join(tmpdir(), "monolock-handles-"));
   const script = join(dir, "child.mjs");
   writeFileSync(script, childSource(pathToFileURL(join(packageDir, "build", "src", "index.js")).href));
@@ -76,6 +77,11 @@ test("after release, loss, busy, timeout and abort no timer or socket is left; a
   conn = await server.accept();
   await conn.readAcquire();
   conn.waiting();
+  await conn.closed;
+  // g: not a monolock server.
+  conn = await server.accept();
+  await conn.readAcquire();
+  conn.write(Buffer.from("HTTP/1.1 400 Bad Request\r\n\r\n"));
   await conn.closed;
   // f: heartbeats never answered; the child lets go of nothing.
   conn = await server.accept();

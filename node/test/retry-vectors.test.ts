@@ -32,7 +32,10 @@ function check(action: PlanAction, expect: string, where: string): void {
 }
 
 describe("spec/vectors/retry.json", () => {
-  test("has cases", () => assert.ok(spec.cases.length >= 10));
+  test("has cases, the not_monolock outcome among them", () => {
+    assert.ok(spec.cases.length >= 10);
+    assert.ok(spec.cases.some((c) => c.steps.some((s) => s.outcome === "not_monolock")));
+  });
   // Both ends of the jitter, and a random draw.
   for (const [label, random] of [
     ["low", () => 0],
@@ -62,6 +65,7 @@ describe("outcomes of a failed claim", () => {
     [{ kind: "server", code: 0x10, reason: "" }, true, "terminal"],
     [{ kind: "server", code: 0x7e, reason: "" }, true, "terminal"],
     [{ kind: "busy" }, true, "busy"],
+    [{ kind: "not_monolock", sent: Uint8Array.of(0x48) }, true, "not_monolock"],
   ];
   for (const [cause, connected, outcome] of cases) {
     test(`${JSON.stringify(cause)} connected=${connected}: ${outcome}`, () => {

@@ -137,6 +137,24 @@ describe("session core beyond the vectors", () => {
     assert.deepEqual(core.receive(Uint8Array.of(0, 0, 0, 0, 0, 9), 2).map(actionText), ["grant 9"]);
   });
 
+  test("a first byte that starts no server message: not monolock, with the bytes it sent", () => {
+    const core = new SessionCore({ leaseMs: 1000, name, mode: "wait" });
+    core.connect(0);
+    const http = new TextEncoder().encode("HTTP/1.1 400 Bad Request\r\n");
+    const actions = core.receive(http, 1);
+    assert.deepEqual(actions.map(actionText), ["fail not_monolock", "close"]);
+    const fail = actions[0];
+    assert.ok(fail?.type === "fail" && fail.cause.kind === "not_monolock");
+    assert.deepEqual(fail.cause.sent, http);
+  });
+
+  test("garbage after a valid first frame is a protocol violation, not a wrong server", () => {
+    const core = new SessionCore({ leaseMs: 1000, name, mode: "wait" });
+    core.connect(0);
+    assert.deepEqual(core.receive(Uint8Array.of(0x11), 1).map(actionText), ["waiting"]);
+    assert.deepEqual(core.receive(Uint8Array.of(0x48), 2).map(actionText), ["fail protocol", "close"]);
+  });
+
   test("eof before connect fails the claim with io", () => {
     const core = new SessionCore({ leaseMs: 1000, name, mode: "wait" });
     assert.equal(core.nextWakeAt, undefined);

@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import {
   DEFAULT_PORT,
+  DEFAULT_SERVER,
   FIRST_TERMINAL_CODE,
   HEARTBEAT,
   MAX_LEASE_MS,
@@ -37,6 +38,7 @@ interface Constants {
     server_order: string;
   };
   server_defaults: { listen: string };
+  client_defaults: { default_server: string; default_port: number };
 }
 
 interface ErrorTable {
@@ -88,8 +90,10 @@ describe("spec/constants.json", () => {
     assert.equal(spec.retry.server_order, "rotate", "plan.ts implements the rotating cursor");
   });
 
-  test("default port matches the server's default listen address", () => {
-    assert.ok(spec.server_defaults.listen.endsWith(`:${DEFAULT_PORT}`));
+  test("client defaults: server and port, the server's default listen address", () => {
+    assert.equal(DEFAULT_SERVER, spec.client_defaults.default_server);
+    assert.equal(DEFAULT_PORT, spec.client_defaults.default_port);
+    assert.equal(DEFAULT_SERVER, spec.server_defaults.listen);
   });
 });
 

@@ -28,6 +28,7 @@ test("exports exactly the documented names", () => {
     "NameNotUtf8Error",
     "NameTooLongError",
     "NotAuthorizedError",
+    "NotMonolockError",
     "PROTOCOL_VERSION",
     "ServerError",
     "ShuttingDownError",

@@ -3,10 +3,12 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { parseAddress } from "../src/address.js";
 import { backoffDelay } from "../src/backoff.js";
+import { Client } from "../src/client.js";
 import { RETRY } from "../src/constants.js";
 import { ServerError } from "../src/errors.js";
 import { startTimer } from "../src/timers.js";
 import { isWellFormed, validateAcquire } from "../src/validate.js";
+import { loadSpec } from "./helpers/spec.js";
 
 const code = (f: () => unknown): number | undefined => {
   try {
@@ -86,6 +88,41 @@ describe("validation", () => {
     );
   });
 
+  test("the lease rule's message: whole milliseconds, the range, the value given", () => {
+    for (const [lease, given] of [
+      [1.5, "1.5"],
+      [0, "0"],
+      [2 ** 32, "4294967296"],
+      [Number.NaN, "NaN"],
+      ["10" as unknown as number, '"10"'],
+    ] as const) {
+      assert.throws(
+        () => validateAcquire("a", lease),
+        (err: unknown) =>
+          err instanceof ServerError &&
+          err.message ===
+            `monolock: lease must be a whole number of milliseconds from 1 ms to 4294967295 ms, got ${given} (0x17)`,
+      );
+    }
+  });
+
+  test("a name too long: its length in bytes and the limit, never the name", () => {
+    const name = "n".repeat(300);
+    for (const [given, bytes] of [
+      [name, 300],
+      [`${"é".repeat(128)}`, 256],
+      [new Uint8Array(1000).fill(0x61), 1000],
+    ] as const) {
+      assert.throws(
+        () => validateAcquire(given, 1000),
+        (err: unknown) =>
+          err instanceof ServerError &&
+          err.message === `monolock: lock name is ${bytes} bytes, the limit is 255 (0x15)` &&
+          !err.message.includes("nnnnn"),
+      );
+    }
+  });
+
   test("other name types are a TypeError", () => {
     assert.throws(() => validateAcquire(42 as unknown as string, 1000), TypeError);
   });
@@ -98,19 +135,28 @@ describe("validation", () => {
   });
 });
 
-describe("addresses", () => {
-  test("forms", () => {
-    assert.deepEqual(parseAddress("127.0.0.1:7117"), { host: "127.0.0.1", port: 7117 });
-    assert.deepEqual(parseAddress("localhost"), { host: "localhost", port: 7117 });
-    assert.deepEqual(parseAddress("[::1]:9000"), { host: "::1", port: 9000 });
-    assert.deepEqual(parseAddress("[::1]"), { host: "::1", port: 7117 });
-    assert.deepEqual(parseAddress("::1"), { host: "::1", port: 7117 });
-  });
-  test("bad ones", () => {
-    for (const a of ["", ":80", "h:", "h:0", "h:70000", "h:x", "[::1", "[::1]x"]) {
-      assert.throws(() => parseAddress(a), TypeError, a);
-    }
-  });
+describe("spec/vectors/addresses.json", () => {
+  const vectors = loadSpec<{ ok: { in: string; host: string; port: number }[]; error: string[] }>(
+    "vectors/addresses.json",
+  );
+  for (const c of vectors.ok) {
+    test(`ok ${JSON.stringify(c.in)}`, () => {
+      assert.deepEqual(parseAddress(c.in), { host: c.host, port: c.port });
+      // Configured on a client, it is accepted at construction.
+      new Client({ servers: c.in });
+    });
+  }
+  for (const address of vectors.error) {
+    test(`error ${JSON.stringify(address)}`, () => {
+      // A configuration error at construction, naming the address; never a
+      // (temporary) MonolockError.
+      const expected = (err: unknown): boolean =>
+        err instanceof TypeError && err.message.startsWith(`monolock: bad server address ${JSON.stringify(address)}: `);
+      assert.throws(() => parseAddress(address), expected);
+      assert.throws(() => new Client({ servers: ["127.0.0.1:7117", address] }), expected);
+    });
+  }
+  test("has both kinds", () => assert.ok(vectors.ok.length >= 5 && vectors.error.length >= 5));
 });
 
 describe("backoff", () => {

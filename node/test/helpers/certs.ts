@@ -8,6 +8,9 @@ import { join } from "node:path";
 export interface TestCert {
   key: Buffer;
   cert: Buffer;
+  /** The PEM files, for a server that reads them (`monolock serve --tls-cert`). */
+  keyPath: string;
+  certPath: string;
 }
 
 /** Creates a self-signed P-256 certificate for 127.0.0.1 and localhost. */
@@ -38,5 +41,5 @@ export function makeSelfSignedCert(commonName: string): TestCert {
     ],
     { stdio: ["ignore", "ignore", "pipe"] },
   );
-  return { key: readFileSync(keyPath), cert: readFileSync(certPath) };
+  return { key: readFileSync(keyPath), cert: readFileSync(certPath), keyPath, certPath };
 }

@@ -26,9 +26,11 @@ export class RealServer {
     private readonly log: () => string,
   ) {}
 
-  static async start(): Promise<RealServer> {
+  /** Starts `monolock serve` with `extraArgs` after the listen address and data directory. */
+  static async start(extraArgs: readonly string[] = []): Promise<RealServer> {
     const dataDir = mkdtempSync(join(tmpdir(), "monolock-node-it-"));
-    const child = spawn(serverBinary(), ["serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir], {
+    const args = ["serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir, ...extraArgs];
+    const child = spawn(serverBinary(), args, {
       stdio: ["ignore", "ignore", "pipe"],
     });
     let stderr = "";
@@ -48,6 +50,16 @@ export class RealServer {
       });
     });
     return new RealServer(child, address, dataDir, () => stderr);
+  }
+
+  /** The admin API's address, once the server has logged it (start it with `--admin 127.0.0.1:0`). */
+  async adminAddress(): Promise<string> {
+    for (let i = 0; i < 150; i++) {
+      const m = /msg="admin listening" addr=(\S+)/.exec(this.log());
+      if (m?.[1]) return m[1];
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    throw new Error(`the admin API did not start within 15 s:\n${this.log()}`);
   }
 
   /** The server's stderr so far (for failure messages). */
