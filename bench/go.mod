@@ -2,11 +2,16 @@ module github.com/monolock/monolock/bench
 
 go 1.26.0
 
-replace github.com/monolock/monolock/go => ../go
+replace (
+	github.com/monolock/monolock/conformance => ../conformance
+	github.com/monolock/monolock/go => ../go
+)
 
 require (
+	github.com/go-redsync/redsync/v4 v4.18.1
 	github.com/go-zookeeper/zk v1.0.4
 	github.com/jackc/pgx/v5 v5.12.0
+	github.com/monolock/monolock/conformance v0.0.0
 	github.com/monolock/monolock/go v0.0.0
 	github.com/redis/go-redis/v9 v9.23.0
 	go.etcd.io/etcd/client/v3 v3.5.35
@@ -34,7 +39,7 @@ require (
 	go.uber.org/atomic v1.12.0 // indirect
 	go.uber.org/multierr v1.10.0 // indirect
 	golang.org/x/image v0.30.0 // indirect
-	golang.org/x/net v0.61.0 // indirect
+	golang.org/x/net v0.62.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect

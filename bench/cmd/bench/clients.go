@@ -1,14 +1,12 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"log"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/monolock/monolock/bench/internal/drivers"
 	"github.com/monolock/monolock/bench/internal/report"
@@ -63,7 +61,6 @@ func (rn *runner) runClients() error {
 		return err
 	}
 	defer mono.Stop()
-	built := map[string]error{}
 	for _, name := range rn.clients {
 		spec, ok := specs[name]
 		fail := func(msg string) {
@@ -79,13 +76,7 @@ func (rn *runner) runClients() error {
 			fail("no driver in conformance/manifest.json at the time of this run")
 			continue
 		}
-		key := spec.Dir + " " + strings.Join(spec.Build, " ")
-		if _, done := built[key]; !done {
-			bctx, cancel := context.WithTimeout(rn.ctx, 10*time.Minute)
-			built[key] = drivers.Build(bctx, root, spec)
-			cancel()
-		}
-		if err := built[key]; err != nil {
+		if err := rn.buildDriver(root, spec); err != nil {
 			fail("driver build failed: " + err.Error())
 			continue
 		}

@@ -3,6 +3,7 @@
 //
 //	go run ./cmd/bench -out ../docs            # full run, under 20 minutes
 //	go run ./cmd/bench -quick -out /tmp/docs   # every workload briefly
+//	go run ./cmd/bench -workloads safety -out ../docs   # one section, merged into the last full run
 //
 // It installs and starts the peers with scripts/peers.sh (Debian packages),
 // builds monolock from ../go, runs every workload for a bounded time and
@@ -51,6 +52,8 @@ type plan struct {
 	deadLease     time.Duration
 	deadTrials    int
 	clientFor     time.Duration // each workload-5 cell
+	safetyLease   time.Duration // workload 6: lease / TTL / session timeout of every recipe
+	safetyRuns    int           // workload 6: runs per recipe and fault
 }
 
 var fullPlan = plan{
@@ -73,6 +76,10 @@ var fullPlan = plan{
 	deadLease:  2 * time.Second,
 	deadTrials: 5,
 	clientFor:  5 * time.Second,
+	// Workload 6's runs of one recipe run concurrently: more runs cost
+	// little time, and 5 keep the whole section near 4 minutes.
+	safetyLease: 2 * time.Second,
+	safetyRuns:  5,
 }
 
 var quickPlan = plan{
@@ -87,20 +94,24 @@ var quickPlan = plan{
 		systems.ZooKeeper: {200},
 		systems.Postgres:  {100},
 	},
-	idleLease:  10 * time.Second,
-	idleWindow: 3 * time.Second,
-	deadLease:  2 * time.Second,
-	deadTrials: 1,
-	clientFor:  time.Second,
+	idleLease:   10 * time.Second,
+	idleWindow:  3 * time.Second,
+	deadLease:   2 * time.Second,
+	deadTrials:  1,
+	clientFor:   time.Second,
+	safetyLease: 2 * time.Second,
+	safetyRuns:  2,
 }
 
 func benchMain() int {
 	var (
 		out        = flag.String("out", "../docs", "docs `directory` to write benchmarks.md and bench/*.png into")
-		quick      = flag.Bool("quick", false, "run every workload briefly (about 2 minutes), for development")
-		only       = flag.String("workloads", "throughput,handoff,idle,dead,clients", "comma-separated `workloads` to run")
+		quick      = flag.Bool("quick", false, "run every workload briefly (a few minutes), for development")
+		only       = flag.String("workloads", strings.Join(allWorkloads, ","), "comma-separated `workloads` to run (safety alone keeps the other sections of OUT/bench/results.json)")
 		sysList    = flag.String("systems", strings.Join(systems.All, ","), "comma-separated `systems` to measure")
 		clientList = flag.String("clients", strings.Join(wantedClients, ","), "comma-separated `clients` for the clients workload")
+		safeList   = flag.String("safety-clients", strings.Join(safetyClients, ","), "comma-separated monolock `clients` for the safety workload")
+		safeRuns   = flag.Int("safety-runs", 0, "runs per recipe and fault in the safety workload (`N`; default 5, 2 with -quick)")
 		noPeers    = flag.Bool("no-peers", false, "do not install/start/stop peers (they run already)")
 		keepPeers  = flag.Bool("keep-peers", false, "leave the peers running at the end")
 		profileDir = flag.String("profile", "", "write CPU profiles of the monolock server and of this client process into `dir`")
@@ -178,7 +189,17 @@ func benchMain() int {
 			clientNames = append(clientNames, c)
 		}
 	}
-	rn := &runner{ctx: ctx, plan: p, bin: bin, work: work, r: r, systems: sysNames, clients: clientNames, profileDir: *profileDir}
+	var safeNames []string
+	for _, c := range safetyClients {
+		if want(*safeList, c) {
+			safeNames = append(safeNames, c)
+		}
+	}
+	rn := &runner{ctx: ctx, plan: p, bin: bin, work: work, r: r, systems: sysNames, clients: clientNames, profileDir: *profileDir,
+		safetyRuns: p.safetyRuns, safetyClientNames: safeNames}
+	if *safeRuns > 0 {
+		rn.safetyRuns = *safeRuns
+	}
 	for _, w := range []struct {
 		name string
 		run  func() error
@@ -188,6 +209,7 @@ func benchMain() int {
 		{"dead", rn.dead},
 		{"idle", rn.idle},
 		{"clients", rn.runClients},
+		{"safety", rn.safety},
 	} {
 		if !want(*only, w.name) {
 			continue
@@ -205,6 +227,15 @@ func benchMain() int {
 	r.LoadEnd = loadavg()
 	r.Notes = notes(r)
 
+	took := time.Since(r.Started)
+	if *only == "safety" {
+		// Only this section ran: keep every other section of the last run.
+		if merged, ok := mergeSafety(*out, r); ok {
+			log.Printf("merged the safety section into %s", filepath.Join(*out, "bench", "results.json"))
+			r = merged
+		}
+	}
+
 	text, err := os.ReadFile(*analysis)
 	if err != nil && !os.IsNotExist(err) {
 		log.Print(err)
@@ -214,8 +245,38 @@ func benchMain() int {
 		log.Print(err)
 		return 1
 	}
-	log.Printf("wrote %s in %s", filepath.Join(*out, "benchmarks.md"), r.Duration.Round(time.Second))
+	log.Printf("wrote %s after %s", filepath.Join(*out, "benchmarks.md"), took.Round(time.Second))
 	return 0
+}
+
+// allWorkloads are the workloads in run order.
+var allWorkloads = []string{"throughput", "handoff", "idle", "dead", "clients", "safety"}
+
+// mergeSafety puts r's safety section into the results of the last run
+// in out, marked as measured separately; ok is false when there is none.
+func mergeSafety(out string, r *report.Results) (*report.Results, bool) {
+	b, err := os.ReadFile(filepath.Join(out, "bench", "results.json"))
+	if err != nil {
+		return nil, false
+	}
+	var old report.Results
+	if err := json.Unmarshal(b, &old); err != nil {
+		log.Printf("not merging: %v", err)
+		return nil, false
+	}
+	old.Safety, old.SafetyRun = r.Safety, r.SafetyRun
+	if old.SafetyRun != nil {
+		old.SafetyRun.Separate = true
+	}
+	for k, v := range r.Versions {
+		if _, ok := old.Versions[k]; !ok {
+			if old.Versions == nil {
+				old.Versions = map[string]string{}
+			}
+			old.Versions[k] = v
+		}
+	}
+	return &old, true
 }
 
 // peers runs scripts/peers.sh with one verb.

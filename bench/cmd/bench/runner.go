@@ -29,6 +29,10 @@ type runner struct {
 	clients    []string
 	profileDir string
 	serverSeq  int
+
+	safetyRuns        int
+	safetyClientNames []string
+	built             map[string]error // driver builds, by directory and command
 }
 
 // startMonolock starts a fresh `monolock serve` with its own data dir.

@@ -222,5 +222,11 @@ func writeCharts(dir string, r *Results) (map[string]string, error) {
 			return nil, err
 		}
 	}
+	// 6. safety margin of every run.
+	if len(r.Safety) > 0 && r.SafetyRun != nil {
+		if err := add("safety", "safety-margin.png", writeSafetyChart(filepath.Join(dir, "safety-margin.png"), r)); err != nil {
+			return nil, err
+		}
+	}
 	return out, nil
 }

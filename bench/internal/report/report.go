@@ -307,6 +307,7 @@ func markdown(r *Results, charts map[string]string, analysis string) []byte {
 	}
 
 	writeClients(&b, r, chart)
+	writeSafety(&b, r, chart)
 
 	if analysis != "" {
 		b.WriteString(strings.TrimSpace(analysis))
@@ -417,6 +418,9 @@ func writeTargets(b *bytes.Buffer, r *Results) {
 		_, w := deadFigures(c.Result)
 		p("| dead holder: grant within lease + 10 ms | worst %s for a %s lease over %d trials | %s |\n", dur(w), dur(c.Result.Lease), c.Result.Trials,
 			verdict(c.Result.Missed == 0 && len(c.Result.Samples) > 0 && w <= c.Result.Lease+10*time.Millisecond))
+	}
+	if row, _, ok := safetyTarget(r); ok {
+		p("%s", row)
 	}
 	p("\n")
 }

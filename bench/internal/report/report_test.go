@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/monolock/monolock/bench/internal/safety"
 	"github.com/monolock/monolock/bench/internal/stats"
 	"github.com/monolock/monolock/bench/internal/workload"
 )
@@ -28,7 +29,31 @@ func sample() *Results {
 		{System: "monolock", Result: workload.IdleResult{Holders: 100000}, Err: "not run: file limit"},
 	}
 	r.Clients = []ClientCell{{Client: "go", Workload: "uncontended", Workers: 1, Stats: stats.Summary{Count: 5, PerSec: 5}}}
+	addSafety(r)
 	return r
+}
+
+// addSafety gives r a safety section: monolock node safe everywhere but on
+// the reset, etcd unsafe under one fault, postgres never granted.
+func addSafety(r *Results) {
+	ms := time.Millisecond
+	r.SafetyRun = &SafetyInfo{Lease: 2 * time.Second, Runs: 3, Delay: 3 * time.Second, Window: 10 * time.Second, Target: 0.15}
+	both := func(told, granted time.Duration) safety.Run {
+		return safety.Run{HasTold: true, Told: told, HasGranted: true, Granted: granted, Observed: granted}
+	}
+	cell := func(sys string, mono bool, f safety.Fault, runs ...safety.Run) {
+		r.Safety = append(r.Safety, SafetyCell{System: sys, Monolock: mono, Signal: "sig " + sys, Fault: f, Runs: runs, Summary: safety.Summarise(runs)})
+	}
+	for _, f := range safety.Faults {
+		if f == safety.Reset {
+			cell("monolock node", true, f, both(ms, ms+300*time.Microsecond), both(2*ms, ms), both(ms, 2*ms))
+			continue
+		}
+		cell("monolock node", true, f, both(1600*ms, 2000*ms), both(1500*ms, 1910*ms), both(1200*ms, 1601*ms))
+	}
+	cell("etcd", false, safety.BlackholeUp, both(2600*ms, 1800*ms), both(2000*ms, 2300*ms),
+		safety.Run{HasGranted: true, Granted: 2 * time.Second, Observed: 12 * time.Second})
+	cell("postgres", false, safety.BlackholeUp, safety.Run{Observed: 10 * time.Second}, safety.Run{Observed: 10 * time.Second}, safety.Run{Err: "holder: refused"})
 }
 
 func TestWriteProducesDocAndCharts(t *testing.T) {
@@ -50,13 +75,21 @@ func TestWriteProducesDocAndCharts(t *testing.T) {
 		"a linear extrapolation gives 0.50 cores at 100k (not measured) | met at 10k; 100k not measured, extrapolation above the target |",
 		"| dead holder: grant within lease + 10 ms | worst 1.90 s for a 2.00 s lease over 1 trials | met |",
 		"## 5. Clients",
+		"## 6. Safety margin under link faults",
+		"| system | holder's signal | blackhole holder → server | blackhole server → holder | blackhole both ways | +3.00 s delay server → holder | reset |",
+		"| monolock node | sig monolock node | +400 ms / +401 ms / +410 ms · 0/3 unsafe | +400 ms / +401 ms / +410 ms · 0/3 unsafe |",
+		" −1.0 ms / +300 µs / +1.0 ms · **1/3 unsafe** |",
+		"| etcd | sig etcd | −800 ms / −250 ms / +300 ms · **2/3 unsafe** (1 not told within 10.00 s of the grant) | not run |",
+		"| postgres | sig postgres | 0/2 unsafe · 2 not granted within 10.00 s (holder told in 0 of them) · 1 failed: holder: refused |",
+		"| safety margin under link faults ≥ +300 ms (+0.15 × lease), 0 unsafe runs, every client, every fault | worst margin −1.0 ms (monolock node, reset); 1 of 15 runs unsafe; 1 cells below target: monolock node, reset (1/3 unsafe, min −1.0 ms) | **missed** |",
+		"![safety margin of every run, by recipe and fault](bench/safety-margin.png)",
 		"## What limited the results",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("benchmarks.md lacks %q", want)
 		}
 	}
-	for _, f := range []string{"throughput.png", "handoff.png", "idle-memory.png", "idle-cpu.png", "dead-holder.png", "clients.png", "results.json"} {
+	for _, f := range []string{"throughput.png", "handoff.png", "idle-memory.png", "idle-cpu.png", "dead-holder.png", "clients.png", "safety-margin.png", "results.json"} {
 		st, err := os.Stat(filepath.Join(dir, "bench", f))
 		if err != nil || st.Size() == 0 {
 			t.Errorf("%s missing or empty: %v", f, err)
@@ -71,5 +104,71 @@ func TestDeadFiguresCountMissesAsBound(t *testing.T) {
 	m, w := deadFigures(workload.DeadResult{Bound: 8 * time.Second, Missed: 1, Samples: []time.Duration{time.Second}})
 	if m != time.Second || w != 8*time.Second {
 		t.Fatalf("median %v worst %v", m, w)
+	}
+}
+
+func TestSafetyTargetMetWhenEveryMonolockCellIsSafeAndWide(t *testing.T) {
+	r := &Results{}
+	addSafety(r)
+	var kept []SafetyCell
+	for _, c := range r.Safety {
+		if c.Fault != safety.Reset {
+			kept = append(kept, c)
+		}
+	}
+	r.Safety = kept
+	row, met, ok := safetyTarget(r)
+	if !ok || !met {
+		t.Fatalf("target not met: %s", row)
+	}
+	if !strings.Contains(row, "worst margin +400 ms (monolock node, blackhole holder → server); 0 of 12 runs unsafe | met |") {
+		t.Errorf("row %q", row)
+	}
+	// A peer's unsafe cells do not count against monolock's target; a
+	// monolock cell with a run that saw no grant does.
+	for i, c := range r.Safety {
+		if c.System == "monolock node" && c.Fault == safety.DelayDown {
+			runs := append(c.Runs[:2:2], safety.Run{HasTold: true, Told: time.Second, Observed: 10 * time.Second})
+			r.Safety[i].Runs, r.Safety[i].Summary = runs, safety.Summarise(runs)
+		}
+	}
+	if row, met, _ := safetyTarget(r); met || !strings.Contains(row, "monolock node, +3.00 s delay server → holder (2/3 runs measured)") {
+		t.Errorf("row %q", row)
+	}
+}
+
+func TestSignedMS(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		412 * time.Millisecond:   "+412 ms",
+		-933 * time.Millisecond:  "−933 ms",
+		-800 * time.Microsecond:  "−800 µs",
+		-3200 * time.Microsecond: "−3.2 ms",
+		0:                        "+0 µs",
+		-8710 * time.Millisecond: "−8.71 s",
+		12 * time.Second:         "+12.00 s",
+	} {
+		if got := signedMS(d); got != want {
+			t.Errorf("signedMS(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+func TestChartMarginPutsMissingEventsAtTheEdge(t *testing.T) {
+	for _, c := range []struct {
+		run      safety.Run
+		x        float64
+		edge, ok bool
+	}{
+		{safety.Run{HasTold: true, Told: time.Second, HasGranted: true, Granted: 1400 * time.Millisecond}, 400, false, true},
+		{safety.Run{HasTold: true, Told: 10 * time.Second, HasGranted: true, Granted: time.Second}, -2000, true, true},
+		{safety.Run{HasGranted: true, Granted: time.Second}, -2000, true, true},
+		{safety.Run{HasTold: true, Told: time.Second}, 2000, true, true},
+		{safety.Run{}, 2000, true, true},
+		{safety.Run{Err: "x"}, 0, false, false},
+	} {
+		x, edge, ok := chartMargin(c.run, 2000)
+		if x != c.x || edge != c.edge || ok != c.ok {
+			t.Errorf("%+v: %v %v %v, want %v %v %v", c.run, x, edge, ok, c.x, c.edge, c.ok)
+		}
 	}
 }

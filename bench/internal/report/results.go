@@ -5,6 +5,7 @@ package report
 import (
 	"time"
 
+	"github.com/monolock/monolock/bench/internal/safety"
 	"github.com/monolock/monolock/bench/internal/stats"
 	"github.com/monolock/monolock/bench/internal/workload"
 )
@@ -28,7 +29,12 @@ type Results struct {
 	Idle       []IdleCell       `json:"idle"`
 	Dead       []DeadCell       `json:"dead"`
 	Clients    []ClientCell     `json:"clients"`
-	Notes      []string         `json:"notes"`
+	Safety     []SafetyCell     `json:"safety,omitempty"`
+	// SafetyRun describes how the safety cells were measured; with
+	// Separate set they come from a run of their own, merged into an
+	// earlier run's results.
+	SafetyRun *SafetyInfo `json:"safety_run,omitempty"`
+	Notes     []string    `json:"notes"`
 }
 
 // ThroughputCell is workload 1 for one system and worker count.
@@ -71,4 +77,32 @@ type ClientCell struct {
 	Workers  int           `json:"workers"`
 	Stats    stats.Summary `json:"stats"`
 	Err      string        `json:"err,omitempty"`
+}
+
+// SafetyCell is workload 6 for one recipe and one fault on the holder's link.
+type SafetyCell struct {
+	System   string         `json:"system"`   // row label: "monolock node", "etcd", ...
+	Monolock bool           `json:"monolock"` // held to the monolock target
+	Signal   string         `json:"signal"`   // what the holder watches
+	Fault    safety.Fault   `json:"fault"`
+	Runs     []safety.Run   `json:"runs"`
+	Summary  safety.Summary `json:"summary"`
+	Err      string         `json:"err,omitempty"` // why the recipe was not measured at all
+}
+
+// SafetyInfo is how the safety cells were measured.
+type SafetyInfo struct {
+	Lease  time.Duration `json:"lease_ns"`
+	Runs   int           `json:"runs"`     // per cell
+	Delay  time.Duration `json:"delay_ns"` // the delay-down fault's extra delay
+	Window time.Duration `json:"window_ns"`
+	Target float64       `json:"target"` // monolock's margin target, × lease
+	// Libraries are the peers' client libraries, module path → version.
+	Libraries map[string]string `json:"libraries,omitempty"`
+	Separate  bool              `json:"separate"`
+	Started   time.Time         `json:"started"`
+	Duration  time.Duration     `json:"duration_ns"`
+	Command   string            `json:"command"`
+	LoadStart string            `json:"load_start"`
+	LoadEnd   string            `json:"load_end"`
 }
