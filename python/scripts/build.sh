@@ -59,13 +59,13 @@ for py in "${pythons[@]}"; do
     "$py" -m venv "$venv"
     "$venv/bin/python" -m pip install --quiet .
     (cd "$work" && "$venv/bin/python" "$OLDPWD/scripts/quickstart.py" "$OLDPWD/README.md" "$addr")
-    echo "pip install ./python + quick start: ok with $("$venv/bin/python" --version)"
+    echo "[python] pip install ./python + quick start: ok with $("$venv/bin/python" --version)"
 done
 
 "$work/venv-python3/bin/python" -m pip install --quiet --force-reinstall --no-deps dist/*.whl
 (cd "$work" && venv-python3/bin/python - <<'PY'
 import importlib.resources, monolock, monolock.aio
 assert (importlib.resources.files("monolock") / "py.typed").is_file(), "py.typed missing"
-print("wheel ok:", monolock.__version__)
+print("[python] wheel ok:", monolock.__version__)
 PY
 )

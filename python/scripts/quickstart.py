@@ -15,4 +15,4 @@ blocks = re.findall(r"```python\n(.*?)```", section, re.S)
 assert len(blocks) >= 2, "quick start has no python blocks"
 for code in blocks:
     exec(compile(code.replace("127.0.0.1:7117", address), "README.md", "exec"), {})
-print(f"quick start ok ({len(blocks)} blocks)")
+print(f"[python] quick start ok ({len(blocks)} blocks)")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every check of the Python client: lint, types, unit and integration tests
 # (against the real server binary) and a wheel + sdist build.
-# Run from anywhere; works in python/.
+# Run from anywhere; works in python/. Its step lines start with "[python]":
+# the arrow marker belongs to the top-level steps of test:all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,12 +15,12 @@ if [[ -z ${MONOLOCK_BIN:-} ]]; then
     export MONOLOCK_BIN=$PWD/../bin/monolock
 fi
 
-echo "== ruff"
+echo "[python] ruff"
 $py -m ruff check .
 $py -m ruff format --check .
-echo "== mypy --strict"
+echo "[python] mypy --strict"
 $py -m mypy
-echo "== pytest"
+echo "[python] pytest"
 $py -m pytest
-echo "== build"
+echo "[python] build and install smoke test"
 bash scripts/build.sh

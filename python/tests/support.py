@@ -36,6 +36,27 @@ def load_spec(relative: str) -> Any:
         return json.load(f)
 
 
+# -- timing -----------------------------------------------------------------
+
+
+def assert_on_time(
+    what: str, actual: float, expected: float, *, late: float, early: float = 0.001
+) -> None:
+    """Check that the instant ``actual`` (``time.monotonic()`` seconds) is no
+    more than ``early`` before ``expected`` and no more than ``late`` after
+    it. Being early breaks a rule, so ``early`` only absorbs float noise;
+    ``late`` is load on the machine and is derived from the lease by the
+    caller. The message says which timing was missed and by how much."""
+    off = actual - expected
+    if off < -early:
+        raise AssertionError(f"{what}: {-off * 1000:.1f} ms early (never allowed)")
+    if off > late:
+        raise AssertionError(
+            f"{what}: {off * 1000:.0f} ms late, {(off - late) * 1000:.0f} ms over the "
+            f"{late * 1000:.0f} ms allowed"
+        )
+
+
 # -- the real server ------------------------------------------------------
 
 
@@ -68,6 +89,8 @@ class RealServer:
                     "serve",
                     "--listen",
                     "127.0.0.1:0",
+                    "--admin",
+                    "127.0.0.1:0",
                     "--data-dir",
                     str(data_dir),
                 ],
@@ -75,15 +98,17 @@ class RealServer:
                 stdout=subprocess.DEVNULL,
                 stderr=log,
             )
-        self.address = self._wait_for_address()
+        self.address, self.admin_address = self._wait_for_addresses()
+        """The lock protocol's address, and the admin HTTP API's."""
 
-    def _wait_for_address(self) -> str:
+    def _wait_for_addresses(self) -> tuple[str, str]:
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             text = self._log_path.read_text(errors="replace")
-            m = re.search(r"msg=listening addr=(\S+)", text)
-            if m:
-                return m.group(1)
+            listening = re.search(r"msg=listening addr=(\S+)", text)
+            admin = re.search(r'msg="admin listening" addr=(\S+)', text)
+            if listening and admin:
+                return listening.group(1), admin.group(1)
             if self.proc.poll() is not None:
                 break
             time.sleep(0.02)

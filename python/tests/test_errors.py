@@ -8,6 +8,8 @@ import pytest
 
 import monolock
 from monolock import errors
+from monolock._config import Address
+from monolock._plan import connect_error, timeout_error
 
 from .support import load_spec
 
@@ -87,3 +89,61 @@ def test_acquire_timeout_is_a_timeout_error() -> None:
     assert isinstance(err, monolock.MonolockError)
     assert err.code is None
     assert "timed out" in str(err)
+
+
+def test_wrapped_causes_drop_their_prefix() -> None:
+    """spec/constants.json error_prefix: 'monolock: ' exactly once."""
+    kicked = errors.error_for_code(0x02, "closed by administrator")
+    lost = errors.LockLost("jobs/x", 7, kicked)
+    assert str(lost) == "monolock: lock 'jobs/x' (token 7) lost: closed by administrator (0x02)"
+    refused = connect_error(Address("127.0.0.1", 1), ConnectionRefusedError(111, "refused"))
+    timeout = timeout_error("jobs/x", refused)
+    assert str(timeout) == (
+        "monolock: timed out waiting for the lock 'jobs/x' "
+        "(last attempt: cannot connect to 127.0.0.1:1: [Errno 111] refused)"
+    )
+    assert timeout.__cause__ is refused
+    assert str(timeout_error("jobs/x")) == "monolock: timed out waiting for the lock 'jobs/x'"
+    samples: list[errors.MonolockError] = [
+        kicked,
+        lost,
+        refused,
+        timeout,
+        errors.LockLost("a", 1, errors.HeartbeatTimeout("monolock: no reply")),
+        errors.LockLost("a", 1, errors.NotMonolock("127.0.0.1:7118", b"HTTP/1.1 400")),
+        errors.LockBusy("a"),
+        errors.LockReleased("a", 1),
+        errors.AcquireTimeout(),
+        errors.AcquireCancelled(),
+        errors.InvalidLease(from_server=False),
+    ]
+    for error in samples:
+        assert str(error).startswith("monolock: "), error
+        assert str(error).count("monolock: ") == 1, error
+
+
+def test_unprefixed() -> None:
+    assert errors.unprefixed("monolock: a: monolock: b") == "a: monolock: b"
+    assert errors.unprefixed(ValueError("plain")) == "plain"
+
+
+@pytest.mark.parametrize(
+    ("sent", "quoted"),
+    [
+        (b"HTTP/1.1 400 Bad Request", '"HTTP/1.1 400…"); is this the admin port?'),
+        (b"HTTP/1.1", '"HTTP/1.1"); is this the admin port?'),
+        (b"\x15\x03\x03\x00\x02\x02\x46", '"\\x15\\x03\\x03\\x00\\x02\\x02F")'),
+        (b"SSH-2.0-OpenSSH_9.6", '"SSH-2.0-Open…")'),
+        (b"http/1.1 200", '"http/1.1 200")'),
+    ],
+)
+def test_not_monolock_message(sent: bytes, quoted: str) -> None:
+    """spec/constants.json not_monolock_rule: the address, the words, up to
+    12 bytes quoted (printable ASCII as is, others as \\xNN), and the admin
+    port question for HTTP/ only."""
+    error = errors.NotMonolock("127.0.0.1:7118", sent)
+    assert str(error) == (
+        f"monolock: 127.0.0.1:7118 does not speak the monolock protocol (it sent {quoted}"
+    )
+    assert isinstance(error, errors.ProtocolViolation) and error.temporary
+    assert error.sent == sent[:12]

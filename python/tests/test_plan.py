@@ -3,6 +3,7 @@ caller's deadline, with a scripted executor and a fake clock."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Generator
 from typing import Any
 
@@ -12,6 +13,7 @@ from monolock import errors
 from monolock._config import Address, ClientConfig
 from monolock._plan import Attempt, Failure, Sleep, Step, acquisition_plan, run_sync
 from monolock._schedule import Backoff
+from monolock.errors import unprefixed
 
 from .support import load_spec
 
@@ -68,14 +70,15 @@ def run(
         config,
         deadline,
         try_only=try_only,
+        name="jobs/x",
         clock=script.clock,
         backoff=Backoff(lambda: 1.0),
     )
     return run_sync(plan, script.attempt, script.sleep)
 
 
-def conn_error() -> errors.ConnectError:
-    return errors.ConnectError("refused")
+def conn_error(address: str = A) -> errors.ConnectError:
+    return errors.ConnectError(f"monolock: cannot connect to {address}: refused")
 
 
 def test_first_attempt_wins() -> None:
@@ -129,11 +132,15 @@ def test_try_acquire_never_retries(failure: errors.MonolockError) -> None:
 
 
 def test_try_acquire_walks_the_servers_then_reports_connect() -> None:
-    s = Script([conn_error(), conn_error()])
+    s = Script([conn_error(A), conn_error(B)])
     with pytest.raises(errors.ConnectError) as info:
         run(s, A, B, try_only=True)
     assert s.addresses == [A, B]
     assert isinstance(info.value.__cause__, errors.ConnectError)
+    assert str(info.value) == (
+        f"monolock: no server could be reached: cannot connect to {A}: refused; "
+        f"cannot connect to {B}: refused"
+    )
 
 
 def test_unreachable_server_moves_to_the_next_at_once() -> None:
@@ -183,6 +190,10 @@ def test_deadline_bounds_sleep_and_raises_timeout_with_cause() -> None:
     with pytest.raises(errors.AcquireTimeout) as info:
         run(s, deadline=0.2)
     assert isinstance(info.value.__cause__, errors.ShuttingDown)
+    assert str(info.value) == (
+        "monolock: timed out waiting for the lock 'jobs/x' "
+        "(last attempt: server shutting down (0x01))"
+    )
     # 0.05 + 0.1, then the rest up to the deadline, never past it.
     assert s.sleeps == pytest.approx([0.05, 0.1, 0.05])
     assert s.now == pytest.approx(0.2)
@@ -278,3 +289,69 @@ def test_retry_vector(case: dict[str, Any], pick: str) -> None:
     with pytest.raises(StopIteration) as stop:
         plan.send(result)
     assert stop.value.value == "lock"
+
+
+def test_a_server_that_is_down_is_the_cause_of_the_timeout() -> None:
+    """Not "the lock stayed busy": the last attempt's failure is kept."""
+    s = Script([conn_error()] * 20, attempt_cost=0.03)
+    with pytest.raises(errors.AcquireTimeout) as info:
+        run(s, deadline=0.5)
+    assert isinstance(info.value.__cause__, errors.ConnectError)
+    assert f"(last attempt: cannot connect to {A}: refused)" in str(info.value)
+
+
+def test_retries_log_at_warning_and_progress_at_debug(caplog: pytest.LogCaptureFixture) -> None:
+    wrong = errors.NotMonolock(B, b"HTTP/1.1 400")
+    s = Script([conn_error(A), wrong, errors.ShuttingDown(), "lock"])
+    with caplog.at_level(logging.DEBUG, logger="monolock"):
+        assert run(s, A, B) == "lock"
+    records = [(r.name, r.levelname, r.getMessage()) for r in caplog.records]
+    assert records == [
+        ("monolock", "DEBUG", f"acquire 'jobs/x': connecting to {A}"),
+        ("monolock", "DEBUG", f"acquire 'jobs/x': cannot connect to {A}: refused"),
+        ("monolock", "DEBUG", f"acquire 'jobs/x': connecting to {B}"),
+        ("monolock", "DEBUG", f"acquire 'jobs/x': {unprefixed(wrong)}"),
+        (
+            "monolock",
+            "WARNING",
+            f"acquire 'jobs/x': left out of this acquisition: {unprefixed(wrong)}",
+        ),
+        (
+            "monolock",
+            "WARNING",
+            "acquire 'jobs/x' failed, retrying in 0.050 s: no server could be reached: "
+            f"cannot connect to {A}: refused; {unprefixed(wrong)}",
+        ),
+        ("monolock", "DEBUG", f"acquire 'jobs/x': connecting to {A}"),
+        ("monolock", "DEBUG", "acquire 'jobs/x': server shutting down (0x01)"),
+        (
+            "monolock",
+            "WARNING",
+            "acquire 'jobs/x' failed, retrying in 0.100 s: server shutting down (0x01)",
+        ),
+        ("monolock", "DEBUG", f"acquire 'jobs/x': connecting to {A}"),
+    ]
+
+
+def test_a_retry_after_a_requeue_logs_the_requeue(caplog: pytest.LogCaptureFixture) -> None:
+    s = Script([conn_error(A), errors.ShuttingDown(), "lock"])
+    with caplog.at_level(logging.WARNING, logger="monolock"):
+        assert run(s, A, B) == "lock"
+    assert [r.getMessage() for r in caplog.records] == [
+        "acquire 'jobs/x' failed, retrying in 0.050 s: server shutting down (0x01)"
+    ]
+
+
+def test_try_acquire_moves_past_a_passive_server() -> None:
+    """A passive server of an HA cell answers 0x01: a try goes on to the next
+    server at once, within its one pass."""
+    s = Script([errors.ShuttingDown(), "lock"])
+    assert run(s, A, B, try_only=True) == "lock"
+    assert s.addresses == [A, B] and s.sleeps == []
+    s = Script([errors.ShuttingDown(), conn_error(B)])
+    with pytest.raises(errors.ConnectError) as info:
+        run(s, A, B, try_only=True)
+    assert str(info.value) == f"monolock: cannot connect to {B}: refused"  # the last error
+    s = Script([errors.ShuttingDown(), errors.LockBusy("jobs/x")])
+    with pytest.raises(errors.LockBusy):
+        run(s, A, B, try_only=True)

@@ -136,17 +136,53 @@ def test_str_with_lone_surrogate_is_not_utf8() -> None:
 
 @pytest.mark.parametrize(
     ("seconds", "lease_ms"),
-    [(0.001, 1), (1, 1000), (2.5, 2500), (4294967.295, 4294967295), (0.0014, 1)],
+    [
+        (0.001, 1),
+        (1, 1000),
+        (2.5, 2500),
+        (1.001, 1001),
+        (4294967.295, 4294967295),
+        (4294967, 4294967000),
+    ],
 )
 def test_lease_seconds_to_ms(seconds: float, lease_ms: int) -> None:
     assert proto.lease_seconds_to_ms(seconds) == lease_ms
 
 
-@pytest.mark.parametrize("seconds", [0, 0.0004, -1, 4294967.296, float("nan"), float("inf")])
+def test_every_whole_millisecond_is_taken_as_it_is() -> None:
+    # What a caller writes as ms / 1000 is never refused for float error.
+    samples = [*range(1, 20_001), *range(4294967295 - 20_000, 4294967296), 123456789]
+    for lease_ms in samples:
+        assert proto.lease_seconds_to_ms(lease_ms / 1000) == lease_ms, lease_ms
+
+
+@pytest.mark.parametrize(
+    "seconds",
+    [
+        *(0, 0.0004, 0.0014, 0.0015, 1.0005, 2.0001, -1, -0.001),
+        *(4294967.296, 1e308, 10**30, float("nan"), float("inf")),
+    ],
+)
 def test_invalid_lease_seconds(seconds: float) -> None:
+    """Out of range, or not a whole number of milliseconds: refused, never
+    rounded or truncated (spec/constants.json, lease_rule)."""
     with pytest.raises(errors.InvalidLease) as info:
         proto.lease_seconds_to_ms(seconds)
-    assert info.value.code == 0x17 and not info.value.from_server
+    error = info.value
+    assert error.code == 0x17 and not error.from_server
+    assert str(error) == (
+        "monolock: lease must be a whole number of milliseconds from 1 ms to 4294967295 ms, "
+        f"got {seconds!r} s (0x17)"
+    )
+
+
+def test_name_too_long_gives_length_and_limit_not_the_name() -> None:
+    name = "n" * 300
+    with pytest.raises(errors.NameTooLong) as info:
+        proto.encode_name(name)
+    assert str(info.value) == "monolock: lock name too long (300 bytes, the limit is 255) (0x15)"
+    with pytest.raises(errors.NameTooLong, match=r"\(256 bytes, the limit is 255\)"):
+        proto.encode_name("é" * 128)  # counted in bytes of UTF-8
 
 
 def test_lease_must_be_a_number() -> None:

@@ -21,6 +21,7 @@ EXPECTED = {
     "AsyncClient",
     "AsyncLock",
     "Client",
+    "ConfigError",
     "ConnectError",
     "ConnectionClosed",
     "DuplicateAcquire",
@@ -108,3 +109,35 @@ def test_readme_error_table_matches_the_spec() -> None:
         row = f"| `{entry['go_name'][3:]}` | 0x{entry['code']:02x} | "
         row += "yes" if entry["temporary"] else "no"
         assert row in readme, row
+
+
+def test_readme_stands_alone() -> None:
+    """PyPI shows the README without the repository around it: every link
+    is absolute, and developer sections live in DEVELOPMENT.md."""
+    import re
+
+    here = Path(__file__).parent.parent
+    readme = (here / "README.md").read_text()
+    links = re.findall(r"\]\(([^)]+)\)", readme)
+    assert links, "no links"
+    relative = [link for link in links if not link.startswith("https://")]
+    assert relative == []
+    for doc in ("docs/protocol.md", "docs/how-it-works.md"):
+        assert f"https://github.com/monolock/monolock/blob/main/{doc}" in links, doc
+    assert "## Development" not in readme and "MONOLOCK_BIN" not in readme
+    assert (here / "DEVELOPMENT.md").is_file()
+    assert "pip install ./python" in readme  # the from-clone install line
+
+
+def test_project_urls() -> None:
+    text = (Path(__file__).parent.parent / "pyproject.toml").read_text()
+    urls = text.split("[project.urls]", 1)[1].split("\n[", 1)[0]
+    for key in ("Homepage", "Repository", "Issues", "Documentation"):
+        assert f'\n{key} = "https://github.com/monolock/monolock' in urls, key
+
+
+def test_scripts_print_no_top_level_step_markers() -> None:
+    """'==>' marks the steps of test:all; nested scripts use '[python]'."""
+    scripts = Path(__file__).parent.parent / "scripts"
+    for script in scripts.iterdir():
+        assert "==>" not in script.read_text(), script.name

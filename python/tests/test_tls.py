@@ -4,6 +4,7 @@ and a server certificate made by the openssl command for this run."""
 from __future__ import annotations
 
 import ssl
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ import pytest
 from monolock import _protocol as proto
 from monolock import errors
 
-from .support import Api, FakeServer, make_certificates, release_with
+from .support import Api, FakeServer, RealServer, make_certificates, release_with
 
 
 @pytest.fixture(scope="module")
@@ -83,6 +84,10 @@ def _assert_refused_handshakes_retry(api: Api, tls_server: FakeServer, **kwargs:
     cause = info.value.__cause__  # the last attempt's failure
     assert isinstance(cause, errors.ConnectError)
     assert cause.temporary
+    handshake = f"TLS handshake with {tls_server.address} failed: "
+    assert str(cause).startswith(f"monolock: {handshake}"), cause
+    assert "may not speak TLS" not in str(cause)
+    assert f"(last attempt: {handshake}" in str(info.value)
 
 
 def test_tls_wrong_hostname_is_retried_until_deadline(
@@ -100,3 +105,51 @@ def test_tls_untrusted_certificate_is_retried_until_deadline(
     api: Api, tls_server: FakeServer
 ) -> None:
     _assert_refused_handshakes_retry(api, tls_server, ssl_context=ssl.create_default_context())
+
+
+def test_tls_to_the_plaintext_server_says_so(api: Api, real_server: RealServer) -> None:
+    """The real server answers a ClientHello with a plaintext ERROR: the
+    message names the address and says the server may not speak TLS, not
+    OpenSSL's "wrong version number" alone."""
+    tls = ssl.create_default_context()
+    fut = api.acquire(real_server.address, "tls/plain", lease=1, ssl_context=tls, try_only=True)
+    with pytest.raises(errors.ConnectError) as info:
+        fut.result(10)
+    expected = (
+        f"monolock: TLS handshake with {real_server.address} failed; the server may not speak TLS ("
+    )
+    assert str(info.value).startswith(expected), info.value
+    assert info.value.temporary and str(info.value).count("monolock: ") == 1
+
+
+def test_tls_to_an_http_port_times_out_with_that_cause(api: Api) -> None:
+    """A waiting acquisition retries (another server may be fine) and its
+    timeout keeps the cause, rather than reading like a busy lock."""
+    http = FakeServer()
+    stop = threading.Event()
+
+    def answer() -> None:
+        while not stop.is_set():
+            try:
+                conn = http.accept(timeout=0.2)
+            except OSError:
+                continue
+            conn.send(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+            conn.close()
+
+    thread = threading.Thread(target=answer)
+    thread.start()
+    try:
+        tls = ssl.create_default_context()
+        fut = api.acquire(http.address, "tls/http", lease=1, ssl_context=tls, timeout=1)
+        with pytest.raises(errors.AcquireTimeout) as info:
+            fut.result(10)
+    finally:
+        stop.set()
+        thread.join()
+        http.close()
+    assert isinstance(info.value.__cause__, errors.ConnectError)
+    assert (
+        f"(last attempt: TLS handshake with {http.address} failed; the server may not speak TLS"
+        in str(info.value)
+    ), info.value

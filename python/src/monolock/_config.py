@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import ssl
+import string
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Union
 
 from . import _protocol as proto
+from .errors import ConfigError
 
 DEFAULT_PORT = 7117
 DEFAULT_SERVER = f"127.0.0.1:{DEFAULT_PORT}"
@@ -17,7 +20,8 @@ DEFAULT_LEASE = 10.0
 DEFAULT_CONNECT_TIMEOUT = 5.0
 
 ServerAddress = Union[str, tuple[str, int]]
-"""``"host:port"``, ``"[v6]:port"``, ``"host"`` (port 7117) or ``(host, port)``."""
+"""``"host:port"``, ``"[v6]:port"``, a bare host (``"host"``, ``"[v6]"``,
+``"v6"``: port 7117) or ``(host, port)``."""
 
 Servers = Union[ServerAddress, Iterable[ServerAddress]]
 """One server address or several, tried in order."""
@@ -35,41 +39,74 @@ class Address:
         return f"{host}:{self.port}"
 
 
+_HOST_CHARS = frozenset(string.ascii_letters + string.digits + "-._")
+
+
 def parse_address(value: ServerAddress) -> Address:
-    """Parse one server address; raise ValueError when it makes no sense."""
+    """Parse one server address (spec/vectors/addresses.json runs the rule);
+    raise :class:`ConfigError` when it makes no sense."""
     if isinstance(value, tuple):
         host, port = value
-    elif isinstance(value, str):
-        host, port = _split_host_port(value.strip())
-    else:
-        raise TypeError(f"server address must be str or (host, port), not {type(value).__name__}")
-    if not host:
-        raise ValueError(f"server address {value!r} has no host")
-    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
-        raise ValueError(f"server address {value!r} has an invalid port")
-    return Address(host, port)
+        if not isinstance(host, str) or not host:
+            raise _bad_address(value, "no host")
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+            raise _bad_address(value, "the port must be a number from 1 to 65535")
+        return Address(host, port)
+    if not isinstance(value, str):
+        raise TypeError(
+            f"monolock: server address must be str or (host, port), not {type(value).__name__}"
+        )
+    return _parse_text(value)
 
 
-def _split_host_port(text: str) -> tuple[str, int]:
+def _parse_text(text: str) -> Address:
+    port = ""
+    if not text:
+        raise _bad_address(text, "empty")
     if text.startswith("["):
         host, sep, rest = text[1:].partition("]")
         if not sep:
-            raise ValueError(f"server address {text!r}: missing ']'")
-        if not rest:
-            return host, DEFAULT_PORT
-        if not rest.startswith(":"):
-            raise ValueError(f"server address {text!r}: expected ':port' after ']'")
-        return host, _port(rest[1:], text)
-    if text.count(":") > 1:  # a bare IPv6 address
-        return text, DEFAULT_PORT
-    host, sep, port = text.partition(":")
-    return host, _port(port, text) if sep else DEFAULT_PORT
+            raise _bad_address(text, "no closing ]")
+        if rest and not rest.startswith(":"):
+            raise _bad_address(text, "unexpected text after ]")
+        if not _is_ipv6(host):
+            raise _bad_address(text, "not an IPv6 address between [ and ]")
+        has_port, port = bool(rest), rest[1:]
+    elif text.count(":") > 1:
+        # Only an IPv6 address has more than one colon without brackets.
+        if not _is_ipv6(text):
+            raise _bad_address(
+                text, "not an IPv6 address, and one colon at most is allowed otherwise"
+            )
+        host, has_port = text, False
+    else:
+        host, colon, port = text.partition(":")
+        has_port = bool(colon)
+        if not host:
+            raise _bad_address(text, "no host")
+        bad = next((c for c in host if c not in _HOST_CHARS), None)
+        if bad is not None:
+            raise _bad_address(text, f"{bad!r} is not allowed in a host name")
+    if not has_port:
+        return Address(host, DEFAULT_PORT)
+    if not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
+        raise _bad_address(text, "the port must be a number from 1 to 65535")
+    return Address(host, int(port))
 
 
-def _port(text: str, whole: str) -> int:
-    if not text.isdigit():
-        raise ValueError(f"server address {whole!r}: port {text!r} is not a number")
-    return int(text)
+def _is_ipv6(text: str) -> bool:
+    try:
+        ipaddress.IPv6Address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _bad_address(value: ServerAddress, why: str) -> ConfigError:
+    return ConfigError(
+        f"monolock: server address {value!r}: {why} "
+        f"(want HOST:PORT, [IPV6]:PORT or a bare host for port {DEFAULT_PORT})"
+    )
 
 
 def parse_servers(servers: Servers) -> tuple[Address, ...]:
@@ -79,7 +116,7 @@ def parse_servers(servers: Servers) -> tuple[Address, ...]:
     else:
         items = list(servers)
     if not items:
-        raise ValueError("at least one server address is required")
+        raise ConfigError("monolock: at least one server address is required")
     return tuple(parse_address(item) for item in items)
 
 
@@ -87,9 +124,9 @@ def _check_seconds(what: str, value: float | None) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{what} must be a number of seconds or None")
+        raise TypeError(f"monolock: {what} must be a number of seconds or None")
     if math.isnan(value) or value < 0:
-        raise ValueError(f"{what} must be >= 0, got {value}")
+        raise ConfigError(f"monolock: {what} must be >= 0 seconds, got {value}")
     return float(value)
 
 
@@ -115,7 +152,7 @@ class ClientConfig:
         self.servers = parse_servers(servers)
         self.connect_timeout = _check_seconds("connect_timeout", connect_timeout)
         if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
-            raise TypeError("ssl_context must be an ssl.SSLContext")
+            raise TypeError("monolock: ssl_context must be an ssl.SSLContext")
         self.ssl_context = ssl_context
         self.server_hostname = server_hostname
 

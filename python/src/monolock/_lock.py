@@ -3,16 +3,13 @@ glue that turns session events into grants, hooks, loss reports and closes."""
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from typing import Any, Callable, Generic, Protocol, TypeVar
 
-from ._plan import Failure
+from ._plan import Failure, logger
 from ._session import Close, Failed, Granted, Lost, Queued, Send, Session, SessionEvent
-from .errors import LockLost, LockReleased, MonolockError
-
-logger = logging.getLogger("monolock")
+from .errors import LockLost, LockReleased, MonolockError, unprefixed
 
 LostCallback = Callable[[LockLost], object]
 """Called with the :class:`~monolock.errors.LockLost` error when a lock is lost."""
@@ -36,7 +33,7 @@ def _call_hook(hook: Callable[..., object], *args: object) -> None:
     try:
         hook(*args)
     except Exception:
-        logger.exception("monolock: callback %r raised", hook)
+        logger.exception("callback %r raised", hook)
 
 
 class Flag(Protocol):
@@ -224,9 +221,16 @@ class ConnectionHandler(Generic[HeldLock]):
                 self._write(event.data)
             elif isinstance(event, Queued):
                 self._queued_at = time.monotonic()
+                logger.debug("acquire %r: queued by %s", self.session.name, self.session.server)
                 if self._on_waiting is not None:
                     _call_hook(self._on_waiting, self.session.name)
             elif isinstance(event, Granted):
+                logger.debug(
+                    "acquire %r: granted by %s, token %d",
+                    self.session.name,
+                    self.session.server,
+                    event.token,
+                )
                 self.lock = self._make_lock()
                 if self._on_lost is not None:
                     self.lock.add_lost_callback(self._on_lost)
@@ -234,6 +238,7 @@ class ConnectionHandler(Generic[HeldLock]):
             elif isinstance(event, Lost):
                 assert self.lock is not None
                 self.lock._tell_lost(event.error)
+                logger.info("%s", unprefixed(event.error))  # after: the log may be slow
             elif isinstance(event, Failed):
                 self.error = event.error
                 self._outcome_known()

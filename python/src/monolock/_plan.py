@@ -10,6 +10,8 @@ caller's deadline.
 
 from __future__ import annotations
 
+import logging
+import ssl
 import time
 from collections.abc import Generator
 from dataclasses import dataclass
@@ -19,6 +21,7 @@ from . import _protocol as proto
 from ._config import Address, ClientConfig, check_timeout
 from ._schedule import RETRY_RESET_AFTER_QUEUED_MS, Backoff
 from .errors import (
+    PREFIX,
     AcquireTimeout,
     ConnectError,
     ConnectionClosed,
@@ -27,9 +30,12 @@ from .errors import (
     NotMonolock,
     ProtocolViolation,
     ServerError,
+    unprefixed,
 )
 
 L = TypeVar("L")
+
+logger = logging.getLogger("monolock")
 
 
 @dataclass(frozen=True)
@@ -72,16 +78,44 @@ Step = Union[Attempt, Sleep]
 _REQUEUE = (ServerError, ConnectionClosed, HeartbeatTimeout, ProtocolViolation)
 
 
-def connect_error(address: Address, exc: OSError) -> ConnectError:
-    """The error for a failed connection attempt (TCP or TLS handshake)."""
+# OpenSSL's reasons for a first record that is not TLS: what a plaintext
+# server (a monolock ERROR frame, an HTTP or SSH banner) answers with.
+_NOT_TLS_REASONS = frozenset(
+    {
+        "WRONG_VERSION_NUMBER",
+        "UNKNOWN_PROTOCOL",
+        "UNEXPECTED_RECORD",
+        "PACKET_LENGTH_TOO_LONG",
+        "RECORD_LAYER_FAILURE",
+        "HTTP_REQUEST",
+        "HTTPS_PROXY_REQUEST",
+    }
+)
+
+
+def connect_error(address: Address, exc: OSError, *, handshake: bool = False) -> ConnectError:
+    """The error for a failed connection attempt: the TCP connect, or the TLS
+    handshake (``handshake``, or any :class:`ssl.SSLError`)."""
     # A refused certificate counts as a failed connection, as in every
     # client: another server of the list may be fine, and a waiting
     # acquisition retries until its deadline, which then carries this cause.
-    return ConnectError(f"monolock: cannot connect to {address}: {exc}")
+    if isinstance(exc, ssl.SSLError) and getattr(exc, "reason", None) in _NOT_TLS_REASONS:
+        text = f"TLS handshake with {address} failed; the server may not speak TLS ({exc})"
+    elif handshake or isinstance(exc, ssl.SSLError):
+        text = f"TLS handshake with {address} failed: {exc}"
+    else:
+        text = f"cannot connect to {address}: {exc}"
+    return ConnectError(PREFIX + text)
 
 
-def _deadline_error(last: MonolockError | None) -> AcquireTimeout:
-    error = AcquireTimeout()
+def timeout_error(name: str, last: MonolockError | None = None) -> AcquireTimeout:
+    """The caller's deadline passed. ``last`` is the last attempt's failure
+    when that attempt did not reach the lock; the message quotes it, so that
+    a server that is down does not read as a busy lock."""
+    text = f"monolock: timed out waiting for the lock {name!r}"
+    if last is not None:
+        text += f" (last attempt: {unprefixed(last)})"
+    error = AcquireTimeout(text)
     error.__cause__ = last
     return error
 
@@ -95,7 +129,7 @@ def prepare_acquisition(
     raw = proto.encode_name(name)
     timeout = check_timeout(timeout)
     deadline = None if timeout is None else time.monotonic() + timeout
-    return raw, acquisition_plan(config, deadline, try_only=try_only)
+    return raw, acquisition_plan(config, deadline, try_only=try_only, name=raw.decode("utf-8"))
 
 
 def acquisition_plan(
@@ -103,10 +137,12 @@ def acquisition_plan(
     deadline: float | None,
     *,
     try_only: bool,
+    name: str = "",
     clock: Callable[[], float] = time.monotonic,
     backoff: Backoff | None = None,
 ) -> Generator[Step, L | Failure | None, L]:
-    """Yield the steps of one acquisition and return the lock.
+    """Yield the steps of one acquisition of the lock ``name`` and return
+    the lock.
 
     The retry policy of spec/constants.json (``retry``), the same in every
     client. One cursor walks the server list, wrapping around, and moves to
@@ -119,59 +155,80 @@ def acquisition_plan(
     good and the next one is tried at once; with none left, its error goes
     to the caller. The backoff starts again after an attempt that had been
     queued for at least ``RETRY_RESET_AFTER_QUEUED_MS``: that server was
-    healthy. A try-acquisition makes one pass and never sleeps. Terminal
-    errors, and every error of a try-acquisition but unreachable servers, go
-    to the caller; so does :class:`AcquireTimeout` at ``deadline``. A held
-    lock is never in play here: its loss is the lock's business.
+    healthy. A try-acquisition makes one pass and never sleeps: an
+    unreachable server or a temporary error (a passive server of an HA cell
+    answers 0x01) moves it on to the next server, and the last error goes to
+    the caller once every server has been tried. Terminal errors and a busy
+    lock go to the caller at once; so does :class:`AcquireTimeout` at
+    ``deadline``. A held lock is never in play here: its loss is the lock's
+    business.
+
+    Each attempt and failure is logged at DEBUG on the ``monolock`` logger,
+    each retry (a backoff sleep) and each server left out at WARNING.
     """
     backoff = backoff or Backoff()
     servers = config.servers
     live = [True] * len(servers)  # False: does not speak monolock, left out
     cursor = 0
-    unreachable = 0  # connect failures since the last sleep
-    last: MonolockError | None = None
+    skipped: list[MonolockError] = []  # servers not reached (or not monolock) since the last sleep
+    last: MonolockError | None = None  # the last attempt's failure
     while True:
         connect_timeout = config.connect_timeout
         if deadline is not None:
             remaining = deadline - clock()
             if remaining <= 0:
-                raise _deadline_error(last)
+                raise timeout_error(name, last)
             if connect_timeout is None or remaining < connect_timeout:
                 connect_timeout = remaining
+        logger.debug("acquire %r: connecting to %s", name, servers[cursor])
         result = yield Attempt(servers[cursor], connect_timeout, deadline)
         if not isinstance(result, Failure):
             assert result is not None
             return result
         error = last = result.error
+        logger.debug("acquire %r: %s", name, unprefixed(error))
         if isinstance(error, NotMonolock):
             live[cursor] = False
             if not any(live):
                 raise error  # retrying a wrong port only hides the mistake
+            logger.warning("acquire %r: left out of this acquisition: %s", name, unprefixed(error))
         cursor = _next_live(live, cursor)
-        if isinstance(error, (ConnectError, NotMonolock)) and error.temporary:
-            # On at once, until every server left has failed since the last sleep.
-            if isinstance(error, ConnectError):
-                unreachable += 1
-            if unreachable < sum(live):
+        unreached = _is_unreached(error)
+        if error.temporary and (unreached or (try_only and isinstance(error, _REQUEUE))):
+            # On at once, until every server left has failed since the last
+            # sleep (a try: in its one pass, temporary errors included).
+            skipped.append(error)
+            if sum(not isinstance(e, NotMonolock) for e in skipped) < sum(live):
                 continue
             if try_only:
-                if len(servers) == 1:
-                    raise error
-                raise ConnectError("monolock: no server could be reached") from error
+                if len(servers) == 1 or not all(_is_unreached(e) for e in skipped):
+                    raise error  # the last error of the pass
+                raise ConnectError(PREFIX + _unreached(skipped)) from error
         elif isinstance(error, _REQUEUE) and error.temporary and not try_only:
             if result.queued * 1000 >= RETRY_RESET_AFTER_QUEUED_MS:
                 backoff.reset()
         else:
             raise error
-        unreachable = 0
+        why = _unreached(skipped) if unreached else unprefixed(error)
+        skipped = []
         delay = backoff.next_delay()
         if deadline is not None:
             remaining = deadline - clock()
             if remaining <= 0:
-                raise _deadline_error(last)
+                raise timeout_error(name, last)
             # Never sleep past the deadline; the timeout comes when it passes.
             delay = min(delay, remaining)
+        logger.warning("acquire %r failed, retrying in %.3f s: %s", name, delay, why)
         yield Sleep(delay)
+
+
+def _is_unreached(error: MonolockError) -> bool:
+    return isinstance(error, (ConnectError, NotMonolock))
+
+
+def _unreached(skipped: list[MonolockError]) -> str:
+    texts = "; ".join(unprefixed(e) for e in skipped)
+    return f"no server could be reached: {texts}"
 
 
 def _next_live(live: list[bool], cursor: int) -> int:

@@ -51,21 +51,33 @@ _TOKEN = struct.Struct(">Q")
 HEARTBEAT_FRAME = bytes([MSG_HEARTBEAT])
 
 
+LEASE_RULE = f"lease must be a whole number of milliseconds from 1 ms to {MAX_LEASE_MS} ms"
+"""The 0x17 message of every client (spec/constants.json, lease_rule)."""
+
+
 def validate_lease_ms(lease_ms: int) -> None:
     """Raise :class:`InvalidLease` unless 1 <= lease_ms <= 2**32-1."""
     if not MIN_LEASE_MS <= lease_ms <= MAX_LEASE_MS:
-        raise InvalidLease(f"lease must be 1..{MAX_LEASE_MS} ms, got {lease_ms}", from_server=False)
+        raise InvalidLease(f"{LEASE_RULE}, got {lease_ms} ms", from_server=False)
 
 
 def lease_seconds_to_ms(lease: float) -> int:
-    """Convert a lease in seconds to whole milliseconds, refusing values the
-    protocol cannot carry with :class:`InvalidLease`."""
+    """Convert a lease in seconds to whole milliseconds. A lease that is not
+    a whole number of milliseconds (0.0015) is refused with
+    :class:`InvalidLease`, never rounded, and so is one out of range."""
     if isinstance(lease, bool) or not isinstance(lease, (int, float)):
-        raise TypeError(f"lease must be a number of seconds, not {type(lease).__name__}")
-    if not math.isfinite(lease):
-        raise InvalidLease(f"lease must be finite, got {lease}", from_server=False)
-    lease_ms = round(lease * 1000)
-    validate_lease_ms(lease_ms)
+        raise TypeError(f"monolock: lease must be a number of seconds, not {type(lease).__name__}")
+    if isinstance(lease, int):
+        lease_ms: int | None = lease * 1000
+    else:
+        # A float holds most millisecond values only approximately (1.001):
+        # it is whole when the nearest whole millisecond is that same float.
+        scaled = lease * 1000
+        lease_ms = round(scaled) if math.isfinite(scaled) else None
+        if lease_ms is not None and lease_ms / 1000 != lease:
+            lease_ms = None
+    if lease_ms is None or not MIN_LEASE_MS <= lease_ms <= MAX_LEASE_MS:
+        raise InvalidLease(f"{LEASE_RULE}, got {lease!r} s", from_server=False)
     return lease_ms
 
 
@@ -78,12 +90,14 @@ def encode_name(name: str | bytes) -> bytes:
     elif isinstance(name, (bytes, bytearray, memoryview)):
         raw = bytes(name)
     else:
-        raise TypeError(f"lock name must be str or bytes, not {type(name).__name__}")
+        raise TypeError(f"monolock: lock name must be str or bytes, not {type(name).__name__}")
     if not raw:
         raise EmptyName(from_server=False)
     if len(raw) > MAX_NAME_LEN:
+        # Length and limit, never the name: it would fill the screen.
         raise NameTooLong(
-            f"lock name is {len(raw)} bytes, the limit is {MAX_NAME_LEN}", from_server=False
+            f"lock name too long ({len(raw)} bytes, the limit is {MAX_NAME_LEN})",
+            from_server=False,
         )
     try:
         raw.decode("utf-8")  # strict: also refuses encoded surrogates

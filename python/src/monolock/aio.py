@@ -25,13 +25,14 @@ from ._config import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_LEASE,
     DEFAULT_SERVER,
+    Address,
     ClientConfig,
     Servers,
 )
 from ._lock import BaseLock, ConnectionHandler, LostCallback, WaitingCallback, release_wait
-from ._plan import Attempt, Failure, Step, connect_error, prepare_acquisition
+from ._plan import Attempt, Failure, Step, connect_error, prepare_acquisition, timeout_error
 from ._session import Session, SessionEvent
-from .errors import AcquireTimeout, MonolockError
+from .errors import MonolockError
 
 __all__ = ["AsyncClient", "AsyncLock", "lock"]
 
@@ -94,7 +95,7 @@ class _AioConnection(ConnectionHandler[AsyncLock], asyncio.Protocol):
                 await asyncio.wait_for(asyncio.shield(self._outcome), remaining)
         except asyncio.TimeoutError:
             self.close()
-            return self.failure(AcquireTimeout())
+            return self.failure(timeout_error(self.session.name))
         except BaseException:
             self.close()  # a cancelled wait leaves the queue at once
             raise
@@ -193,6 +194,45 @@ class _AioConnection(ConnectionHandler[AsyncLock], asyncio.Protocol):
         return AsyncLock(self, self.session)
 
 
+async def _open(
+    loop: asyncio.AbstractEventLoop,
+    conn: _AioConnection,
+    config: ClientConfig,
+    address: Address,
+    timeout: float | None,
+) -> None:
+    """Connect ``conn`` (and run the TLS handshake) within ``timeout``
+    seconds: the twin of ``client._open_socket``."""
+    tls = config.ssl_context
+    handshake = False
+
+    async def connect() -> None:
+        nonlocal handshake
+        if tls is None:
+            await loop.create_connection(lambda: conn, address.host, address.port)
+            return
+        # TCP first, then TLS, so that a failure says which of them failed.
+        raw, _ = await loop.create_connection(asyncio.Protocol, address.host, address.port)
+        handshake = True
+        try:
+            transport = await loop.start_tls(
+                raw, conn, tls, server_hostname=config.tls_hostname(address)
+            )
+        except BaseException:
+            raw.close()
+            raise
+        if transport is None:  # closed while shaking hands
+            raise ConnectionResetError("connection closed during the TLS handshake")
+        conn.connection_made(transport)
+
+    try:
+        await asyncio.wait_for(connect(), timeout)
+    except asyncio.TimeoutError:
+        raise connect_error(address, TimeoutError("timed out"), handshake=handshake) from None
+    except OSError as exc:
+        raise connect_error(address, exc, handshake=handshake) from exc
+
+
 async def _run_async(
     plan: Generator[Step, L | Failure | None, L],
     attempt: Callable[[Attempt], Awaitable[L | Failure]],
@@ -247,7 +287,8 @@ class AsyncClient(ClientConfig):
         on_lost: LostCallback | None = None,
     ) -> AsyncLock:
         """Take the lock ``name`` if it is free right now, else raise
-        :class:`~monolock.errors.LockBusy`. No retries: any error is raised."""
+        :class:`~monolock.errors.LockBusy`. One pass over the servers without
+        sleeps or re-queues: the last error is raised."""
         return await self._acquire(name, None, None, on_lost, try_only=True)
 
     @asynccontextmanager
@@ -283,25 +324,8 @@ class AsyncClient(ClientConfig):
         async def attempt(step: Attempt) -> AsyncLock | Failure:
             session = Session(raw, self.lease_ms, try_only=try_only, server=str(step.address))
             conn = _AioConnection(session, on_waiting, on_lost, loop)
-            address = step.address
-            tls = self.ssl_context
             try:
-                await asyncio.wait_for(
-                    loop.create_connection(
-                        lambda: conn,
-                        address.host,
-                        address.port,
-                        ssl=tls,
-                        server_hostname=self.tls_hostname(address),
-                    ),
-                    step.connect_timeout,
-                )
-            except asyncio.TimeoutError:
-                conn.close()
-                raise connect_error(address, TimeoutError("timed out")) from None
-            except OSError as exc:
-                conn.close()
-                raise connect_error(address, exc) from exc
+                await _open(loop, conn, self, step.address, step.connect_timeout)
             except BaseException:
                 conn.close()
                 raise

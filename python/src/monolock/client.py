@@ -26,10 +26,19 @@ from ._config import (
     ClientConfig,
     Servers,
 )
-from ._lock import BaseLock, ConnectionHandler, LostCallback, WaitingCallback, logger, release_wait
-from ._plan import Attempt, Failure, Step, connect_error, prepare_acquisition, run_sync
+from ._lock import BaseLock, ConnectionHandler, LostCallback, WaitingCallback, release_wait
+from ._plan import (
+    Attempt,
+    Failure,
+    Step,
+    connect_error,
+    logger,
+    prepare_acquisition,
+    run_sync,
+    timeout_error,
+)
 from ._session import Session, SessionEvent
-from .errors import AcquireCancelled, AcquireTimeout, ConnectionClosed
+from .errors import AcquireCancelled, ConnectionClosed
 
 __all__ = ["Client", "Lock", "lock"]
 
@@ -128,7 +137,7 @@ class _ThreadConnection(ConnectionHandler[Lock]):
         self.close()
         if error is None:
             cancelled = cancel is not None and cancel.is_set()
-            error = AcquireCancelled() if cancelled else AcquireTimeout()
+            error = AcquireCancelled() if cancelled else timeout_error(self.session.name)
         return self.failure(error)
 
     def close(self) -> None:
@@ -152,7 +161,7 @@ class _ThreadConnection(ConnectionHandler[Lock]):
             while not self.session.closed:
                 self._step(sel)
         except Exception as exc:  # a bug here must still end the claim visibly
-            logger.exception("monolock: connection thread failed")
+            logger.exception("connection thread of lock %r failed", self.session.name)
             self._drive(self.session.connection_lost(exc))
         finally:
             sel.close()
@@ -280,32 +289,35 @@ def _open_socket(config: ClientConfig, address: Address, timeout: float | None) 
         sock = socket.create_connection((address.host, address.port), timeout=timeout)
     except OSError as exc:
         raise connect_error(address, exc) from exc
+    tls = config.ssl_context
     try:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if config.ssl_context is not None:
-            sock = config.ssl_context.wrap_socket(
-                sock, server_hostname=config.tls_hostname(address)
-            )
+        if tls is not None:
+            sock = tls.wrap_socket(sock, server_hostname=config.tls_hostname(address))
         sock.setblocking(False)
     except OSError as exc:
         sock.close()
-        raise connect_error(address, exc) from exc
+        raise connect_error(address, exc, handshake=tls is not None) from exc
     return sock
 
 
 class Client(ClientConfig):
     """A blocking monolock client.
 
-    ``servers`` is one address (``"host:port"``, ``"[::1]:7117"``,
-    ``(host, port)``) or a list tried in order. ``lease`` (seconds, whole
-    milliseconds, 0.001 to 4294967.295) sets how fast the server notices a
-    dead holder; heartbeats go out every quarter lease and a lock counts as
-    lost 0.8 x lease after the last acknowledged one. ``connect_timeout``
-    bounds each connection attempt. Pass an :class:`ssl.SSLContext` for TLS;
-    the certificate is checked against ``server_hostname`` or the address's
-    host. An invalid lease raises :class:`~monolock.errors.InvalidLease`
-    here. The client holds no connection itself: each claim has its own, so
-    one client may be shared by threads.
+    ``servers`` is one address (``"host:port"``, ``"[::1]:7117"``, a bare
+    host for port 7117, ``(host, port)``) or a list tried in order; an
+    address that cannot be parsed raises
+    :class:`~monolock.errors.ConfigError` here. ``lease`` (seconds, a whole
+    number of milliseconds from 0.001 to 4294967.295) sets how fast the
+    server notices a dead holder; heartbeats go out every quarter lease and
+    a lock counts as lost 0.8 x lease after the last acknowledged one. Any
+    other lease raises :class:`~monolock.errors.InvalidLease` here; it is
+    never rounded. ``connect_timeout`` bounds each connection attempt. Pass
+    an :class:`ssl.SSLContext` for TLS; the certificate is checked against
+    ``server_hostname`` or the address's host. The client holds no
+    connection itself: each claim has its own, so one client may be shared
+    by threads. Acquisitions log on the ``monolock`` logger: retries at
+    WARNING, progress at DEBUG.
     """
 
     def acquire(
@@ -337,7 +349,8 @@ class Client(ClientConfig):
         on_lost: LostCallback | None = None,
     ) -> Lock:
         """Take the lock ``name`` if it is free right now, else raise
-        :class:`~monolock.errors.LockBusy`. No retries: any error is raised."""
+        :class:`~monolock.errors.LockBusy`. One pass over the servers without
+        sleeps or re-queues: the last error is raised."""
         return self._acquire(name, None, None, None, on_lost, try_only=True)
 
     @contextmanager

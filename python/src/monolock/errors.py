@@ -13,6 +13,11 @@ The code is the contract; messages are for humans.
 - :class:`LockLost` reports a held lock that is gone; its ``cause`` is the
   :class:`ServerError`, :class:`HeartbeatTimeout` or
   :class:`ConnectionClosed` behind it.
+- :class:`ConfigError` (also a :class:`ValueError`) refuses a setting, such
+  as a server address, when the client is built.
+
+Every message starts with ``monolock: `` once: a message that quotes
+another error's drops that error's prefix.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ __all__ = [
     "AcquireCancelled",
     "AcquireTimeout",
     "AdminClosed",
+    "ConfigError",
     "ConnectError",
     "ConnectionClosed",
     "DuplicateAcquire",
@@ -46,7 +52,19 @@ __all__ = [
     "UnsupportedVersion",
     "error_for_code",
     "is_temporary_code",
+    "unprefixed",
 ]
+
+PREFIX = "monolock: "
+"""The start of every message of this package, once."""
+
+
+def unprefixed(error: BaseException | str) -> str:
+    """The text of ``error`` without its leading ``monolock: ``, to quote it
+    inside another message."""
+    text = str(error)
+    return text[len(PREFIX) :] if text.startswith(PREFIX) else text
+
 
 FIRST_TERMINAL_CODE = 0x10
 """Codes below this are server conditions a new connection may cure; codes
@@ -171,7 +189,8 @@ class NameNotUTF8(_KnownServerError):
 
 
 class InvalidLease(_KnownServerError):
-    """0x17: the lease is outside 1..4294967295 milliseconds."""
+    """0x17: the lease is not a whole number of milliseconds from 1 to
+    4294967295."""
 
     code = 0x17
     text = "lease must be positive"
@@ -224,10 +243,20 @@ class LockBusy(MonolockError):
         self.name = name
 
 
+class ConfigError(MonolockError, ValueError):
+    """A setting that makes no sense, refused before any I/O: a server
+    address that cannot be parsed or a negative ``connect_timeout`` when the
+    client is built, a negative ``timeout`` when ``acquire`` is called.
+    Never temporary: the same setting fails again."""
+
+
 class AcquireTimeout(MonolockError, TimeoutError):
     """The caller's timeout passed before the lock was granted.
 
-    ``__cause__`` is the last failure seen while retrying, if any.
+    ``__cause__`` is the last failed attempt's error (a refused connection,
+    a failed TLS handshake, a server shutting down), which the message
+    quotes, so that a server that is down does not read like a busy lock.
+    With no cause, the last attempt was still queued: the lock stayed busy.
     """
 
     temporary = True
@@ -246,8 +275,10 @@ class AcquireCancelled(MonolockError):
 
 
 class ConnectError(MonolockError):
-    """No server of the list could be reached. ``__cause__`` is the last
-    connection failure."""
+    """A server could not be reached: the TCP connect or the TLS handshake
+    failed (a handshake answered by something that is not TLS says that the
+    server may not speak TLS). A try-acquisition raises it when no server of
+    the list could be reached; ``__cause__`` is the last failure."""
 
     temporary = True
 
@@ -309,7 +340,7 @@ class LockLost(MonolockError):
     """
 
     def __init__(self, name: str, token: int, cause: MonolockError) -> None:
-        super().__init__(f"monolock: lock {name!r} (token {token}) lost: {cause.message}")
+        super().__init__(f"monolock: lock {name!r} (token {token}) lost: {unprefixed(cause)}")
         self.name = name
         self.token = token
         self.cause = cause
