@@ -561,6 +561,7 @@ func (s *Server) runSession(sess *session) {
 	if tc, ok := sess.conn.(*tls.Conn); ok {
 		_ = tc.SetDeadline(time.Now().Add(s.handshakeTimeout))
 		if err := tc.Handshake(); err != nil {
+			plaintextAcquire(err)
 			if tlsHandshakeFailed(tc, err) {
 				// A client without an acceptable certificate, or not
 				// speaking TLS: worth an operator's attention, unlike an
@@ -643,4 +644,18 @@ func (b *acceptBackoff) next(now time.Time) time.Duration {
 	b.wait = min(max(2*b.wait, minAcceptWait), maxAcceptWait)
 	b.last = now
 	return b.wait
+}
+
+// plaintextAcquire answers a lock client that spoke plaintext to the TLS
+// port with a plaintext ERROR 0x10 that says so, instead of a silent close
+// that a waiting client would retry forever. 0x10 is the code for "this
+// server does not speak what you sent": terminal, so the client reports it.
+func plaintextAcquire(err error) {
+	var rh tls.RecordHeaderError
+	if !errors.As(err, &rh) || rh.Conn == nil || rh.RecordHeader[0] != protocol.MsgAcquire {
+		return
+	}
+	_ = rh.Conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+	_, _ = rh.Conn.Write(protocol.AppendError(nil, protocol.ErrUnsupportedVersion.Code,
+		"this port speaks TLS: connect with TLS"))
 }

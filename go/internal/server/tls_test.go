@@ -40,3 +40,18 @@ func TestServeOverTLS(t *testing.T) {
 	_, err = conn.Read(make([]byte, 1))
 	assert.ErrorIs(t, err, io.EOF)
 }
+
+// A lock client that speaks plaintext to the TLS port gets a plaintext
+// ERROR 0x10 that says the port speaks TLS, not a silent close it would
+// retry forever.
+func TestPlaintextAcquireToTLSPortIsTold(t *testing.T) {
+	cert, _ := testcerts.LoopbackServer(t)
+	srv := startServerOn(t, Config{}, func(ln net.Listener) net.Listener {
+		return tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13})
+	})
+	c := dial(t, srv.addr)
+	c.acquire("plain", 60000)
+	f := c.expectError(protocol.ErrUnsupportedVersion)
+	assert.Equal(t, "this port speaks TLS: connect with TLS", f.Reason)
+	c.expectClosed()
+}
