@@ -26,7 +26,12 @@ func barChart(path, title, ylabel string, categories []string, ss []series, logY
 	p := plot.New()
 	p.Title.Text = title
 	p.Y.Label.Text = ylabel
+	// Top right, pulled inside the canvas: at the very edge gonum clips the
+	// legend's swatches.
 	p.Legend.Top = true
+	p.Legend.XOffs = -vg.Points(12)
+	p.Legend.YOffs = -vg.Points(4)
+	p.Legend.Padding = vg.Points(2)
 	w := vg.Points(float64(60) / float64(max(1, len(ss))))
 	floor := 0.0
 	if logY {
@@ -78,12 +83,16 @@ func barChart(path, title, ylabel string, categories []string, ss []series, logY
 		p.Legend.Add(hlabel, l)
 	}
 	p.NominalX(categories...)
-	// Headroom above the tallest bar for the legend.
+	// Headroom above the tallest bar for the legend, one line per entry.
+	entries := float64(len(ss))
+	if hline > 0 {
+		entries++
+	}
 	if logY {
 		p.Y.Min = 0
-		p.Y.Max = math.Ceil(p.Y.Max + 0.6)
+		p.Y.Max = math.Ceil(p.Y.Max + 0.35*entries)
 	} else {
-		p.Y.Max *= 1.35
+		p.Y.Max *= 1.15 + 0.12*entries
 	}
 	p.Add(plotter.NewGrid())
 	return p.Save(7*vg.Inch, 4*vg.Inch, path)
