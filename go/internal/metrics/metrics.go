@@ -138,7 +138,10 @@ func (m *Metrics) SetSource(src Source) {
 	cell, ok := src.(interface {
 		Cell() (server.CellStatus, bool)
 	})
-	if _, on := cell.Cell(); !ok || !on {
+	if !ok {
+		return
+	}
+	if _, on := cell.Cell(); !on {
 		return // not part of an HA cell
 	}
 	m.reg.MustRegister(
