@@ -10,6 +10,7 @@ import {
   LockBusyError,
   NotMonolockError,
   ShuttingDownError,
+  UnsupportedVersionError,
 } from "../src/index.js";
 import { makeSelfSignedCert } from "./helpers/certs.js";
 import { RealServer } from "./helpers/real-server.js";
@@ -228,14 +229,14 @@ describe("against monolock serve with TLS", () => {
     await (await client.tryAcquire("it/tls")).release();
   });
 
-  test("plaintext to the TLS server: it closes without a byte, so the claim fails as a dropped connection", async () => {
-    // Go's TLS server drops a first record that is no handshake without an
-    // alert, so there are no first bytes to judge (no NotMonolockError):
-    // a try-acquire gives up, a waiting acquire would retry.
+  test("plaintext to the TLS server: it answers ERROR 0x10 in plaintext, so a waiting claim fails at once", async () => {
+    // The server recognises a plaintext ACQUIRE on its TLS port and says
+    // so instead of closing silently, which a waiting acquire would retry.
     const client = new Client({ servers: server.address, leaseMs: 10_000 });
-    await assert.rejects(client.tryAcquire("it/plain-to-tls"), (err: unknown) => {
-      assert.ok(err instanceof ConnectionError && !(err instanceof NotMonolockError), String(err));
-      assert.equal(err.message, `monolock: ${server.address} closed the connection`);
+    await assert.rejects(client.acquire("it/plain-to-tls", { timeoutMs: 5_000 }), (err: unknown) => {
+      assert.ok(err instanceof UnsupportedVersionError, String(err));
+      assert.equal(err.code, 0x10);
+      assert.match(err.message, /this port speaks TLS: connect with TLS/);
       return true;
     });
   });
