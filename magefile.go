@@ -6,13 +6,20 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
 
 	"github.com/magefile/mage/mg"
 	"github.com/magefile/mage/sh"
@@ -60,11 +67,107 @@ func Release() error {
 }
 
 // Serve builds monolock and runs the server on its defaults (127.0.0.1:7117).
-func Serve() error {
-	mg.Deps(Build)
+// Stopping what you started stops the server: Ctrl-C, SIGTERM or SIGHUP to
+// any process of the chain, or the end of the process that started this
+// one, such as `kill $!` after `go run mage.go serve &` (that kills only the
+// go command).
+func Serve(ctx context.Context) error {
+	mg.CtxDeps(ctx, Build)
 	cmd := exec.Command(binPath(), "serve")
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	return cmd.Run()
+	stops := make(chan os.Signal, 1)
+	// Caught before the start, so that no signal kills this process alone
+	// and leaves the server behind.
+	signal.Notify(stops, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(stops)
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		return err
+	case <-ctx.Done(): // mage cancels on SIGINT
+	case <-stops:
+	case <-startersGone():
+	}
+	// SIGTERM is the server's graceful shutdown (Windows has no signals).
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		_ = cmd.Process.Kill()
+	}
+	select {
+	case err := <-exited:
+		return err
+	case <-time.After(time.Minute):
+		_ = cmd.Process.Kill()
+		return fmt.Errorf("monolock serve did not stop within a minute of SIGTERM; killed")
+	}
+}
+
+// startersGone returns a channel closed when the processes that started
+// this one are gone: mage, which runs the compiled magefile, and the go
+// command above it under `go run mage.go`. Neither passes a SIGTERM on to
+// its child, so this one watches them. Unix only: elsewhere it never closes.
+func startersGone() <-chan struct{} {
+	gone := make(chan struct{})
+	parent := os.Getppid()
+	grandparent, ok := parentOf(parent)
+	if runtime.GOOS == "windows" || !ok {
+		return gone
+	}
+	watchGrandparent := commandName(grandparent) == "go"
+	go func() {
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		for range tick.C {
+			// A process whose parent dies is given a new parent.
+			if os.Getppid() != parent {
+				break
+			}
+			if g, ok := parentOf(parent); watchGrandparent && (!ok || g != grandparent) {
+				break
+			}
+		}
+		close(gone)
+	}()
+	return gone
+}
+
+// parentOf returns the parent process id of pid: from /proc on Linux, from
+// ps elsewhere.
+func parentOf(pid int) (int, bool) {
+	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+		// "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(fields) > 1 {
+			ppid, err := strconv.Atoi(fields[1])
+			return ppid, err == nil
+		}
+		return 0, false
+	}
+	out, err := exec.Command("ps", "-o", "ppid=", "-p", strconv.Itoa(pid)).Output()
+	if err != nil {
+		return 0, false
+	}
+	ppid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	return ppid, err == nil
+}
+
+// commandName returns the name of pid's program, without its directory.
+func commandName(pid int) string {
+	if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil {
+		return strings.TrimSpace(string(comm))
+	}
+	out, _ := exec.Command("ps", "-o", "comm=", "-p", strconv.Itoa(pid)).Output()
+	return filepath.Base(strings.TrimSpace(string(out)))
+}
+
+// Ha builds monolock and runs a local HA cell until Ctrl-C: a three-member
+// etcd and three servers on 127.0.0.1:7217, :7227 and :7237 (docs/ha.md).
+func Ha() error {
+	mg.Deps(Build)
+	return runIn(".", "bash", "scripts/ha.sh", binPath())
 }
 
 // Deps installs the system packages the tests need (etcd for the HA tests).
@@ -106,11 +209,18 @@ func (Mobile) Android() error { return runIn(".", "bash", "mobile/scripts/androi
 // Ios builds an XCFramework with gomobile bind (needs macOS and Xcode).
 func (Mobile) Ios() error { return runIn(".", "bash", "mobile/scripts/ios.sh") }
 
-// All runs every language's tests and the conformance matrix, and reports
-// every failure rather than stopping at the first.
+// All runs every language's tests and the conformance matrix, reports
+// every failure rather than stopping at the first, and ends with a table of
+// the steps.
 func (Test) All() error {
-	var errs []error
-	var failed []string
+	type result struct {
+		name, outcome string
+		took          time.Duration
+	}
+	var (
+		errs    []error
+		results []result
+	)
 	for _, step := range []struct {
 		name string
 		fn   func() error
@@ -123,14 +233,22 @@ func (Test) All() error {
 		{"conformance", Conformance},
 	} {
 		fmt.Printf("==> %s\n", step.name)
-		if err := step.fn(); err != nil {
+		start := time.Now()
+		err := step.fn()
+		r := result{name: step.name, outcome: "ok", took: time.Since(start).Round(time.Second)}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", step.name, err))
-			failed = append(failed, step.name)
+			r.outcome = "FAILED"
 		}
+		results = append(results, r)
 	}
-	if len(failed) > 0 {
-		fmt.Println("FAILED:", strings.Join(failed, ", "))
+	fmt.Println("\n==> test:all summary")
+	tw := tabwriter.NewWriter(os.Stdout, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "step\tresult\tduration")
+	for _, r := range results {
+		fmt.Fprintf(tw, "%s\t%s\t%v\n", r.name, r.outcome, r.took)
 	}
+	tw.Flush()
 	return errors.Join(errs...)
 }
 
@@ -160,4 +278,89 @@ func runIn(dir, name string, args ...string) error {
 	cmd.Env = append(os.Environ(), "MONOLOCK_BIN="+binPath())
 	fmt.Printf("[%s] %s %s\n", dir, name, strings.Join(args, " "))
 	return cmd.Run()
+}
+
+// Fuzz runs every fuzz target of the go module, one after the other, for
+// $FUZZTIME each (default 30s), and adds the inputs each run found
+// interesting to its package's testdata/fuzz, where go test replays them
+// (commit them). Not part of test:all.
+func Fuzz() error {
+	fuzztime := os.Getenv("FUZZTIME")
+	if fuzztime == "" {
+		fuzztime = "30s"
+	}
+	gocache, err := sh.Output("go", "env", "GOCACHE")
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}} {{.Dir}} {{join .TestGoFiles " "}} {{join .XTestGoFiles " "}}`, "./...")
+	cmd.Dir = filepath.Join(root, "go")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return err
+	}
+	ran := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 {
+			continue // no test files
+		}
+		pkg, dir := f[0], f[1]
+		for _, file := range f[2:] {
+			src, err := os.ReadFile(filepath.Join(dir, file))
+			if err != nil {
+				return err
+			}
+			for _, l := range strings.Split(string(src), "\n") {
+				// func FuzzName(f *testing.F) {
+				name, rest, ok := strings.Cut(strings.TrimPrefix(l, "func "), "(")
+				if !strings.HasPrefix(l, "func Fuzz") || !ok || !strings.Contains(rest, "*testing.F)") {
+					continue
+				}
+				if err := runIn("go", "go", "test", "-run", "^$", "-fuzz", "^"+name+"$", "-fuzztime", fuzztime, pkg); err != nil {
+					return err
+				}
+				ran++
+				if err := keepCorpus(filepath.Join(gocache, "fuzz", pkg, name), filepath.Join(dir, "testdata", "fuzz", name)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if ran == 0 {
+		return errors.New("no fuzz targets found")
+	}
+	return nil
+}
+
+// keepCorpus copies to the testdata dir to the inputs of the fuzz cache dir
+// from that it lacks (their names are hashes of their contents).
+func keepCorpus(from, to string) error {
+	entries, err := os.ReadDir(from)
+	if err != nil {
+		return nil // nothing found worth keeping
+	}
+	added := 0
+	for _, e := range entries {
+		dst := filepath.Join(to, e.Name())
+		if _, err := os.Stat(dst); err == nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(from, e.Name()))
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(to, 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(dst, b, 0o644); err != nil {
+			return err
+		}
+		added++
+	}
+	if added > 0 {
+		fmt.Printf("%d new inputs in %s\n", added, to)
+	}
+	return nil
 }

@@ -188,10 +188,8 @@ func (c *claim) write(frame []byte) error {
 	deadline := c.core.ValidUntil()
 	c.mu.Unlock()
 	_ = c.conn.SetWriteDeadline(deadline)
-	if _, err := c.conn.Write(frame); err != nil {
-		return fmt.Errorf("monolock: connection: %w", err)
-	}
-	return nil
+	_, err := c.conn.Write(frame)
+	return err // causeError says "connection: ..."
 }
 
 func (c *claim) grant() {
@@ -300,7 +298,7 @@ func (cl *claim) causeError(c *session.Cause) error {
 	case session.CauseServer:
 		return &ServerError{Code: c.Code, Reason: c.Reason}
 	case session.CauseProtocol:
-		return fmt.Errorf("%w: %s", ErrProtocol, c.Reason)
+		return errorf("%w: %s", ErrProtocol, c.Reason)
 	case session.CauseBusy:
 		return ErrBusy
 	}
@@ -310,5 +308,5 @@ func (cl *claim) causeError(c *session.Cause) error {
 	if errors.Is(c.Err, io.ErrUnexpectedEOF) {
 		return c.Err
 	}
-	return fmt.Errorf("monolock: connection: %w", c.Err)
+	return errorf("connection: %w", c.Err)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"time"
@@ -46,11 +45,14 @@ func (c *Client) Lease() time.Duration { return c.cfg.lease }
 // Acquire takes the named lock, waiting in the server's queue until it is
 // granted or ctx is done. Temporary server errors and connection failures
 // while waiting lead to a new place in the queue after a backoff, for as long
-// as ctx allows. When ctx ends first, the error wraps ctx.Err(), and also the
-// cause of the last failed attempt if the attempt that ctx interrupted never
-// reached a server (so errors.Is(err, ErrUnavailable) tells "could not reach
-// the server" from "the lock stayed busy"). Terminal server errors
-// (*ServerError) are returned at once.
+// as ctx allows. When ctx ends first, the error wraps ctx.Err(); if the
+// attempt that ctx ended had not reached a monolock server, it also wraps
+// ErrUnavailable with why each server could not be reached, so that
+// errors.Is(err, ErrUnavailable) tells "could not reach the server" from
+// "the lock stayed busy". A server that does not speak the monolock
+// protocol (a wrong port) is not asked again; when no other server is left,
+// Acquire returns at once with an error wrapping ErrUnavailable and
+// ErrProtocol. Terminal server errors (*ServerError) are returned at once.
 //
 // ctx only bounds the wait: once granted, the lock is held until Release or
 // until it is lost, whatever happens to ctx.
@@ -59,9 +61,10 @@ func (c *Client) Acquire(ctx context.Context, name string) (*Lock, error) {
 }
 
 // TryAcquire takes the named lock if it is free and returns ErrBusy at once
-// if another session holds it. It makes one attempt: a server error is
-// returned as *ServerError (temporary or not), and a server that cannot be
-// reached or does not answer gives an error wrapping ErrUnavailable.
+// if another session holds it. It makes one pass over the servers: a server
+// error is returned as *ServerError (temporary or not), and when no server
+// can be reached, answers, or speaks the monolock protocol, the error wraps
+// ErrUnavailable.
 func (c *Client) TryAcquire(ctx context.Context, name string) (*Lock, error) {
 	return c.acquire(ctx, name, true)
 }
@@ -69,6 +72,9 @@ func (c *Client) TryAcquire(ctx context.Context, name string) (*Lock, error) {
 func (c *Client) acquire(ctx context.Context, name string, try bool) (*Lock, error) {
 	// Validation first: a refused name never costs a connection.
 	frame, err := protocol.AppendAcquire(nil, name, c.cfg.leaseMS)
+	if errors.Is(err, protocol.ErrNameTooLong) {
+		return nil, nameTooLongError(name)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +82,7 @@ func (c *Client) acquire(ctx context.Context, name string, try bool) (*Lock, err
 		log     *slog.Logger // built on the first retry: most claims never log
 		plan    = retry.New(len(c.cfg.servers), try)
 		lastErr error   // the last failure, for the caller
-		pass    []error // connect failures since a server last answered
+		missed  []error // per server: why it was not reached (or is not monolock) since one answered
 	)
 	for {
 		step := plan.Next()
@@ -102,35 +108,55 @@ func (c *Client) acquire(ctx context.Context, name string, try bool) (*Lock, err
 			plan.Report(retry.Granted, queued)
 			return lock, nil
 		}
-		if ctx.Err() != nil {
-			if reached {
-				lastErr = nil // the interrupted attempt had reached a server
+		var notMonolock *notMonolockError
+		if !reached || errors.As(err, &notMonolock) {
+			// No monolock server answered this attempt: whether or not
+			// ctx ended it, it is one more server not reached.
+			if missed == nil {
+				missed = make([]error, len(c.cfg.servers))
 			}
-			return nil, interrupted(name, ctx, lastErr)
-		}
-		if !reached {
-			pass = append(pass, fmt.Errorf("%s: %w", addr, err))
-			lastErr = fmt.Errorf("%w: %w", ErrUnavailable, errors.Join(pass...))
-			plan.Report(retry.ConnectFailed, 0)
+			missed[step.Server] = err
+			lastErr = errorf("%w: %w", ErrUnavailable, collect(missed))
+			switch {
+			case ctx.Err() != nil:
+				return nil, interrupted(name, ctx, lastErr)
+			case notMonolock != nil:
+				plan.Report(retry.NotMonolock, queued)
+			default:
+				plan.Report(retry.ConnectFailed, 0)
+			}
 			continue
 		}
-		pass = nil
+		if ctx.Err() != nil {
+			// The interrupted attempt had reached a server: the lock
+			// stayed busy, whatever failed before.
+			return nil, interrupted(name, ctx, nil)
+		}
+		clear(missed)
 		lastErr = err
-		var notMonolock *notMonolockError
 		switch {
-		case errors.As(err, &notMonolock):
-			plan.Report(retry.NotMonolock, queued)
 		case errors.Is(err, ErrBusy):
 			plan.Report(retry.Busy, queued)
 		case !retryable(err):
 			plan.Report(retry.Terminal, queued)
 		default:
 			if try && !isServerError(err) {
-				lastErr = fmt.Errorf("%w: %s: %w", ErrUnavailable, addr, err)
+				lastErr = errorf("%w: %s: %w", ErrUnavailable, addr, err)
 			}
 			plan.Report(retry.Requeue, queued)
 		}
 	}
+}
+
+// collect lists the errors that are set, in server order.
+func collect(missed []error) attemptErrors {
+	var errs attemptErrors
+	for _, err := range missed {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
 }
 
 // retryable reports whether a waiting acquisition should try again after err.
@@ -145,9 +171,9 @@ func retryable(err error) bool {
 // interrupted builds the error for an acquisition that ctx ended.
 func interrupted(name string, ctx context.Context, last error) error {
 	if last == nil {
-		return fmt.Errorf("monolock: acquire %q: %w", name, ctx.Err())
+		return errorf("acquire %q: %w", name, ctx.Err())
 	}
-	return fmt.Errorf("monolock: acquire %q: %w (last attempt: %w)", name, ctx.Err(), last)
+	return errorf("acquire %q: %w (last attempt: %w)", name, ctx.Err(), last)
 }
 
 // sleep waits for d or until ctx is done, reporting whether d passed.
@@ -168,9 +194,6 @@ func sleep(ctx context.Context, d time.Duration) bool {
 func (c *Client) attempt(ctx context.Context, name string, frame []byte, try bool, addr string) (lock *Lock, reached bool, queued time.Duration, err error) {
 	conn, raw, err := c.dialOne(ctx, addr)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, false, 0, ctx.Err()
-		}
 		c.cfg.logger.Debug("monolock: connect failed", "server", addr, "err", err)
 		return nil, false, 0, err
 	}
@@ -211,7 +234,7 @@ func (c *Client) dialOne(ctx context.Context, addr string) (conn, raw net.Conn, 
 	d := net.Dialer{KeepAlive: -1}
 	raw, err = d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, &connectError{addr: addr, err: err}
 	}
 	// Frames are tiny and must not wait to be coalesced: package net sets
 	// TCP_NODELAY on every TCP connection it dials, so no call is needed.
@@ -230,7 +253,10 @@ func (c *Client) dialOne(ctx context.Context, addr string) (conn, raw net.Conn, 
 	tc := tls.Client(raw, cfg)
 	if err := tc.HandshakeContext(ctx); err != nil {
 		raw.Close()
-		return nil, nil, err
+		// A first record that is not TLS: most likely a plaintext
+		// monolock server answering the ClientHello with an ERROR.
+		var notTLS tls.RecordHeaderError
+		return nil, nil, &connectError{addr: addr, err: err, tls: true, notTLS: errors.As(err, &notTLS)}
 	}
 	return tc, raw, nil
 }

@@ -1,6 +1,12 @@
 // Package client is the canonical Go client of monolock, a lock service whose
 // every grant carries a fencing token.
 //
+// The module is not published yet, so go get cannot fetch it on its own:
+// point your module at a clone of https://github.com/monolock/monolock.
+//
+//	go mod edit -replace github.com/monolock/monolock/go=/path/to/clone/go
+//	go get github.com/monolock/monolock/go/client
+//
 // One Lock is one TCP (or TLS) connection to the server: the connection is
 // the lease, and releasing a lock closes it. While a lock is held the client
 // sends heartbeats on the schedule of the protocol and tracks how long the
@@ -31,8 +37,14 @@
 // next one in the list (spec/constants.json, retry.server_order "rotate").
 // TryAcquire returns ErrBusy at once instead of queueing.
 //
-// Errors: names and leases that the server would refuse are refused before
-// any byte is sent, with the canonical *protocol.Error of the code the server
-// would have used. An ERROR from the server arrives as *ServerError, which
-// matches the canonical error of its code with errors.Is.
+// Servers: an address is HOST:PORT, [IPV6]:PORT, or a bare host (HOST,
+// [IPV6] or an IPv6 address) for port 7117; New refuses anything else.
+//
+// Errors: every message starts with "monolock: " once. Names and leases that
+// the server would refuse are refused before any byte is sent, with an error
+// that matches the canonical *protocol.Error of the code the server would
+// have used (errors.Is and errors.As) and says what was wrong: a lease that
+// is not a whole number of milliseconds from 1 ms to 4294967295 ms, a name's
+// length and the limit. An ERROR from the server arrives as *ServerError,
+// which matches the canonical error of its code with errors.Is.
 package client

@@ -3,7 +3,10 @@ package client
 import (
 	"errors"
 	"fmt"
+	"math"
+	"net"
 	"strings"
+	"time"
 
 	"github.com/monolock/monolock/go/pkg/protocol"
 )
@@ -22,8 +25,10 @@ var (
 	// ErrReleased is Lock.Err after Lock.Release.
 	ErrReleased = errors.New("monolock: lock released")
 
-	// ErrUnavailable wraps the failure to reach any server: dialing every
-	// address failed, or (TryAcquire) the server did not answer the ACQUIRE.
+	// ErrUnavailable wraps the failure to reach any server: connecting to
+	// every address failed (TCP or the TLS handshake), no server spoke the
+	// monolock protocol, or (TryAcquire) the server did not answer the
+	// ACQUIRE.
 	ErrUnavailable = errors.New("monolock: no server available")
 
 	// ErrClientTimeout means no acknowledgement arrived within the client
@@ -72,8 +77,70 @@ func (e *ServerError) Is(target error) bool {
 
 // lostError wraps ErrLockLost together with its cause.
 func lostError(cause error) error {
-	return fmt.Errorf("%w: %w", ErrLockLost, cause)
+	return errorf("%w: %w", ErrLockLost, cause)
 }
+
+// prefix starts every message of this package, once.
+const prefix = "monolock: "
+
+// errorf is fmt.Errorf for this package's messages: it puts the prefix in
+// front of format, and the error arguments drop theirs, so that a wrapped
+// cause does not repeat it ("monolock: lock lost: server error 0x02: ...").
+// The arguments are still wrapped: errors.Is and errors.As see them.
+func errorf(format string, args ...any) error {
+	for i, a := range args {
+		if err, ok := a.(error); ok {
+			args[i] = unprefixed{err}
+		}
+	}
+	return fmt.Errorf(prefix+format, args...)
+}
+
+// unprefixed is an error whose text goes without the package prefix.
+type unprefixed struct{ err error }
+
+func (u unprefixed) Error() string { return strings.TrimPrefix(u.err.Error(), prefix) }
+func (u unprefixed) Unwrap() error { return u.err }
+
+// attemptErrors say why each server was not reached (each names its
+// server), in one line.
+type attemptErrors []error
+
+func (a attemptErrors) Error() string {
+	texts := make([]string, len(a))
+	for i, err := range a {
+		texts[i] = strings.TrimPrefix(err.Error(), prefix)
+	}
+	return strings.Join(texts, "; ")
+}
+
+func (a attemptErrors) Unwrap() []error { return a }
+
+// connectError is a failure to connect to one server: TCP, or the TLS
+// handshake. Its text names the server; it wraps the network's error.
+type connectError struct {
+	addr   string
+	err    error
+	tls    bool // the TLS handshake failed
+	notTLS bool // ... because what the server answered is not TLS
+}
+
+func (e *connectError) Error() string {
+	if !e.tls {
+		cause := e.err
+		var op *net.OpError
+		if errors.As(cause, &op) && op.Err != nil {
+			cause = op.Err // its text would repeat the address
+		}
+		return fmt.Sprintf("monolock: cannot connect to %s: %v", e.addr, cause)
+	}
+	if e.notTLS {
+		return fmt.Sprintf("monolock: TLS handshake with %s failed; the server may not speak TLS (%v)", e.addr, e.err)
+	}
+	return fmt.Sprintf("monolock: TLS handshake with %s failed: %v", e.addr, e.err)
+}
+
+func (e *connectError) Unwrap() error { return e.err }
 
 // notMonolockError is a server whose first bytes start no server message:
 // an HTTP port (such as the admin port), or a TLS server spoken to in
@@ -93,3 +160,31 @@ func (e *notMonolockError) Error() string {
 }
 
 func (e *notMonolockError) Unwrap() error { return ErrProtocol }
+
+// inputError refuses a name or a lease before anything is sent. It is the
+// canonical protocol error of the code the server would have sent
+// (errors.Is, and errors.As with *protocol.Error), with a message that says
+// what is wrong with the value given.
+type inputError struct {
+	canon  *protocol.Error
+	detail string // the canonical text with the value's particulars
+}
+
+func (e *inputError) Error() string {
+	return fmt.Sprintf("monolock: %s (0x%02x)", e.detail, e.canon.Code)
+}
+
+func (e *inputError) Unwrap() error { return e.canon }
+
+// leaseError refuses lease d (spec/constants.json, client_defaults.lease_rule).
+func leaseError(d time.Duration) error {
+	return &inputError{canon: protocol.ErrInvalidLease, detail: fmt.Sprintf(
+		"lease must be a whole number of milliseconds from 1 ms to %d ms, got %v", uint32(math.MaxUint32), d)}
+}
+
+// nameTooLongError gives the length and the limit, never the name, which
+// would fill the screen.
+func nameTooLongError(name string) error {
+	return &inputError{canon: protocol.ErrNameTooLong, detail: fmt.Sprintf(
+		"lock name too long (%d bytes, the limit is %d)", len(name), protocol.MaxNameLen)}
+}

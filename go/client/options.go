@@ -3,11 +3,14 @@ package client
 import (
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
 	"time"
-
-	"github.com/monolock/monolock/go/pkg/protocol"
 )
 
 // Defaults of a Client.
@@ -28,31 +31,90 @@ type config struct {
 	logger      *slog.Logger
 }
 
+// defaultPort is the port of a server address given as a bare host.
+const defaultPort = 7117
+
 // Option configures a Client.
 type Option func(*config) error
 
-// WithServers sets the server addresses (host:port). A connection attempt
-// tries them in order and moves to the next when one cannot be reached.
-// Default: 127.0.0.1:7117.
+// WithServers sets the server addresses: HOST:PORT, [IPV6]:PORT, or a bare
+// host (HOST, [IPV6] or an IPv6 address) for port 7117. A connection
+// attempt tries them in order and moves to the next when one cannot be
+// reached. An address that is none of these makes New fail. Default:
+// 127.0.0.1:7117.
 func WithServers(addrs ...string) Option {
 	return func(c *config) error {
 		if len(addrs) == 0 {
 			return errors.New("monolock: WithServers needs at least one address")
 		}
-		for _, a := range addrs {
-			if a == "" {
-				return errors.New("monolock: empty server address")
+		servers := make([]string, len(addrs))
+		for i, a := range addrs {
+			s, err := parseServer(a)
+			if err != nil {
+				return err
 			}
+			servers[i] = s
 		}
-		c.servers = append([]string(nil), addrs...)
+		c.servers = servers
 		return nil
 	}
 }
 
+// parseServer turns a server address into the host:port to dial
+// (spec/vectors/addresses.json runs the rule).
+func parseServer(addr string) (string, error) {
+	bad := func(why string) (string, error) {
+		return "", fmt.Errorf("monolock: server address %q: %s (want HOST:PORT, [IPV6]:PORT or a bare host for port %d)", addr, why, defaultPort)
+	}
+	host, port, hasPort := addr, "", false
+	switch {
+	case addr == "":
+		return bad("empty")
+	case strings.HasPrefix(addr, "["):
+		end := strings.IndexByte(addr, ']')
+		if end < 0 {
+			return bad("no closing ]")
+		}
+		host = addr[1:end]
+		if rest := addr[end+1:]; rest != "" {
+			if rest[0] != ':' {
+				return bad("unexpected text after ]")
+			}
+			port, hasPort = rest[1:], true
+		}
+		if ip, err := netip.ParseAddr(host); err != nil || !ip.Is6() {
+			return bad("not an IPv6 address between [ and ]")
+		}
+	case strings.Count(addr, ":") > 1:
+		// Only an IPv6 address has more than one colon without brackets.
+		if _, err := netip.ParseAddr(addr); err != nil {
+			return bad("not an IPv6 address, and one colon at most is allowed otherwise")
+		}
+	default:
+		host, port, hasPort = strings.Cut(addr, ":")
+		if host == "" {
+			return bad("no host")
+		}
+		for _, r := range host {
+			if !(r == '-' || r == '.' || r == '_' || '0' <= r && r <= '9' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z') {
+				return bad(fmt.Sprintf("%q is not allowed in a host name", r))
+			}
+		}
+	}
+	if !hasPort {
+		return net.JoinHostPort(host, strconv.Itoa(defaultPort)), nil
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+		return bad("the port must be a number from 1 to 65535")
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
 // WithLease sets the lease: the server drops a session that stays silent
 // this long, so it bounds how long a crashed holder keeps a lock. It must be
-// a whole number of milliseconds from 1 ms to 2^32-1 ms; anything else is
-// protocol.ErrInvalidLease. Default: 10s.
+// a whole number of milliseconds from 1 ms to 4294967295 ms (2^32-1);
+// anything else is refused, never rounded, with an error that
+// errors.Is protocol.ErrInvalidLease (code 0x17). Default: 10s.
 func WithLease(d time.Duration) Option {
 	return func(c *config) error {
 		ms, err := leaseMillis(d)
@@ -111,7 +173,7 @@ func WithLogger(l *slog.Logger) Option {
 // server would refuse (0) and what the wire cannot carry.
 func leaseMillis(d time.Duration) (uint32, error) {
 	if d < time.Millisecond || d%time.Millisecond != 0 || d/time.Millisecond > math.MaxUint32 {
-		return 0, protocol.ErrInvalidLease
+		return 0, leaseError(d)
 	}
 	return uint32(d / time.Millisecond), nil
 }

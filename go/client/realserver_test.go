@@ -102,21 +102,25 @@ func TestRealTryAcquireBusy(t *testing.T) {
 // heartbeats keep the server from dropping the session.
 func TestRealHeartbeatsKeepTheLock(t *testing.T) {
 	srv := startRealServer(t)
-	c := newClient(t, srv.Addr, 400*time.Millisecond)
+	// A lease long enough for a loaded machine: the client timeout is
+	// 0.8 x lease, and heartbeats go several times within it.
+	const lease = time.Second
+	c := newClient(t, srv.Addr, lease)
 	lock := mustAcquire(t, c, "long")
-	first := lock.ValidUntil()
+	granted, first := time.Now(), lock.ValidUntil()
 	select {
 	case <-lock.Done():
-		t.Fatalf("lock ended: %v", lock.Err())
-	case <-time.After(1600 * time.Millisecond): // four leases
+		t.Fatalf("lock lost %v after the grant (lease %v): %v; the last ack left it valid until %v after the grant",
+			time.Since(granted).Round(time.Millisecond), lease, lock.Err(), lock.ValidUntil().Sub(granted).Round(time.Millisecond))
+	case <-time.After(4 * lease):
 	}
 	require.NoError(t, lock.Err())
-	assert.True(t, lock.ValidUntil().After(first.Add(time.Second)), "validity must move with the acks")
+	assert.True(t, lock.ValidUntil().After(first.Add(2*lease)), "validity must move with the acks")
 	_, err := c.TryAcquire(context.Background(), "long")
 	require.ErrorIs(t, err, ErrBusy, "the server still sees the holder")
 	// The waiters' side heartbeats too: a queued client keeps its place.
 	w := acquireAsync(ctxTimeout(t, wait), c, "long", false)
-	time.Sleep(600 * time.Millisecond)
+	time.Sleep(3 * lease / 2)
 	require.NoError(t, lock.Release())
 	r := result(t, w)
 	require.NoError(t, r.err)

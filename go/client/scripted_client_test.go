@@ -721,6 +721,7 @@ func TestNotMonolockFailsAtOnce(t *testing.T) {
 	r := result(t, res)
 	assert.Less(t, time.Since(start), time.Second, "waited for a timeout")
 	require.ErrorIs(t, r.err, ErrProtocol)
-	require.Equal(t, "monolock: "+srv.addr()+` does not speak the monolock protocol (it sent "HTTP/1.1 400…"); is this the admin port?`, r.err.Error())
+	require.ErrorIs(t, r.err, ErrUnavailable, "no monolock server was reached")
+	require.Equal(t, "monolock: no server available: "+srv.addr()+` does not speak the monolock protocol (it sent "HTTP/1.1 400…"); is this the admin port?`, r.err.Error())
 	srv.noConnection(200 * time.Millisecond)
 }

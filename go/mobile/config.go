@@ -10,15 +10,15 @@ import (
 	"time"
 
 	"github.com/monolock/monolock/go/client"
-	"github.com/monolock/monolock/go/pkg/protocol"
 )
 
 // Config holds the settings of a Client. Create it with NewConfig (in Java
 // and Kotlin: new Config()), which fills in the defaults, then change fields.
 // NewClient copies what it needs: later changes do not affect the client.
 type Config struct {
-	// Servers lists the servers as "host:port", separated by commas. A
-	// connection attempt tries them in order. Default: "127.0.0.1:7117".
+	// Servers lists the servers as "host:port" ("[ipv6]:port", or a bare
+	// host for port 7117), separated by commas. A connection attempt tries
+	// them in order. Default: "127.0.0.1:7117".
 	Servers string
 	// LeaseMillis is the lease in milliseconds (1 to 4294967295): the server
 	// drops a holder that stays silent this long. Default: 10000.
@@ -72,7 +72,7 @@ func (c *Config) options() ([]client.Option, error) {
 	}
 	// Range-check here: the millisecond count could overflow a Duration.
 	if c.LeaseMillis < 1 || c.LeaseMillis > math.MaxUint32 {
-		return nil, protocol.ErrInvalidLease
+		return nil, leaseError{c.LeaseMillis}
 	}
 	opts := []client.Option{
 		client.WithServers(servers...),

@@ -115,3 +115,13 @@ func ErrorTemporary(err error) bool {
 	code := ErrorCode(err)
 	return code != NoCode && (&protocol.Error{Code: uint8(code)}).Temporary()
 }
+
+// leaseError refuses a LeaseMillis out of range, with the code the server
+// would send (0x17) and the lease rule's message.
+type leaseError struct{ ms int64 }
+
+func (e leaseError) Error() string {
+	return fmt.Sprintf("monolock: lease must be a whole number of milliseconds from 1 ms to 4294967295 ms, got %d ms (0x17)", e.ms)
+}
+
+func (e leaseError) Unwrap() error { return protocol.ErrInvalidLease }

@@ -95,6 +95,7 @@ func TestInvalidConfigIsRefusedWithKindAndCode(t *testing.T) {
 		{"negative lease", func(c *Config) { c.LeaseMillis = -5 }, KindValidation, 0x17},
 		{"no server", func(c *Config) { c.Servers = "" }, KindConfig, NoCode},
 		{"empty server in list", func(c *Config) { c.Servers = "a:1,,b:2" }, KindConfig, NoCode},
+		{"port out of range", func(c *Config) { c.Servers = "a:65536" }, KindConfig, NoCode},
 		{"dial timeout 0", func(c *Config) { c.DialTimeoutMillis = 0 }, KindConfig, NoCode},
 		{"root CAs without a certificate", func(c *Config) { c.RootCAsPEM = []byte("not PEM") }, KindConfig, NoCode},
 		{"client key without certificate", func(c *Config) { c.ClientKeyPEM = []byte("x") }, KindConfig, NoCode},
@@ -108,6 +109,9 @@ func TestInvalidConfigIsRefusedWithKindAndCode(t *testing.T) {
 			require.Equal(t, tc.kind, ErrorKind(err))
 			require.Equal(t, tc.code, ErrorCode(err))
 			require.False(t, ErrorTemporary(err))
+			if tc.code == 0x17 {
+				require.Contains(t, err.Error(), "lease must be a whole number of milliseconds from 1 ms to 4294967295 ms")
+			}
 		})
 	}
 }

@@ -168,4 +168,4 @@ compile_java
 if [[ $mode == all ]]; then
 	run_tests
 fi
-step "done"
+printf '\nmobile: done (jvm.sh %s)\n' "$mode" >&2

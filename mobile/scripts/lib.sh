@@ -17,10 +17,11 @@ bind_pkg="github.com/monolock/monolock/go/mobile"
 jni_pkg_dir="$bind_module_dir/build/_jni"
 
 # step prints a headline for the next stage; die says which stage broke.
+# "== " like the other test scripts: "==> " is for mage's top-level steps.
 current_step="(start)"
 step() {
 	current_step="$*"
-	printf '\n==> %s\n' "$*" >&2
+	printf '\n== mobile: %s\n' "$*" >&2
 }
 die() {
 	printf '\nmobile: FAILED at step "%s":\n  %s\n' "$current_step" "$*" >&2

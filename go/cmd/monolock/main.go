@@ -27,9 +27,12 @@ func main() {
 	}
 	cmd, ok := subcommands[os.Args[1]]
 	if !ok {
-		if h := os.Args[1]; h == "-h" || h == "--help" || h == "help" {
+		switch os.Args[1] {
+		case "-h", "--help", "-help", "help":
 			usage(os.Stdout)
 			os.Exit(0)
+		case "--version", "-version", "-V":
+			os.Exit(subcommands["version"](nil))
 		}
 		fmt.Fprintf(os.Stderr, "monolock: unknown command %q\n", os.Args[1])
 		usage(os.Stderr)
@@ -46,7 +49,7 @@ commands:
   run       hold a lock while a command runs (flock for a fleet)
   locks     list locks, holders and waiters (admin API)
   kick      close a session: its lock goes to the next waiter (admin API)
-  version   print the version
+  version   print the version (also: monolock --version)
 
 Run "monolock <command> -h" for a command's flags.
 `)

@@ -23,6 +23,7 @@ import (
 	"github.com/monolock/monolock/go/internal/admin"
 	"github.com/monolock/monolock/go/internal/ha"
 	"github.com/monolock/monolock/go/internal/metrics"
+	"github.com/monolock/monolock/go/internal/runcmd"
 	"github.com/monolock/monolock/go/internal/server"
 	"github.com/monolock/monolock/go/internal/tlsconfig"
 )
@@ -82,7 +83,7 @@ func newServeFlagSet(f *serveFlags) *flag.FlagSet {
 	fs.SetOutput(io.Discard) // errors are reported in one line by the caller
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:7117", "TCP `address` to accept lock sessions on")
 	fs.StringVar(&f.dataDir, "data-dir", defaultDataDir(), "`directory` for the fencing token high-water mark (created if missing)")
-	fs.DurationVar(&f.handshake, "handshake-timeout", server.DefaultHandshakeTimeout,
+	runcmd.DurationVar(fs, &f.handshake, "handshake-timeout", server.DefaultHandshakeTimeout,
 		"close a connection that has not sent its ACQUIRE within this `duration`")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "PEM `file` with the server certificate chain: serve TLS (1.2+, 1.3 preferred)")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM `file` with the private key of --tls-cert")
@@ -98,18 +99,18 @@ func newServeFlagSet(f *serveFlags) *flag.FlagSet {
 	fs.IntVar(&f.maxSessions, "max-sessions", defaultMaxSessions(),
 		"refuse connections beyond this many open sessions (0: no limit; default: the open file limit less "+fmt.Sprint(fdReserve)+")")
 	fs.IntVar(&f.maxPerAddr, "max-sessions-per-addr", 0, "refuse connections beyond this many open sessions from one client IP (0: no limit)")
-	fs.DurationVar(&f.drainTimeout, "drain-timeout", defaultDrainTimeout,
+	runcmd.DurationVar(fs, &f.drainTimeout, "drain-timeout", defaultDrainTimeout,
 		"on SIGTERM, wait this long for sessions to take their shutdown ERROR before cutting them")
-	fs.DurationVar(&f.lockDelay, "lock-delay", 0,
+	runcmd.DurationVar(fs, &f.lockDelay, "lock-delay", 0,
 		"after a holder goes silent (lease expired), keep its lock from the next waiter for this long (0: off)")
 	fs.StringVar(&f.etcd, "etcd", "", "etcd `endpoints` (host:port,...): run as one server of an HA cell (docs/ha.md)")
 	fs.StringVar(&f.etcdPrefix, "etcd-prefix", "/monolock/default/", "etcd key `prefix` of the cell")
 	fs.StringVar(&f.advertise, "advertise", "", "`address` clients use to reach this server (HA; default: --listen)")
-	fs.DurationVar(&f.etcdTTL, "etcd-ttl", ha.DefaultTTL, "etcd lease `TTL` of the leadership (whole seconds, at least 2s)")
+	runcmd.DurationVar(fs, &f.etcdTTL, "etcd-ttl", ha.DefaultTTL, "etcd lease `TTL` of the leadership (whole seconds, at least 2s)")
 	fs.StringVar(&f.etcdCA, "etcd-ca", "", "PEM `file` of CAs that sign the etcd servers' certificates")
 	fs.StringVar(&f.etcdCert, "etcd-cert", "", "PEM client certificate `file` for etcd")
 	fs.StringVar(&f.etcdKey, "etcd-key", "", "PEM private key `file` of --etcd-cert")
-	fs.DurationVar(&f.maxLease, "max-lease", 0, "refuse leases longer than this `duration` with ERROR 0x17 (0: no limit, the protocol's 49.7 days)")
+	runcmd.DurationVar(fs, &f.maxLease, "max-lease", 0, "refuse leases longer than this `duration` with ERROR 0x17 (0: no limit, the protocol's 49.7 days)")
 	fs.Uint64Var(&f.tokenFloor, "token-floor", 0, "issue only tokens above `N`: to restart a data directory whose token-hwm was lost, give N at least the largest token ever issued")
 	fs.BoolVar(&f.checkConfig, "check-config", false, "check the flags and files, print the result and exit")
 	return fs

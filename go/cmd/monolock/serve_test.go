@@ -585,3 +585,11 @@ func TestAdminAllowedHosts(t *testing.T) {
 	assert.Equal(t, 0, code, stderr)
 	assert.Equal(t, "no locks\n", stdout)
 }
+
+// Every duration flag takes a bare number as seconds, as flock users type.
+func TestServeDurationFlagsTakeSeconds(t *testing.T) {
+	code, stdout, stderr := command(t, nil, "serve", "--check-config", "--data-dir", t.TempDir(),
+		"--drain-timeout", "5", "--max-lease", "60", "--handshake-timeout", "0.5", "--lock-delay", "1.5")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout+stderr, "configuration OK")
+}

@@ -13,15 +13,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
-	"os/exec"
 	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/monolock/monolock/go/client"
 	"github.com/monolock/monolock/go/pkg/protocol"
@@ -31,7 +30,7 @@ import (
 // follow sysexits(3) and the conventions of timeout(1) and the shell.
 const (
 	ExitUsage       = 64  // bad flags or arguments, invalid lock name or lease
-	ExitUnavailable = 69  // no server could be reached (or it was going away)
+	ExitUnavailable = 69  // no server could be reached (or it was going away), or none speaks the protocol
 	ExitConflict    = 75  // busy with --no-wait, or --timeout expired; see --conflict-exit-code
 	ExitRefused     = 76  // the server refused the request for good (e.g. not authorized)
 	ExitLockLost    = 79  // the lock was lost while the command ran; the command was stopped
@@ -43,6 +42,7 @@ const (
 const usageText = `usage: monolock run [flags] NAME -- CMD [ARGS...]
 
 Hold the lock NAME while CMD runs, like flock(1) for a fleet of machines.
+Flags go before NAME.
 
 CMD runs in its own process group with MONOLOCK_TOKEN (the fencing token of
 the grant, a decimal uint64) and MONOLOCK_NAME in its environment; pass the
@@ -54,9 +54,15 @@ SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to monolock run
 are forwarded to the process group. A lost lock is never re-acquired. If
 monolock run is killed with SIGKILL, CMD gets SIGKILL too (Linux).
 
+When stdin is the terminal, CMD's group gets the terminal while it runs, so
+that CMD can read it and Ctrl-C reaches it; Ctrl-Z stops CMD and monolock
+run together (no heartbeats while stopped: a stop longer than 0.8 x lease
+loses the lock).
+
 Without --timeout and --no-wait, monolock run waits for the lock as long as
 it takes, and retries (with a warning on stderr) while no server can be
-reached.
+reached. A duration D is a number of seconds (5, 0.5) or a number with a
+unit (250ms, 1m30s).
 
 flags:
 %s
@@ -64,7 +70,8 @@ exit status:
   N     CMD's own exit status (128+S if CMD was killed by signal S)
   64    usage error: bad flags or arguments, invalid lock name or lease
   69    no server could be reached (--no-wait, or --timeout expired while
-        the last attempt could not reach a server)
+        the last attempt could not reach a server), or none speaks the
+        monolock protocol (a wrong port)
   75    lock busy (--no-wait) or --timeout expired; see --conflict-exit-code
   76    the server refused the request for good (e.g. not authorized)
   79    the lock was lost while CMD ran; CMD was stopped as described above
@@ -84,6 +91,7 @@ type options struct {
 	grace        time.Duration
 	dialTimeout  time.Duration
 	verbose      bool
+	logFormat    string
 	tlsOn        bool
 	tlsCA        string
 	tlsCert      string
@@ -113,28 +121,6 @@ func (s *serverList) Set(v string) error {
 	return nil
 }
 
-// flagHelp lists the flags GNU style, with their defaults.
-func flagHelp(fset *flag.FlagSet) string {
-	var b strings.Builder
-	fset.VisitAll(func(f *flag.Flag) {
-		arg, usage := flag.UnquoteUsage(f)
-		dash := "--"
-		if len(f.Name) == 1 {
-			dash = "-"
-		}
-		fmt.Fprintf(&b, "  %s%s", dash, f.Name)
-		if arg != "" {
-			fmt.Fprintf(&b, " %s", arg)
-		}
-		fmt.Fprintf(&b, "\n        %s", usage)
-		if f.DefValue != "" && f.DefValue != "0s" && f.DefValue != "false" && f.Name != "server" {
-			fmt.Fprintf(&b, " (default %s)", f.DefValue)
-		}
-		b.WriteString("\n")
-	})
-	return b.String()
-}
-
 // parse reads the command line. For -h it prints the help to stdout and
 // returns flag.ErrHelp.
 func parse(args []string, stdout io.Writer) (*options, error) {
@@ -146,19 +132,21 @@ func parse(args []string, stdout io.Writer) (*options, error) {
 		_ = servers.Set(env)
 		servers.set = false
 	}
-	fset.Var(servers, "server", "server `ADDR` (host:port); repeat it or separate with commas for fallbacks (default: $MONOLOCK_SERVER, else "+client.DefaultServer+")")
-	fset.DurationVar(&o.lease, "lease", client.DefaultLease, "lease `D` (whole milliseconds): a holder that dies keeps the lock this long at most")
-	fset.DurationVar(&o.timeout, "timeout", 0, "give up waiting for the lock after `D` (default: wait as long as it takes)")
+	fset.Var(servers, "server", "server `ADDR` (host:port, or a bare host for port 7117); repeat it or separate with commas for fallbacks (default: $MONOLOCK_SERVER, else "+client.DefaultServer+")")
+	DurationVar(fset, &o.lease, "lease", client.DefaultLease, "lease `D`, whole milliseconds: a holder that dies keeps the lock this long at most")
+	DurationVar(fset, &o.timeout, "timeout", 0, "give up waiting for the lock after `D`; 0 is --no-wait (default: wait as long as it takes)")
 	fset.BoolVar(&o.noWait, "no-wait", false, "fail at once if the lock is held by someone else")
 	fset.IntVar(&o.conflictCode, "conflict-exit-code", ExitConflict, "exit status `N` when the lock is busy or --timeout expires")
-	fset.DurationVar(&o.grace, "grace", 10*time.Second, "after a lost lock, wait `D` between SIGTERM and SIGKILL")
-	fset.DurationVar(&o.dialTimeout, "dial-timeout", client.DefaultDialTimeout, "give up connecting to one server after `D`")
-	fset.BoolVar(&o.verbose, "v", false, "log waiting, grant and loss to stderr")
+	DurationVar(fset, &o.grace, "grace", 10*time.Second, "after a lost lock, wait `D` between SIGTERM and SIGKILL")
+	DurationVar(fset, &o.dialTimeout, "dial-timeout", client.DefaultDialTimeout, "give up connecting to one server after `D`")
+	fset.BoolVar(&o.verbose, "v", false, "also tell waiting, grant and forwarded signals on stderr")
+	fset.StringVar(&o.logFormat, "log-format", "text", "`FORMAT` of stderr: text (plain lines) or json (one object per line, every detail)")
 	fset.BoolVar(&o.tlsOn, "tls", false, "connect with TLS (implied by the other --tls-* flags)")
 	fset.StringVar(&o.tlsCA, "tls-ca", "", "PEM `FILE` of CA certificates that sign the server's certificate (default: system roots)")
 	fset.StringVar(&o.tlsCert, "tls-cert", "", "PEM `FILE` with the client certificate, for mutual TLS")
 	fset.StringVar(&o.tlsKey, "tls-key", "", "PEM `FILE` with the client certificate's key")
 	fset.StringVar(&o.tlsName, "tls-server-name", "", "`NAME` expected in the server's certificate (default: the host of --server)")
+	defineShort(fset)
 
 	if err := fset.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -166,13 +154,21 @@ func parse(args []string, stdout io.Writer) (*options, error) {
 		}
 		return nil, err
 	}
+	fset.Visit(func(f *flag.Flag) {
+		if (f.Name == "timeout" || f.Name == "w") && o.timeout == 0 {
+			o.noWait = true // as flock -w 0
+		}
+	})
 	rest := fset.Args()
 	if len(rest) == 0 {
 		return nil, errors.New("missing lock NAME")
 	}
 	o.name, rest = rest[0], rest[1:]
-	if len(rest) > 0 && rest[0] == "--" {
+	switch {
+	case len(rest) > 0 && rest[0] == "--":
 		rest = rest[1:]
+	case len(rest) > 0 && len(rest[0]) > 1 && rest[0][0] == '-':
+		return nil, fmt.Errorf("flags go before the lock name: %s after %s (monolock run [flags] NAME -- CMD [ARGS...])", rest[0], displayName(o.name))
 	}
 	if len(rest) == 0 {
 		return nil, errors.New("missing CMD after NAME --")
@@ -191,8 +187,42 @@ func parse(args []string, stdout io.Writer) (*options, error) {
 		return nil, errors.New("--conflict-exit-code must be 0..255")
 	case (o.tlsCert == "") != (o.tlsKey == ""):
 		return nil, errors.New("--tls-cert and --tls-key go together")
+	case o.logFormat != "text" && o.logFormat != "json":
+		return nil, fmt.Errorf("--log-format must be text or json, not %q", o.logFormat)
 	}
 	return o, nil
+}
+
+// displayName is a lock name for a message: quoted, and cut after 40
+// characters, so that a name too long for the server does not fill the
+// screen.
+func displayName(name string) string {
+	short, cut := shortName(name)
+	if cut {
+		return strconv.Quote(short) + "…"
+	}
+	return strconv.Quote(short)
+}
+
+// logName is the name for the "lock" attribute of --log-format json.
+func logName(name string) string {
+	short, cut := shortName(name)
+	if cut {
+		return short + "…"
+	}
+	return short
+}
+
+// shortName returns the first 40 characters of name, and whether that
+// left anything out.
+func shortName(name string) (string, bool) {
+	const show = 40
+	end := 0
+	for i := 0; i < show && end < len(name); i++ {
+		_, size := utf8.DecodeRuneInString(name[end:])
+		end += size
+	}
+	return name[:end], end < len(name)
 }
 
 // tlsConfig builds the TLS configuration of the flags, or nil without TLS.
@@ -221,9 +251,6 @@ func (o *options) tlsConfig() (*tls.Config, error) {
 	return cfg, nil
 }
 
-// forwarded are the signals passed on to the command's process group.
-var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
-
 // Main runs `monolock run` with the arguments after "run" and returns the
 // process exit status.
 func Main(args []string, stdout, stderr io.Writer) int {
@@ -235,30 +262,41 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "monolock run: %v\nRun 'monolock run -h' for usage.\n", err)
 		return ExitUsage
 	}
-	r := &runner{o: o, stderr: stderr}
+	r := &runner{o: o}
+	level := slog.LevelWarn
+	if o.verbose {
+		level = slog.LevelInfo
+	}
+	// The client only warns (retries): waiting, grant and loss are told
+	// once, by the runner.
+	r.log = slog.New(newLogHandler(stderr, o.logFormat, level)).With("lock", logName(o.name))
+	r.clientLog = slog.New(newLogHandler(stderr, o.logFormat, slog.LevelWarn)).With("lock", logName(o.name))
 	return r.run()
 }
 
-type runner struct {
-	o      *options
-	stderr io.Writer
-	log    *slog.Logger
+// newLogHandler returns the handler of --log-format.
+func newLogHandler(w io.Writer, format string, level slog.Level) slog.Handler {
+	if format == "json" {
+		return slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})
+	}
+	return newHumanHandler(w, level)
 }
 
-func (r *runner) errorf(format string, args ...any) {
-	fmt.Fprintf(r.stderr, "monolock run: "+format+"\n", args...)
+type runner struct {
+	o         *options
+	log       *slog.Logger // what monolock run tells on stderr
+	clientLog *slog.Logger // what the client tells: retries
+}
+
+// fail tells an error on stderr: "monolock run: what: err".
+func (r *runner) fail(what string, err error) {
+	r.log.Error(what, "err", err)
 }
 
 func (r *runner) run() int {
-	level := slog.LevelWarn
-	if r.o.verbose {
-		level = slog.LevelDebug
-	}
-	r.log = slog.New(slog.NewTextHandler(r.stderr, &slog.HandlerOptions{Level: level}))
-
 	tlsCfg, err := r.o.tlsConfig()
 	if err != nil {
-		r.errorf("tls: %v", err)
+		r.fail("tls", err)
 		return ExitUsage
 	}
 	c, err := client.New(
@@ -266,11 +304,11 @@ func (r *runner) run() int {
 		client.WithLease(r.o.lease),
 		client.WithDialTimeout(r.o.dialTimeout),
 		client.WithTLS(tlsCfg),
-		client.WithLogger(r.log),
-		client.WithOnWaiting(func(name string) { r.log.Info("waiting for the lock", "lock", name) }),
+		client.WithLogger(r.clientLog),
+		client.WithOnWaiting(func(name string) { r.log.Info("waiting for the lock " + displayName(name)) }),
 	)
 	if err != nil {
-		r.errorf("%v", err)
+		r.fail("", err)
 		return ExitUsage
 	}
 
@@ -285,7 +323,8 @@ func (r *runner) run() int {
 		return status
 	}
 	defer lock.Release()
-	r.log.Info("acquired", "lock", lock.Name(), "token", lock.Token(), "valid_until", time.Until(lock.ValidUntil()))
+	r.log.Info(fmt.Sprintf("acquired %s, token %d", displayName(lock.Name()), lock.Token()),
+		"token", lock.Token(), "valid_for", time.Until(lock.ValidUntil()).Round(time.Millisecond).String())
 	return r.supervise(lock, sigs)
 }
 
@@ -334,115 +373,27 @@ func (r *runner) acquire(c *client.Client, sigs <-chan os.Signal) (*client.Lock,
 	)
 	switch {
 	case errors.Is(err, client.ErrBusy):
-		r.log.Info("lock busy", "lock", r.o.name)
+		r.log.Info("lock " + displayName(r.o.name) + " is busy")
 		return nil, r.o.conflictCode
 	case errors.Is(err, context.DeadlineExceeded) && errors.Is(err, client.ErrUnavailable):
-		r.errorf("timed out: %v", err)
+		r.fail("timed out after "+r.o.timeout.String(), err)
 		return nil, ExitUnavailable
 	case errors.Is(err, context.DeadlineExceeded):
-		r.log.Info("timed out waiting for the lock", "lock", r.o.name, "timeout", r.o.timeout)
+		r.log.Info("timed out after " + r.o.timeout.String() + " waiting for the lock " + displayName(r.o.name))
 		return nil, r.o.conflictCode
 	case errors.As(err, &se) && !se.Temporary():
-		r.errorf("%v", err)
+		r.fail("", err)
 		return nil, ExitRefused
 	case errors.As(err, &se), errors.Is(err, client.ErrUnavailable):
-		r.errorf("%v", err)
+		r.fail("", err)
 		return nil, ExitUnavailable
+	case errors.As(err, &pe) && (pe.Code == protocol.ErrNameTooLong.Code || pe.Code == protocol.ErrNameNotUTF8.Code):
+		r.fail("lock name "+displayName(r.o.name), err)
+		return nil, ExitUsage
 	case errors.As(err, &pe):
-		r.errorf("%q: %v", r.o.name, err)
+		r.fail("", err)
 		return nil, ExitUsage
 	}
-	r.errorf("%v", err)
+	r.fail("", err)
 	return nil, ExitInternal
-}
-
-// supervise runs the command under the lock and returns the exit status.
-func (r *runner) supervise(lock *client.Lock, sigs <-chan os.Signal) int {
-	cmd := exec.Command(r.o.command[0], r.o.command[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(),
-		"MONOLOCK_TOKEN="+strconv.FormatUint(lock.Token(), 10),
-		"MONOLOCK_NAME="+lock.Name(),
-	)
-	// Its own process group, so that one signal reaches every descendant.
-	// The lock's socket is close-on-exec (Go opens every descriptor so), so
-	// the command cannot keep the lock alive after monolock run is gone.
-	cmd.SysProcAttr = procAttr()
-	if err := lock.Err(); err != nil {
-		r.errorf("lock lost before the command started: %v", err)
-		return ExitLockLost
-	}
-	if err := cmd.Start(); err != nil {
-		r.errorf("%v", err)
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
-			return ExitNotFound
-		}
-		return ExitCannotExec
-	}
-	pgid := cmd.Process.Pid
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-
-	for {
-		select {
-		case <-exited:
-			if lock.Err() != nil && !errors.Is(lock.Err(), client.ErrReleased) {
-				// Lost before the command finished: its work was not
-				// fully protected, whatever its own status says.
-				r.errorf("lock %q lost while the command ran: %v", lock.Name(), lock.Err())
-				return ExitLockLost
-			}
-			return exitStatus(cmd.ProcessState)
-		case s := <-sigs:
-			r.log.Info("forwarding signal", "signal", s)
-			_ = syscall.Kill(-pgid, s.(syscall.Signal))
-		case <-lock.Done():
-			r.errorf("lock %q lost: %v; stopping the command (SIGTERM, SIGKILL after %v)", lock.Name(), lock.Err(), r.o.grace)
-			r.stopGroup(pgid, exited, sigs)
-			return ExitLockLost
-		}
-	}
-}
-
-// stopGroup ends the process group: SIGTERM, then SIGKILL once the grace
-// period is over, unless every member has exited before. Members outlive the
-// command itself when it leaves children behind, so the group is watched,
-// not the command.
-func (r *runner) stopGroup(pgid int, exited <-chan struct{}, sigs <-chan os.Signal) {
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
-	grace := time.NewTimer(r.o.grace)
-	defer grace.Stop()
-	poll := time.NewTicker(20 * time.Millisecond)
-	defer poll.Stop()
-	for {
-		select {
-		case <-grace.C:
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-			<-exited
-			return
-		case s := <-sigs:
-			_ = syscall.Kill(-pgid, s.(syscall.Signal))
-		case <-poll.C:
-			// The command itself stays a zombie until Wait reaps it, so
-			// an empty group shows only after exited.
-			select {
-			case <-exited:
-				if syscall.Kill(-pgid, 0) == syscall.ESRCH {
-					return
-				}
-			default:
-			}
-		}
-	}
-}
-
-// exitStatus maps how the command ended to our exit status.
-func exitStatus(ps *os.ProcessState) int {
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
-	}
-	return ps.ExitCode()
 }

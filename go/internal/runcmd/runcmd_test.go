@@ -7,7 +7,10 @@ package runcmd
 
 import (
 	"bytes"
+	"cmp"
+	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,10 +32,17 @@ import (
 // wait bounds every event-driven wait: generous for a loaded machine.
 const wait = 10 * time.Second
 
-var monolockBin string
+var (
+	monolockBin string // monolock run is the code under test: built from this tree
+	serverBin   string // $MONOLOCK_BIN when set, else monolockBin
+)
 
 func TestMain(m *testing.M) {
-	os.Exit(testbin.Run(m, testbin.Path, &monolockBin))
+	os.Exit(testbin.Run(m, func(dir string) (string, error) {
+		bin, err := testbin.Build(dir)
+		serverBin = cmp.Or(os.Getenv("MONOLOCK_BIN"), bin)
+		return bin, err
+	}, &monolockBin))
 }
 
 func TestParse(t *testing.T) {
@@ -61,14 +71,45 @@ func TestParse(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"flag:1"}, o.servers, "--server replaces $MONOLOCK_SERVER")
 
+	// As flock users type them: bare numbers are seconds, -n, -w, -E.
+	o, err = parse([]string{"-n", "-w", "2.5", "-E", "3", "--lease", "0.0015", "--grace", "1", "--dial-timeout", "250ms", "n", "--", "true"}, nil)
+	require.NoError(t, err)
+	assert.True(t, o.noWait)
+	assert.Equal(t, 2500*time.Millisecond, o.timeout)
+	assert.Equal(t, 3, o.conflictCode)
+	assert.Equal(t, 1500*time.Microsecond, o.lease, "exactly, for the lease rule to refuse it")
+	assert.Equal(t, time.Second, o.grace)
+	assert.Equal(t, 250*time.Millisecond, o.dialTimeout)
+	o, err = parse([]string{"--timeout", "5", "n", "--", "true"}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, 5*time.Second, o.timeout)
+	assert.False(t, o.noWait)
+	o, err = parse([]string{"-w", "0", "n", "--", "true"}, nil)
+	require.NoError(t, err)
+	assert.True(t, o.noWait, "-w 0 does not wait, as with flock")
+
+	_, err = parse([]string{"n", "--no-wait", "--", "true"}, nil)
+	require.ErrorContains(t, err, "flags go before the lock name")
+	_, err = parse([]string{"n", "-n", "true"}, nil)
+	require.ErrorContains(t, err, "flags go before the lock name")
+
 	for _, bad := range [][]string{
 		{}, {"n"}, {"n", "--"}, {"--bogus", "n", "--", "true"}, {"--timeout", "-1s", "n", "--", "true"},
+		{"--timeout", "5x", "n", "--", "true"}, {"--lease", "1e3", "n", "--", "true"},
 		{"--conflict-exit-code", "256", "n", "--", "true"}, {"--tls-cert", "c", "n", "--", "true"},
-		{"--server", ",", "n", "--", "true"},
+		{"--server", ",", "n", "--", "true"}, {"--log-format", "xml", "n", "--", "true"},
 	} {
 		_, err := parse(bad, nil)
 		assert.Error(t, err, "%q", bad)
 	}
+}
+
+func TestDisplayName(t *testing.T) {
+	assert.Equal(t, `"jobs/x"`, displayName("jobs/x"))
+	long := strings.Repeat("é", 300)
+	assert.Equal(t, strconv.Quote(strings.Repeat("é", 40))+"…", displayName(long))
+	assert.Equal(t, strings.Repeat("é", 40)+"…", logName(long))
+	assert.Equal(t, strings.Repeat("é", 40), logName(strings.Repeat("é", 40)))
 }
 
 func TestHelpListsExitStatuses(t *testing.T) {
@@ -77,7 +118,10 @@ func TestHelpListsExitStatuses(t *testing.T) {
 	for _, code := range []int{ExitUsage, ExitUnavailable, ExitConflict, ExitRefused, ExitLockLost, ExitInternal, ExitCannotExec, ExitNotFound} {
 		assert.Contains(t, out.String(), fmt.Sprintf("\n  %d ", code))
 	}
-	assert.Contains(t, out.String(), "--no-wait")
+	assert.Contains(t, out.String(), "\n  128+S ")
+	assert.Contains(t, out.String(), "\n  -n, --no-wait\n")
+	assert.Contains(t, out.String(), "\n  -w D, --timeout D\n")
+	assert.NotContains(t, out.String(), "\n  -w D\n", "a short flag listed on its own")
 	assert.Contains(t, out.String(), "MONOLOCK_TOKEN")
 }
 
@@ -86,7 +130,7 @@ func TestHelpListsExitStatuses(t *testing.T) {
 func startServer(t *testing.T, extra ...string) *testbin.Server {
 	t.Helper()
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir(), "--admin", "off"}, extra...)
-	srv := testbin.Start(t, wait, exec.Command(monolockBin, args...))
+	srv := testbin.Start(t, wait, exec.Command(serverBin, args...))
 	// A test may have stopped it with SIGSTOP: wake it before the kill.
 	t.Cleanup(func() { _ = srv.Cmd.Process.Signal(syscall.SIGCONT) })
 	return srv
@@ -253,12 +297,14 @@ func TestRunNoWaitAndTimeout(t *testing.T) {
 
 	code, out := run(t, dir, "--server", srv.Addr, "--no-wait", "busy", "--", "touch", "ran")
 	assert.Equal(t, ExitConflict, code, out)
-	code, out = run(t, dir, "--server", srv.Addr, "--no-wait", "--conflict-exit-code", "3", "busy", "--", "touch", "ran")
+	code, out = run(t, dir, "--server", srv.Addr, "-n", "-E", "3", "busy", "--", "touch", "ran")
 	assert.Equal(t, 3, code, out)
-	start := time.Now()
-	code, out = run(t, dir, "--server", srv.Addr, "--timeout", "300ms", "busy", "--", "touch", "ran")
-	assert.Equal(t, ExitConflict, code, out)
-	assert.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond)
+	for _, timeout := range [][]string{{"--timeout", "300ms"}, {"-w", "0.3"}} {
+		start := time.Now()
+		code, out = run(t, dir, append(append([]string{"--server", srv.Addr}, timeout...), "busy", "--", "touch", "ran")...)
+		assert.Equal(t, ExitConflict, code, out)
+		assert.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond)
+	}
 	assert.NoFileExists(t, filepath.Join(dir, "ran"))
 
 	// Signals go to the command; its status becomes ours; the lock is freed.
@@ -353,6 +399,8 @@ func TestRunLostLockTermIsEnough(t *testing.T) {
 	require.NoError(t, srv.Cmd.Process.Kill()) // connection reset: lost at once
 	start := time.Now()
 	require.Equal(t, ExitLockLost, p.status(t), p.out.String())
+	assert.Regexp(t, `(?m)^monolock run: lock lost: `, p.out.String())
+	assertHumanLines(t, p.out.String())
 	assert.Less(t, time.Since(start), 5*time.Second, "waited for the grace period although the group had exited")
 	assert.False(t, alive(child))
 }
@@ -405,4 +453,96 @@ func TestRunMutualTLSAndACL(t *testing.T) {
 
 	code, out = run(t, dir, "--server", srv.Addr, "--tls-ca", filepath.Join(dir, "missing.pem"), "x", "--", "true")
 	assert.Equal(t, ExitUsage, code, out)
+}
+
+// assertHumanLines checks the lines monolock run writes for a person:
+// plain text with one prefix, not slog's key=value.
+func assertHumanLines(t *testing.T, out string) {
+	t.Helper()
+	for _, line := range strings.Split(out, "\n") {
+		if !strings.HasPrefix(line, "monolock") {
+			continue // the command's own output
+		}
+		assert.True(t, strings.HasPrefix(line, "monolock run: "), "line %q", line)
+		assert.NotContains(t, line, "monolock: ", "a second prefix")
+		assert.NotContains(t, line, "level=", "slog's text format")
+	}
+}
+
+func TestRunTellsAcquiredOnceInPlainLines(t *testing.T) {
+	srv := startServer(t)
+	code, out := run(t, t.TempDir(), "--server", srv.Addr, "-v", "plain", "--", "true")
+	require.Equal(t, 0, code, out)
+	assert.Equal(t, 1, strings.Count(out, "acquired"), out)
+	assert.Regexp(t, `(?m)^monolock run: acquired "plain", token \d+$`, out)
+	assertHumanLines(t, out)
+
+	code, out = run(t, t.TempDir(), "--server", srv.Addr, "-v", "--log-format", "json", "plain", "--", "true")
+	require.Equal(t, 0, code, out)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.NotEmpty(t, lines)
+	for _, line := range lines {
+		var rec map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &rec), "not JSON: %q", line)
+		assert.Equal(t, "plain", rec["lock"])
+	}
+	assert.Equal(t, 1, strings.Count(out, "acquired"), out)
+}
+
+// Input the server would refuse is told with what is wrong with it,
+// without echoing a long name in full, before any connection.
+func TestRunRefusesBadInputClearly(t *testing.T) {
+	srv := startServer(t)
+	dir := t.TempDir()
+	code, out := run(t, dir, "--server", srv.Addr, "--lease", "0.0015", "x", "--", "touch", "ran")
+	assert.Equal(t, ExitUsage, code, out)
+	assert.Contains(t, out, "monolock run: lease must be a whole number of milliseconds from 1 ms to 4294967295 ms, got 1.5ms (0x17)")
+	code, out = run(t, dir, "--server", srv.Addr, "--lease", "1.5ms", "x", "--", "touch", "ran")
+	assert.Equal(t, ExitUsage, code, out)
+	assert.Contains(t, out, "got 1.5ms (0x17)")
+
+	code, out = run(t, dir, "--server", srv.Addr, strings.Repeat("n", 300), "--", "touch", "ran")
+	assert.Equal(t, ExitUsage, code, out)
+	assert.Contains(t, out, "(300 bytes, the limit is 255)")
+	assert.NotContains(t, out, strings.Repeat("n", 41))
+	assertHumanLines(t, out)
+
+	code, out = run(t, dir, "--server", "host:0", "x", "--", "touch", "ran")
+	assert.Equal(t, ExitUsage, code, out)
+	assert.Contains(t, out, `monolock run: server address "host:0"`)
+
+	code, out = run(t, dir, "--server", srv.Addr, "x", "--no-wait", "--", "touch", "ran")
+	assert.Equal(t, ExitUsage, code, out)
+	assert.Contains(t, out, "flags go before the lock name")
+	assert.NoFileExists(t, filepath.Join(dir, "ran"))
+}
+
+// A port that is not monolock, or TLS to a plaintext server: one line that
+// says so, and status 69 (no server could be reached).
+func TestRunWrongPortSaysSo(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = conn.Write([]byte("HTTP/1.1 400 Bad Request\r\n\r\n"))
+			conn.Close()
+		}
+	}()
+	start := time.Now()
+	code, out := run(t, t.TempDir(), "--server", ln.Addr().String(), "x", "--", "true")
+	assert.Equal(t, ExitUnavailable, code, out)
+	assert.Less(t, time.Since(start), wait/2, "waited although the port is not monolock")
+	assert.Contains(t, out, "monolock run: no server available: "+ln.Addr().String()+` does not speak the monolock protocol (it sent "HTTP/1.1 400…"); is this the admin port?`)
+	assertHumanLines(t, out)
+
+	srv := startServer(t)
+	code, out = run(t, t.TempDir(), "--server", srv.Addr, "--tls", "-n", "x", "--", "true")
+	assert.Equal(t, ExitUnavailable, code, out)
+	assert.Contains(t, out, "TLS handshake with "+srv.Addr+" failed; the server may not speak TLS")
+	assertHumanLines(t, out)
 }

@@ -1,0 +1,180 @@
+package client
+
+// What the client says when the input or the server is not what it should
+// be (spec/constants.json, client_defaults).
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/monolock/monolock/go/internal/testspec"
+	"github.com/monolock/monolock/go/pkg/protocol"
+)
+
+// requireOnePrefix checks the rule that every message starts with
+// "monolock: " exactly once.
+func requireOnePrefix(t *testing.T, err error) {
+	t.Helper()
+	require.Error(t, err)
+	msg := err.Error()
+	assert.True(t, strings.HasPrefix(msg, "monolock: "), "no prefix: %s", msg)
+	assert.Equal(t, 1, strings.Count(msg, "monolock:"), "prefix repeated: %s", msg)
+}
+
+func TestServerAddressVectors(t *testing.T) {
+	var vec struct {
+		OK []struct {
+			In   string `json:"in"`
+			Host string `json:"host"`
+			Port int    `json:"port"`
+		} `json:"ok"`
+		Error []string `json:"error"`
+	}
+	testspec.Load(t, "vectors/addresses.json", &vec)
+	require.NotEmpty(t, vec.OK)
+	require.NotEmpty(t, vec.Error)
+	for _, v := range vec.OK {
+		c, err := New(WithServers(v.In))
+		require.NoError(t, err, "%q", v.In)
+		assert.Equal(t, []string{net.JoinHostPort(v.Host, strconv.Itoa(v.Port))}, c.cfg.servers, "%q", v.In)
+	}
+	for _, in := range vec.Error {
+		_, err := New(WithServers("127.0.0.1:7117", in))
+		require.Error(t, err, "%q was accepted", in)
+		assert.Contains(t, err.Error(), strconv.Quote(in), "the message must name the address")
+		requireOnePrefix(t, err)
+	}
+	c, err := New()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"127.0.0.1:7117"}, c.cfg.servers, "the default server")
+}
+
+// A bare host is dialled on port 7117: the real server answers there.
+func TestBareHostDialsDefaultPort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:7117")
+	if err != nil {
+		t.Skipf("port 7117 is taken on this machine: %v", err)
+	}
+	srv := newFakeServerOn(t, ln)
+	c := newClient(t, "127.0.0.1", time.Second)
+	res := acquireAsync(ctxTimeout(t, wait), c, "bare", true)
+	conn := srv.accept()
+	conn.expectAcquire("bare", time.Second)
+	conn.send(acquired(5))
+	r := result(t, res)
+	require.NoError(t, r.err)
+	require.NoError(t, r.lock.Release())
+}
+
+func TestLeaseRuleMessage(t *testing.T) {
+	for _, d := range []time.Duration{1500 * time.Microsecond, 0, -time.Second, (1 << 32) * time.Millisecond} {
+		_, err := New(WithLease(d))
+		require.ErrorIs(t, err, protocol.ErrInvalidLease)
+		var pe *protocol.Error
+		require.ErrorAs(t, err, &pe)
+		assert.Equal(t, uint8(0x17), pe.Code)
+		assert.Contains(t, err.Error(), "lease must be a whole number of milliseconds from 1 ms to 4294967295 ms")
+		assert.Contains(t, err.Error(), d.String(), "the message gives the value")
+		requireOnePrefix(t, err)
+	}
+}
+
+func TestNameTooLongGivesLengthAndLimit(t *testing.T) {
+	srv := newFakeServer(t)
+	c := newClient(t, srv.addr(), time.Second)
+	name := strings.Repeat("n", 300)
+	_, err := c.TryAcquire(context.Background(), name)
+	require.ErrorIs(t, err, protocol.ErrNameTooLong)
+	assert.Contains(t, err.Error(), "(300 bytes, the limit is 255)")
+	assert.NotContains(t, err.Error(), strings.Repeat("n", 41), "the name is echoed")
+	requireOnePrefix(t, err)
+	srv.noConnection(100 * time.Millisecond)
+}
+
+func TestLostByAdministratorOnePrefix(t *testing.T) {
+	srv := newFakeServer(t)
+	c := newClient(t, srv.addr(), 10*time.Second)
+	lock, conn, _ := grant(t, srv, c, "kicked", 9)
+	conn.send(errFrame(0x02, "closed by administrator"))
+	lockDone(t, lock)
+	require.ErrorIs(t, lock.Err(), ErrLockLost)
+	require.ErrorIs(t, lock.Err(), protocol.ErrAdminClosed)
+	assert.Equal(t, "monolock: lock lost: server error 0x02: closed by administrator", lock.Err().Error())
+	require.NoError(t, lock.Release())
+}
+
+func TestTLSToPlaintextServer(t *testing.T) {
+	srv := startRealServer(t)
+	c := newClient(t, srv.Addr, time.Second, WithTLS(&tls.Config{InsecureSkipVerify: true}))
+	_, err := c.TryAcquire(context.Background(), "tls")
+	require.ErrorIs(t, err, ErrUnavailable)
+	assert.Contains(t, err.Error(), "TLS handshake with "+srv.Addr+" failed; the server may not speak TLS")
+	requireOnePrefix(t, err)
+}
+
+// httpListener answers every connection as an HTTP server answers bytes it
+// cannot parse, as the admin port does.
+func httpListener(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = conn.Write([]byte("HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n"))
+			conn.Close()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// A wrong port is told apart from a busy lock by ErrUnavailable, whatever
+// the port does: refuse, answer in another protocol, or never finish the
+// handshake before the deadline.
+func TestDeadlineAgainstWrongPortIsUnavailable(t *testing.T) {
+	refusing := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		addr := ln.Addr().String()
+		ln.Close()
+		return addr
+	}()
+	silent := newFakeServer(t) // accepts and never answers the TLS handshake
+	for _, tc := range []struct {
+		name, addr string
+		opts       []Option
+		deadline   bool // only the deadline ends the wait
+		says       string
+	}{
+		{"refused", refusing, nil, true, "cannot connect to " + refusing},
+		{"http", httpListener(t), nil, false, "does not speak the monolock protocol"},
+		{"tls-silent", silent.addr(), []Option{WithTLS(&tls.Config{InsecureSkipVerify: true})}, true, "TLS handshake with " + silent.addr() + " failed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newClient(t, tc.addr, 10*time.Second, tc.opts...)
+			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			defer cancel()
+			_, err := c.Acquire(ctx, "wrong-port")
+			require.ErrorIs(t, err, ErrUnavailable)
+			if tc.deadline {
+				require.ErrorIs(t, err, context.DeadlineExceeded)
+			} else {
+				require.ErrorIs(t, err, ErrProtocol)
+				require.NoError(t, ctx.Err(), "not told at once")
+			}
+			assert.Contains(t, err.Error(), tc.says)
+			requireOnePrefix(t, err)
+		})
+	}
+}
