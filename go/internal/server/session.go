@@ -33,6 +33,10 @@ type session struct {
 	// table. The reader also loads it without wmu to notice a kick.
 	done      atomic.Bool
 	lingerEnd atomic.Int64  // a final ERROR was sent: drain until then (UnixNano) before closing
+	// ended is closed once end has done its work (final ERROR written, claim
+	// released): the reader may find done set by another goroutine's end and
+	// must not close the connection before that ERROR is out.
+	ended chan struct{}
 	leaseMS   atomic.Uint32 // the client's lease, for the admin listing
 
 	wmu  sync.Mutex
@@ -46,7 +50,7 @@ type session struct {
 const lingerTimeout = time.Second
 
 func newSession(srv *Server, id uint64, conn net.Conn) *session {
-	ss := &session{srv: srv, id: id, conn: conn}
+	ss := &session{srv: srv, id: id, conn: conn, ended: make(chan struct{})}
 	ss.in.conn = conn
 	ss.claim.Session = id
 	return ss
@@ -188,6 +192,7 @@ func tlsHandshakeFailed(conn net.Conn, err error) bool {
 // drainAndClose closes the connection; after a final ERROR it first reads
 // and discards input until the peer closes or lingerTimeout passes.
 func (ss *session) drainAndClose() {
+	<-ss.ended // whoever ended the session has written its final ERROR
 	if end := ss.lingerEnd.Load(); end != 0 {
 		// Set again: the reader may have moved the deadline since finish.
 		_ = ss.conn.SetReadDeadline(time.Unix(0, end))
@@ -396,6 +401,7 @@ func (ss *session) end(final *protocol.Error, reason string, hold time.Duration)
 	}
 	ss.done.Store(true)
 	ss.wmu.Unlock()
+	defer close(ss.ended)
 
 	written := final != nil && ss.writeFinal(final, reason)
 	if hold > 0 {
