@@ -147,11 +147,12 @@ func (n *Node) Leader() string { return n.leader.Load().(string) }
 
 // Status implements server.Gate.
 func (n *Node) Status() server.CellStatus {
-	leader := n.Leader()
-	if n.Role() == Leader {
-		leader = n.cfg.Advertise
+	ok, leader := n.Active(time.Now())
+	role := Follower
+	if ok {
+		role, leader = Leader, n.cfg.Advertise
 	}
-	return server.CellStatus{Role: n.Role().String(), Leader: leader, Grace: n.GraceRemaining()}
+	return server.CellStatus{Role: role.String(), Leader: leader, Grace: n.GraceRemaining()}
 }
 
 // GraceRemaining is how long a new leader still waits before it grants.
@@ -162,12 +163,18 @@ func (n *Node) GraceRemaining() time.Duration {
 	return max(0, time.Duration(n.graceUntil.Load()-n.since(time.Now())))
 }
 
-// Active implements server.Gate.
+// Active implements server.Gate. An inactive node never names itself as
+// the active server: past its deadline it still holds its own address until
+// it steps down, and after that etcd may name its old, not yet expired
+// election key for a while. It names nobody then.
 func (n *Node) Active(now time.Time) (bool, string) {
 	if Role(n.role.Load()) == Leader && n.since(now) < n.validUntil.Load() {
 		return true, ""
 	}
-	return false, n.Leader()
+	if leader := n.Leader(); leader != n.cfg.Advertise {
+		return false, leader
+	}
+	return false, ""
 }
 
 // AdmitLease implements server.Gate: a lease longer than the recorded one
@@ -267,7 +274,10 @@ func (n *Node) term(ctx context.Context) error {
 	lost := make(chan error, 1)
 	go n.keepAlive(ctx, grant.ID, lost)
 
-	sess, err := concurrency.NewSession(n.cli, concurrency.WithLease(grant.ID))
+	// The session's own keep-alive must end with the term: left running, it
+	// could renew an old election key after a failed revoke and block every
+	// other candidate.
+	sess, err := concurrency.NewSession(n.cli, concurrency.WithLease(grant.ID), concurrency.WithContext(ctx))
 	if err != nil {
 		return fmt.Errorf("session: %w", err)
 	}

@@ -1,4 +1,5 @@
-// Package testetcd runs a real, single-member etcd for tests: Debian's
+// Package testetcd runs a real etcd for tests, one member (Start) or a
+// cluster (StartCluster) that tests can kill and restart: Debian's
 // etcd-server package, on free loopback ports, in a temporary directory.
 package testetcd
 
@@ -46,7 +47,7 @@ func Start(t *testing.T) string {
 }
 
 // FreePort returns a loopback address that nothing listens on right now.
-func FreePort(t *testing.T) string {
+func FreePort(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -1,0 +1,258 @@
+package testetcd
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// ClusterOptions configures StartCluster.
+type ClusterOptions struct {
+	// Members is the number of etcd members; 0 means 3.
+	Members int
+	// Wrap prefixes every etcd and etcdctl command line, e.g.
+	// {"ip", "netns", "exec", "NAME"} to run the cluster inside a network
+	// namespace (whose loopback must be up). The members listen on
+	// 127.0.0.1 of wherever they run.
+	Wrap []string
+}
+
+// Cluster is a real multi-member etcd, one process per member, each with its
+// own data directory, on 127.0.0.1 ports. Members can be killed (kill -9) and
+// restarted with their data.
+type Cluster struct {
+	t       testing.TB
+	wrap    []string
+	bin     string
+	token   string
+	initial string // --initial-cluster
+	mu      sync.Mutex
+	members []*member
+}
+
+type member struct {
+	name, client, peer, dir, log string
+	cmd                          *exec.Cmd // nil while stopped
+	exited                       chan struct{}
+}
+
+// StartCluster starts the members, waits until every one of them answers a
+// health check (so a leader is elected), and stops them when the test ends.
+func StartCluster(t testing.TB, opts ClusterOptions) *Cluster {
+	t.Helper()
+	bin, err := exec.LookPath("etcd")
+	if err != nil {
+		t.Fatal("etcd is not installed: run `go run mage.go deps` (apt-get install etcd-server)")
+	}
+	if _, err := exec.LookPath("etcdctl"); err != nil {
+		t.Fatal("etcdctl is not installed: run `go run mage.go deps` (apt-get install etcd-client)")
+	}
+	n := opts.Members
+	if n == 0 {
+		n = 3
+	}
+	c := &Cluster{t: t, wrap: opts.Wrap, bin: bin, token: fmt.Sprintf("monolock-test-%d-%d", os.Getpid(), time.Now().UnixNano())}
+	var initial []string
+	for i := range n {
+		// Free in this network namespace; a namespace the caller has just
+		// created has nothing listening at all.
+		m := &member{name: fmt.Sprintf("m%d", i), client: FreePort(t), peer: FreePort(t), dir: t.TempDir()}
+		m.log = filepath.Join(m.dir, "etcd.log")
+		c.members = append(c.members, m)
+		initial = append(initial, m.name+"=http://"+m.peer)
+	}
+	c.initial = strings.Join(initial, ",")
+	t.Cleanup(func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, m := range c.members {
+			c.stopLocked(m)
+		}
+		if t.Failed() {
+			for _, m := range c.members {
+				b, _ := os.ReadFile(m.log)
+				t.Logf("etcd %s log (tail):\n%s", m.name, tail(string(b), 4000))
+			}
+		}
+	})
+	for i := range c.members {
+		c.start(i)
+	}
+	c.WaitHealthy(30*time.Second, c.all()...)
+	return c
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+func (c *Cluster) all() []int {
+	idx := make([]int, len(c.members))
+	for i := range idx {
+		idx[i] = i
+	}
+	return idx
+}
+
+func (c *Cluster) command(name string, args ...string) *exec.Cmd {
+	argv := append(append([]string(nil), c.wrap...), name)
+	argv = append(argv, args...)
+	return exec.Command(argv[0], argv[1:]...)
+}
+
+// start runs member i with its data directory: a new member the first time,
+// the same member afterwards (etcd ignores the --initial-* flags once its
+// data directory holds a member).
+func (c *Cluster) start(i int) {
+	c.t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.members[i]
+	if m.cmd != nil {
+		c.t.Fatalf("etcd %s is already running", m.name)
+	}
+	clientURL, peerURL := "http://"+m.client, "http://"+m.peer
+	cmd := c.command(c.bin,
+		"--name", m.name, "--data-dir", filepath.Join(m.dir, "data"),
+		"--listen-client-urls", clientURL, "--advertise-client-urls", clientURL,
+		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
+		"--initial-cluster", c.initial, "--initial-cluster-state", "new",
+		"--initial-cluster-token", c.token, "--log-level", "warn")
+	logf, err := os.OpenFile(m.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		c.t.Fatal(err)
+	}
+	m.cmd, m.exited = cmd, make(chan struct{})
+	go func(done chan struct{}) { _ = cmd.Wait(); logf.Close(); close(done) }(m.exited)
+}
+
+func (c *Cluster) stopLocked(m *member) {
+	if m.cmd == nil {
+		return
+	}
+	_ = m.cmd.Process.Kill()
+	<-m.exited
+	m.cmd = nil
+}
+
+// Len is the number of members.
+func (c *Cluster) Len() int { return len(c.members) }
+
+// Endpoint is member i's client address, HOST:PORT.
+func (c *Cluster) Endpoint(i int) string { return c.members[i].client }
+
+// Endpoints lists every member's client address, comma-separated, as
+// `monolock serve --etcd` takes them.
+func (c *Cluster) Endpoints() string {
+	eps := make([]string, len(c.members))
+	for i, m := range c.members {
+		eps[i] = m.client
+	}
+	return strings.Join(eps, ",")
+}
+
+// Kill kills member i with SIGKILL and waits until it is gone.
+func (c *Cluster) Kill(i int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stopLocked(c.members[i])
+}
+
+// Restart starts a killed member again with its data directory. It does not
+// wait: use WaitHealthy.
+func (c *Cluster) Restart(i int) { c.t.Helper(); c.start(i) }
+
+// etcdctl runs etcdctl against the given members (by index) and returns its
+// output.
+func (c *Cluster) etcdctl(members []int, args ...string) ([]byte, error) {
+	eps := make([]string, len(members))
+	for j, i := range members {
+		eps[j] = "http://" + c.members[i].client
+	}
+	cmd := c.command("etcdctl", append([]string{"--endpoints", strings.Join(eps, ","),
+		"--dial-timeout", "1s", "--command-timeout", "2s"}, args...)...)
+	cmd.Env = append(os.Environ(), "ETCDCTL_API=3")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return out, fmt.Errorf("etcdctl %s: %v: %s", strings.Join(args, " "), err, stderr.String())
+	}
+	return out, nil
+}
+
+// WaitHealthy waits up to d until every given member answers etcdctl's
+// health check, which needs a leader and a quorum.
+func (c *Cluster) WaitHealthy(d time.Duration, members ...int) {
+	c.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		_, err := c.etcdctl(members, "endpoint", "health")
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("etcd did not become healthy in %v: %v", d, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Leader returns the index of the member that is etcd's raft leader now,
+// as the running members report it.
+func (c *Cluster) Leader() int {
+	c.t.Helper()
+	var running []int
+	c.mu.Lock()
+	for i, m := range c.members {
+		if m.cmd != nil {
+			running = append(running, i)
+		}
+	}
+	c.mu.Unlock()
+	out, err := c.etcdctl(running, "endpoint", "status", "-w", "json")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var status []struct {
+		Endpoint string
+		Status   struct {
+			Header struct {
+				MemberID json.Number `json:"member_id"`
+			} `json:"header"`
+			Leader json.Number `json:"leader"`
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	dec.UseNumber()
+	if err := dec.Decode(&status); err != nil {
+		c.t.Fatalf("etcdctl endpoint status: %v: %s", err, out)
+	}
+	for _, s := range status {
+		if s.Status.Header.MemberID != s.Status.Leader {
+			continue
+		}
+		for i, m := range c.members {
+			if s.Endpoint == "http://"+m.client {
+				return i
+			}
+		}
+	}
+	c.t.Fatalf("no member reports itself the leader: %s", out)
+	return -1
+}
