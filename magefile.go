@@ -63,7 +63,7 @@ func Build() error {
 // Release cross-compiles monolock for linux, darwin and windows on amd64 and
 // arm64 into dist/, with the version embedded and a SHA256SUMS file.
 func Release() error {
-	return runIn("go", "go", "run", "./internal/release", "-version", version(), "-out", filepath.Join(root, "dist"))
+	return runIn("go", "go", "run", "./internal/dist", "-version", version(), "-out", filepath.Join(root, "dist"))
 }
 
 // Serve builds monolock and runs the server on its defaults (127.0.0.1:7117).

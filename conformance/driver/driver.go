@@ -47,6 +47,10 @@ type Process struct {
 	exitErr  error
 	changed  chan struct{}
 	quitting bool
+
+	// sink, when set, takes every event after ready instead of the history.
+	sink func(Event)
+	done chan struct{} // closed when the process has exited
 }
 
 // Start launches argv in dir with extra environment, and waits for the
@@ -54,6 +58,18 @@ type Process struct {
 // If the start fails after the launch, the (killed) process is returned with
 // the error, so that its stderr can be reported.
 func Start(ctx context.Context, dir string, argv []string, env []string, start time.Time) (*Process, Event, error) {
+	return launch(ctx, dir, argv, env, start, nil)
+}
+
+// StartStream is Start for a long run such as a benchmark: every event
+// after ready goes to sink, in order, from the one goroutine that reads the
+// driver, and none is kept, so that memory does not grow with the run. Next,
+// NextIf, Pending and Events see only the ready event.
+func StartStream(ctx context.Context, dir string, argv []string, env []string, start time.Time, sink func(Event)) (*Process, Event, error) {
+	return launch(ctx, dir, argv, env, start, sink)
+}
+
+func launch(ctx context.Context, dir string, argv []string, env []string, start time.Time, sink func(Event)) (*Process, Event, error) {
 	if len(argv) == 0 {
 		return nil, Event{}, errors.New("empty run command")
 	}
@@ -68,7 +84,7 @@ func Start(ctx context.Context, dir string, argv []string, env []string, start t
 	// wrapper (npx, a shell, cargo run) started.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	p := &Process{cmd: cmd, start: start, stderr: &limitedBuffer{max: 64 << 10},
-		taken: map[int]bool{}, changed: make(chan struct{})}
+		taken: map[int]bool{}, changed: make(chan struct{}), sink: sink, done: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	var err error
 	if p.stdin, err = cmd.StdinPipe(); err != nil {
@@ -113,6 +129,7 @@ func (p *Process) readLoop(r io.Reader) {
 		dec := json.NewDecoder(bytes.NewReader([]byte(line)))
 		dec.UseNumber()
 		err := dec.Decode(&fields)
+		var streamed *Event
 		p.mu.Lock()
 		switch {
 		case p.quitting:
@@ -123,23 +140,34 @@ func (p *Process) readLoop(r io.Reader) {
 			name, _ := fields["event"].(string)
 			id, _ := fields["id"].(string)
 			ev := Event{At: at, Name: name, ID: id, Fields: fields, Line: line}
-			p.events = append(p.events, ev)
+			if p.sink != nil && len(p.events) > 0 {
+				streamed = &ev
+			} else {
+				p.events = append(p.events, ev)
+			}
 			if name == "driver_error" {
 				p.setFault(fmt.Errorf("driver_error: %s", line))
 			}
 		}
 		p.notify()
 		p.mu.Unlock()
+		if streamed != nil {
+			p.sink(*streamed) // unlocked: the sink may call Send
+		}
 	}
 	err := p.cmd.Wait()
 	p.mu.Lock()
 	p.exited, p.exitErr = true, err
+	close(p.done)
 	if !p.quitting {
 		p.setFault(fmt.Errorf("driver exited before quit (%v)", err))
 	}
 	p.notify()
 	p.mu.Unlock()
 }
+
+// Exited is closed once the driver process has exited.
+func (p *Process) Exited() <-chan struct{} { return p.done }
 
 func (p *Process) setFault(err error) {
 	if p.fault == nil {

@@ -25,6 +25,16 @@ type Client struct {
 	Note string `json:"note,omitempty"`
 }
 
+// ExtraEnv returns Env as KEY=value entries, to add to this process's
+// environment for the client's build and run.
+func (c Client) ExtraEnv() []string {
+	env := make([]string, 0, len(c.Env))
+	for k, v := range c.Env {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
 // Manifest is conformance/manifest.json (or the mutants' manifest).
 type Manifest struct {
 	Description string   `json:"description,omitempty"`

@@ -48,10 +48,7 @@ func BuildClient(ctx context.Context, root string, c Client) error {
 	}
 	cmd := exec.CommandContext(ctx, c.Build[0], c.Build[1:]...)
 	cmd.Dir = filepath.Join(root, c.Dir)
-	cmd.Env = os.Environ()
-	for k, v := range c.Env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
+	cmd.Env = append(os.Environ(), c.ExtraEnv()...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("build %s: %v\n%s", c.Name, err, tail(string(out), 4000))
 	}

@@ -159,12 +159,8 @@ func runOne(ctx context.Context, c Client, sc *scenario.Scenario, opt Options) (
 		}
 	}
 
-	env := make([]string, 0, len(c.Env))
-	for k, v := range c.Env {
-		env = append(env, k+"="+v)
-	}
 	sctx, cancel := context.WithTimeout(ctx, opt.StartTimeout)
-	drv, ready, err := driver.Start(sctx, filepath.Join(opt.Root, c.Dir), c.Run, env, r.start)
+	drv, ready, err := driver.Start(sctx, filepath.Join(opt.Root, c.Dir), c.Run, c.ExtraEnv(), r.start)
 	cancel()
 	if err != nil {
 		st := Error

@@ -96,3 +96,17 @@ func lockDone(t *testing.T, l *Lock) time.Time {
 		return time.Time{}
 	}
 }
+
+// grant runs the fake side of an immediate grant and returns the lock, the
+// connection and the arrival time of the ACQUIRE.
+func grant(t *testing.T, srv *fakeServer, c *Client, name string, token uint64) (*Lock, *fakeConn, time.Time) {
+	t.Helper()
+	res := acquireAsync(context.Background(), c, name, false)
+	conn := srv.accept()
+	tA := conn.expectAcquire(name, c.Lease())
+	conn.send(acquired(token))
+	r := result(t, res)
+	require.NoError(t, r.err)
+	t.Cleanup(func() { r.lock.Release() })
+	return r.lock, conn, tA
+}

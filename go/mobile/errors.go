@@ -121,7 +121,7 @@ func ErrorTemporary(err error) bool {
 type leaseError struct{ ms int64 }
 
 func (e leaseError) Error() string {
-	return fmt.Sprintf("monolock: lease must be a whole number of milliseconds from 1 ms to 4294967295 ms, got %d ms (0x17)", e.ms)
+	return fmt.Sprintf("monolock: lease must be a whole number of milliseconds from 1 ms to 4294967295 ms, got %d ms (0x%02x)", e.ms, protocol.ErrInvalidLease.Code)
 }
 
 func (e leaseError) Unwrap() error { return protocol.ErrInvalidLease }

@@ -147,26 +147,29 @@ type ServerErrorClass = new (
 interface CodeEntry {
   readonly name: string;
   readonly text: string;
-  readonly cls: ServerErrorClass;
+  readonly cls: ServerErrorClass & { readonly CODE: number };
 }
 
 /**
- * Every known code: the spec's name, canonical text and class. A unit test
- * compares this table with `spec/errors.json`.
+ * Every known code: the spec's name, canonical text and class, keyed by the
+ * class's `CODE` so that each code is written once. A unit test compares
+ * this table with `spec/errors.json`.
  */
-const CODES: ReadonlyMap<number, CodeEntry> = new Map<number, CodeEntry>([
-  [0x01, { name: "SHUTTING_DOWN", text: "server shutting down", cls: ShuttingDownError }],
-  [0x02, { name: "ADMIN_CLOSED", text: "closed by administrator", cls: AdminClosedError }],
-  [0x10, { name: "UNSUPPORTED_VERSION", text: "unsupported protocol version", cls: UnsupportedVersionError }],
-  [0x11, { name: "EXPECTED_ACQUIRE", text: "first message must be ACQUIRE", cls: ExpectedAcquireError }],
-  [0x12, { name: "DUPLICATE_ACQUIRE", text: "duplicate ACQUIRE", cls: DuplicateAcquireError }],
-  [0x13, { name: "UNKNOWN_MESSAGE", text: "unknown message type", cls: UnknownMessageError }],
-  [0x14, { name: "EMPTY_NAME", text: "empty lock name", cls: EmptyNameError }],
-  [0x15, { name: "NAME_TOO_LONG", text: "lock name too long", cls: NameTooLongError }],
-  [0x16, { name: "NAME_NOT_UTF8", text: "lock name is not valid UTF-8", cls: NameNotUtf8Error }],
-  [0x17, { name: "INVALID_LEASE", text: "lease must be positive", cls: InvalidLeaseError }],
-  [0x18, { name: "NOT_AUTHORIZED", text: "not authorized for lock", cls: NotAuthorizedError }],
-]);
+const CODES: ReadonlyMap<number, CodeEntry> = new Map(
+  [
+    { name: "SHUTTING_DOWN", text: "server shutting down", cls: ShuttingDownError },
+    { name: "ADMIN_CLOSED", text: "closed by administrator", cls: AdminClosedError },
+    { name: "UNSUPPORTED_VERSION", text: "unsupported protocol version", cls: UnsupportedVersionError },
+    { name: "EXPECTED_ACQUIRE", text: "first message must be ACQUIRE", cls: ExpectedAcquireError },
+    { name: "DUPLICATE_ACQUIRE", text: "duplicate ACQUIRE", cls: DuplicateAcquireError },
+    { name: "UNKNOWN_MESSAGE", text: "unknown message type", cls: UnknownMessageError },
+    { name: "EMPTY_NAME", text: "empty lock name", cls: EmptyNameError },
+    { name: "NAME_TOO_LONG", text: "lock name too long", cls: NameTooLongError },
+    { name: "NAME_NOT_UTF8", text: "lock name is not valid UTF-8", cls: NameNotUtf8Error },
+    { name: "INVALID_LEASE", text: "lease must be positive", cls: InvalidLeaseError },
+    { name: "NOT_AUTHORIZED", text: "not authorized for lock", cls: NotAuthorizedError },
+  ].map((e): [number, CodeEntry] => [e.cls.CODE, e]),
+);
 
 /** Known wire codes with their spec name and canonical text. */
 export function knownCodes(): { code: number; name: string; text: string }[] {

@@ -12,6 +12,22 @@ use std::sync::Arc;
 /// it on the request itself is at fault (see `spec/errors.json`).
 pub(crate) const FIRST_TERMINAL_CODE: u8 = 0x10;
 
+/// The wire codes of `spec/errors.json`, under the spec's names: the only
+/// place that spells them (the table test pins them to the spec).
+pub(crate) mod code {
+    pub(crate) const SHUTTING_DOWN: u8 = 0x01;
+    pub(crate) const ADMIN_CLOSED: u8 = 0x02;
+    pub(crate) const UNSUPPORTED_VERSION: u8 = 0x10;
+    pub(crate) const EXPECTED_ACQUIRE: u8 = 0x11;
+    pub(crate) const DUPLICATE_ACQUIRE: u8 = 0x12;
+    pub(crate) const UNKNOWN_MESSAGE: u8 = 0x13;
+    pub(crate) const EMPTY_NAME: u8 = 0x14;
+    pub(crate) const NAME_TOO_LONG: u8 = 0x15;
+    pub(crate) const NAME_NOT_UTF8: u8 = 0x16;
+    pub(crate) const INVALID_LEASE: u8 = 0x17;
+    pub(crate) const NOT_AUTHORIZED: u8 = 0x18;
+}
+
 /// Where a wire-coded error was detected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -156,17 +172,17 @@ const QUOTED_BYTES: usize = 12;
 /// Canonical text of every known wire code, in code order. Pinned against
 /// `spec/errors.json` by a test.
 pub(crate) const CANONICAL: [(u8, &str); 11] = [
-    (0x01, "server shutting down"),
-    (0x02, "closed by administrator"),
-    (0x10, "unsupported protocol version"),
-    (0x11, "first message must be ACQUIRE"),
-    (0x12, "duplicate ACQUIRE"),
-    (0x13, "unknown message type"),
-    (0x14, "empty lock name"),
-    (0x15, "lock name too long"),
-    (0x16, "lock name is not valid UTF-8"),
-    (0x17, "lease must be positive"),
-    (0x18, "not authorized for lock"),
+    (code::SHUTTING_DOWN, "server shutting down"),
+    (code::ADMIN_CLOSED, "closed by administrator"),
+    (code::UNSUPPORTED_VERSION, "unsupported protocol version"),
+    (code::EXPECTED_ACQUIRE, "first message must be ACQUIRE"),
+    (code::DUPLICATE_ACQUIRE, "duplicate ACQUIRE"),
+    (code::UNKNOWN_MESSAGE, "unknown message type"),
+    (code::EMPTY_NAME, "empty lock name"),
+    (code::NAME_TOO_LONG, "lock name too long"),
+    (code::NAME_NOT_UTF8, "lock name is not valid UTF-8"),
+    (code::INVALID_LEASE, "lease must be positive"),
+    (code::NOT_AUTHORIZED, "not authorized for lock"),
 ];
 
 /// The canonical text of a wire code, if this version knows the code.
@@ -195,17 +211,17 @@ impl Error {
 
     fn with_reason(code: u8, reason: Reason) -> Error {
         match code {
-            0x01 => Error::ShuttingDown(reason),
-            0x02 => Error::AdminClosed(reason),
-            0x10 => Error::UnsupportedVersion(reason),
-            0x11 => Error::ExpectedAcquire(reason),
-            0x12 => Error::DuplicateAcquire(reason),
-            0x13 => Error::UnknownMessage(reason),
-            0x14 => Error::EmptyName(reason),
-            0x15 => Error::NameTooLong(reason),
-            0x16 => Error::NameNotUtf8(reason),
-            0x17 => Error::InvalidLease(reason),
-            0x18 => Error::NotAuthorized(reason),
+            code::SHUTTING_DOWN => Error::ShuttingDown(reason),
+            code::ADMIN_CLOSED => Error::AdminClosed(reason),
+            code::UNSUPPORTED_VERSION => Error::UnsupportedVersion(reason),
+            code::EXPECTED_ACQUIRE => Error::ExpectedAcquire(reason),
+            code::DUPLICATE_ACQUIRE => Error::DuplicateAcquire(reason),
+            code::UNKNOWN_MESSAGE => Error::UnknownMessage(reason),
+            code::EMPTY_NAME => Error::EmptyName(reason),
+            code::NAME_TOO_LONG => Error::NameTooLong(reason),
+            code::NAME_NOT_UTF8 => Error::NameNotUtf8(reason),
+            code::INVALID_LEASE => Error::InvalidLease(reason),
+            code::NOT_AUTHORIZED => Error::NotAuthorized(reason),
             code => Error::UnknownCode { code, reason },
         }
     }
@@ -214,17 +230,17 @@ impl Error {
     /// For [`Error::Lost`] it is the code of the cause.
     pub fn code(&self) -> Option<u8> {
         Some(match self {
-            Error::ShuttingDown(_) => 0x01,
-            Error::AdminClosed(_) => 0x02,
-            Error::UnsupportedVersion(_) => 0x10,
-            Error::ExpectedAcquire(_) => 0x11,
-            Error::DuplicateAcquire(_) => 0x12,
-            Error::UnknownMessage(_) => 0x13,
-            Error::EmptyName(_) => 0x14,
-            Error::NameTooLong(_) => 0x15,
-            Error::NameNotUtf8(_) => 0x16,
-            Error::InvalidLease(_) => 0x17,
-            Error::NotAuthorized(_) => 0x18,
+            Error::ShuttingDown(_) => code::SHUTTING_DOWN,
+            Error::AdminClosed(_) => code::ADMIN_CLOSED,
+            Error::UnsupportedVersion(_) => code::UNSUPPORTED_VERSION,
+            Error::ExpectedAcquire(_) => code::EXPECTED_ACQUIRE,
+            Error::DuplicateAcquire(_) => code::DUPLICATE_ACQUIRE,
+            Error::UnknownMessage(_) => code::UNKNOWN_MESSAGE,
+            Error::EmptyName(_) => code::EMPTY_NAME,
+            Error::NameTooLong(_) => code::NAME_TOO_LONG,
+            Error::NameNotUtf8(_) => code::NAME_NOT_UTF8,
+            Error::InvalidLease(_) => code::INVALID_LEASE,
+            Error::NotAuthorized(_) => code::NOT_AUTHORIZED,
             Error::UnknownCode { code, .. } => *code,
             Error::Lost(cause) => return cause.code(),
             Error::Busy

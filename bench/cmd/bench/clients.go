@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"log"
 	"os"
 	"path/filepath"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/monolock/monolock/bench/internal/drivers"
 	"github.com/monolock/monolock/bench/internal/report"
+	conformance "github.com/monolock/monolock/conformance/runner"
 )
 
 // wantedClients are the clients workload 5 asks for, in report order.
@@ -20,20 +20,14 @@ var wantedClients = []string{"go", "python-sync", "python-asyncio", "node", "rus
 // Go row never waits on another build), the others as listed in
 // conformance/manifest.json. Rust drivers are built and run in release
 // mode here: a debug build would measure the compiler's settings.
-func clientSpecs(root string) (map[string]drivers.Spec, error) {
+func clientSpecs(root string) (map[string]conformance.Client, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	specs := map[string]drivers.Spec{"go": {Name: "go", Dir: ".", Run: []string{self, "driver"}}}
-	b, err := os.ReadFile(filepath.Join(root, "conformance", "manifest.json"))
+	specs := map[string]conformance.Client{"go": {Name: "go", Dir: ".", Run: []string{self, "driver"}}}
+	m, err := conformance.LoadManifest(filepath.Join(root, "conformance", "manifest.json"))
 	if err != nil {
-		return specs, err
-	}
-	var m struct {
-		Clients []drivers.Spec `json:"clients"`
-	}
-	if err := json.Unmarshal(b, &m); err != nil {
 		return specs, err
 	}
 	for _, s := range m.Clients {

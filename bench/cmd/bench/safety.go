@@ -2,10 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"log"
-	"os"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
@@ -16,6 +15,7 @@ import (
 	"github.com/monolock/monolock/bench/internal/report"
 	"github.com/monolock/monolock/bench/internal/safety"
 	"github.com/monolock/monolock/bench/internal/systems"
+	conformance "github.com/monolock/monolock/conformance/runner"
 )
 
 // safetyClients are the monolock clients of workload 6, in report order:
@@ -40,18 +40,12 @@ const safetyTarget = 0.15
 // safetySpecs returns every driver of conformance/manifest.json, Rust in
 // release mode as in workload 5, and the Go driver built into this run's
 // work directory instead of the repository's bin/.
-func safetySpecs(root, work string) (map[string]drivers.Spec, error) {
-	b, err := os.ReadFile(filepath.Join(root, "conformance", "manifest.json"))
+func safetySpecs(root, work string) (map[string]conformance.Client, error) {
+	m, err := conformance.LoadManifest(filepath.Join(root, "conformance", "manifest.json"))
 	if err != nil {
 		return nil, err
 	}
-	var m struct {
-		Clients []drivers.Spec `json:"clients"`
-	}
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, err
-	}
-	specs := map[string]drivers.Spec{}
+	specs := map[string]conformance.Client{}
 	for _, s := range m.Clients {
 		s.Build, s.Run = slices.Clone(s.Build), slices.Clone(s.Run)
 		if len(s.Build) > 1 && s.Build[0] == "cargo" && s.Build[1] == "build" && !slices.Contains(s.Build, "--release") {
@@ -176,7 +170,7 @@ func (rn *runner) safetyMonolock(o safety.Options) {
 }
 
 // buildDriver builds spec once per run (workload 5 shares the cache).
-func (rn *runner) buildDriver(root string, spec drivers.Spec) error {
+func (rn *runner) buildDriver(root string, spec conformance.Client) error {
 	if rn.built == nil {
 		rn.built = map[string]error{}
 	}
@@ -186,7 +180,14 @@ func (rn *runner) buildDriver(root string, spec drivers.Spec) error {
 	}
 	ctx, cancel := context.WithTimeout(rn.ctx, 10*time.Minute)
 	defer cancel()
-	err := drivers.Build(ctx, root, spec)
+	err := conformance.BuildClient(ctx, root, spec)
+	if err != nil {
+		// The error ends with the build's output: all of it to the log, its
+		// first line to the report.
+		log.Print(err)
+		first, _, _ := strings.Cut(err.Error(), "\n")
+		err = errors.New(first)
+	}
 	rn.built[key] = err
 	return err
 }

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/monolock/monolock/conformance/driver"
 )
 
 // trialSeq numbers the claims of safety trials, so that their ids are
@@ -19,7 +21,7 @@ var trialSeq atomic.Int64
 // The holder is told when the driver prints `lost`, which every driver
 // prints from its client's push signal; the competitor is granted when the
 // driver prints `acquired`. Both instants are when the line reached this
-// process (Event.at), so both carry the same pipe delay.
+// process (Driver.at), so both carry the same pipe delay.
 type SafetyTrial struct {
 	d       *Driver
 	direct  string
@@ -57,17 +59,17 @@ func (t *SafetyTrial) Granted() <-chan time.Time { return t.granted }
 
 // follow dispatches the events of one claim until its released event, the
 // driver's exit or Close giving up on it.
-func (t *SafetyTrial) follow(ch chan Event, rel chan struct{}, on func(Event)) {
+func (t *SafetyTrial) follow(ch chan driver.Event, rel chan struct{}, on func(driver.Event)) {
 	go func() {
 		for {
 			select {
 			case ev := <-ch:
-				if ev.Event == "released" {
+				if ev.Name == "released" {
 					close(rel)
 					return
 				}
 				on(ev)
-			case <-t.d.done:
+			case <-t.d.exited():
 				return
 			case <-t.quit:
 				return
@@ -82,14 +84,14 @@ func (t *SafetyTrial) acquire(id, server string, timeout time.Duration) error {
 }
 
 // outcome waits for the first event on c, ctx or the driver's exit.
-func (t *SafetyTrial) outcome(ctx context.Context, c chan Event, want string) error {
+func (t *SafetyTrial) outcome(ctx context.Context, c chan driver.Event, want string) error {
 	select {
 	case ev := <-c:
-		if ev.Event == want || ev.Event == "acquired" {
+		if ev.Name == want || ev.Name == "acquired" {
 			return nil
 		}
-		return fmt.Errorf("%s: %s %s", ev.Event, ev.Kind, ev.Message)
-	case <-t.d.done:
+		return failure(ev)
+	case <-t.d.exited():
 		return errors.New("driver exited")
 	case <-ctx.Done():
 		return ctx.Err()
@@ -98,11 +100,11 @@ func (t *SafetyTrial) outcome(ctx context.Context, c chan Event, want string) er
 
 // Hold acquires the lock through addr and returns once it is held.
 func (t *SafetyTrial) Hold(ctx context.Context, addr string) error {
-	first := make(chan Event, 1)
-	t.follow(t.d.expect(t.hid), t.hrel, func(ev Event) {
-		switch ev.Event {
+	first := make(chan driver.Event, 1)
+	t.follow(t.d.expect(t.hid), t.hrel, func(ev driver.Event) {
+		switch ev.Name {
 		case "lost":
-			t.toldOnce.Do(func() { t.told <- ev.at })
+			t.toldOnce.Do(func() { t.told <- t.d.at(ev) })
 		case "acquired", "error", "driver_error":
 			select {
 			case first <- ev:
@@ -120,13 +122,13 @@ func (t *SafetyTrial) Hold(ctx context.Context, addr string) error {
 // Compete queues the competitor on the direct address and returns once it
 // is waiting (or, unexpectedly, granted: the caller checks Granted).
 func (t *SafetyTrial) Compete(ctx context.Context) error {
-	first := make(chan Event, 1)
-	t.follow(t.d.expect(t.cid), t.crel, func(ev Event) {
-		switch ev.Event {
+	first := make(chan driver.Event, 1)
+	t.follow(t.d.expect(t.cid), t.crel, func(ev driver.Event) {
+		switch ev.Name {
 		case "acquired":
-			t.grantOnce.Do(func() { t.granted <- ev.at })
+			t.grantOnce.Do(func() { t.granted <- t.d.at(ev) })
 		}
-		switch ev.Event {
+		switch ev.Name {
 		case "waiting", "acquired", "error", "driver_error":
 			select {
 			case first <- ev:
@@ -155,7 +157,7 @@ func (t *SafetyTrial) Close() {
 		}
 		select {
 		case <-rel:
-		case <-t.d.done:
+		case <-t.d.exited():
 		case <-time.After(5 * time.Second):
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/monolock/monolock/bench/internal/stats"
+	"github.com/monolock/monolock/conformance/driver"
 )
 
 // eventTimeout bounds every wait for a driver's event.
@@ -15,18 +16,18 @@ const eventTimeout = 15 * time.Second
 
 // cycle acquires name under a fresh id and returns the id's event channel
 // and the acquired event.
-func (d *Driver) acquire(id, server, name string, leaseMS int) (chan Event, Event, error) {
+func (d *Driver) acquire(id, server, name string, leaseMS int) (chan driver.Event, driver.Event, error) {
 	ch := d.expect(id)
 	err := d.send(map[string]any{"cmd": "acquire", "id": id, "servers": []string{server}, "name": name,
 		"lease_ms": leaseMS, "mode": "wait", "timeout_ms": int(eventTimeout / time.Millisecond)})
 	if err != nil {
-		return ch, Event{}, err
+		return ch, driver.Event{}, err
 	}
 	ev, err := d.wait(ch, eventTimeout+5*time.Second, "acquired")
 	return ch, ev, err
 }
 
-func (d *Driver) release(ch chan Event, id string) error {
+func (d *Driver) release(ch chan driver.Event, id string) error {
 	defer d.forget(id)
 	if err := d.send(map[string]any{"cmd": "release", "id": id}); err != nil {
 		return err
@@ -123,7 +124,7 @@ func Handoff(ctx context.Context, d *Driver, server string, workers int, dur tim
 					}
 					continue
 				}
-				granted := int64(ev.at.Sub(base))
+				granted := int64(d.at(ev).Sub(base))
 				if rel := lastRelease.Load(); rel >= began {
 					mu.Lock()
 					samples = append(samples, time.Duration(granted-rel))

@@ -242,7 +242,7 @@ func (s *Server) StepDown(reason string) {
 	}
 	s.mu.Unlock()
 	for _, sess := range sessions {
-		go sess.finish(protocol.ErrShuttingDown, reason)
+		go sess.endAndHandOver(protocol.ErrShuttingDown, reason)
 	}
 }
 
@@ -358,8 +358,9 @@ func (s *Server) startSession(conn net.Conn) {
 	go s.runSession(sess)
 }
 
-// endSession forgets a session whose reader has finished.
-func (s *Server) endSession(sess *session) {
+// forgetSession forgets a session whose reader has finished: it leaves the
+// session table and the connection limits.
+func (s *Server) forgetSession(sess *session) {
 	s.mu.Lock()
 	delete(s.sessions, sess.id)
 	if s.maxPerAddr > 0 {
@@ -432,7 +433,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		for _, sess := range sessions {
 			go func() {
 				defer s.sessionsWG.Done()
-				sess.finish(protocol.ErrShuttingDown, "")
+				sess.endAndHandOver(protocol.ErrShuttingDown, "")
 			}()
 		}
 		go func() {
@@ -461,7 +462,7 @@ func (s *Server) Kick(sessionID uint64) bool {
 	s.mu.Lock()
 	sess := s.sessions[sessionID]
 	s.mu.Unlock()
-	if sess == nil || !sess.end(protocol.ErrAdminClosed, "", 0) {
+	if sess == nil || !sess.endAndHandOver(protocol.ErrAdminClosed, "") {
 		return false
 	}
 	s.log.Info("session kicked", "session", sessionID)
@@ -569,8 +570,8 @@ func (s *Server) runSession(sess *session) {
 				s.noise.TLSHandshakeFailed()
 				s.lines.tls.Log("remote", tc.RemoteAddr(), "err", err)
 			}
-			sess.finish(nil, "")
-			s.endSession(sess)
+			sess.endAndHandOver(nil, "")
+			s.forgetSession(sess)
 			return
 		}
 	}

@@ -32,12 +32,13 @@ type session struct {
 	// nothing is written but its final ERROR, and its claim is out of the
 	// table. The reader also loads it without wmu to notice a kick.
 	done      atomic.Bool
-	lingerEnd atomic.Int64  // a final ERROR was sent: drain until then (UnixNano) before closing
-	// ended is closed once end has done its work (final ERROR written, claim
-	// released): the reader may find done set by another goroutine's end and
-	// must not close the connection before that ERROR is out.
-	ended chan struct{}
-	leaseMS   atomic.Uint32 // the client's lease, for the admin listing
+	lingerEnd atomic.Int64 // a final ERROR was sent: drain until then (UnixNano) before closing
+	// ended is closed once endHoldingBack has done its work (final ERROR
+	// written, claim dropped): the reader may find done set by another
+	// goroutine's end and must not close the connection before that ERROR
+	// is out.
+	ended   chan struct{}
+	leaseMS atomic.Uint32 // the client's lease, for the admin listing
 
 	wmu  sync.Mutex
 	wbuf [9]byte // guarded by wmu: WAITING or ACQUIRED, built without allocating
@@ -144,7 +145,7 @@ var errSilent = errors.New("lease expired")
 
 // run is the session's reader goroutine.
 func (ss *session) run() {
-	defer ss.srv.endSession(ss)
+	defer ss.srv.forgetSession(ss)
 	err := ss.serve()
 	var we *wireError
 	var pe *protocol.Error
@@ -152,13 +153,13 @@ func (ss *session) run() {
 	switch {
 	case errors.As(err, &we):
 		ss.srv.log.Debug("session error", "session", ss.id, "remote", ss.conn.RemoteAddr(), "code", we.code.Code, "reason", we.reason)
-		ss.finish(we.code, we.reason)
+		ss.endAndHandOver(we.code, we.reason)
 	case errors.As(err, &pe):
 		ss.srv.log.Debug("session error", "session", ss.id, "remote", ss.conn.RemoteAddr(), "code", pe.Code)
-		ss.finish(pe, "")
+		ss.endAndHandOver(pe, "")
 	case errors.Is(err, errSilent):
 		ss.srv.log.Debug("session expired", "session", ss.id, "remote", ss.conn.RemoteAddr())
-		if ss.end(nil, "", ss.srv.lockDelay) {
+		if ss.endHoldingBack(nil, "", ss.srv.lockDelay) {
 			ss.srv.obs.Expired()
 		}
 	case errors.As(err, &reset):
@@ -166,7 +167,7 @@ func (ss *session) run() {
 		// sent it, and the holder may not know yet. Its lock is kept until
 		// the lease would have run out, as for a silent holder.
 		ss.srv.log.Debug("session reset", "session", ss.id, "remote", ss.conn.RemoteAddr())
-		ss.end(nil, "", max(time.Until(reset.until), ss.srv.lockDelay))
+		ss.endHoldingBack(nil, "", max(time.Until(reset.until), ss.srv.lockDelay))
 	default:
 		// Peer closed, handshake timeout, or ended by someone else: close
 		// without a message. This is how every session ends, so the Debug
@@ -174,7 +175,7 @@ func (ss *session) run() {
 		if ss.srv.log.Enabled(context.Background(), slog.LevelDebug) {
 			ss.srv.log.Debug("session closed", "session", ss.id, "remote", ss.conn.RemoteAddr(), "err", err)
 		}
-		ss.finish(nil, "")
+		ss.endAndHandOver(nil, "")
 	}
 	ss.drainAndClose()
 }
@@ -194,7 +195,7 @@ func tlsHandshakeFailed(conn net.Conn, err error) bool {
 func (ss *session) drainAndClose() {
 	<-ss.ended // whoever ended the session has written its final ERROR
 	if end := ss.lingerEnd.Load(); end != 0 {
-		// Set again: the reader may have moved the deadline since finish.
+		// Set again: the reader may have moved the deadline since the end.
 		_ = ss.conn.SetReadDeadline(time.Unix(0, end))
 		var buf [256]byte
 		for {
@@ -258,7 +259,7 @@ func (ss *session) serve() error {
 		if err := ss.conn.SetReadDeadline(lastSeen.Add(lease)); err != nil {
 			return err
 		}
-		// finish, from another goroutine, sets done before it moves the
+		// endHoldingBack, from another goroutine, sets done before it moves the
 		// deadline; checking after setting ours means one of the two
 		// deadlines that wake us is in force.
 		if ss.done.Load() {
@@ -299,8 +300,8 @@ func (ss *session) serve() error {
 
 // register puts the session's claim into the lock table, unless the session
 // has already been ended by someone else (a kick during the handshake): the
-// check and the insert happen under wmu, which finish takes to set done, so a
-// claim never enters the table after finish released it.
+// check and the insert happen under wmu, which endHoldingBack takes to set
+// done, so a claim never enters the table after the session's end dropped it.
 func (ss *session) register(name string) error {
 	ss.wmu.Lock()
 	defer ss.wmu.Unlock()
@@ -351,7 +352,7 @@ func (ss *session) reply() error {
 }
 
 // promote sends the unsolicited ACQUIRED of a promotion and reports whether
-// it was written. A failed write ends the session; its reader then releases
+// it was written. A failed write ends the session; its reader then hands
 // the lock to the next waiter.
 func (ss *session) promote() bool {
 	if ss.srv.active() != nil {
@@ -377,23 +378,24 @@ func (ss *session) writeLocked(frame []byte) error {
 	return err
 }
 
-// finish ends the session once, from whichever goroutine gets there first:
-// it stops all further writes, sends final (if any), releases the claim
-// (promoting the next waiter at once unless the server is shutting down),
-// and then either half-closes after final, leaving the reader to drain and
-// close, or, with no final message, closes the connection. Either way a
-// blocked reader wakes up.
-func (ss *session) finish(final *protocol.Error, reason string) {
-	ss.end(final, reason, 0)
+// endAndHandOver ends the session once, from whichever goroutine gets there
+// first: it stops all further writes, sends final (if any), drops the claim
+// from the lock table (promoting the next waiter at once unless the server
+// is shutting down), and then either half-closes after final, leaving the
+// reader to drain and close, or, with no final message, closes the
+// connection. Either way a blocked reader wakes up. It reports whether this
+// call ended the session.
+func (ss *session) endAndHandOver(final *protocol.Error, reason string) bool {
+	return ss.endHoldingBack(final, reason, 0)
 }
 
-// end is finish; hold, if positive, keeps the session's lock from the next
-// waiter for that long (the lock delay after a silent holder, the rest of
-// the lease after a reset). It reports whether this call ended the session.
+// endHoldingBack is endAndHandOver, but a positive hold keeps the session's
+// lock from the next waiter for that long (the lock delay after a silent
+// holder, the rest of the lease after a reset).
 //
-// The final ERROR is written before the claim is released: a kicked holder
+// The final ERROR is written before the claim is dropped: a kicked holder
 // must be told before the next waiter is granted its lock.
-func (ss *session) end(final *protocol.Error, reason string, hold time.Duration) bool {
+func (ss *session) endHoldingBack(final *protocol.Error, reason string, hold time.Duration) bool {
 	ss.wmu.Lock()
 	if ss.done.Load() {
 		ss.wmu.Unlock()
@@ -405,9 +407,9 @@ func (ss *session) end(final *protocol.Error, reason string, hold time.Duration)
 
 	written := final != nil && ss.writeFinal(final, reason)
 	if hold > 0 {
-		ss.srv.releaseDelayed(&ss.claim, hold)
+		ss.srv.dropClaimHeldBack(&ss.claim, hold)
 	} else {
-		ss.srv.release(&ss.claim)
+		ss.srv.dropClaim(&ss.claim)
 	}
 	cw, ok := ss.conn.(interface{ CloseWrite() error })
 	if !written || !ok || cw.CloseWrite() != nil {
@@ -434,16 +436,17 @@ func (ss *session) writeFinal(final *protocol.Error, reason string) bool {
 	return true
 }
 
-// release takes c out of the lock table and tells the promoted waiter, if any.
-func (s *Server) release(c *locktable.Claim) {
+// dropClaim takes c out of the lock table and tells the promoted waiter, if
+// any.
+func (s *Server) dropClaim(c *locktable.Claim) {
 	start := time.Now()
 	promoted, failed := s.table.Release(c)
 	s.handOver(promoted, failed, start)
 }
 
-// releaseDelayed takes c out of the lock table; if c held the lock, the next
-// waiter is granted it only after delay.
-func (s *Server) releaseDelayed(c *locktable.Claim, delay time.Duration) {
+// dropClaimHeldBack takes c out of the lock table; if c held the lock, the
+// next waiter is granted it only after delay.
+func (s *Server) dropClaimHeldBack(c *locktable.Claim, delay time.Duration) {
 	if !s.table.ReleaseBlocked(c) {
 		return
 	}
@@ -457,11 +460,11 @@ func (s *Server) releaseDelayed(c *locktable.Claim, delay time.Duration) {
 }
 
 // handOver tells the sessions the table promoted (or could not give a
-// token to) after a release that began at start.
+// token to) after a claim dropped at start.
 func (s *Server) handOver(promoted *locktable.Claim, failed []*locktable.Claim, start time.Time) {
 	for _, f := range failed {
 		if sess := s.session(f.Session); sess != nil {
-			sess.finish(protocol.ErrShuttingDown, "cannot issue a fencing token")
+			sess.endAndHandOver(protocol.ErrShuttingDown, "cannot issue a fencing token")
 		}
 	}
 	if promoted != nil {

@@ -4,7 +4,7 @@ use std::net::{Shutdown, TcpStream};
 use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::signal::Signal;
+use super::monitor::Monitor;
 use crate::error::Error;
 
 /// Cancels a pending [`Client::acquire_cancellable`](crate::Client::acquire_cancellable)
@@ -24,7 +24,7 @@ use crate::error::Error;
 /// ```
 #[derive(Clone, Default)]
 pub struct CancelHandle {
-    inner: Arc<Signal<State>>,
+    inner: Arc<Monitor<State>>,
 }
 
 #[derive(Default)]

@@ -18,15 +18,15 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::conn::Conn;
-use super::signal::Signal;
+use super::monitor::Monitor;
 use crate::core::codec::HEARTBEAT;
 use crate::core::held::Grant;
-use crate::core::session::{wait_for, Close, Input, Session, Standing, Turn};
+use crate::core::session::{wait_for, Close, HoldState, Input, Session, Turn};
 use crate::error::Error;
 
 /// The session, shared by the guard, its watchers and the keeper thread;
 /// the condition variable wakes the push waiters.
-type Shared = Signal<Session>;
+type Shared = Monitor<Session>;
 
 /// A held lock. Dropping it releases the lock, as [`LockGuard::release`]
 /// does: when either returns, the server has freed the lock (or, after a
@@ -84,7 +84,7 @@ impl LockGuard {
     ) -> Result<LockGuard, Error> {
         let grant = Grant::of(name, &session)?;
         let conn = Arc::new(conn);
-        let shared = Arc::new(Signal::new(session));
+        let shared = Arc::new(Monitor::new(session));
         let keeper_shared = Arc::clone(&shared);
         let keeper_conn = Arc::clone(&conn);
         let keeper = std::thread::Builder::new()
@@ -122,7 +122,7 @@ impl LockGuard {
     /// Whether the lock is lost: its validity has run out or the server
     /// ended the session.
     pub fn is_lost(&self) -> bool {
-        !matches!(poll(&self.shared), Standing::Held { .. })
+        !matches!(poll(&self.shared), HoldState::Held { .. })
     }
 
     /// Why the lock was lost ([`Error::Lost`] with the cause), or `None`
@@ -231,39 +231,39 @@ impl LossWatch {
     /// Whether the lock was lost: its validity has run out or the server
     /// ended the session (the same decision as [`LockGuard::is_lost`]).
     pub fn is_lost(&self) -> bool {
-        matches!(poll(&self.shared), Standing::Lost { .. })
+        matches!(poll(&self.shared), HoldState::Lost { .. })
     }
 }
 
 /// Asks the session where the lock stands at this instant, and wakes the
 /// push waiters if that decided the loss.
-fn poll(shared: &Shared) -> Standing {
-    let standing = shared.lock().poll(Instant::now());
-    if let Standing::Lost { newly: true, .. } = standing {
+fn poll(shared: &Shared) -> HoldState {
+    let state = shared.lock().poll(Instant::now());
+    if let HoldState::Lost { newly: true, .. } = state {
         shared.notify_all();
     }
-    standing
+    state
 }
 
 /// Blocks until the lock is lost or released, or until `until`. It wakes
 /// at the validity deadline to decide a timeout itself, so the push signal
 /// never waits for the keeper thread.
-fn wait_end(shared: &Shared, until: Option<Instant>) -> Standing {
+fn wait_end(shared: &Shared, until: Option<Instant>) -> HoldState {
     let mut session = shared.lock();
     loop {
         let now = Instant::now();
-        let standing = session.poll(now);
-        let valid_until = match standing {
-            Standing::Held { valid_until } => valid_until,
-            Standing::Lost { newly: true, .. } => {
+        let state = session.poll(now);
+        let valid_until = match state {
+            HoldState::Held { valid_until } => valid_until,
+            HoldState::Lost { newly: true, .. } => {
                 drop(session);
                 shared.notify_all();
-                return standing;
+                return state;
             }
-            _ => return standing,
+            _ => return state,
         };
         if until.is_some_and(|until| now >= until) {
-            return standing;
+            return state;
         }
         let wake = until.map_or(valid_until, |until| until.min(valid_until));
         session = shared.wait_until(session, wake);

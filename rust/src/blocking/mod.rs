@@ -3,7 +3,7 @@
 mod cancel;
 mod conn;
 mod guard;
-mod signal;
+mod monitor;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

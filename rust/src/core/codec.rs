@@ -4,7 +4,7 @@
 //! Nothing here does I/O. The decoder is fed whatever a read returned and
 //! hands back complete frames, however the stream was split.
 
-use crate::error::Error;
+use crate::error::{code, Error};
 
 /// Protocol version spoken by this client.
 pub(crate) const VERSION: u8 = 1;
@@ -33,7 +33,7 @@ pub(crate) fn validate_acquire(name: &[u8], lease_ms: u64) -> Result<u32, Error>
         return Err(invalid_lease(&format!("{lease_ms} ms")));
     }
     if name.is_empty() {
-        return Err(Error::refused(0x14));
+        return Err(Error::refused(code::EMPTY_NAME));
     }
     if name.len() > MAX_NAME_LEN {
         // The length and the limit, never the name: it can be long.
@@ -41,20 +41,20 @@ pub(crate) fn validate_acquire(name: &[u8], lease_ms: u64) -> Result<u32, Error>
             "lock name is {} bytes, the limit is {MAX_NAME_LEN}",
             name.len()
         );
-        return Err(Error::refused_with(0x15, text));
+        return Err(Error::refused_with(code::NAME_TOO_LONG, text));
     }
     if std::str::from_utf8(name).is_err() {
-        return Err(Error::refused(0x16));
+        return Err(Error::refused(code::NAME_NOT_UTF8));
     }
     Ok(lease_ms as u32)
 }
 
-/// The 0x17 refusal of a lease, with the value as the caller gave it.
+/// The INVALID_LEASE (0x17) refusal of a lease, with the value as the caller gave it.
 pub(crate) fn invalid_lease(given: &str) -> Error {
     let text = format!(
         "lease must be a whole number of milliseconds from 1 ms to {MAX_LEASE_MS} ms, got {given}"
     );
-    Error::refused_with(0x17, text)
+    Error::refused_with(code::INVALID_LEASE, text)
 }
 
 /// Encodes an ACQUIRE frame after validating it; nothing is built for an

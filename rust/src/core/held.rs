@@ -1,14 +1,14 @@
 //! What a lock guard knows of its lock: the fixed grant, and the answers
-//! its accessors give from the session's [`Standing`].
+//! its accessors give from the session's [`HoldState`].
 //!
 //! The blocking and the tokio guard share the session with their keeper
 //! differently (a mutex and a condition variable, a watch channel), but
 //! every polled check and push waiter asks [`Session::poll`] and answers
-//! from the standing it returns: one decision.
+//! from the state it returns: one decision.
 
 use std::fmt;
 
-use super::session::{Session, Standing};
+use super::session::{HoldState, Session};
 use crate::error::Error;
 
 /// The grant a guard holds: the lock name and the fencing token. Fixed for
@@ -51,22 +51,22 @@ impl Grant {
     }
 }
 
-impl Standing {
+impl HoldState {
     /// `Ok(())` while held, else the loss ([`Error::Lost`]).
     pub(crate) fn check(self) -> Result<(), Error> {
         match self {
-            Standing::Held { .. } => Ok(()),
-            Standing::Lost { loss, .. } => Err(loss),
+            HoldState::Held { .. } => Ok(()),
+            HoldState::Lost { loss, .. } => Err(loss),
             // Only a released guard has ended without a loss, and nobody
             // asks it any more.
-            Standing::Ended => Err(Error::Lost(Box::new(Error::Cancelled))),
+            HoldState::Ended => Err(Error::Lost(Box::new(Error::Cancelled))),
         }
     }
 
     /// The loss, if lost.
     pub(crate) fn loss(self) -> Option<Error> {
         match self {
-            Standing::Lost { loss, .. } => Some(loss),
+            HoldState::Lost { loss, .. } => Some(loss),
             _ => None,
         }
     }

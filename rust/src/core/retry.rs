@@ -294,6 +294,7 @@ pub(crate) fn log_retry(name: &str, delay: Duration, plan: &Plan, servers: &[Ser
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::code;
     use crate::spec;
 
     #[test]
@@ -369,8 +370,12 @@ mod tests {
                     Some("connect_failed") => plan.failed(Failure::Connect(Error::io(
                         std::io::ErrorKind::ConnectionRefused.into(),
                     ))),
-                    Some("requeue") => plan.failed(session(Error::from_code(0x01, ""))),
-                    Some("terminal") => plan.failed(session(Error::from_code(0x18, ""))),
+                    Some("requeue") => {
+                        plan.failed(session(Error::from_code(code::SHUTTING_DOWN, "")))
+                    }
+                    Some("terminal") => {
+                        plan.failed(session(Error::from_code(code::NOT_AUTHORIZED, "")))
+                    }
                     Some("busy") => plan.failed(session(Error::Busy)),
                     Some("not_monolock") => plan.failed(session(Error::NotMonolock {
                         server: "test:1".into(),
@@ -407,7 +412,7 @@ mod tests {
         }
         // A terminal error wins over the deadline; so does a cancel.
         p.failed(Failure::Session {
-            error: Error::from_code(0x18, ""),
+            error: Error::from_code(code::NOT_AUTHORIZED, ""),
             queued: Duration::ZERO,
         });
         assert!(matches!(

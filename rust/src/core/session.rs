@@ -119,9 +119,9 @@ pub(crate) enum Input<'a> {
     Release,
 }
 
-/// A held lock's standing, as polled checks and push waiters see it.
+/// A held lock's state, as polled checks and push waiters see it.
 #[derive(Debug, Clone)]
-pub(crate) enum Standing {
+pub(crate) enum HoldState {
     /// Held and valid until then.
     Held { valid_until: Instant },
     /// Lost ([`Error::Lost`]); `newly` when this very poll decided it (at
@@ -211,22 +211,22 @@ impl Session {
     /// The one decision polled checks and push waiters share with the
     /// session's own timer: a held lock is lost from its deadline on,
     /// whichever path looks first.
-    pub(crate) fn poll(&mut self, now: Instant) -> Standing {
+    pub(crate) fn poll(&mut self, now: Instant) -> HoldState {
         if let Phase::Held(_) = self.phase {
             if now < self.deadline() {
-                return Standing::Held {
+                return HoldState::Held {
                     valid_until: self.deadline(),
                 };
             }
             let loss = self.lose_at_deadline();
-            return Standing::Lost { loss, newly: true };
+            return HoldState::Lost { loss, newly: true };
         }
         match &self.loss {
-            Some(loss) => Standing::Lost {
+            Some(loss) => HoldState::Lost {
                 loss: loss.clone(),
                 newly: false,
             },
-            None => Standing::Ended,
+            None => HoldState::Ended,
         }
     }
 
@@ -624,16 +624,16 @@ mod tests {
         assert_eq!(turn.send, Some(Request::Heartbeat));
         assert!(matches!(
             s.poll(t0 + ms(799)),
-            Standing::Held { valid_until } if valid_until == t0 + ms(800)
+            HoldState::Held { valid_until } if valid_until == t0 + ms(800)
         ));
         // A polled check at the deadline decides, before any timer runs.
         assert!(matches!(
             s.poll(t0 + ms(800)),
-            Standing::Lost { newly: true, .. }
+            HoldState::Lost { newly: true, .. }
         ));
         assert!(matches!(
             s.poll(t0 + ms(801)),
-            Standing::Lost { newly: false, .. }
+            HoldState::Lost { newly: false, .. }
         ));
         // The timer finds it decided: nothing more is told, nothing sent,
         // the late ack is ignored, and the close waits for the lease.
@@ -654,7 +654,7 @@ mod tests {
         let turn = s.step(Input::Release, t0 + ms(300));
         let until = t0 + ms(300 + 800);
         assert_eq!(turn.close, Some(Close::HandBack { until }));
-        assert!(matches!(s.poll(t0 + ms(900)), Standing::Ended));
+        assert!(matches!(s.poll(t0 + ms(900)), HoldState::Ended));
         // The heartbeat's ack is read and ignored; the wait goes on.
         assert!(outputs(&s.step(Input::Bytes(&bytes_acquired(4)), t0 + ms(310))).is_empty());
         assert_eq!(s.next_wakeup(), Some(until));
@@ -662,7 +662,7 @@ mod tests {
         let eof = Error::io(std::io::ErrorKind::UnexpectedEof.into());
         assert!(outputs(&s.step(Input::End(eof), t0 + ms(320))).is_empty());
         assert_eq!(s.next_wakeup(), None);
-        assert!(matches!(s.poll(t0 + ms(5000)), Standing::Ended));
+        assert!(matches!(s.poll(t0 + ms(5000)), HoldState::Ended));
     }
 
     #[test]
@@ -723,7 +723,7 @@ mod tests {
         );
         assert!(matches!(
             s.poll(t0 + ms(900)),
-            Standing::Lost { newly: false, .. }
+            HoldState::Lost { newly: false, .. }
         ));
     }
 

@@ -19,11 +19,11 @@ use ::tokio::time::{sleep_until, timeout_at};
 use super::conn::Conn;
 use crate::core::codec::HEARTBEAT;
 use crate::core::held::Grant;
-use crate::core::session::{Close, Input, Session, Standing, Turn};
+use crate::core::session::{Close, HoldState, Input, Session, Turn};
 use crate::error::Error;
 
 /// The session, shared by the guard, its watches and the keeper task; a
-/// change of its standing (a loss, the end) wakes the waiters.
+/// change of its state (a loss, the end) wakes the waiters.
 type Shared = watch::Sender<Session>;
 
 /// A held lock. Release it with [`LockGuard::release`]`.await`, which
@@ -123,7 +123,7 @@ impl LockGuard {
     /// Whether the lock is lost: its validity has run out or the server
     /// ended the session.
     pub fn is_lost(&self) -> bool {
-        !matches!(poll(&self.shared), Standing::Held { .. })
+        !matches!(poll(&self.shared), HoldState::Held { .. })
     }
 
     /// Why the lock was lost ([`Error::Lost`]), or `None` while held.
@@ -207,19 +207,19 @@ impl LossWatch {
     /// Whether the lock was lost: its validity has run out or the server
     /// ended the session (the same decision as [`LockGuard::is_lost`]).
     pub fn is_lost(&self) -> bool {
-        matches!(poll(&self.shared), Standing::Lost { .. })
+        matches!(poll(&self.shared), HoldState::Lost { .. })
     }
 }
 
 /// Asks the session where the lock stands at this instant; if that decided
 /// the loss, the waiters are woken.
-fn poll(shared: &Shared) -> Standing {
-    let mut standing = Standing::Ended;
+fn poll(shared: &Shared) -> HoldState {
+    let mut state = HoldState::Ended;
     shared.send_if_modified(|session| {
-        standing = session.poll(Instant::now());
-        matches!(standing, Standing::Lost { newly: true, .. })
+        state = session.poll(Instant::now());
+        matches!(state, HoldState::Lost { newly: true, .. })
     });
-    standing
+    state
 }
 
 /// Completes when the lock is lost (`Some`) or released (`None`). It wakes
@@ -230,9 +230,9 @@ async fn wait_end(shared: &Shared) -> Option<Error> {
         // Subscribed before looking: a change after the look wakes us.
         let mut changes = shared.subscribe();
         let valid_until = match poll(shared) {
-            Standing::Held { valid_until } => valid_until,
-            Standing::Lost { loss, .. } => return Some(loss),
-            Standing::Ended => return None,
+            HoldState::Held { valid_until } => valid_until,
+            HoldState::Lost { loss, .. } => return Some(loss),
+            HoldState::Ended => return None,
         };
         ::tokio::select! {
             // The sender lives as long as `shared`: this never fails.

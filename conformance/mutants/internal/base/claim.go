@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/monolock/monolock/conformance/pipe"
+	"github.com/monolock/monolock/go/pkg/protocol"
 )
 
 const (
@@ -113,15 +114,15 @@ func (cl *claim) finish() {
 func (cl *claim) validate() int {
 	switch {
 	case cl.leaseMS == 0 || cl.leaseMS > 0xffffffff:
-		return 0x17
+		return int(protocol.ErrInvalidLease.Code)
 	case cl.bugs.SkipNameValidation:
 		return 0
 	case len(cl.name) == 0:
-		return 0x14
+		return int(protocol.ErrEmptyName.Code)
 	case len(cl.name) > 255:
-		return 0x15
+		return int(protocol.ErrNameTooLong.Code)
 	case !utf8.ValidString(cl.name):
-		return 0x16
+		return int(protocol.ErrNameNotUTF8.Code)
 	}
 	return 0
 }

@@ -1,8 +1,8 @@
-// Command release cross-compiles the monolock command for every supported
+// Command dist cross-compiles the monolock command for every supported
 // platform, with the version embedded, and writes SHA256SUMS beside the
 // binaries. `mage release` runs it; by hand, from the go/ directory:
 //
-//	go run ./internal/release -version v1.2.3 -out ../dist
+//	go run ./internal/dist -version v1.2.3 -out ../dist
 //
 // Binaries are static (CGO_ENABLED=0), built with -trimpath, and named
 // monolock_VERSION_OS_ARCH (".exe" on Windows).

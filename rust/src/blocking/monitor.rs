@@ -5,16 +5,17 @@
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-/// A value that threads change and wait on.
+/// A value that threads change and wait on (a monitor: a mutex and its
+/// condition variable).
 #[derive(Default)]
-pub(crate) struct Signal<T> {
+pub(crate) struct Monitor<T> {
     state: Mutex<T>,
     changed: Condvar,
 }
 
-impl<T> Signal<T> {
-    pub(crate) fn new(state: T) -> Signal<T> {
-        Signal {
+impl<T> Monitor<T> {
+    pub(crate) fn new(state: T) -> Monitor<T> {
+        Monitor {
             state: Mutex::new(state),
             changed: Condvar::new(),
         }
