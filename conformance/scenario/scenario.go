@@ -31,18 +31,18 @@ const ClassSafety = "safety"
 
 // Scenario is one file of spec/scenarios.
 type Scenario struct {
-	Name        string   `json:"-"` // file name without .json
-	Description string   `json:"description"`
+	Name        string `json:"-"` // file name without .json
+	Description string `json:"description"`
 	// Class "safety" marks a scenario that pins a safety rule (loss,
 	// deadlines, FIN order, grants): the runner never reruns it, so a miss
 	// can never be turned into a pass. "" is an ordinary scenario.
-	Class   string `json:"class,omitempty"`
-	Backend string `json:"backend"`
-	Requires    []string `json:"requires,omitempty"`
-	TimeoutMS   int      `json:"timeout_ms,omitempty"`
-	Server      *Server  `json:"server,omitempty"`
-	Steps       []Step   `json:"steps"`
-	Checks      []Check  `json:"checks,omitempty"`
+	Class     string   `json:"class,omitempty"`
+	Backend   string   `json:"backend"`
+	Requires  []string `json:"requires,omitempty"`
+	TimeoutMS int      `json:"timeout_ms,omitempty"`
+	Server    *Server  `json:"server,omitempty"`
+	Steps     []Step   `json:"steps"`
+	Checks    []Check  `json:"checks,omitempty"`
 }
 
 // Server configures the real server of a "server" scenario. The runner

@@ -75,8 +75,8 @@ type Store struct {
 	mu        sync.Mutex
 	persist   func(top uint64) error // records a block durably
 	blockSize uint64
-	next      uint64 // the token Next returns
-	reserved  uint64 // the highest token recorded durably; next <= reserved+1
+	next      uint64   // the token Next returns
+	reserved  uint64   // the highest token recorded durably; next <= reserved+1
 	lock      *os.File // the data directory's lock; nil without one
 	closed    bool
 	exhausted bool // the last token, MaxUint64, was handed out
