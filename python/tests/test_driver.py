@@ -20,7 +20,7 @@ from .support import PYTHON_DIR, RealServer
 class Driver:
     def __init__(self, api: str) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "monolock_driver", "--api", api],
+            [sys.executable, "-m", "conformance_driver", "--api", api],
             cwd=PYTHON_DIR,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

@@ -1,6 +1,6 @@
 package jvmtest;
 
-import driver.Json;
+import conformance_driver.Json;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;

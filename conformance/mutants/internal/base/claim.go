@@ -11,7 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/monolock/monolock/conformance/pipe"
+	"github.com/monolock/monolock/go/pkg/conformancepipe"
 	"github.com/monolock/monolock/go/pkg/protocol"
 )
 
@@ -33,14 +33,14 @@ type claim struct {
 	connectTimeout time.Duration
 	tls            *tls.Config // nil: plain TCP
 	bugs           Bugs
-	o              *pipe.Writer
+	o              *conformancepipe.Writer
 
 	mu   sync.Mutex
 	done bool
 	ctl  chan string // release, cancel, quit
 }
 
-func newClaim(c pipe.Command, bugs Bugs, o *pipe.Writer) (*claim, error) {
+func newClaim(c conformancepipe.Command, bugs Bugs, o *conformancepipe.Writer) (*claim, error) {
 	name, err := c.LockName()
 	if err != nil {
 		return nil, err

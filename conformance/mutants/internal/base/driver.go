@@ -11,7 +11,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/monolock/monolock/conformance/pipe"
+	"github.com/monolock/monolock/go/pkg/conformancepipe"
 )
 
 // Bugs are the deliberate mistakes a mutant can make.
@@ -38,7 +38,7 @@ type Bugs struct {
 
 // tlsConfig builds the TLS configuration; an empty server name is filled in
 // per address by the dialer.
-func tlsConfig(t *pipe.TLS) (*tls.Config, error) {
+func tlsConfig(t *conformancepipe.TLS) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: x509.NewCertPool()}
 	pem, err := os.ReadFile(t.CAFile)
 	if err != nil {
@@ -62,10 +62,10 @@ func tlsConfig(t *pipe.TLS) (*tls.Config, error) {
 
 // Main runs the driver on stdin/stdout until quit or EOF.
 func Main(client string, bugs Bugs) {
-	o := pipe.NewWriter(os.Stdout)
+	o := conformancepipe.NewWriter(os.Stdout)
 	o.Ready(client, "cancel", "invalid_utf8_names", "tls")
 	claims := map[string]*claim{}
-	pipe.ReadCommands(os.Stdin, o, func(c pipe.Command) {
+	conformancepipe.ReadCommands(os.Stdin, o, func(c conformancepipe.Command) {
 		switch c.Cmd {
 		case "acquire":
 			cl, err := newClaim(c, bugs, o)

@@ -1,4 +1,4 @@
-package driver;
+package conformance_driver;
 
 import java.util.ArrayList;
 import java.util.LinkedHashMap;

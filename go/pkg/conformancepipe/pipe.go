@@ -1,9 +1,12 @@
-// Package pipe is the driver's end of the conformance pipe protocol of
-// docs/writing-a-client.md: JSON commands read from stdin, JSON events
-// written to stdout, one object per line. The Go driver and the mutants'
-// base client share it, so both read and write the protocol the same way;
-// what a command does stays with each driver.
-package pipe
+// Package conformancepipe is the driver's end of the conformance pipe
+// protocol of docs/writing-a-client.md: JSON commands read from stdin, JSON
+// events written to stdout, one object per line. The Go driver
+// (go/cmd/conformance_driver) and the mutants' base client
+// (conformance/mutants) share it, so both read and write the protocol the
+// same way; what a command does stays with each driver. It is in this
+// module, not in conformance/, because the conformance module depends on
+// this one and never the other way round.
+package conformancepipe
 
 import (
 	"bufio"

@@ -1,4 +1,4 @@
-"""``python -m monolock_driver --api sync|asyncio``."""
+"""``python -m conformance_driver --api sync|asyncio``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(prog="monolock_driver", description=__doc__)
+    parser = argparse.ArgumentParser(prog="conformance_driver", description=__doc__)
     parser.add_argument("--api", choices=["sync", "asyncio"], required=True)
     args = parser.parse_args()
     if args.api == "sync":

@@ -1,4 +1,4 @@
-package pipe
+package conformancepipe
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package driver;
+package conformance_driver;
 
 import java.io.BufferedReader;
 import java.io.IOException;

@@ -1,7 +1,7 @@
-// Command go is the conformance driver of the canonical Go client
-// (github.com/monolock/monolock/go/client). It speaks the pipe protocol of
-// docs/writing-a-client.md: JSON commands on stdin, JSON events on stdout,
-// one object per line. It uses the client's public API only.
+// Command conformance_driver is the conformance driver of the canonical Go
+// client (github.com/monolock/monolock/go/client). It speaks the pipe
+// protocol of docs/writing-a-client.md: JSON commands on stdin, JSON events
+// on stdout, one object per line. It uses the client's public API only.
 package main
 
 import (
@@ -15,13 +15,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/monolock/monolock/conformance/pipe"
 	"github.com/monolock/monolock/go/client"
+	"github.com/monolock/monolock/go/pkg/conformancepipe"
 	"github.com/monolock/monolock/go/pkg/protocol"
 )
 
 // tlsConfig builds the client's TLS configuration from the files.
-func tlsConfig(t *pipe.TLS) (*tls.Config, error) {
+func tlsConfig(t *conformancepipe.TLS) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if t.CAFile != "" {
 		pem, err := os.ReadFile(t.CAFile)
@@ -47,15 +47,15 @@ func tlsConfig(t *pipe.TLS) (*tls.Config, error) {
 }
 
 func main() {
-	o := pipe.NewWriter(os.Stdout)
+	o := conformancepipe.NewWriter(os.Stdout)
 	o.Ready("go", "cancel", "invalid_utf8_names", "tls")
 	d := &driver{out: o, claims: map[string]*claim{}}
-	pipe.ReadCommands(os.Stdin, o, d.handle)
+	conformancepipe.ReadCommands(os.Stdin, o, d.handle)
 	d.closeAll()
 }
 
 type driver struct {
-	out    *pipe.Writer
+	out    *conformancepipe.Writer
 	claims map[string]*claim
 }
 
@@ -63,7 +63,7 @@ func (d *driver) driverError(format string, args ...any) {
 	d.out.DriverError(fmt.Sprintf(format, args...))
 }
 
-func (d *driver) handle(c pipe.Command) {
+func (d *driver) handle(c conformancepipe.Command) {
 	switch c.Cmd {
 	case "acquire":
 		if old := d.claims[c.ID]; old != nil && !old.finished() {
@@ -103,7 +103,7 @@ func (d *driver) closeAll() {
 // claim is one acquire command and the lock it leads to.
 type claim struct {
 	id   string
-	out  *pipe.Writer
+	out  *conformancepipe.Writer
 	name string
 	mode string
 	opts []client.Option
@@ -119,7 +119,7 @@ type claim struct {
 	ended   bool // no lock held any more (failed, lost or released)
 }
 
-func newClaim(c pipe.Command, out *pipe.Writer) (*claim, error) {
+func newClaim(c conformancepipe.Command, out *conformancepipe.Writer) (*claim, error) {
 	cl := &claim{id: c.ID, out: out, mode: c.Mode, acquired: make(chan struct{})}
 	switch {
 	case c.ID == "":
