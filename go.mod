@@ -1,5 +1,5 @@
 module github.com/monolock/monolock
 
-go 1.24.0
+go 1.26.0
 
 require github.com/magefile/mage v1.17.2

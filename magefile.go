@@ -176,15 +176,18 @@ func Deps() error { return runIn(".", "bash", "scripts/deps.sh") }
 // Go runs go vet and the race-enabled Go tests of the go, conformance and bench modules.
 func (Test) Go() error {
 	mg.Deps(Build, Deps) // tests of the real binary use MONOLOCK_BIN; HA tests run etcd
+	// Every module is checked even after a failure, as test:all does with
+	// its steps, so one run shows every broken module.
+	var errs []error
 	for _, dir := range []string{"go", "conformance", "bench"} {
 		if err := runIn(dir, "go", "vet", "./..."); err != nil {
-			return err
+			errs = append(errs, fmt.Errorf("%s: go vet: %w", dir, err))
 		}
 		if err := runIn(dir, "go", "test", "-race", "-count=1", "./..."); err != nil {
-			return err
+			errs = append(errs, fmt.Errorf("%s: go test: %w", dir, err))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Python runs python/scripts/test.sh: its own venv, ruff, mypy --strict, pytest.

@@ -219,19 +219,6 @@ impl ClientBuilder {
     pub fn new() -> ClientBuilder {
         ClientBuilder::with_defaults()
     }
-
-    /// Builds the blocking client, after checking the settings.
-    pub fn build(self) -> Result<crate::Client, Error> {
-        Ok(crate::Client::from_config(self.finish()?))
-    }
-}
-
-#[cfg(feature = "tokio")]
-impl ClientBuilder<crate::tokio::Client> {
-    /// Builds the async client for tokio, after checking the settings.
-    pub fn build(self) -> Result<crate::tokio::Client, Error> {
-        Ok(crate::tokio::Client::from_config(self.finish()?))
-    }
 }
 
 impl<C> ClientBuilder<C> {
@@ -321,7 +308,7 @@ impl<C> ClientBuilder<C> {
 
     /// Checks the settings: the errors of a configuration come here, not
     /// at connect time.
-    fn finish(self) -> Result<Arc<Config>, Error> {
+    pub(crate) fn finish(self) -> Result<Arc<Config>, Error> {
         let mut servers = self
             .servers
             .iter()

@@ -54,6 +54,15 @@ pub struct Client {
     config: Arc<Config>,
 }
 
+// Here rather than in config.rs, so that the settings module depends on
+// neither client and no two modules import each other.
+impl ClientBuilder {
+    /// Builds the async client for tokio, after checking the settings.
+    pub fn build(self) -> Result<Client, Error> {
+        Ok(Client::from_config(self.finish()?))
+    }
+}
+
 impl Client {
     /// Starts a [`ClientBuilder`] for this client, with the defaults of
     /// [`crate::ClientBuilder::new`]; its `build` returns a tokio
