@@ -194,10 +194,7 @@ func (c *claim) write(frame []byte) error {
 
 func (c *claim) grant() {
 	c.mu.Lock()
-	var queued time.Duration
-	if !c.queuedAt.IsZero() {
-		queued = time.Since(c.queuedAt)
-	}
+	queued := c.queuedLocked()
 	lock := &Lock{name: c.name, token: c.core.Token(), c: c}
 	validUntil := c.core.ValidUntil()
 	c.mu.Unlock()
@@ -207,15 +204,20 @@ func (c *claim) grant() {
 	c.events <- event{lock: lock, queued: queued}
 }
 
+// queuedLocked is how long the claim has been queued (zero if it never
+// was). Caller holds c.mu.
+func (c *claim) queuedLocked() time.Duration {
+	if c.queuedAt.IsZero() {
+		return 0
+	}
+	return time.Since(c.queuedAt)
+}
+
 // fail reports the end of a claim that was never granted, unless Acquire
 // has given up on it.
 func (c *claim) fail(err error) {
 	c.mu.Lock()
-	gaveUp := c.letGo
-	var queued time.Duration
-	if !c.queuedAt.IsZero() {
-		queued = time.Since(c.queuedAt)
-	}
+	gaveUp, queued := c.letGo, c.queuedLocked()
 	c.mu.Unlock()
 	if !gaveUp {
 		c.events <- event{err: err, queued: queued}

@@ -231,15 +231,22 @@ func (s *Server) Cell() (st CellStatus, ok bool) {
 	return s.gate.Status(), true
 }
 
+// sessionsLocked returns the open sessions, to end them outside s.mu.
+// Caller holds s.mu.
+func (s *Server) sessionsLocked() []*session {
+	sessions := make([]*session, 0, len(s.sessions))
+	for _, sess := range s.sessions {
+		sessions = append(sessions, sess)
+	}
+	return sessions
+}
+
 // StepDown ends every session with ERROR 0x01 (reason names why) and keeps
 // listening: an HA server that is no longer active. Its gate and tokens
 // already refuse, so nobody is promoted meanwhile.
 func (s *Server) StepDown(reason string) {
 	s.mu.Lock()
-	sessions := make([]*session, 0, len(s.sessions))
-	for _, sess := range s.sessions {
-		sessions = append(sessions, sess)
-	}
+	sessions := s.sessionsLocked()
 	s.mu.Unlock()
 	for _, sess := range sessions {
 		go sess.endAndHandOver(protocol.ErrShuttingDown, reason)
@@ -417,10 +424,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for ln := range s.listeners {
 		ln.Close()
 	}
-	sessions := make([]*session, 0, len(s.sessions))
-	for _, sess := range s.sessions {
-		sessions = append(sessions, sess)
-	}
+	sessions := s.sessionsLocked()
 	s.mu.Unlock()
 	// Before any session ends: a holder's end must not promote its waiters.
 	s.table.Close()

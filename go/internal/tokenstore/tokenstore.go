@@ -175,9 +175,9 @@ func New(mark uint64, persist func(top uint64) error, opts Options) (*Store, err
 	return s, nil
 }
 
-// openMark returns the mark to start from: the recorded one, raised to
-// floor. A used directory (marker present) without a mark is refused unless
-// floor is given; a new directory is marked as used.
+// openMark returns the recorded mark (New raises it to the floor). A used
+// directory (marker present) without a mark is refused unless floor is
+// given; a new directory is marked as used.
 func openMark(dir, path string, floor uint64) (uint64, error) {
 	mark, found, err := readMark(path)
 	if err != nil {
@@ -196,7 +196,7 @@ func openMark(dir, path string, floor uint64) (uint64, error) {
 			return 0, fmt.Errorf("tokenstore: mark data directory as used: %w", err)
 		}
 	}
-	return max(mark, floor), nil
+	return mark, nil
 }
 
 // Next returns a new token, larger than every token issued before by this
