@@ -83,6 +83,8 @@ type Node struct {
 	maxLease   atomic.Int64 // the longest lease recorded in etcd, ns
 	leader     atomic.Value // string: the active server's address
 
+	admitMu sync.Mutex // serialises AdmitLease's writes
+
 	mu     sync.Mutex
 	tokens *tokenstore.Store // the leader's; nil otherwise
 	guard  *clientv3.Cmp     // holds while this node leads; nil otherwise
@@ -183,6 +185,13 @@ func (n *Node) AdmitLease(lease time.Duration) error {
 	if int64(lease) <= n.maxLease.Load() {
 		return nil
 	}
+	// One write at a time, so the value in etcd only grows: two longer
+	// leases admitted at once must not let the shorter one land last.
+	n.admitMu.Lock()
+	defer n.admitMu.Unlock()
+	if int64(lease) <= n.maxLease.Load() {
+		return nil
+	}
 	n.mu.Lock()
 	guard := n.guard
 	n.mu.Unlock()
@@ -199,12 +208,8 @@ func (n *Node) AdmitLease(lease time.Duration) error {
 	if !resp.Succeeded {
 		return errors.New("ha: leadership lost")
 	}
-	for {
-		old := n.maxLease.Load()
-		if int64(lease) <= old || n.maxLease.CompareAndSwap(old, int64(lease)) {
-			return nil
-		}
-	}
+	n.maxLease.Store(int64(lease))
+	return nil
 }
 
 // Next implements server.Tokens: the leader's tokens once its grace is
