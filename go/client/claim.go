@@ -171,6 +171,12 @@ func (c *claim) apply(a session.Actions) bool {
 		c.log.Info("monolock: lock lost", "err", lostError(c.causeError(a.Lost)))
 	}
 	if a.Failed != nil {
+		if a.Failed.Kind == session.CauseBusy {
+			// Hand the queue place back before reporting busy: a claim
+			// closed without waiting can still be promoted when the holder
+			// lets go, and a try that follows would find the lock busy.
+			c.handBack()
+		}
 		c.fail(c.causeError(a.Failed))
 	}
 	if a.Send != nil {
@@ -268,8 +274,8 @@ func (c *claim) abandon() {
 }
 
 // handBack half-closes the connection and waits for the server to close its
-// side, which it does once it has let the lock go. Acks of a heartbeat
-// still in flight are read and ignored.
+// side, which it does once it has let the claim go (a held lock, or a place
+// in the queue). Acks of a heartbeat still in flight are read and ignored.
 func (c *claim) handBack() {
 	cw, ok := c.conn.(interface{ CloseWrite() error })
 	if !ok || cw.CloseWrite() != nil {

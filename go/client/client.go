@@ -64,7 +64,9 @@ func (c *Client) Acquire(ctx context.Context, name string) (*Lock, error) {
 // if another session holds it. It makes one pass over the servers: a server
 // error is returned as *ServerError (temporary or not), and when no server
 // can be reached, answers, or speaks the monolock protocol, the error wraps
-// ErrUnavailable.
+// ErrUnavailable. Before it returns ErrBusy it hands its place in the
+// queue back and waits (one round trip) for the server to drop it, so the
+// holder's release can never promote this abandoned claim.
 func (c *Client) TryAcquire(ctx context.Context, name string) (*Lock, error) {
 	return c.acquire(ctx, name, true)
 }
