@@ -21,8 +21,8 @@ func newClient(t *testing.T, addr string, lease time.Duration, opts ...Option) *
 	return c
 }
 
-// requireNoSessions fails if a session goroutine outlives the test: every
-// lock must end with its connection closed and both goroutines gone.
+// requireNoSessions fails if a claim's goroutine outlives the test: every
+// lock must end with its connection closed and its goroutine gone.
 func requireNoSessions(t *testing.T) {
 	t.Helper()
 	deadline := time.Now().Add(wait)
@@ -52,13 +52,14 @@ func ctxTimeout(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-// acquireAsync runs Acquire (or TryAcquire) on its own goroutine.
+// acquireResult is what an acquisition returned, and when.
 type acquireResult struct {
 	lock *Lock
 	err  error
 	at   time.Time
 }
 
+// acquireAsync runs Acquire (or TryAcquire) on its own goroutine.
 func acquireAsync(ctx context.Context, c *Client, name string, try bool) <-chan acquireResult {
 	ch := make(chan acquireResult, 1)
 	go func() {

@@ -156,9 +156,10 @@ func (l *Lock) notify() {
 	listener.OnLost(classify(err).code, err.Error())
 }
 
-// Unlock releases the lock: its connection is closed and the server hands
-// the lock to the next waiter at once. It returns once the connection is
-// closed, and may be called again, also after loss.
+// Unlock releases the lock: the server hands it to the next waiter at once.
+// For a held lock it returns once the server has let the lock go (or after
+// at most a second without that confirmation); after a loss it closes the
+// connection at once. It may be called again, also after loss.
 //
 // (Named Unlock, not Release, because Objective-C reserves -release for
 // reference counting: a method of that name does not compile under ARC.)

@@ -231,8 +231,8 @@ func TestAcquireBusyUnlockReacquire(t *testing.T) {
 	require.False(t, first.IsLost())
 	require.Equal(t, "", first.LostKind())
 
-	// The server frees the lock when it sees the connection close, a moment
-	// after Unlock returns: wait for it rather than try.
+	// Unlock returned once the server had let the lock go: the next grant
+	// carries a larger token.
 	second, err := c.Acquire("jobs/x", waitBound.Milliseconds(), nil)
 	require.NoError(t, err)
 	require.Greater(t, second.Token(), first.Token())

@@ -1,5 +1,3 @@
-/** The logging hook: any object with debug, info and warn methods. */
-
 /**
  * Where the client tells what it does. Each method gets one string that
  * starts with `"monolock: "`, so `console`, pino, winston and bunyan loggers

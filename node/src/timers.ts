@@ -1,4 +1,8 @@
-/** Small timer helpers: delays past Node's 2^31-1 ms limit, and sleeping. */
+/**
+ * Timers that accept any delay and need not keep the process alive.
+ *
+ * @packageDocumentation
+ */
 
 /** Node fires a longer setTimeout at once (with a warning), so long delays are chained. */
 const MAX_TIMEOUT_MS = 0x7fff_ffff;

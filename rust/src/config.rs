@@ -2,17 +2,15 @@
 
 use std::fmt;
 use std::marker::PhantomData;
-use std::net::Ipv6Addr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::addr::ServerAddr;
 use crate::core::codec::{invalid_lease, MAX_LEASE_MS};
 use crate::error::Error;
 
 /// The server used when none is configured.
 pub const DEFAULT_SERVER: &str = "127.0.0.1:7117";
-/// The port of a server address given without one (`locks.internal`).
-pub const DEFAULT_PORT: u16 = 7117;
 /// The lease used when none is configured: how long the server keeps a
 /// silent session. Heartbeats go out every quarter of it.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(10);
@@ -20,82 +18,6 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(10);
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 type WaitingHook = Arc<dyn Fn(&str) + Send + Sync>;
-
-/// A server address: `HOST:PORT`, `[IPV6]:PORT`, or a bare host (`HOST`,
-/// `[IPV6]`, or an IPv6 literal without brackets) on [`DEFAULT_PORT`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ServerAddr {
-    pub(crate) host: String,
-    pub(crate) port: u16,
-}
-
-impl ServerAddr {
-    /// Parses an address as spec/vectors/addresses.json has it, or says
-    /// what is wrong with it.
-    pub(crate) fn parse(addr: &str) -> Result<ServerAddr, Error> {
-        let bad = |why: &str| Error::Config(format!("invalid server address {addr:?}: {why}"));
-        let (host, port) = if let Some(rest) = addr.strip_prefix('[') {
-            let (host, after) = rest
-                .split_once(']')
-                .ok_or_else(|| bad("missing ']' after the IPv6 address"))?;
-            if host.parse::<Ipv6Addr>().is_err() {
-                return Err(bad("not an IPv6 address between '[' and ']'"));
-            }
-            let port = match after {
-                "" => None,
-                _ => Some(
-                    after
-                        .strip_prefix(':')
-                        .ok_or_else(|| bad("expected ':PORT' after ']'"))?,
-                ),
-            };
-            (host, port)
-        } else if addr.matches(':').count() > 1 {
-            // Several colons: an IPv6 literal without brackets, no port.
-            if addr.parse::<Ipv6Addr>().is_err() {
-                return Err(bad("too many ':' (write an IPv6 address as [ADDR]:PORT)"));
-            }
-            (addr, None)
-        } else {
-            match addr.split_once(':') {
-                Some((host, port)) => (host, Some(port)),
-                None => (addr, None),
-            }
-        };
-        let host_ok = |h: &str| {
-            !h.is_empty()
-                && h.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':'))
-        };
-        if !host_ok(host) {
-            return Err(bad(
-                "the host is empty or has characters a host name cannot have",
-            ));
-        }
-        let port = match port {
-            None => DEFAULT_PORT,
-            Some(port) => port
-                .parse::<u16>()
-                .ok()
-                .filter(|p| *p != 0 && port.bytes().all(|b| b.is_ascii_digit()))
-                .ok_or_else(|| bad("the port must be a number from 1 to 65535"))?,
-        };
-        Ok(ServerAddr {
-            host: host.to_owned(),
-            port,
-        })
-    }
-}
-
-impl fmt::Display for ServerAddr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.host.contains(':') {
-            write!(f, "[{}]:{}", self.host, self.port)
-        } else {
-            write!(f, "{}:{}", self.host, self.port)
-        }
-    }
-}
 
 /// The lease in whole milliseconds, or the 0x17 refusal: a lease that is
 /// not a whole number of milliseconds is refused, never rounded.
@@ -149,7 +71,9 @@ impl fmt::Debug for Config {
 /// one for the blocking [`Client`](crate::Client), and, with the `tokio`
 /// feature, [`tokio::Client::builder`](crate::tokio::Client::builder) one
 /// for the async [`tokio::Client`](crate::tokio::Client). The type
-/// parameter is the client that [`build`](ClientBuilder::build) returns.
+/// parameter is the client that `build` returns: write the blocking one's
+/// builder as `ClientBuilder<Client>`, the tokio one's as
+/// [`tokio::ClientBuilder`](crate::tokio::ClientBuilder).
 ///
 /// `build` checks the settings: a server address that does not parse is
 /// [`Error::Config`], a lease outside the protocol's range (or not a
@@ -168,7 +92,11 @@ impl fmt::Debug for Config {
 /// # drop(client);
 /// # Ok::<(), monolock::Error>(())
 /// ```
-pub struct ClientBuilder<C = crate::Client> {
+//
+// This module names neither client, so that no two modules import each
+// other: each client's module adds the `build` that returns it (the
+// blocking one also `new` and `Default`).
+pub struct ClientBuilder<C> {
     servers: Vec<String>,
     lease: Duration,
     connect_timeout: Duration,
@@ -205,22 +133,6 @@ impl<C> fmt::Debug for ClientBuilder<C> {
     }
 }
 
-impl Default for ClientBuilder {
-    fn default() -> Self {
-        ClientBuilder::new()
-    }
-}
-
-impl ClientBuilder {
-    /// A builder for the blocking client with the defaults: server
-    /// [`DEFAULT_SERVER`], lease [`DEFAULT_LEASE`], connect timeout
-    /// [`DEFAULT_CONNECT_TIMEOUT`]. Same as
-    /// [`Client::builder`](crate::Client::builder).
-    pub fn new() -> ClientBuilder {
-        ClientBuilder::with_defaults()
-    }
-}
-
 impl<C> ClientBuilder<C> {
     pub(crate) fn with_defaults() -> ClientBuilder<C> {
         ClientBuilder {
@@ -235,8 +147,8 @@ impl<C> ClientBuilder<C> {
     }
 
     /// Adds a server: `host:port`, `[ipv6]:port`, or a bare host, which
-    /// means port [`DEFAULT_PORT`]. With several servers, connection
-    /// attempts go round the list in order.
+    /// means port [`DEFAULT_PORT`](crate::DEFAULT_PORT). With several
+    /// servers, connection attempts go round the list in order.
     pub fn server(mut self, addr: impl Into<String>) -> Self {
         self.servers.push(addr.into());
         self
@@ -333,59 +245,31 @@ mod tests {
     use super::*;
     use crate::spec;
 
-    #[test]
-    fn address_vectors() {
-        let v = spec::load("vectors/addresses.json");
-        let c = spec::load("constants.json");
-        assert_eq!(c["client_defaults"]["default_port"], DEFAULT_PORT);
-        assert_eq!(c["client_defaults"]["default_server"], DEFAULT_SERVER);
-        let ok = v["ok"].as_array().unwrap();
-        assert!(ok.len() >= 10);
-        for case in ok {
-            let input = case["in"].as_str().unwrap();
-            let addr = ServerAddr::parse(input).unwrap_or_else(|e| panic!("{input:?}: {e}"));
-            assert_eq!(addr.host, case["host"].as_str().unwrap(), "{input:?}");
-            assert_eq!(
-                u64::from(addr.port),
-                case["port"].as_u64().unwrap(),
-                "{input:?}"
-            );
-        }
-        let errors = v["error"].as_array().unwrap();
-        assert!(errors.len() >= 10);
-        for case in errors {
-            let input = case.as_str().unwrap();
-            let err = ServerAddr::parse(input).expect_err(input);
-            assert!(matches!(err, Error::Config(_)), "{input:?}: {err:?}");
-            assert!(!err.is_temporary(), "{input:?}");
-            let msg = err.to_string();
-            assert!(
-                msg.contains(&format!("{input:?}")),
-                "names the address: {msg}"
-            );
-        }
+    /// Each client's `build` is `finish` and a constructor, so the checks
+    /// are tested here without a client.
+    fn builder() -> ClientBuilder<()> {
+        ClientBuilder::with_defaults()
     }
 
     #[test]
     fn a_bad_address_fails_the_build_not_the_acquire() {
-        let err = crate::Client::builder()
+        let err = builder()
             .server("localhost:7117")
             .server("host:0")
-            .build()
+            .finish()
             .unwrap_err();
         assert_eq!(
             err.to_string(),
             "monolock: invalid server address \"host:0\": the port must be a number from 1 to 65535"
         );
-        let c = crate::Client::builder()
-            .server("locks.internal")
-            .build()
-            .unwrap();
-        assert_eq!(c.config().servers[0].to_string(), "locks.internal:7117");
-        let c = crate::Client::builder().server("::1").build().unwrap();
-        assert_eq!(c.config().servers[0].to_string(), "[::1]:7117");
-        let c = crate::Client::builder().build().unwrap();
-        assert_eq!(c.config().servers[0].to_string(), DEFAULT_SERVER);
+        let c = builder().server("locks.internal").finish().unwrap();
+        assert_eq!(c.servers[0].to_string(), "locks.internal:7117");
+        let c = builder().server("::1").finish().unwrap();
+        assert_eq!(c.servers[0].to_string(), "[::1]:7117");
+        let c = builder().finish().unwrap();
+        assert_eq!(c.servers[0].to_string(), DEFAULT_SERVER);
+        let spec_default = &spec::load("constants.json")["client_defaults"]["default_server"];
+        assert_eq!(spec_default, DEFAULT_SERVER);
     }
 
     /// The lease rule of spec/constants.json: whole milliseconds from 1 to
@@ -411,10 +295,10 @@ mod tests {
             (Duration::ZERO, "0ns"),
             (Duration::from_millis(MAX_LEASE_MS + 1), "4294967.296s"),
         ] {
-            let err = crate::Client::builder().lease(lease).build().unwrap_err();
+            let err = builder().lease(lease).finish().unwrap_err();
             assert_eq!(err.code(), Some(0x17), "{lease:?}");
             assert!(!err.is_temporary());
-            assert_eq!(err.reason().unwrap().origin(), crate::Origin::Client);
+            assert_eq!(err.reason().unwrap().origin(), crate::error::Origin::Client);
             assert_eq!(
                 err.to_string(),
                 format!("monolock: {wording}, got {given} (0x17)")

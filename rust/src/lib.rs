@@ -70,6 +70,7 @@
 #[macro_use]
 mod logging;
 
+mod addr;
 mod blocking;
 mod config;
 mod core;
@@ -83,14 +84,14 @@ pub mod tls;
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub mod tokio;
 
+pub use addr::DEFAULT_PORT;
 pub use blocking::{CancelHandle, Client, LockGuard, LossWatch};
-pub use config::{
-    ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_PORT, DEFAULT_SERVER,
-};
+pub use config::{ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_SERVER};
 pub use error::{Error, Origin, Reason};
 
-// The README's examples are whole programs: scripts/readme.sh builds and
-// runs them in a fresh project, with the dependency lines the README gives.
+// README.md is not included as doc-tests: its examples are whole programs
+// with their own dependency lines, which scripts/readme.sh builds and runs
+// in a fresh project.
 
 /// The `Result` of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -34,7 +34,7 @@ use std::sync::Arc;
 use rustls::pki_types::ServerName;
 use rustls::{ClientConfig, ClientConnection, ConfigBuilder, WantsVerifier};
 
-use crate::config::ServerAddr;
+use crate::addr::ServerAddr;
 
 /// A rustls client config builder on this crate's crypto provider (ring)
 /// with rustls's safe default protocol versions (TLS 1.2 and 1.3). It needs

@@ -10,13 +10,17 @@ use monolock::{
 
 #[test]
 fn blocking_surface() {
-    let _: fn() -> ClientBuilder = Client::builder;
-    let _: fn() -> ClientBuilder = ClientBuilder::new;
-    let _: fn(ClientBuilder, String) -> ClientBuilder = ClientBuilder::server;
-    let _: fn(ClientBuilder, Vec<String>) -> ClientBuilder = ClientBuilder::servers;
-    let _: fn(ClientBuilder, Duration) -> ClientBuilder = ClientBuilder::lease;
-    let _: fn(ClientBuilder, Duration) -> ClientBuilder = ClientBuilder::connect_timeout;
-    let _: fn(ClientBuilder) -> Result<Client, Error> = ClientBuilder::<Client>::build;
+    // The builder is generic over the client it builds, with no default.
+    type Builder = ClientBuilder<Client>;
+    let _: fn() -> Builder = Client::builder;
+    let _: fn() -> Builder = Builder::new;
+    let _: fn() -> Builder = Builder::default;
+    let _: fn(Builder, String) -> Builder = Builder::server;
+    let _: fn(Builder, Vec<String>) -> Builder = Builder::servers;
+    let _: fn(Builder, Duration) -> Builder = Builder::lease;
+    let _: fn(Builder, Duration) -> Builder = Builder::connect_timeout;
+    let _: fn(Builder) -> Result<Client, Error> = Builder::build;
+    let _: Client = ClientBuilder::new().build().unwrap();
     let _: fn(&Client, &str) -> Result<LockGuard, Error> = Client::acquire;
     let _: fn(&Client, &str, Duration) -> Result<LockGuard, Error> = Client::acquire_timeout;
     let _: fn(&Client, &str) -> Result<LockGuard, Error> = Client::try_acquire;

@@ -142,8 +142,8 @@ public final class Driver {
 			emit("{\"event\":\"acquired\",\"id\":" + Json.quote(id) + ",\"token\":" + Json.quote(lock.tokenString())
 					+ ",\"valid_ms\":" + lock.validForMillis() + "}");
 			// Set after the acquired event, so that lost always follows it; a
-			// loss before this point is reported at once.
-			// The protocol's rule for temporary: a code below 0x10.
+			// loss before this point is reported at once. Temporary is the
+			// protocol's rule: a code below 0x10.
 			lock.setLostListener((code, reason) -> emit(failure("lost", id, lock.lostKind(), code,
 					code == Monolock.NoCode ? null : code < 0x10, reason)));
 		} catch (RuntimeException e) {

@@ -164,7 +164,7 @@ public final class BindingTests implements AutoCloseable {
 		lock.unlock();
 		Check.isTrue(!lock.isHeld() && !lock.isLost(), "neither held nor lost");
 		Check.equal("", lock.lostKind(), "lostKind");
-		// The server frees the lock once it sees the close: wait for it.
+		// The lock is free again: unlock returned once the server let it go.
 		Lock again = c.acquire("jvm/unlock", BOUND_SECONDS * 1000, null);
 		again.unlock();
 		Check.equal(null, codes.poll(100, TimeUnit.MILLISECONDS), "onLost after unlock");

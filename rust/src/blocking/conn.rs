@@ -10,7 +10,8 @@ use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
-use crate::config::{Config, ServerAddr};
+use crate::addr::ServerAddr;
+use crate::config::Config;
 
 /// One connection to a server.
 pub(crate) struct Conn {

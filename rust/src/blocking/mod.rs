@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 pub use cancel::CancelHandle;
 pub use guard::{LockGuard, LossWatch};
 
-use crate::config::{ClientBuilder, Config, ServerAddr};
+use crate::addr::ServerAddr;
+use crate::config::{ClientBuilder, Config};
 use crate::core::retry::{log_failure, log_retry, Failure, Mode, Next, Plan};
 use crate::core::session::{wait_for, Input, Session, Turn};
 use crate::core::step::{acquire_step, AcquireStep};
@@ -43,9 +44,22 @@ pub struct Client {
     config: Arc<Config>,
 }
 
-// Here rather than in config.rs, so that the settings module depends on
-// neither client and no two modules import each other.
-impl ClientBuilder {
+impl Default for ClientBuilder<Client> {
+    fn default() -> Self {
+        ClientBuilder::new()
+    }
+}
+
+impl ClientBuilder<Client> {
+    /// A builder for the blocking client with the defaults: server
+    /// [`DEFAULT_SERVER`](crate::DEFAULT_SERVER), lease
+    /// [`DEFAULT_LEASE`](crate::DEFAULT_LEASE), connect timeout
+    /// [`DEFAULT_CONNECT_TIMEOUT`](crate::DEFAULT_CONNECT_TIMEOUT). Same as
+    /// [`Client::builder`].
+    pub fn new() -> ClientBuilder<Client> {
+        ClientBuilder::with_defaults()
+    }
+
     /// Builds the blocking client, after checking the settings.
     pub fn build(self) -> Result<Client, Error> {
         Ok(Client::from_config(self.finish()?))
@@ -54,17 +68,12 @@ impl ClientBuilder {
 
 impl Client {
     /// Starts a [`ClientBuilder`].
-    pub fn builder() -> ClientBuilder {
+    pub fn builder() -> ClientBuilder<Client> {
         ClientBuilder::new()
     }
 
     pub(crate) fn from_config(config: Arc<Config>) -> Client {
         Client { config }
-    }
-
-    #[cfg(test)]
-    pub(crate) fn config(&self) -> &Config {
-        &self.config
     }
 
     /// Acquires `name`, waiting in the server's queue as long as it takes.

@@ -5,7 +5,7 @@ use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::time::{Duration, Instant};
 
-use crate::config::ServerAddr;
+use crate::addr::ServerAddr;
 use crate::error::Error;
 
 const INITIAL_MS: u64 = 50;

@@ -8,8 +8,8 @@ const CLIENT_TIMEOUT_FACTOR: f64 = 0.8;
 const SRTT_ALPHA: f64 = 0.2;
 const SAFE_RTT_FACTOR: f64 = 2.0;
 const MIN_INTERVAL_MS: f64 = 1.0;
-/// The longest a release waits for the server to close its side. The team
-/// rule (shared by all clients; not in spec/constants.json yet).
+/// The longest a release waits for the server to close its side
+/// (spec/constants.json `release.max_wait_ms`).
 const RELEASE_WAIT_MAX: Duration = Duration::from_secs(1);
 
 /// Heartbeat timing for one connection, in milliseconds as `f64` so that

@@ -5,7 +5,8 @@ use std::io;
 use ::tokio::io::{AsyncReadExt, AsyncWriteExt};
 use ::tokio::net::{lookup_host, TcpStream};
 
-use crate::config::{Config, ServerAddr};
+use crate::addr::ServerAddr;
+use crate::config::Config;
 
 /// One connection to a server.
 pub(crate) enum Conn {

@@ -33,7 +33,8 @@ use ::tokio::time::{sleep, timeout, timeout_at};
 
 pub use guard::{LockGuard, LossWatch};
 
-use crate::config::{Config, ServerAddr};
+use crate::addr::ServerAddr;
+use crate::config::Config;
 use crate::core::retry::{log_failure, log_retry, Failure, Mode, Next, Plan};
 use crate::core::session::{Input, Session, Turn};
 use crate::core::step::{acquire_step, AcquireStep};
@@ -43,7 +44,7 @@ use conn::Conn;
 /// The builder of the tokio client: [`Client::builder`] starts one, and
 /// its `build` returns a [`Client`]. The settings are those of the
 /// blocking client's builder.
-pub type ClientBuilder = crate::ClientBuilder<Client>;
+pub type ClientBuilder = crate::config::ClientBuilder<Client>;
 
 /// An async monolock client for tokio. Cheap to clone.
 ///
@@ -54,8 +55,6 @@ pub struct Client {
     config: Arc<Config>,
 }
 
-// Here rather than in config.rs, so that the settings module depends on
-// neither client and no two modules import each other.
 impl ClientBuilder {
     /// Builds the async client for tokio, after checking the settings.
     pub fn build(self) -> Result<Client, Error> {

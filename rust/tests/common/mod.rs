@@ -266,7 +266,7 @@ pub fn send(stream: &mut TcpStream, bytes: &[u8]) {
 /// A blocking client's builder for `addr` with this lease; the connect
 /// timeout is the default five seconds, set here so that no test depends
 /// on the default.
-pub fn builder(addr: &str, lease: Duration) -> monolock::ClientBuilder {
+pub fn builder(addr: &str, lease: Duration) -> monolock::ClientBuilder<monolock::Client> {
     configure(monolock::Client::builder(), addr, lease)
 }
 
