@@ -112,6 +112,9 @@ type Server struct {
 	log              *slog.Logger
 	tokens           Tokens
 	gate             Gate // nil: always active (a single server)
+	// leases records the longest acknowledged lease in the data directory
+	// (a single server; an HA cell records it in etcd through gate).
+	leases *tokenstore.LeaseRecord
 	table            *locktable.Table
 
 	// What a peer can cause at will, without credentials: counted, and
@@ -166,9 +169,20 @@ func New(cfg Config) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		tokens = store
+		leases, err := tokenstore.OpenLeaseRecord(cfg.DataDir)
+		if err != nil {
+			store.Close()
+			return nil, err
+		}
+		s.leases = leases
+		tokens = afterRestart(store, leases.Longest(), s.Regrant)
+		if wait := leases.Longest(); wait > 0 {
+			log.Warn("started: new grants wait out the longest lease a previous run acknowledged, as its holders may still count on it",
+				"wait", wait)
+		}
 	}
 	*s = Server{
+		leases:           s.leases,
 		gate:             cfg.Gate,
 		handshakeTimeout: cfg.HandshakeTimeout,
 		authorizer:       cfg.Authorizer,
@@ -602,7 +616,7 @@ func (nopNoise) TLSHandshakeFailed() {}
 // noisyLines are the log lines a flood can cause, one rate limit each:
 // the first few of every interval, then one summary with the count.
 type noisyLines struct {
-	accept, tls, maxSessions, perAddr *lograte.Line
+	accept, tls, maxSessions, perAddr, leaseRecord *lograte.Line
 }
 
 func newNoisyLines(log *slog.Logger) noisyLines {
@@ -614,11 +628,12 @@ func newNoisyLines(log *slog.Logger) noisyLines {
 		tls:         line(slog.LevelInfo, "TLS handshake failed"),
 		maxSessions: line(slog.LevelWarn, "session limit reached; refusing connections"),
 		perAddr:     line(slog.LevelWarn, "per-address session limit reached; refusing connections"),
+		leaseRecord: line(slog.LevelError, "cannot record a longer lease in the data directory; refusing sessions with it"),
 	}
 }
 
 func (n noisyLines) flush() {
-	for _, l := range []*lograte.Line{n.accept, n.tls, n.maxSessions, n.perAddr} {
+	for _, l := range []*lograte.Line{n.accept, n.tls, n.maxSessions, n.perAddr, n.leaseRecord} {
 		l.Flush()
 	}
 }

@@ -233,13 +233,13 @@ func (ss *session) serve() error {
 	}
 	lastSeen := time.Now()
 	lease := time.Duration(leaseMS) * time.Millisecond
-	if err := ss.srv.admit(lease); err != nil {
-		return err
-	}
 	if limit := ss.srv.maxLease; limit > 0 && lease > limit {
 		// The protocol has no upper bound; an operator may set one, so that
 		// a holder that vanishes without a FIN cannot keep a lock for days.
 		return &wireError{protocol.ErrInvalidLease, fmt.Sprintf("lease %d ms is above this server's maximum of %d ms", leaseMS, limit.Milliseconds())}
+	}
+	if err := ss.srv.admit(lease); err != nil {
+		return err
 	}
 	ss.leaseMS.Store(leaseMS)
 	if a := ss.srv.authorizer; a != nil {
@@ -504,10 +504,19 @@ func (s *Server) active() error {
 	return &wireError{protocol.ErrShuttingDown, reason}
 }
 
-// admit records the lease with the gate (HA) before the session is
-// acknowledged; a failure ends the session with ERROR 0x01.
+// admit records the lease (in the data directory, or with the HA gate)
+// before the session is acknowledged: a server that starts after this one
+// waits that long before it grants. A failure ends the session with ERROR
+// 0x01, which the client retries.
 func (s *Server) admit(lease time.Duration) error {
 	if s.gate == nil {
+		if s.leases == nil {
+			return nil
+		}
+		if err := s.leases.Admit(lease); err != nil {
+			s.lines.leaseRecord.Log("err", err, "lease", lease)
+			return &wireError{protocol.ErrShuttingDown, "cannot record the lease in the data directory"}
+		}
 		return nil
 	}
 	if err := s.active(); err != nil {
