@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
+	"regexp"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -278,4 +280,76 @@ func TestHALeaderCutOffFromEtcd(t *testing.T) {
 	margin := grantedAt.Sub(toldAt)
 	t.Logf("holder told %v before the waiter's grant (holder: %v)", margin, holder.Err())
 	assert.Greater(t, margin, time.Duration(0), "the waiter was granted before the holder was told")
+}
+
+// monolock locks against both servers of a cell shows each one's role and
+// the active server; after a failover the new leader shows its grace.
+func TestHALocksShowsRoleLeaderAndGrace(t *testing.T) {
+	etcd := testetcd.Start(t)
+	addrA, addrB := testetcd.FreePort(t), testetcd.FreePort(t)
+	adminA, adminB := testetcd.FreePort(t), testetcd.FreePort(t)
+	a := cellServer(t, etcd, addrA, adminA)
+	a.WaitLog(0, wait, "ha: leading the cell")
+	a.WaitLog(0, wait, "admin listening")
+	// A 30 s lease, written to etcd before it is acknowledged: whoever
+	// takes over from A waits 30 s before it grants (the test does not).
+	holder := rawAcquire(t, addrA, "jobs/x", 30000)
+	typ, _, _, _, err := readFrame(t, holder, wait)
+	require.NoError(t, err)
+	require.Equal(t, protocol.MsgAcquired, typ)
+	b := cellServer(t, etcd, addrB, adminB)
+	b.WaitLog(0, wait, "admin listening")
+
+	type locksJSON struct {
+		Locks []struct {
+			Name string `json:"name"`
+		} `json:"locks"`
+		Cell map[string]any `json:"cell"`
+	}
+	locksOf := func(admin string) locksJSON {
+		t.Helper()
+		code, stdout, stderr := command(t, nil, "locks", "--admin", admin, "--json")
+		require.Equal(t, 0, code, stderr)
+		assert.Empty(t, stderr)
+		var out locksJSON
+		require.NoError(t, json.Unmarshal([]byte(stdout), &out), stdout)
+		return out
+	}
+	// B learns the leader from etcd shortly after it starts.
+	require.Eventually(t, func() bool { return locksOf(adminB).Cell["leader"] == addrA }, wait, 100*time.Millisecond)
+
+	code, stdout, stderr := command(t, nil, "locks", "--admin", adminA)
+	require.Equal(t, 0, code, stderr)
+	lines := strings.Split(stdout, "\n")
+	require.GreaterOrEqual(t, len(lines), 4, stdout)
+	assert.Equal(t, "role: active  leader: "+addrA+"  grace: none left, granting", lines[0],
+		"the first leader of a new cell has no lease to wait out")
+	assert.Empty(t, lines[1])
+	assert.Regexp(t, `^LOCK\s+STATE`, lines[2])
+	assert.Regexp(t, `^jobs/x\s+held\s`, lines[3])
+	outA := locksOf(adminA)
+	assert.Equal(t, map[string]any{"mode": "ha", "role": "leader", "leader": addrA, "grace_remaining_ms": 0.0, "error": ""}, outA.Cell)
+	require.Len(t, outA.Locks, 1)
+	assert.Equal(t, "jobs/x", outA.Locks[0].Name)
+
+	code, stdout, stderr = command(t, nil, "locks", "--admin", adminB)
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, "role: passive  leader: "+addrA+"  (the active server lists the locks)\n\nno locks\n", stdout)
+	assert.Equal(t, map[string]any{"mode": "ha", "role": "follower", "leader": addrA, "grace_remaining_ms": 0.0, "error": ""}, locksOf(adminB).Cell)
+
+	// A dies; B takes over once A's etcd lease (2 s) has expired, and waits
+	// out the 30 s lease A acknowledged before it grants.
+	require.NoError(t, a.Cmd.Process.Kill())
+	var cell map[string]any
+	require.Eventually(t, func() bool {
+		cell = locksOf(adminB).Cell
+		return cell["role"] == "leader"
+	}, 2*wait, 100*time.Millisecond)
+	assert.Equal(t, addrB, cell["leader"])
+	grace, _ := cell["grace_remaining_ms"].(float64)
+	assert.Greater(t, grace, 0.0, "B just took over: its grace runs")
+	assert.LessOrEqual(t, grace, 30000.0)
+	code, stdout, stderr = command(t, nil, "locks", "--admin", adminB)
+	require.Equal(t, 0, code, stderr)
+	assert.Regexp(t, `^role: active  leader: `+regexp.QuoteMeta(addrB)+`  grace: \d+\.\d s left, new claims wait\n\nno locks\n$`, stdout)
 }

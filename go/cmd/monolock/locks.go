@@ -112,15 +112,18 @@ func printHelp(fs *flag.FlagSet, usage string) int {
 }
 
 // locksMain is `monolock locks`: list the server's locks, holders and
-// waiters from its admin API.
+// waiters from its admin API, under its HA cell state.
 func locksMain(args []string) int {
 	fs := flag.NewFlagSet("monolock locks", flag.ContinueOnError)
 	var af adminFlags
 	af.register(fs)
-	asJSON := fs.Bool("json", false, "print the admin API's JSON instead of a table")
+	asJSON := fs.Bool("json", false, "print JSON: the admin API's lock listing, with the HA cell state in \"cell\"")
 	if err := parseAdminCommand(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return printHelp(fs, "usage: monolock locks [flags]\n\nLists every lock: its holder, then its waiters in the order they will be granted it.")
+			return printHelp(fs, "usage: monolock locks [flags]\n\n"+
+				"Lists every lock: its holder, then its waiters in the order they will be granted it.\n"+
+				"A server of an HA cell (--etcd) first gets a line with its role, the active server\n"+
+				"and the grace left; a standalone server gets none.")
 		}
 		return commandFailed("locks", err)
 	}
@@ -133,18 +136,113 @@ func locksMain(args []string) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), af.timeout)
 	defer cancel()
-	locks, err := c.Locks(ctx)
+	out, err := fetchLocks(ctx, c)
 	if err != nil {
 		return commandFailed("locks", err)
+	}
+	if out.Cell.Mode == cellUnknown {
+		fmt.Fprintf(os.Stderr, "monolock locks: HA cell state unknown: %s\n", out.Cell.Error)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
-		_ = enc.Encode(admin.LocksResponse{Locks: locks})
+		_ = enc.Encode(out)
 		return 0
 	}
-	writeLockTable(os.Stdout, locks, time.Now())
+	writeLocks(os.Stdout, out, time.Now())
 	return 0
+}
+
+// locksOutput is what monolock locks shows; --json prints it. "locks" is
+// GET /v1/locks's, unchanged; "cell" was added with the HA status.
+type locksOutput struct {
+	Locks []admin.Lock `json:"locks"`
+	Cell  cellView     `json:"cell"`
+}
+
+// The modes of a cellView.
+const (
+	cellStandalone = "standalone" // no --etcd: the server serves its locks alone
+	cellHA         = "ha"         // a server of an HA cell: role, leader, grace
+	cellUnknown    = "unknown"    // /v1/cell failed or is missing: error says why
+)
+
+// cellView is the server's HA cell state. Every field is always present in
+// the JSON, whatever the mode; role, leader and grace_remaining_ms are
+// /v1/cell's, set in mode "ha" only.
+type cellView struct {
+	Mode             string `json:"mode"`
+	Role             string `json:"role"`   // "leader" (active) or "follower" (passive)
+	Leader           string `json:"leader"` // the active server's advertised address, "" if none is known
+	GraceRemainingMS int64  `json:"grace_remaining_ms"`
+	Error            string `json:"error"`
+}
+
+// fetchLocks reads the locks, then the cell state. Only the locks are
+// needed: a cell state that cannot be read is reported in Cell.
+func fetchLocks(ctx context.Context, c *admin.Client) (locksOutput, error) {
+	locks, err := c.Locks(ctx)
+	if err != nil {
+		return locksOutput{}, err
+	}
+	if locks == nil {
+		locks = []admin.Lock{}
+	}
+	out := locksOutput{Locks: locks}
+	cell, err := c.Cell(ctx)
+	switch {
+	case err == nil:
+		out.Cell = cellView{Mode: cellHA, Role: cell.Role, Leader: cell.Leader, GraceRemainingMS: cell.GraceRemainingMS}
+	case errors.Is(err, admin.ErrStandalone):
+		out.Cell = cellView{Mode: cellStandalone}
+	default:
+		out.Cell = cellView{Mode: cellUnknown, Error: err.Error()}
+	}
+	return out, nil
+}
+
+// writeLocks prints the cell line (HA only) and the lock table.
+func writeLocks(w io.Writer, out locksOutput, now time.Time) {
+	if line := cellLine(out.Cell); line != "" {
+		fmt.Fprintln(w, line)
+		fmt.Fprintln(w)
+	}
+	writeLockTable(w, out.Locks, now)
+}
+
+// cellLine is the line above the lock table for a server of an HA cell:
+//
+//	role: active  leader: 10.0.0.1:7117  grace: 1.4 s left, new claims wait
+//	role: passive  leader: 10.0.0.1:7117  (the active server lists the locks)
+//
+// and "" for a standalone server or an unknown state.
+func cellLine(c cellView) string {
+	if c.Mode != cellHA {
+		return ""
+	}
+	leader := c.Leader
+	if leader == "" {
+		leader = "none known"
+	}
+	switch c.Role {
+	case "leader":
+		grace := "none left, granting"
+		if c.GraceRemainingMS > 0 {
+			grace = secondsText(c.GraceRemainingMS) + " left, new claims wait"
+		}
+		return fmt.Sprintf("role: active  leader: %s  grace: %s", leader, grace)
+	case "follower":
+		return fmt.Sprintf("role: passive  leader: %s  (the active server lists the locks)", leader)
+	default: // a role this command does not know yet
+		return fmt.Sprintf("role: %s  leader: %s", dash(c.Role), leader)
+	}
+}
+
+// secondsText is ms as seconds with one decimal, rounded up: "1.4 s", and
+// "0.1 s" for what is left of the last tenth.
+func secondsText(ms int64) string {
+	tenths := (ms + 99) / 100
+	return fmt.Sprintf("%d.%d s", tenths/10, tenths%10)
 }
 
 // writeLockTable prints one row per session: the holder first, then the

@@ -2,7 +2,7 @@
 // its own:
 //
 //	GET  /v1/locks                  every lock: holder and waiters in queue order (JSON)
-//	GET  /v1/cell                   HA: this server's role, the active server, the grace left (JSON; 404 without HA)
+//	GET  /v1/cell                   HA: this server's role, the active server, the grace left (JSON; 404 NotInCell without HA)
 //	POST /v1/sessions/{id}/kick     end a session with ERROR 0x02; its lock goes to the next waiter
 //	GET  /metrics                   Prometheus metrics
 //	GET  /healthz                   200 while the process runs
@@ -85,6 +85,20 @@ type LocksResponse struct {
 type KickResponse struct {
 	Kicked uint64 `json:"kicked"`
 }
+
+// CellResponse is the body of GET /v1/cell on a server of an HA cell.
+type CellResponse struct {
+	Role   string `json:"role"`   // "leader" (the active server) or "follower" (a passive one)
+	Leader string `json:"leader"` // the active server's advertised address, "" while none is known
+	// GraceRemainingMS is how long the active server still waits, after
+	// taking over, before it grants (claims get WAITING meanwhile); 0 on a
+	// passive server and once the grace is over.
+	GraceRemainingMS int64 `json:"grace_remaining_ms"`
+}
+
+// NotInCell is the error of GET /v1/cell (404) on a server without HA.
+// An admin API older than /v1/cell answers 404 "no such endpoint" instead.
+const NotInCell = "not part of an HA cell"
 
 // ErrorResponse is the body of every non-2xx answer from /v1/.
 type ErrorResponse struct {
@@ -270,22 +284,22 @@ func session(s server.SessionInfo) Session {
 }
 
 // cell describes the HA cell: this server's role, the active server and
-// the grace a new leader still waits; 404 without HA.
+// the grace a new leader still waits; 404 NotInCell without HA.
 func (a *api) cell(w http.ResponseWriter, _ *http.Request) {
 	c, ok := a.srv.(interface {
 		Cell() (server.CellStatus, bool)
 	})
+	var st server.CellStatus
+	if ok {
+		st, ok = c.Cell()
+	}
 	if !ok {
-		http.NotFound(w, nil)
+		writeJSON(w, http.StatusNotFound, ErrorResponse{NotInCell})
 		return
 	}
-	st, on := c.Cell()
-	if !on {
-		http.Error(w, "not part of an HA cell", http.StatusNotFound)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"role": st.Role, "leader": st.Leader,
-		"grace_remaining_ms": st.Grace.Milliseconds()})
+	// Rounded up: 0 means the active server grants now.
+	writeJSON(w, http.StatusOK, CellResponse{Role: st.Role, Leader: st.Leader,
+		GraceRemainingMS: (st.Grace + time.Millisecond - 1).Milliseconds()})
 }
 
 func (a *api) kick(w http.ResponseWriter, r *http.Request) {

@@ -425,3 +425,72 @@ func TestNotHTTPIsAnsweredAtOnce(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, "ok", string(body))
 }
+
+// haServer is a real server reporting an HA cell state.
+type haServer struct {
+	*server.Server
+	st server.CellStatus
+}
+
+func (h haServer) Cell() (server.CellStatus, bool) { return h.st, true }
+
+// GET /v1/cell: the cell state with the grace rounded up to whole ms; a
+// server without HA answers 404 NotInCell, as JSON; the client tells that
+// apart from an admin API that has no /v1/cell.
+func TestCellEndpointAndClient(t *testing.T) {
+	ctx := context.Background()
+	s := start(t, "")
+	body, err := func() (string, error) {
+		resp, err := http.Get(s.admin.URL + "/v1/cell")
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		assert.Equal(t, http.StatusNotFound, resp.StatusCode)
+		assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+		return string(b), err
+	}()
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"error": "not part of an HA cell"}`, body)
+	_, err = admin.NewClient(s.admin.URL, "", nil, wait).Cell(ctx)
+	assert.ErrorIs(t, err, admin.ErrStandalone)
+
+	ha := httptest.NewServer(admin.Handler(admin.Config{Server: haServer{s.srv.Server,
+		server.CellStatus{Role: "leader", Leader: "10.0.0.1:7117", Grace: 1400*time.Millisecond + time.Microsecond}}}))
+	defer ha.Close()
+	cell, err := admin.NewClient(ha.URL, "", nil, wait).Cell(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, admin.CellResponse{Role: "leader", Leader: "10.0.0.1:7117", GraceRemainingMS: 1401}, cell)
+
+	for _, tc := range []struct {
+		status int
+		ctype  string
+		body   string
+		want   error
+	}{
+		{http.StatusNotFound, "application/json", `{"error": "no such endpoint"}`, admin.ErrNoCellAPI}, // before /v1/cell
+		{http.StatusNotFound, "text/plain", "404 page not found\n", admin.ErrNoCellAPI},
+		{http.StatusNotFound, "text/plain", "not part of an HA cell\n", admin.ErrStandalone}, // the first /v1/cell
+	} {
+		old := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", tc.ctype)
+			w.WriteHeader(tc.status)
+			_, _ = io.WriteString(w, tc.body)
+		}))
+		_, err := admin.NewClient(old.URL, "", nil, wait).Cell(ctx)
+		old.Close()
+		assert.ErrorIs(t, err, tc.want, tc.body)
+	}
+
+	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_ = json.NewEncoder(w).Encode(admin.ErrorResponse{Error: "etcd unreachable"})
+	}))
+	defer failing.Close()
+	_, err = admin.NewClient(failing.URL, "", nil, wait).Cell(ctx)
+	var se *admin.StatusError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, http.StatusServiceUnavailable, se.Code)
+	assert.EqualError(t, err, "admin API: etcd unreachable (503 Service Unavailable)")
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -44,6 +45,44 @@ func (c *Client) Locks(ctx context.Context) ([]Lock, error) {
 	return resp.Locks, nil
 }
 
+// ErrStandalone is Cell's error for a server that is not part of an HA cell.
+var ErrStandalone = errors.New("standalone server: " + NotInCell)
+
+// ErrNoCellAPI is Cell's error for an admin API without GET /v1/cell: a
+// server older than the HA status.
+var ErrNoCellAPI = errors.New("the admin API has no /v1/cell (a server older than the HA status)")
+
+// Cell fetches the server's view of its HA cell. A server without HA gives
+// ErrStandalone, one too old to say gives ErrNoCellAPI.
+func (c *Client) Cell(ctx context.Context) (CellResponse, error) {
+	var resp CellResponse
+	err := c.do(ctx, http.MethodGet, "/v1/cell", &resp)
+	var se *StatusError
+	if errors.As(err, &se) && se.Code == http.StatusNotFound {
+		// The plain-text form is what the first servers with /v1/cell sent.
+		if se.Message == NotInCell || strings.TrimSpace(se.body) == NotInCell {
+			return CellResponse{}, ErrStandalone
+		}
+		return CellResponse{}, ErrNoCellAPI
+	}
+	return resp, err
+}
+
+// StatusError is an answer from the admin API other than 200 OK.
+type StatusError struct {
+	Code    int    // HTTP status code
+	Status  string // status line, e.g. "404 Not Found"
+	Message string // the body's "error", if it is an ErrorResponse
+	body    string // the body, at most a few KiB of it
+}
+
+func (e *StatusError) Error() string {
+	if e.Message != "" {
+		return fmt.Sprintf("admin API: %s (%s)", e.Message, e.Status)
+	}
+	return "admin API: " + e.Status
+}
+
 // Kick ends a session. A session that does not exist is an error.
 func (c *Client) Kick(ctx context.Context, session uint64) error {
 	var resp KickResponse
@@ -68,11 +107,12 @@ func (c *Client) do(ctx context.Context, method, path string, out any) error {
 		return fmt.Errorf("admin API: %w", err)
 	}
 	if resp.StatusCode != http.StatusOK {
+		se := &StatusError{Code: resp.StatusCode, Status: resp.Status, body: string(body[:min(len(body), 4<<10)])}
 		var e ErrorResponse
-		if json.Unmarshal(body, &e) == nil && e.Error != "" {
-			return fmt.Errorf("admin API: %s (%s)", e.Error, resp.Status)
+		if json.Unmarshal(body, &e) == nil {
+			se.Message = e.Error
 		}
-		return fmt.Errorf("admin API: %s", resp.Status)
+		return se
 	}
 	if err := json.Unmarshal(body, out); err != nil {
 		return fmt.Errorf("admin API: bad answer: %w", err)
