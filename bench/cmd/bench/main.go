@@ -8,6 +8,10 @@
 // It installs and starts the peers with scripts/peers.sh (Debian packages),
 // builds monolock from ../go, runs every workload for a bounded time and
 // stops everything it started.
+//
+// The same binary serves as its own helper processes: `bench driver` (the
+// Go client's conformance driver), `bench hold` (a dead-holder workload's
+// holder) and `bench floor` (the tcp floor's server, package floor).
 package main
 
 import (
@@ -21,10 +25,13 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/monolock/monolock/bench/internal/floor"
 	"github.com/monolock/monolock/bench/internal/monoserver"
 	"github.com/monolock/monolock/bench/internal/report"
 	"github.com/monolock/monolock/bench/internal/systems"
@@ -36,6 +43,9 @@ func main() {
 	}
 	if len(os.Args) > 1 && os.Args[1] == "hold" {
 		os.Exit(holdMain(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "floor" {
+		os.Exit(floor.Main(os.Args[2:]))
 	}
 	os.Exit(benchMain())
 }
@@ -117,6 +127,8 @@ func benchMain() int {
 		profileDir = flag.String("profile", "", "write CPU profiles of the monolock server and of this client process into `dir`")
 		render     = flag.Bool("render", false, "only re-render benchmarks.md and the charts from OUT/bench/results.json (after editing analysis.md)")
 		analysis   = flag.String("analysis", "analysis.md", "hand-written `file` appended to benchmarks.md")
+		workers    = flag.String("workers", "", "comma-separated worker `counts` for the throughput workload (default 1,16,64)")
+		cellFor    = flag.Duration("throughput-for", 0, "`duration` of each throughput cell (default 10s, 1.5s with -quick)")
 	)
 	flag.Parse()
 	log.SetFlags(log.Ltime)
@@ -127,12 +139,30 @@ func benchMain() int {
 	if *quick {
 		p = quickPlan
 	}
+	if *workers != "" {
+		p.workerCounts = nil
+		for _, f := range strings.Split(*workers, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				log.Printf("-workers: %q is not a worker count", f)
+				return 2
+			}
+			p.workerCounts = append(p.workerCounts, n)
+		}
+	}
+	if *cellFor > 0 {
+		p.throughputFor = *cellFor
+	}
 	want := func(list, item string) bool { return strings.Contains(","+list+",", ","+item+",") }
 	var sysNames []string
 	for _, s := range systems.All {
 		if want(*sysList, s) {
 			sysNames = append(sysNames, s)
 		}
+	}
+	if len(sysNames) == 0 {
+		log.Printf("-systems: none of %q is one of %s", *sysList, strings.Join(systems.All, ","))
+		return 2
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -158,8 +188,7 @@ func benchMain() int {
 	}
 	defer os.RemoveAll(work)
 
-	peerSystems := len(sysNames) > 1 || sysNames[0] != systems.Monolock
-	if !*noPeers && peerSystems {
+	if !*noPeers && slices.ContainsFunc(sysNames, systems.Peer) {
 		if err := peers("install"); err != nil {
 			log.Printf("installing peers: %v", err)
 			return 1
@@ -371,6 +400,8 @@ func versions(names []string) map[string]string {
 			}
 		case systems.Monolock:
 			v[n] = "monolock serve, built from ../go"
+		case systems.Floor:
+			v[n] = "`bench floor` (package bench/internal/floor), " + runtime.Version()
 		}
 	}
 	return v

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/monolock/monolock/bench/internal/floor"
 	"github.com/monolock/monolock/bench/internal/monoserver"
 	"github.com/monolock/monolock/bench/internal/procstat"
 	"github.com/monolock/monolock/bench/internal/report"
@@ -42,25 +43,48 @@ func (rn *runner) startMonolock() (*monoserver.Server, error) {
 	return monoserver.Start(rn.ctx, rn.bin, dir)
 }
 
-// withSystem opens each wanted system (monolock on a fresh server) and
-// calls f with it, closing it afterwards.
-func (rn *runner) withSystem(name string, o systems.Options, f func(sys systems.System, mono *monoserver.Server) error) error {
-	var mono *monoserver.Server
-	addr := ""
-	if name == systems.Monolock {
-		var err error
-		if mono, err = rn.startMonolock(); err != nil {
+// localServer is a server this run started for one system: `monolock
+// serve` or `bench floor`.
+type localServer struct {
+	Addr string
+	PID  int
+}
+
+// withSystem opens the named system (monolock and the floor on a fresh
+// server process of their own) and calls f with it, closing it
+// afterwards; srv is nil for the peers, which scripts/peers.sh runs.
+func (rn *runner) withSystem(name string, o systems.Options, f func(sys systems.System, srv *localServer) error) error {
+	var srv *localServer
+	switch name {
+	case systems.Monolock, systems.MonolockBare:
+		mono, err := rn.startMonolock()
+		if err != nil {
 			return err
 		}
 		defer mono.Stop()
-		addr = mono.Addr
+		srv = &localServer{Addr: mono.Addr, PID: mono.PID()}
+	case systems.Floor:
+		self, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		fl, err := floor.Start(rn.ctx, self)
+		if err != nil {
+			return err
+		}
+		defer fl.Stop()
+		srv = &localServer{Addr: fl.Addr, PID: fl.PID()}
+	}
+	addr := ""
+	if srv != nil {
+		addr = srv.Addr
 	}
 	sys, err := systems.Open(rn.ctx, name, addr, o)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", name, err)
 	}
 	defer sys.Close()
-	return f(sys, mono)
+	return f(sys, srv)
 }
 
 // profile writes a CPU profile of this process around f when -profile is set.
@@ -82,8 +106,8 @@ func (rn *runner) throughput() error {
 		for _, w := range rn.plan.workerCounts {
 			o := systems.Options{Lease: 10 * time.Second, Pool: w}
 			cell := report.ThroughputCell{System: name, Workers: w}
-			err := rn.withSystem(name, o, func(sys systems.System, mono *monoserver.Server) error {
-				pid := serverPID(name, mono)
+			err := rn.withSystem(name, o, func(sys systems.System, srv *localServer) error {
+				pid := serverPID(name, srv)
 				s0, c0 := procstat.CPU(pid), procstat.CPU(os.Getpid())
 				var err error
 				rn.profile(fmt.Sprintf("client-throughput-%s-%d", name, w), func() {
@@ -98,7 +122,7 @@ func (rn *runner) throughput() error {
 			if err != nil {
 				cell.Err = err.Error()
 			}
-			log.Printf("throughput %-9s %2d workers: %8.0f cycles/s  p50 %v  p99 %v  errors %d  cpu/op server %.0f µs client %.0f µs %s",
+			log.Printf("throughput %-13s %2d workers: %8.0f cycles/s  p50 %v  p99 %v  errors %d  cpu/op server %.0f µs client %.0f µs %s",
 				name, w, cell.Stats.PerSec, cell.Stats.P50, cell.Stats.P99, cell.Stats.Errors, cell.ServerCPUPerOp, cell.ClientCPUPerOp, cell.Err)
 			rn.r.Throughput = append(rn.r.Throughput, cell)
 		}
@@ -108,9 +132,12 @@ func (rn *runner) throughput() error {
 
 func (rn *runner) handoff() error {
 	for _, name := range rn.systems {
+		if systems.ThroughputOnly(name) {
+			continue
+		}
 		o := systems.Options{Lease: 10 * time.Second, Pool: rn.plan.handoffers}
 		cell := report.HandoffCell{System: name, Workers: rn.plan.handoffers}
-		err := rn.withSystem(name, o, func(sys systems.System, _ *monoserver.Server) error {
+		err := rn.withSystem(name, o, func(sys systems.System, _ *localServer) error {
 			var err error
 			rn.profile("client-handoff-"+name, func() {
 				cell.Result, err = workload.Handoff(rn.ctx, sys, rn.plan.handoffers, rn.plan.handoffFor, fmt.Sprintf("contended-%d", time.Now().UnixNano()))
@@ -132,9 +159,9 @@ func (rn *runner) handoff() error {
 var peerPorts = map[string]int{systems.Redis: 16379, systems.Etcd: 12379, systems.ZooKeeper: 12181, systems.Postgres: 15432}
 
 // serverPID is the process serving name, 0 if it cannot be found.
-func serverPID(name string, mono *monoserver.Server) int {
-	if mono != nil {
-		return mono.PID()
+func serverPID(name string, srv *localServer) int {
+	if srv != nil {
+		return srv.PID
 	}
 	pid, err := procstat.ListenerPID(peerPorts[name])
 	if err != nil {
@@ -155,12 +182,15 @@ func (rn *runner) holdCommand(monoAddr string) workload.HoldCommand {
 
 func (rn *runner) dead() error {
 	for _, name := range rn.systems {
+		if systems.ThroughputOnly(name) {
+			continue
+		}
 		o := systems.Options{Lease: rn.plan.deadLease, Pool: 4}
 		cell := report.DeadCell{System: name}
-		err := rn.withSystem(name, o, func(sys systems.System, mono *monoserver.Server) error {
+		err := rn.withSystem(name, o, func(sys systems.System, srv *localServer) error {
 			addr := ""
-			if mono != nil {
-				addr = mono.Addr
+			if srv != nil {
+				addr = srv.Addr
 			}
 			cell.Result = workload.DeadHolder(rn.ctx, sys, rn.holdCommand(addr), rn.plan.deadLease, rn.plan.deadTrials)
 			return nil
@@ -176,6 +206,9 @@ func (rn *runner) dead() error {
 
 func (rn *runner) idle() error {
 	for _, name := range rn.systems {
+		if systems.ThroughputOnly(name) {
+			continue
+		}
 		counts := rn.plan.idleCounts[name]
 		if name == systems.Monolock {
 			counts = rn.fitFileLimit(counts)
@@ -254,7 +287,7 @@ func (rn *runner) idleCell(name string, n int, res *workload.IdleResult) error {
 		if perr != nil {
 			return perr
 		}
-		err = rn.withSystem(name, systems.Options{Lease: lease, Pool: 16}, func(sys systems.System, _ *monoserver.Server) error {
+		err = rn.withSystem(name, systems.Options{Lease: lease, Pool: 16}, func(sys systems.System, _ *localServer) error {
 			var setup func(ctx context.Context, n int, lease time.Duration) (*workload.Holders, error)
 			switch name {
 			case systems.Redis:

@@ -5,7 +5,10 @@ import (
 	"image/color"
 	"math"
 	"path/filepath"
+	"slices"
 	"time"
+
+	benchsystems "github.com/monolock/monolock/bench/internal/systems"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -116,6 +119,20 @@ func workersLabel(n int) string {
 	return fmt.Sprintf("%d workers", n)
 }
 
+// chartLabel names a system under the throughput charts' bars, short
+// enough to sit beside the others.
+func chartLabel(sys string) string {
+	switch sys {
+	case benchsystems.Floor:
+		return "tcp floor"
+	case benchsystems.MonolockBare:
+		return "monolock, bare"
+	case benchsystems.Monolock:
+		return "monolock, Go"
+	}
+	return sys
+}
+
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // writeCharts draws every chart of the report into dir and returns their
@@ -144,12 +161,16 @@ func writeCharts(dir string, r *Results) (map[string]string, error) {
 			}
 			ss, lat = append(ss, s), append(lat, l)
 		}
+		var cats []string
+		for _, sys := range systems {
+			cats = append(cats, chartLabel(sys))
+		}
 		if err := add("throughput", "throughput.png", barChart(filepath.Join(dir, "throughput.png"),
-			"Uncontended acquire+release cycles per second", "cycles/s (log)", systems, ss, true, 0, "")); err != nil {
+			"Uncontended acquire+release cycles per second", "cycles/s (log)", cats, ss, true, 0, "")); err != nil {
 			return nil, err
 		}
 		if err := add("throughput-latency", "throughput-latency.png", barChart(filepath.Join(dir, "throughput-latency.png"),
-			"Uncontended cycle latency, p99", "ms (log)", systems, lat, true, 0, "")); err != nil {
+			"Uncontended cycle latency, p99", "ms (log)", cats, lat, true, 0, "")); err != nil {
 			return nil, err
 		}
 	}
@@ -171,6 +192,12 @@ func writeCharts(dir string, r *Results) (map[string]string, error) {
 	// 3. idle memory per holder, one group per system, one bar per count.
 	if len(r.Idle) > 0 {
 		counts := idleCounts(r)
+		var systems []string // those measured here: not the throughput-only ones
+		for _, c := range r.Idle {
+			if !slices.Contains(systems, c.System) {
+				systems = append(systems, c.System)
+			}
+		}
 		var mem, cpu []series
 		for _, n := range counts {
 			m := series{label: fmt.Sprintf("%d holders", n)}

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/monolock/monolock/bench/internal/systems"
 	"github.com/monolock/monolock/bench/internal/workload"
 )
 
@@ -211,24 +213,45 @@ func markdown(r *Results, charts map[string]string, analysis string) []byte {
 	writeTargets(&b, r)
 
 	// 1. Throughput
+	hasFloor := slices.ContainsFunc(r.Throughput, func(c ThroughputCell) bool { return c.System == systems.Floor })
 	p("## 1. Uncontended throughput\n\n")
 	p("Each worker loops acquire → release on names no other worker uses, for a fixed time; latency is one full cycle. ")
 	p("monolock, Redis, etcd and PostgreSQL use a fresh name per cycle; ZooKeeper reuses one name per worker, because a fresh name would add a persistent parent znode (two more writes) to every cycle.\n\n")
+	p("*tcp floor* is the protocol's bare exchange and nothing else: connect, one ACQUIRE frame, one 9-byte ACQUIRED reply, half-close, wait for the server's close. ")
+	p("Its server (`bench floor`, package `bench/internal/floor`) runs as a process of its own, as `monolock serve` does: it accepts, reads one ACQUIRE, answers ACQUIRED with an increasing token, waits for the client's half-close and closes, with no lock table, lease or timer. ")
+	p("Its *bare client* dials (TCP keep-alive off, as in monolock's server and client), writes the frame built by `go/pkg/protocol`, reads the 9 bytes, half-closes and reads until the close, with no deadline and no goroutine of its own. ")
+	p("A monolock claim is a connection, so no implementation of the protocol can do one in fewer steps: the floor's cycles/s is what the protocol allows on this machine, and the × floor column gives every row as a fraction of the floor at the same worker count. ")
+	p("The peers' recipes run over connections their pools keep open, so they are not bound by this floor and can pass 1×. ")
+	p("*monolock serve, bare client* is that same bare client against the real server, so the gap to the floor is the server's; *monolock serve, Go client* is the canonical Go client (the rows called monolock everywhere else), so the gap between the two monolock rows is the client's.\n\n")
 	p("The CPU columns are CPU time per cycle: the server's (all its processes) and the load generator's (this benchmark process, client library included). On 2 shared cores their sum bounds the rate.\n\n")
-	p("| system | workers | cycles/s | p50 | p99 | monolock ÷ system (cycles/s) | server CPU/cycle | client CPU/cycle | errors |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	floorHead, floorSep := "", ""
+	if hasFloor {
+		floorHead, floorSep = " × floor |", "---:|"
+	}
+	p("| system | workers | cycles/s |%s p50 | p99 | monolock ÷ system (cycles/s) | server CPU/cycle | client CPU/cycle | errors |\n|---|---:|---:|%s---:|---:|---:|---:|---:|---:|\n", floorHead, floorSep)
 	for _, w := range workerCounts(r) {
 		mono := findThroughput(r, "monolock", w).Stats.PerSec
+		fl := findThroughput(r, systems.Floor, w).Stats.PerSec
 		for _, sys := range systemOrder(r) {
 			c := findThroughput(r, sys, w)
+			label := throughputLabel(sys)
 			if c.Err != "" && c.Stats.Count == 0 {
-				p("| %s | %d | failed: %s | | | | | | |\n", sys, w, oneLine(c.Err))
+				cells := "| | | | | | |"
+				if hasFloor {
+					cells = "| | | | | | | |"
+				}
+				p("| %s | %d | failed: %s %s\n", label, w, oneLine(c.Err), cells)
 				continue
 			}
 			rt := ratio(mono, c.Stats.PerSec)
 			if sys == "monolock" {
 				rt = ""
 			}
-			p("| %s | %d | %s | %s | %s | %s | %s | %s | %d |\n", sys, w, num(c.Stats.PerSec), dur(c.Stats.P50), dur(c.Stats.P99), rt,
+			xf := ""
+			if hasFloor {
+				xf = " " + ratio(c.Stats.PerSec, fl) + " |"
+			}
+			p("| %s | %d | %s |%s %s | %s | %s | %s | %s | %d |\n", label, w, num(c.Stats.PerSec), xf, dur(c.Stats.P50), dur(c.Stats.P99), rt,
 				usec(c.ServerCPUPerOp), usec(c.ClientCPUPerOp), c.Stats.Errors)
 		}
 	}
@@ -316,6 +339,72 @@ func markdown(r *Results, charts map[string]string, analysis string) []byte {
 	return b.Bytes()
 }
 
+// throughputLabel names a system in section 1, where the floor's rows make
+// the client part of the name.
+func throughputLabel(sys string) string {
+	switch sys {
+	case systems.Floor:
+		return "tcp floor"
+	case systems.MonolockBare:
+		return "monolock serve, bare client"
+	case systems.Monolock:
+		return "monolock serve, Go client"
+	}
+	return sys
+}
+
+// floorTargets are the targets against the tcp floor: cycles/s of a
+// monolock row at least factor × the floor's, at every worker count.
+var floorTargets = []struct {
+	sys    string
+	factor float64
+	label  string
+}{
+	{systems.MonolockBare, 0.95, "monolock serve with the bare client ≥ 0.95× the tcp floor (uncontended cycles/s, every worker count)"},
+	{systems.Monolock, 0.9, "monolock serve with the Go client ≥ 0.9× the tcp floor (uncontended cycles/s, every worker count)"},
+}
+
+// writeFloorTargets prints the floor targets, each measured against the
+// floor of the same run at the same worker count.
+func writeFloorTargets(b *bytes.Buffer, r *Results) {
+	var ws []int
+	for _, w := range workerCounts(r) {
+		if findThroughput(r, systems.Floor, w).Stats.PerSec > 0 {
+			ws = append(ws, w)
+		}
+	}
+	if len(ws) == 0 {
+		return
+	}
+	for _, t := range floorTargets {
+		var parts, missed []string
+		measured := false
+		for _, w := range ws {
+			f := findThroughput(r, systems.Floor, w).Stats.PerSec
+			c := findThroughput(r, t.sys, w).Stats.PerSec
+			if c <= 0 {
+				parts = append(parts, workersLabel(w)+": not measured")
+				missed = append(missed, workersLabel(w))
+				continue
+			}
+			measured = true
+			// Rounded down, so that a ratio printed as the target meets it.
+			parts = append(parts, fmt.Sprintf("%s: %s of the floor's %s (%.3f×)", workersLabel(w), num(c), num(f), math.Floor(c/f*1000+1e-9)/1000))
+			if c < t.factor*f {
+				missed = append(missed, workersLabel(w))
+			}
+		}
+		if !measured {
+			continue
+		}
+		v := "met"
+		if len(missed) > 0 {
+			v = "**missed** at " + strings.Join(missed, ", ")
+		}
+		fmt.Fprintf(b, "| %s | %s | %s |\n", t.label, strings.Join(parts, "; "), v)
+	}
+}
+
 func oneLine(s string) string {
 	s = strings.ReplaceAll(s, "\n", " ")
 	s = strings.ReplaceAll(s, "|", "/")
@@ -335,6 +424,9 @@ func writeTargets(b *bytes.Buffer, r *Results) {
 			sys    string
 			factor float64
 		}{{"redis", 1}, {"etcd", 5}} {
+			if !slices.ContainsFunc(r.Throughput, func(c ThroughputCell) bool { return c.System == t.sys }) {
+				continue // not in this run
+			}
 			o := findThroughput(r, t.sys, w).Stats.PerSec
 			label := fmt.Sprintf("uncontended cycles/s at %d workers ≥ %g× %s's", w, t.factor, t.sys)
 			if t.factor == 1 {
@@ -343,6 +435,7 @@ func writeTargets(b *bytes.Buffer, r *Results) {
 			p("| %s | monolock %s, %s %s (%s) | %s |\n", label, num(m), t.sys, num(o), ratio(m, o), verdict(m > 0 && o > 0 && m >= t.factor*o))
 		}
 	}
+	writeFloorTargets(b, r)
 	if mono, ok := findHandoff(r, "monolock"); ok {
 		m := mono.Result.Latency.P99
 		for _, t := range []struct {

@@ -3,12 +3,14 @@ package report
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/monolock/monolock/bench/internal/safety"
 	"github.com/monolock/monolock/bench/internal/stats"
+	"github.com/monolock/monolock/bench/internal/systems"
 	"github.com/monolock/monolock/bench/internal/workload"
 )
 
@@ -169,6 +171,101 @@ func TestChartMarginPutsMissingEventsAtTheEdge(t *testing.T) {
 		x, edge, ok := chartMargin(c.run, 2000)
 		if x != c.x || edge != c.edge || ok != c.ok {
 			t.Errorf("%+v: %v %v %v, want %v %v %v", c.run, x, edge, ok, c.x, c.edge, c.ok)
+		}
+	}
+}
+
+// withFloor adds the floor and the bare client to sample: at 1 worker both
+// monolock rows meet their targets, at 16 the Go client misses.
+func withFloor() *Results {
+	r := sample()
+	cell := func(sys string, w int, perSec float64) ThroughputCell {
+		return ThroughputCell{System: sys, Workers: w, Stats: stats.Summary{Count: 100, PerSec: perSec, P50: time.Millisecond, P99: 2 * time.Millisecond}}
+	}
+	r.Throughput = append([]ThroughputCell{
+		cell(systems.Floor, 1, 1000), cell(systems.MonolockBare, 1, 960),
+		cell(systems.Floor, 16, 2000), cell(systems.MonolockBare, 16, 1900),
+	}, r.Throughput...)
+	return r
+}
+
+// table returns the lines of the markdown table that follows header.
+func table(t *testing.T, text, header string) []string {
+	t.Helper()
+	i := strings.Index(text, header)
+	if i < 0 {
+		t.Fatalf("no table %q", header)
+	}
+	var rows []string
+	for _, line := range strings.Split(text[i:], "\n") {
+		if !strings.HasPrefix(line, "|") {
+			break
+		}
+		rows = append(rows, line)
+	}
+	return rows
+}
+
+func TestFloorColumnAndTargets(t *testing.T) {
+	r := withFloor()
+	r.Throughput = append(r.Throughput, ThroughputCell{System: "redis", Workers: 64, Err: "refused"})
+	text := string(markdown(r, nil, ""))
+	rows := table(t, text, "| system | workers | cycles/s | × floor |")
+	for _, want := range []string{
+		"| tcp floor | 1 | 1000 | 1.00× |",
+		"| monolock serve, bare client | 1 | 960 | 0.96× |",
+		"| monolock serve, Go client | 1 | 1000 | 1.00× |",
+		"| redis | 1 | 800 | 0.80× |",
+		"| monolock serve, Go client | 16 | 1000 | 0.50× |",
+		"| etcd | 16 | 100 | 0.05× |",
+		"| redis | 64 | failed: refused |",
+	} {
+		if !slices.ContainsFunc(rows, func(row string) bool { return strings.HasPrefix(row, want) }) {
+			t.Errorf("section 1 lacks a row starting %q", want)
+		}
+	}
+	// Every row, failed ones included, has the header's columns.
+	for _, row := range rows[1:] {
+		if strings.Count(row, "|") != strings.Count(rows[0], "|") {
+			t.Errorf("row %q does not match header %q", row, rows[0])
+		}
+	}
+	for _, want := range []string{
+		"| monolock serve with the bare client ≥ 0.95× the tcp floor (uncontended cycles/s, every worker count) | 1 worker: 960 of the floor's 1000 (0.960×); 16 workers: 1900 of the floor's 2000 (0.950×) | met |",
+		"| monolock serve with the Go client ≥ 0.9× the tcp floor (uncontended cycles/s, every worker count) | 1 worker: 1000 of the floor's 1000 (1.000×); 16 workers: 1000 of the floor's 2000 (0.500×) | **missed** at 16 workers |",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("targets lack %q", want)
+		}
+	}
+	// Below 0.95 by a hair is a miss, and is not printed as 0.950.
+	r.Throughput[3].Stats.PerSec = 1899
+	if text := string(markdown(r, nil, "")); !strings.Contains(text, "16 workers: 1899 of the floor's 2000 (0.949×) | **missed** at 16 workers |") {
+		t.Error("1899 of 2000 not reported as 0.949×, missed")
+	}
+}
+
+func TestNoFloorNoColumn(t *testing.T) {
+	text := string(markdown(sample(), nil, ""))
+	rows := table(t, text, "| system | workers | cycles/s |")
+	if strings.Contains(rows[0], "floor") || strings.Contains(text, "the tcp floor (uncontended") {
+		t.Errorf("a run without the floor shows floor figures: %s", rows[0])
+	}
+	for _, row := range rows[1:] {
+		if strings.Count(row, "|") != strings.Count(rows[0], "|") {
+			t.Errorf("row %q does not match header %q", row, rows[0])
+		}
+	}
+}
+
+func TestFloorChartsAndIdleSystems(t *testing.T) {
+	dir := t.TempDir()
+	if err := Write(dir, withFloor(), ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"throughput.png", "idle-memory.png"} {
+		if st, err := os.Stat(filepath.Join(dir, "bench", f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s missing or empty: %v", f, err)
 		}
 	}
 }

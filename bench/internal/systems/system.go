@@ -45,6 +45,14 @@ type Options struct {
 
 // Names of the systems, in report order.
 const (
+	// Floor is the bare exchange of the protocol: the bare client against
+	// a server that does nothing else (package floor), the most any
+	// implementation could reach. Throughput workload only.
+	Floor = "floor"
+	// MonolockBare is the floor's bare client against `monolock serve`.
+	// Throughput workload only.
+	MonolockBare = "monolock-bare"
+	// Monolock is the canonical Go client against `monolock serve`.
 	Monolock  = "monolock"
 	Redis     = "redis"
 	Etcd      = "etcd"
@@ -53,7 +61,21 @@ const (
 )
 
 // All lists every system in report order.
-var All = []string{Monolock, Redis, Etcd, Postgres, ZooKeeper}
+var All = []string{Floor, MonolockBare, Monolock, Redis, Etcd, Postgres, ZooKeeper}
+
+// ThroughputOnly reports whether name is measured in the uncontended
+// throughput workload alone: the floor grants every claim (it keeps no
+// locks), and the bare client neither queues nor heartbeats.
+func ThroughputOnly(name string) bool { return name == Floor || name == MonolockBare }
+
+// Peer reports whether name is a peer that scripts/peers.sh runs.
+func Peer(name string) bool {
+	switch name {
+	case Redis, Etcd, Postgres, ZooKeeper:
+		return true
+	}
+	return false
+}
 
 // Peer addresses, as started by scripts/peers.sh.
 const (
@@ -63,12 +85,15 @@ const (
 	ZooKeeperAddr = "127.0.0.1:12181"
 )
 
-// Open connects to the named system. monolockAddr is the address of the
-// monolock server started for this run.
-func Open(ctx context.Context, name, monolockAddr string, o Options) (System, error) {
+// Open connects to the named system. localAddr is the address of the
+// server started for this run: `monolock serve` for Monolock and
+// MonolockBare, `bench floor` for Floor.
+func Open(ctx context.Context, name, localAddr string, o Options) (System, error) {
 	switch name {
+	case Floor, MonolockBare:
+		return OpenBare(name, localAddr, o)
 	case Monolock:
-		return OpenMonolock(monolockAddr, o)
+		return OpenMonolock(localAddr, o)
 	case Redis:
 		return OpenRedis(ctx, RedisAddr, o)
 	case Etcd:
