@@ -234,6 +234,7 @@ func (Test) All() error {
 		{"test:rust", Test{}.Rust},
 		{"mobile:jvm", Mobile{}.Jvm},
 		{"conformance", Conformance},
+		{"chaos:smoke", chaosSmoke},
 	} {
 		fmt.Printf("==> %s\n", step.name)
 		start := time.Now()
@@ -270,6 +271,26 @@ func Conformance() error {
 	mg.Deps(Build)
 	return runIn("conformance", "go", "run", "./cmd/conformance",
 		"-manifest", "manifest.json", "-scenarios", "../spec/scenarios", "-out", "results")
+}
+
+// Chaos runs the chaos harness (docs/chaos.md): a worker of every client
+// against one server, then against an HA cell of three servers on three
+// etcd members, while it injects faults; $CHAOS_DURATION in all (default
+// 10m), split between the two. It fails on any broken promise.
+func Chaos() error {
+	mg.Deps(Build, Deps)
+	d := os.Getenv("CHAOS_DURATION")
+	if d == "" {
+		d = "10m"
+	}
+	return runIn("bench", "go", "run", "./cmd/chaos", "-mode", "both", "-duration", d)
+}
+
+// chaosSmoke is test:all's one-minute chaos run, after the conformance step
+// has built every driver.
+func chaosSmoke() error {
+	mg.Deps(Build, Deps)
+	return runIn("bench", "go", "run", "./cmd/chaos", "-mode", "both", "-duration", "60s", "-no-build")
 }
 
 // runIn runs a command with dir (relative to the repository root) as its

@@ -329,6 +329,16 @@ func (p *Process) Quit(grace time.Duration) error {
 // ErrHung marks a driver that did not exit after quit.
 var ErrHung = errors.New("hung")
 
+// Signal sends sig to the driver's process group: SIGSTOP and SIGCONT
+// pause and resume a driver together with any child its run command
+// started (a wrapper script's JVM, say).
+func (p *Process) Signal(sig syscall.Signal) error {
+	if p.cmd.Process == nil {
+		return errors.New("driver not started")
+	}
+	return syscall.Kill(-p.cmd.Process.Pid, sig)
+}
+
 // Kill kills the driver's process group.
 func (p *Process) Kill() {
 	if p.cmd.Process != nil {

@@ -89,6 +89,13 @@ func Start(ctx context.Context, bin, dataDir string, extraArgs ...string) (*Serv
 // Signal sends sig to the server.
 func (s *Server) Signal(sig os.Signal) error { return s.cmd.Process.Signal(sig) }
 
+// Kill ends the server at once (SIGKILL), as a crash would, and waits for
+// it to be gone.
+func (s *Server) Kill() {
+	_ = s.cmd.Process.Kill()
+	<-s.done
+}
+
 // Stop ends the server gracefully (SIGTERM), killing it after 15 s.
 func (s *Server) Stop() {
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)

@@ -1,0 +1,117 @@
+// Package chaos runs workers of every client language against a monolock
+// cell while it injects faults, and checks what a lock service promises:
+// no two holders at once (unless a holder's process was paused, which no
+// lock service can see), no stale write accepted by a fenced resource,
+// tokens that only grow, and a cell that recovers.
+//
+// A worker is one conformance driver process (the client's public API over
+// the pipe protocol of docs/writing-a-client.md) that acquires one lock
+// name in a loop, holds it for a random time and releases it. While it
+// holds, it writes to a fenced resource kept here, which accepts a token
+// only if it is at least the highest it has accepted. Each worker reaches
+// every server through fault proxies of its own.
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/monolock/monolock/bench/internal/cell"
+	"github.com/monolock/monolock/conformance/runner"
+)
+
+// Config is one chaos run.
+type Config struct {
+	Root     string          // repository root: drivers run in their clients' folders
+	Clients  []runner.Client // one worker per entry (repeat an entry for more)
+	Cell     *cell.Cell
+	Lease    time.Duration // every worker's lease
+	EtcdTTL  time.Duration // the HA cell's etcd TTL (failover waits for it)
+	Duration time.Duration
+	Pauses   bool     // stop holders' processes too (overlaps they cause are reported, not failed)
+	Faults   []string // fault kinds to inject (empty: every kind the cell allows)
+	Seed     uint64   // faults, hold times
+	Log      io.Writer
+}
+
+type run struct {
+	cfg     Config
+	start   time.Time
+	workers []*worker
+	ledger  *ledger
+	logMu   sync.Mutex
+}
+
+func (r *run) now() time.Duration { return time.Since(r.start) }
+
+func (r *run) logf(format string, args ...any) {
+	if r.cfg.Log == nil {
+		return
+	}
+	r.logMu.Lock()
+	fmt.Fprintf(r.cfg.Log, format+"\n", args...)
+	r.logMu.Unlock()
+}
+
+// Run runs the workers and the faults for cfg.Duration, then lets every
+// worker release and reports.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if cfg.Lease <= 0 || cfg.Duration <= 0 || len(cfg.Clients) == 0 {
+		return nil, errors.New("chaos: need a lease, a duration and at least one client")
+	}
+	r := &run{cfg: cfg, start: time.Now(), ledger: &ledger{}}
+	if sched := newScheduler(r); len(sched.kinds) == 0 {
+		return nil, fmt.Errorf("chaos: none of the faults %v applies to %s", cfg.Faults, cfg.Cell.Describe())
+	}
+	defer func() {
+		for _, w := range r.workers {
+			w.close()
+		}
+	}()
+	for i, c := range cfg.Clients {
+		name := fmt.Sprintf("%s#%d", c.Name, i)
+		w, err := startWorker(ctx, cfg.Root, c, name, cfg.Cell.Addrs(), r.start)
+		if err != nil {
+			return nil, err
+		}
+		w.ledger, w.lease, w.lock, w.log = r.ledger, cfg.Lease, "chaos/lock", r.logf
+		w.rng = rand.New(rand.NewPCG(cfg.Seed, uint64(i)+3))
+		r.workers = append(r.workers, w)
+	}
+	r.logf("chaos: %d workers on %s, lease %v, %v, seed %d", len(r.workers), cfg.Cell.Describe(), cfg.Lease, cfg.Duration, cfg.Seed)
+
+	faultCtx, stopFaults := context.WithCancel(ctx)
+	sched := newScheduler(r)
+	faultsDone := make(chan struct{})
+	go func() { sched.loop(faultCtx); close(faultsDone) }()
+
+	workCtx, stopWork := context.WithCancel(ctx)
+	errs := make([]error, len(r.workers))
+	var wg sync.WaitGroup
+	for i, w := range r.workers {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = w.run(workCtx) }()
+	}
+	select {
+	case <-time.After(cfg.Duration):
+	case <-ctx.Done():
+	}
+	stopFaults()
+	<-faultsDone // every fault cleared, every process running again
+	end := r.now()
+	stopWork()
+	wg.Wait()
+
+	rep := r.report(end, sched)
+	for _, err := range errs {
+		if err != nil {
+			rep.WorkerErrors = append(rep.WorkerErrors, err.Error())
+		}
+	}
+	return rep, nil
+}

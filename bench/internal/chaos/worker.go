@@ -1,0 +1,266 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/monolock/monolock/conformance/driver"
+	"github.com/monolock/monolock/conformance/proxy"
+	"github.com/monolock/monolock/conformance/runner"
+)
+
+// worker is one client's driver process, contending for the lock in a
+// loop through the client's public API, behind fault proxies of its own
+// (one per server).
+type worker struct {
+	name    string
+	proc    *driver.Process
+	proxies []*proxy.Proxy
+	events  chan driver.Event
+	ledger  *ledger
+	lease   time.Duration
+	lock    string
+	rng     *rand.Rand
+	start   time.Time
+	log     func(format string, args ...any)
+
+	mu       sync.Mutex
+	held     *Window       // the open window, if any
+	stopped  bool          // SIGSTOPped now
+	resumed  chan struct{} // closed at SIGCONT
+	grants   int
+	failures map[string]int // acquire errors by kind
+}
+
+func startWorker(ctx context.Context, root string, c runner.Client, name string, servers []string, start time.Time) (*worker, error) {
+	w := &worker{name: name, events: make(chan driver.Event, 256), failures: map[string]int{}, start: start}
+	for _, s := range servers {
+		p, err := proxy.Listen(s, start)
+		if err != nil {
+			w.close()
+			return nil, err
+		}
+		w.proxies = append(w.proxies, p)
+	}
+	env := c.ExtraEnv()
+	proc, _, err := driver.StartStream(ctx, root+"/"+c.Dir, c.Run, env, start, func(ev driver.Event) { w.events <- ev })
+	if err != nil {
+		w.close()
+		return nil, fmt.Errorf("%s: driver did not start: %w", name, err)
+	}
+	w.proc = proc
+	return w, nil
+}
+
+func (w *worker) addrs() []string {
+	var a []string
+	for _, p := range w.proxies {
+		a = append(a, p.Addr())
+	}
+	return a
+}
+
+func (w *worker) now() time.Duration { return time.Since(w.start) }
+
+// run contends until ctx ends, then lets go of what it holds.
+func (w *worker) run(ctx context.Context) error {
+	for n := 0; ctx.Err() == nil; n++ {
+		id := "c" + strconv.Itoa(n)
+		err := w.proc.Send(map[string]any{"cmd": "acquire", "id": id, "servers": w.addrs(), "name": w.lock,
+			"lease_ms": w.lease.Milliseconds(), "mode": "wait", "timeout_ms": (20 * w.lease).Milliseconds()})
+		if err != nil {
+			return fmt.Errorf("%s: %w", w.name, err)
+		}
+		ev, err := w.next(ctx, id, "acquired", "error")
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil // the run is over; quit releases what comes late
+			}
+			return err
+		}
+		if ev.Name == "error" {
+			w.mu.Lock()
+			w.failures[fmt.Sprint(ev.Fields["kind"])]++
+			w.mu.Unlock()
+			if err := w.sleep(ctx, w.lease/4); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := w.hold(ctx, id, ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// hold uses the lock: a write at once, then one every lease/5 until the
+// lost signal or the end of a random hold, then release.
+func (w *worker) hold(ctx context.Context, id string, acquired driver.Event) error {
+	token, err := strconv.ParseUint(fmt.Sprint(acquired.Fields["token"]), 10, 64)
+	if err != nil {
+		return fmt.Errorf("%s: token %v: %w", w.name, acquired.Fields["token"], err)
+	}
+	w.awaitResume(ctx) // a process stopped since it printed the grant writes when it runs again
+	win := w.ledger.grant(w.name, token, acquired.At)
+	w.mu.Lock()
+	w.held, w.grants = win, w.grants+1
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		w.held = nil
+		w.mu.Unlock()
+	}()
+	holdFor := time.Duration(float64(w.lease) * (0.2 + 1.8*w.rng.Float64()))
+	until := time.NewTimer(holdFor)
+	defer until.Stop()
+	tick := time.NewTicker(w.lease / 5)
+	defer tick.Stop()
+	for {
+		select {
+		case ev := <-w.events:
+			if ev.ID != id {
+				continue
+			}
+			if ev.Name == "lost" {
+				w.ledger.end(win, ev.At, true)
+				return w.release(ctx, id)
+			}
+			if ev.Name == "driver_error" {
+				return fmt.Errorf("%s: %s", w.name, ev.Line)
+			}
+		case <-tick.C:
+			// A stopped process writes when it runs again, before it has
+			// read what arrived meanwhile: the write fencing exists for.
+			w.awaitResume(ctx)
+			w.ledger.write(win)
+		case <-until.C:
+			w.awaitResume(ctx) // a stopped application decides nothing
+			w.ledger.end(win, w.now(), false)
+			return w.release(ctx, id)
+		case <-ctx.Done():
+			w.ledger.end(win, w.now(), false)
+			return w.release(context.Background(), id)
+		}
+	}
+}
+
+// release lets go of id and waits for the driver's answer.
+func (w *worker) release(ctx context.Context, id string) error {
+	if err := w.proc.Send(map[string]any{"cmd": "release", "id": id}); err != nil {
+		return fmt.Errorf("%s: %w", w.name, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second+w.lease)
+	defer cancel()
+	_, err := w.next(ctx, id, "released")
+	return err
+}
+
+// next waits for one of the named events of id; others of id are skipped
+// (waiting, and a lost event after the worker decided to release).
+func (w *worker) next(ctx context.Context, id string, names ...string) (driver.Event, error) {
+	for {
+		select {
+		case ev := <-w.events:
+			if ev.Name == "driver_error" {
+				return ev, fmt.Errorf("%s: %s", w.name, ev.Line)
+			}
+			if ev.ID != id {
+				continue
+			}
+			for _, n := range names {
+				if ev.Name == n {
+					return ev, nil
+				}
+			}
+		case <-w.proc.Exited():
+			return driver.Event{}, fmt.Errorf("%s: driver exited: %v\n%s", w.name, w.proc.Fault(), w.proc.Stderr())
+		case <-ctx.Done():
+			return driver.Event{}, fmt.Errorf("%s: no %v for %s: %w", w.name, names, id, ctx.Err())
+		}
+	}
+}
+
+func (w *worker) sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-time.After(d):
+		return nil
+	case <-ctx.Done():
+		return nil
+	}
+}
+
+// pause stops the worker's process for d; its open window, if any, is
+// marked as paused.
+func (w *worker) pause(d time.Duration) error {
+	w.mu.Lock()
+	w.stopped, w.resumed = true, make(chan struct{})
+	if w.held != nil {
+		w.ledger.paused(w.held)
+	}
+	resumed := w.resumed
+	w.mu.Unlock()
+	if err := w.proc.Signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	time.Sleep(d)
+	err := w.proc.Signal(syscall.SIGCONT)
+	w.mu.Lock()
+	w.stopped = false
+	w.mu.Unlock()
+	close(resumed)
+	return err
+}
+
+// awaitResume blocks while the worker's process is stopped: the
+// application is stopped with it.
+func (w *worker) awaitResume(ctx context.Context) {
+	w.mu.Lock()
+	stopped, resumed := w.stopped, w.resumed
+	w.mu.Unlock()
+	if !stopped {
+		return
+	}
+	select {
+	case <-resumed:
+	case <-ctx.Done():
+	}
+}
+
+// holding returns the open window, if any.
+func (w *worker) holding() *Window {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.held
+}
+
+// setFaults applies f to every proxy of the worker (all its connections).
+func (w *worker) setFaults(f proxy.Faults) {
+	for _, p := range w.proxies {
+		p.Set(f)
+		for _, c := range p.Conns() {
+			c.SetFaults(f)
+		}
+	}
+}
+
+// reset aborts every connection of the worker with a TCP reset.
+func (w *worker) reset() {
+	for _, p := range w.proxies {
+		p.Reset()
+	}
+}
+
+func (w *worker) close() {
+	if w.proc != nil {
+		_ = w.proc.Quit(5 * time.Second)
+	}
+	for _, p := range w.proxies {
+		p.Close()
+	}
+}
