@@ -64,6 +64,7 @@ type plan struct {
 	clientFor     time.Duration // each workload-5 cell
 	safetyLease   time.Duration // workload 6: lease / TTL / session timeout of every recipe
 	safetyRuns    int           // workload 6: runs per recipe and fault
+	failoverRuns  int           // workload 7: leader kills, and etcd elections of each kind
 }
 
 var fullPlan = plan{
@@ -88,8 +89,9 @@ var fullPlan = plan{
 	clientFor:  5 * time.Second,
 	// Workload 6's runs of one recipe run concurrently: more runs cost
 	// little time, and 5 keep the whole section near 4 minutes.
-	safetyLease: 2 * time.Second,
-	safetyRuns:  5,
+	safetyLease:  2 * time.Second,
+	safetyRuns:   5,
+	failoverRuns: 5,
 }
 
 var quickPlan = plan{
@@ -104,20 +106,21 @@ var quickPlan = plan{
 		systems.ZooKeeper: {200},
 		systems.Postgres:  {100},
 	},
-	idleLease:   10 * time.Second,
-	idleWindow:  3 * time.Second,
-	deadLease:   2 * time.Second,
-	deadTrials:  1,
-	clientFor:   time.Second,
-	safetyLease: 2 * time.Second,
-	safetyRuns:  2,
+	idleLease:    10 * time.Second,
+	idleWindow:   3 * time.Second,
+	deadLease:    2 * time.Second,
+	deadTrials:   1,
+	clientFor:    time.Second,
+	safetyLease:  2 * time.Second,
+	safetyRuns:   2,
+	failoverRuns: 1,
 }
 
 func benchMain() int {
 	var (
 		out        = flag.String("out", "../docs", "docs `directory` to write benchmarks.md and bench/*.png into")
 		quick      = flag.Bool("quick", false, "run every workload briefly (a few minutes), for development")
-		only       = flag.String("workloads", strings.Join(allWorkloads, ","), "comma-separated `workloads` to run (safety alone keeps the other sections of OUT/bench/results.json)")
+		only       = flag.String("workloads", strings.Join(allWorkloads, ","), "comma-separated `workloads` to run (safety or failover alone keeps the other sections of OUT/bench/results.json)")
 		sysList    = flag.String("systems", strings.Join(systems.All, ","), "comma-separated `systems` to measure")
 		clientList = flag.String("clients", strings.Join(wantedClients, ","), "comma-separated `clients` for the clients workload")
 		safeList   = flag.String("safety-clients", strings.Join(safetyClients, ","), "comma-separated monolock `clients` for the safety workload")
@@ -239,6 +242,7 @@ func benchMain() int {
 		{"idle", rn.idle},
 		{"clients", rn.runClients},
 		{"safety", rn.safety},
+		{"failover", rn.failover},
 	} {
 		if !want(*only, w.name) {
 			continue
@@ -257,10 +261,10 @@ func benchMain() int {
 	r.Notes = notes(r)
 
 	took := time.Since(r.Started)
-	if *only == "safety" {
+	if *only == "safety" || *only == "failover" {
 		// Only this section ran: keep every other section of the last run.
-		if merged, ok := mergeSafety(*out, r); ok {
-			log.Printf("merged the safety section into %s", filepath.Join(*out, "bench", "results.json"))
+		if merged, ok := mergeSection(*out, r, *only); ok {
+			log.Printf("merged the %s section into %s", *only, filepath.Join(*out, "bench", "results.json"))
 			r = merged
 		}
 	}
@@ -279,11 +283,12 @@ func benchMain() int {
 }
 
 // allWorkloads are the workloads in run order.
-var allWorkloads = []string{"throughput", "handoff", "idle", "dead", "clients", "safety"}
+var allWorkloads = []string{"throughput", "handoff", "idle", "dead", "clients", "safety", "failover"}
 
-// mergeSafety puts r's safety section into the results of the last run
-// in out, marked as measured separately; ok is false when there is none.
-func mergeSafety(out string, r *report.Results) (*report.Results, bool) {
+// mergeSection puts r's section (safety or failover) into the results of
+// the last run in out, marked as measured separately; ok is false when
+// there is none.
+func mergeSection(out string, r *report.Results, section string) (*report.Results, bool) {
 	b, err := os.ReadFile(filepath.Join(out, "bench", "results.json"))
 	if err != nil {
 		return nil, false
@@ -293,9 +298,17 @@ func mergeSafety(out string, r *report.Results) (*report.Results, bool) {
 		log.Printf("not merging: %v", err)
 		return nil, false
 	}
-	old.Safety, old.SafetyRun = r.Safety, r.SafetyRun
-	if old.SafetyRun != nil {
-		old.SafetyRun.Separate = true
+	switch section {
+	case "safety":
+		old.Safety, old.SafetyRun = r.Safety, r.SafetyRun
+		if old.SafetyRun != nil {
+			old.SafetyRun.Separate = true
+		}
+	case "failover":
+		old.Failover = r.Failover
+		if old.Failover != nil {
+			old.Failover.Separate = true
+		}
 	}
 	for k, v := range r.Versions {
 		if _, ok := old.Versions[k]; !ok {

@@ -184,6 +184,30 @@ func (c *Cell) Leader(ctx context.Context) int {
 	return -1
 }
 
+// Ready waits until a server is active and past its grace, and returns it.
+func (c *Cell) Ready(ctx context.Context, within time.Duration) (int, error) {
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if !c.HA() {
+			return 0, nil
+		}
+		for i := range c.addrs {
+			if !c.Running(i) {
+				continue
+			}
+			var st struct {
+				Role  string `json:"role"`
+				Grace int64  `json:"grace_remaining_ms"`
+			}
+			if err := getJSON(ctx, "http://"+c.admins[i]+"/v1/cell", &st); err == nil && st.Role == "leader" && st.Grace == 0 {
+				return i, nil
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return -1, fmt.Errorf("cell: no active server past its grace within %v", within)
+}
+
 func getJSON(ctx context.Context, url string, v any) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()

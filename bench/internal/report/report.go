@@ -331,6 +331,7 @@ func markdown(r *Results, charts map[string]string, analysis string) []byte {
 
 	writeClients(&b, r, chart)
 	writeSafety(&b, r, chart)
+	writeFailover(&b, r)
 
 	if analysis != "" {
 		b.WriteString(strings.TrimSpace(analysis))

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"slices"
@@ -267,5 +268,29 @@ func TestFloorChartsAndIdleSystems(t *testing.T) {
 		if st, err := os.Stat(filepath.Join(dir, "bench", f)); err != nil || st.Size() == 0 {
 			t.Errorf("%s missing or empty: %v", f, err)
 		}
+	}
+}
+
+func TestFailoverSectionGivesMinMedianMax(t *testing.T) {
+	r := &Results{Failover: &FailoverSection{TTL: 2 * time.Second, Lease: 2 * time.Second,
+		Monolock: []float64{4.1, 3.7, 3.9}, Raft: []float64{1.1}, Recipe: nil}}
+	var b bytes.Buffer
+	writeFailover(&b, r)
+	out := b.String()
+	for _, want := range []string{
+		"## 7. Failover",
+		"| monolock HA: kill -9 of the active server → the waiter's grant | 3 | 3.70 s | 3.90 s | 4.10 s |",
+		"| etcd: kill -9 of the raft leader → a new leader | 1 | 1.10 s | 1.10 s | 1.10 s |",
+		"| 0 | – | – | – |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in:\n%s", want, out)
+		}
+	}
+	r.Failover.Err = "etcd not found"
+	b.Reset()
+	writeFailover(&b, r)
+	if !strings.Contains(b.String(), "Not measured: etcd not found") {
+		t.Errorf("an error is reported: %s", b.String())
 	}
 }

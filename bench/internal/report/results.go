@@ -34,7 +34,20 @@ type Results struct {
 	// Separate set they come from a run of their own, merged into an
 	// earlier run's results.
 	SafetyRun *SafetyInfo `json:"safety_run,omitempty"`
-	Notes     []string    `json:"notes"`
+	// Failover is workload 7: an HA cell's failover beside etcd's own.
+	Failover *FailoverSection `json:"failover,omitempty"`
+	Notes    []string         `json:"notes"`
+}
+
+// FailoverSection is workload 7. Every figure is in seconds, one per run.
+type FailoverSection struct {
+	TTL      time.Duration `json:"ttl_ns"`
+	Lease    time.Duration `json:"lease_ns"`
+	Monolock []float64     `json:"monolock_s"`    // kill -9 of the active server -> the waiter's grant
+	Raft     []float64     `json:"etcd_raft_s"`   // kill -9 of etcd's raft leader -> a new leader
+	Recipe   []float64     `json:"etcd_recipe_s"` // an election recipe's leader vanishes -> the next one elected
+	Separate bool          `json:"separate,omitempty"`
+	Err      string        `json:"err,omitempty"`
 }
 
 // ThroughputCell is workload 1 for one system and worker count.
