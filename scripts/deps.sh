@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # deps.sh: install the system packages the Go tests need that a fresh
 # machine lacks: etcd (Debian's etcd-server), which the HA tests run for
-# real. Idempotent; as root it calls apt-get directly, otherwise sudo.
+# real, and iproute2's ip, with which they build network namespaces.
+# Idempotent; as root it calls apt-get directly, otherwise sudo.
 set -euo pipefail
 
 missing=()
 command -v etcd >/dev/null || missing+=(etcd-server)
+command -v ip >/dev/null || missing+=(iproute2)
 if [ ${#missing[@]} -eq 0 ]; then
 	exit 0
 fi

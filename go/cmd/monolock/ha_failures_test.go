@@ -17,7 +17,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monolock/monolock/go/client"
+	"github.com/monolock/monolock/go/internal/testbin"
 	"github.com/monolock/monolock/go/internal/testetcd"
+	"github.com/monolock/monolock/go/pkg/protocol"
 )
 
 // acquired is the outcome of a background Acquire.
@@ -34,7 +36,7 @@ type acquired struct {
 // is granted by the same leader, with a larger token.
 func TestHALeaderPartitionedFromClients(t *testing.T) {
 	lab := newNetLab(t, 3)
-	etcd := testetcd.StartCluster(t, testetcd.ClusterOptions{Wrap: lab.wrapCell()})
+	etcd := testetcd.StartCluster(t, testetcd.ClusterOptions{Wrap: lab.wrapCell(), BasePort: 2379})
 	a := cellMember(t, etcd.Endpoints(), lab.serverAddr(1), lab.wrapCell()...)
 	a.WaitLog(0, wait, "ha: leading the cell")
 	b := cellMember(t, etcd.Endpoints(), lab.serverAddr(2), lab.wrapCell()...)
@@ -125,6 +127,159 @@ func TestHALeaderPartitionedFromClients(t *testing.T) {
 	assert.Greater(t, next.lock.Token(), holder.Token())
 	assert.False(t, logHas(a, "ha: stepping down"), "the leader stepped down")
 	assert.False(t, logHas(b, "ha: leading the cell") || logHas(c, "ha: leading the cell"), "a passive server took over")
+	led.check()
+	require.NoError(t, next.lock.Release())
+}
+
+// The leader is partitioned from etcd (every member of three) while its
+// clients still reach it. It acknowledges nothing after its own deadline,
+// which comes before etcd can expire its lease, and steps down: its holder
+// is told by ERROR 0x01, not by its own timeout. Another server takes over
+// once etcd has expired the old leader's lease, waits out the longest lease
+// and grants the waiter a larger token. Once the link is back, the old
+// leader rejoins the cell as a passive server.
+func TestHALeaderPartitionedFromEtcd(t *testing.T) {
+	const ttl, lease = 2 * time.Second, time.Second // lab.server's --etcd-ttl; the clients' lease
+	lab := newEtcdLab(t, 3)
+	etcd := testetcd.StartCluster(t, testetcd.ClusterOptions{Wrap: lab.wrapEtcd(), ClientHost: "0.0.0.0", BasePort: 2379})
+	a := lab.server(1, etcd)
+	a.WaitLog(0, wait, "ha: leading the cell")
+	servers := []*testbin.Server{a, lab.server(2, etcd), lab.server(3, etcd)}
+	addrs := []string{lab.serverAddr(1), lab.serverAddr(2), lab.serverAddr(3)}
+	// The passive servers follow the leader through etcd, over their links.
+	for k := 2; k <= 3; k++ {
+		require.Eventually(t, func() bool {
+			reason, err := lab.probe(k)
+			return err == nil && reason == "not the active server; the active server is "+addrs[0]
+		}, wait, 50*time.Millisecond, "server %d never named the leader", k)
+	}
+	led := &ledger{t: t}
+
+	holderClient, err := client.New(client.WithServers(addrs...), client.WithLease(lease))
+	require.NoError(t, err)
+	queued := make(chan struct{}, 1)
+	waiterClient, err := client.New(client.WithServers(addrs...), client.WithLease(lease),
+		client.WithOnWaiting(func(string) {
+			select {
+			case queued <- struct{}{}:
+			default:
+			}
+		}))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*wait)
+	defer cancel()
+
+	var holder *client.Lock
+	var holderWin *window
+	<-lab.goClient(func() {
+		holder, err = holderClient.Acquire(ctx, "etcd-part")
+		if err == nil {
+			holderWin = led.hold(holder, "holder")
+		}
+	})
+	require.NoError(t, err)
+	waiter := make(chan acquired, 1)
+	var waiterWin *window
+	lab.goClient(func() {
+		l, err := waiterClient.Acquire(ctx, "etcd-part")
+		r := acquired{lock: l, at: time.Now(), err: err}
+		if err == nil {
+			waiterWin = led.hold(l, "waiter")
+		}
+		waiter <- r
+	})
+	select {
+	case <-queued: // the waiter waits on the leader
+	case <-time.After(wait):
+		t.Fatal("the waiter was never queued")
+	}
+	led.write(holderWin, holder)
+
+	cutAt := time.Now()
+	lab.cut(1)
+	cutDone := time.Now() // no keep-alive sent after this reaches etcd
+
+	var toldAt time.Time
+	select {
+	case <-holder.Done():
+		toldAt = time.Now()
+	case <-time.After(wait):
+		t.Fatal("the cut-off leader's holder was never told")
+	}
+	require.ErrorIs(t, holder.Err(), client.ErrLockLost)
+	var told *client.ServerError
+	require.ErrorAs(t, holder.Err(), &told, "told by the server, not by its own timeout: %v", holder.Err())
+	assert.Equal(t, protocol.ErrShuttingDown.Code, told.Code)
+	assert.NotContains(t, told.Reason, "the active server is "+addrs[0], "the old leader named itself as the active server")
+	// The leader's deadline is the send of its last acknowledged keep-alive
+	// (before cutDone) + TTL - TTL/20, and it acknowledged nothing later:
+	// the holder's last acknowledged heartbeat was sent before that, and
+	// before etcd could expire the lease (its send + TTL).
+	lastAck := holder.ValidUntil().Add(-lease * 8 / 10)
+	assert.True(t, lastAck.Before(cutDone.Add(ttl-ttl/20)),
+		"the old leader acknowledged a heartbeat sent %v after the cut, past its deadline", lastAck.Sub(cutDone))
+	assert.Less(t, toldAt.Sub(cutAt), ttl+lease, "the holder was told late")
+	a.WaitLog(0, wait, "ha: stepping down")
+	stepAt := loggedAt(t, a, 0, "ha: stepping down")
+
+	var next acquired
+	select {
+	case next = <-waiter:
+	case <-time.After(3 * wait):
+		t.Fatal("no grant after the leader was cut off from etcd")
+	}
+	require.NoError(t, next.err)
+	var successor int // the server (from 1) that took over
+	require.Eventually(t, func() bool {
+		for k := 2; k <= 3; k++ {
+			if logHas(servers[k-1], "ha: leading the cell") {
+				successor = k
+				return true
+			}
+		}
+		return false
+	}, wait, 20*time.Millisecond, "the waiter was granted, but no other server leads")
+	tookAt := loggedAt(t, servers[successor-1], 0, "ha: leading the cell")
+	assert.True(t, logHas(servers[successor-1], "grace=1s"), "the new leader does not wait out the 1 s lease")
+	assert.False(t, logHas(servers[5-successor-1], "ha: leading the cell"), "both other servers led")
+	assert.Equal(t, 1, strings.Count(a.LogText(), "ha: leading the cell"), "the old leader led again without etcd")
+	assert.True(t, lastAck.Before(tookAt), "the old leader acknowledged a heartbeat sent after another server took over")
+	assert.True(t, toldAt.Before(next.at), "the waiter was granted before the holder was told")
+	// tookAt is logged right after the takeover (milliseconds, truncated);
+	// the grant comes a grace later, at the earliest.
+	assert.GreaterOrEqual(t, next.at.Sub(tookAt), lease-50*time.Millisecond,
+		"the new leader granted before its grace (the longest lease) had passed")
+	assert.Greater(t, next.lock.Token(), holder.Token())
+	t.Logf("after the cut: holder told %v (%v), old leader stepped down %v, server %d took over %v, waiter granted %v (%v after the holder was told, %v after the takeover); tokens %d then %d",
+		toldAt.Sub(cutAt).Round(time.Millisecond), told, stepAt.Sub(cutAt).Round(time.Millisecond), successor,
+		tookAt.Sub(cutAt).Round(time.Millisecond), next.at.Sub(cutAt).Round(time.Millisecond),
+		next.at.Sub(toldAt).Round(time.Millisecond), next.at.Sub(tookAt).Round(time.Millisecond),
+		holder.Token(), next.lock.Token())
+
+	// The link comes back: the old leader reaches etcd again and follows
+	// the new leader. It names it only once it has heard from etcd (it
+	// forgot the leader when it stepped down).
+	healAt := time.Now()
+	lab.heal(1)
+	follows := "not the active server; the active server is " + addrs[successor-1]
+	var reason string
+	var st map[string]any
+	require.Eventually(t, func() bool {
+		var err error
+		if reason, err = lab.probe(1); err != nil || reason != follows {
+			return false
+		}
+		st, err = lab.cell(1)
+		return err == nil
+	}, 3*wait, 100*time.Millisecond, "the old leader did not rejoin as a passive server (last ERROR reason %q)", reason)
+	rejoinAt := time.Now()
+	assert.Equal(t, "follower", st["role"])
+	assert.Equal(t, addrs[successor-1], st["leader"])
+	assert.Equal(t, 1, strings.Count(a.LogText(), "ha: leading the cell"), "the old leader led again")
+	assert.False(t, logHas(servers[successor-1], "ha: stepping down"), "the new leader stepped down")
+	require.NoError(t, next.lock.Err(), "the waiter lost its lock when the old leader came back")
+	t.Logf("after the heal: the old leader follows server %d %v later", successor, rejoinAt.Sub(healAt).Round(time.Millisecond))
+	led.write(waiterWin, next.lock)
 	led.check()
 	require.NoError(t, next.lock.Release())
 }

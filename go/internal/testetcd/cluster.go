@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +23,18 @@ type ClusterOptions struct {
 	// namespace (whose loopback must be up). The members listen on
 	// 127.0.0.1 of wherever they run.
 	Wrap []string
+	// ClientHost is the host the members listen on for clients: "" means
+	// 127.0.0.1; "0.0.0.0" means every address of the namespace they run
+	// in, for clients that reach them over a link into that namespace (at
+	// the member's port of Endpoint). They advertise 127.0.0.1 either way,
+	// and Endpoint and Endpoints name that address.
+	ClientHost string
+	// BasePort, when set, gives the members fixed ports instead of free
+	// ones of the machine's namespace: member i listens for clients on
+	// BasePort+2i and for peers on BasePort+2i+1. Use it with Wrap into a
+	// network namespace of their own, where nothing else listens; the
+	// machine's own ports then play no part (they may run out under load).
+	BasePort int
 }
 
 // Cluster is a real multi-member etcd, one process per member, each with its
@@ -30,6 +43,7 @@ type ClusterOptions struct {
 type Cluster struct {
 	t       testing.TB
 	wrap    []string
+	host    string // ClientHost
 	bin     string
 	token   string
 	initial string // --initial-cluster
@@ -58,12 +72,18 @@ func StartCluster(t testing.TB, opts ClusterOptions) *Cluster {
 	if n == 0 {
 		n = 3
 	}
-	c := &Cluster{t: t, wrap: opts.Wrap, bin: bin, token: fmt.Sprintf("monolock-test-%d-%d", os.Getpid(), time.Now().UnixNano())}
+	c := &Cluster{t: t, wrap: opts.Wrap, host: opts.ClientHost, bin: bin, token: fmt.Sprintf("monolock-test-%d-%d", os.Getpid(), time.Now().UnixNano())}
 	var initial []string
 	for i := range n {
-		// Free in this network namespace; a namespace the caller has just
-		// created has nothing listening at all.
-		m := &member{name: fmt.Sprintf("m%d", i), client: FreePort(t), peer: FreePort(t), dir: t.TempDir()}
+		// Fixed ports for a namespace of the cluster's own; otherwise free
+		// ones of this network namespace.
+		m := &member{name: fmt.Sprintf("m%d", i), dir: t.TempDir()}
+		if opts.BasePort != 0 {
+			m.client = fmt.Sprintf("127.0.0.1:%d", opts.BasePort+2*i)
+			m.peer = fmt.Sprintf("127.0.0.1:%d", opts.BasePort+2*i+1)
+		} else {
+			m.client, m.peer = FreePort(t), FreePort(t)
+		}
 		m.log = filepath.Join(m.dir, "etcd.log")
 		c.members = append(c.members, m)
 		initial = append(initial, m.name+"=http://"+m.peer)
@@ -122,9 +142,14 @@ func (c *Cluster) start(i int) {
 		c.t.Fatalf("etcd %s is already running", m.name)
 	}
 	clientURL, peerURL := "http://"+m.client, "http://"+m.peer
+	listenURL := clientURL
+	if c.host != "" {
+		_, port, _ := net.SplitHostPort(m.client)
+		listenURL = "http://" + net.JoinHostPort(c.host, port)
+	}
 	cmd := c.command(c.bin,
 		"--name", m.name, "--data-dir", filepath.Join(m.dir, "data"),
-		"--listen-client-urls", clientURL, "--advertise-client-urls", clientURL,
+		"--listen-client-urls", listenURL, "--advertise-client-urls", clientURL,
 		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
 		"--initial-cluster", c.initial, "--initial-cluster-state", "new",
 		"--initial-cluster-token", c.token, "--log-level", "warn")
