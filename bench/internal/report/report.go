@@ -223,6 +223,9 @@ func markdown(r *Results, charts map[string]string, analysis string) []byte {
 	p("A monolock claim is a connection, so no implementation of the protocol can do one in fewer steps: the floor's cycles/s is what the protocol allows on this machine, and the × floor column gives every row as a fraction of the floor at the same worker count. ")
 	p("The peers' recipes run over connections their pools keep open, so they are not bound by this floor and can pass 1×. ")
 	p("*monolock serve, bare client* is that same bare client against the real server, so the gap to the floor is the server's; *monolock serve, Go client* is the canonical Go client (the rows called monolock everywhere else), so the gap between the two monolock rows is the client's.\n\n")
+	if !hasFloor {
+		p("> This run predates the floor: its table has no floor rows and no × floor column, and the targets table no floor targets. The next full run of `go run mage.go bench` adds them.\n\n")
+	}
 	p("The CPU columns are CPU time per cycle: the server's (all its processes) and the load generator's (this benchmark process, client library included). On 2 shared cores their sum bounds the rate.\n\n")
 	floorHead, floorSep := "", ""
 	if hasFloor {
