@@ -14,31 +14,34 @@ import (
 	"github.com/monolock/monolock/go/client/internal/session"
 )
 
-// event is what a claim tells the goroutine waiting in Acquire, in order:
-// zero or one "waiting", then one outcome (a lock or an error).
-type event struct {
-	waiting bool
-	lock    *Lock
-	err     error
-	queued  time.Duration // how long the claim had been queued
-}
-
-// claim is one connection: one claim on one lock. One goroutine serves it
-// (run): it reads, and the read deadline is its timer, so a claim costs no
-// other goroutine and no channel hop. Every protocol decision is made by
-// the pure session core; run only does the I/O the core asks for.
+// claim is one connection: one claim on one lock. It has one reader at a
+// time, and the read deadline is its timer. Until the outcome (a grant or
+// a failure), the goroutine in Acquire serves it, so an uncontended
+// acquisition costs no goroutine and no hand-off; a granted claim is then
+// served by a goroutine of its own until it ends. Every protocol decision is
+// made by the pure session core; serve only does the I/O the core asks for.
 //
 // The core sits behind mu because the application polls it too: Lock.Err
 // past the deadline decides the loss itself, once, and whichever side sees
 // the deadline first decides for both.
 type claim struct {
-	conn   net.Conn // TLS or TCP
-	raw    net.Conn // the TCP connection, closed to end the claim
-	addr   string   // the server as configured, for messages
-	name   string
-	log    *slog.Logger
-	events chan event    // run -> Acquire
-	exited chan struct{} // closed when run has returned and the connection is closed
+	conn      net.Conn // TLS or TCP
+	raw       net.Conn // the TCP connection, closed to end the claim
+	addr      string   // the server as configured, for messages
+	name      string
+	log       *slog.Logger
+	onWaiting func(name string) // the client's hook, or nil
+	exited    chan struct{}     // closed when serving has ended and the connection is closed
+
+	// The outcome, set by the serving goroutine before it stops at it.
+	lock    *Lock
+	failure error
+	queued  time.Duration // how long the claim had been queued
+
+	// wmu orders writes with Release's half-close, so that no request
+	// is written after it (and none fails on it).
+	wmu        sync.Mutex
+	halfClosed bool
 
 	mu       sync.Mutex
 	core     *session.Core
@@ -49,20 +52,51 @@ type claim struct {
 	queuedAt time.Time
 }
 
-func startClaim(conn, raw net.Conn, addr, name string, acquire []byte, try bool, cfg *config) *claim {
-	c := &claim{
-		conn:   conn,
-		raw:    raw,
-		addr:   addr,
-		name:   name,
-		log:    claimLogger(cfg.logger, name, raw),
-		events: make(chan event, 2),
-		exited: make(chan struct{}),
-		core:   session.New(acquire, cfg.lease, try),
-		ended:  make(chan struct{}),
+func newClaim(conn, raw net.Conn, addr, name string, acquire []byte, try bool, cfg *config) *claim {
+	return &claim{
+		conn:      conn,
+		raw:       raw,
+		addr:      addr,
+		name:      name,
+		log:       claimLogger(cfg.logger, name, raw),
+		onWaiting: cfg.onWaiting,
+		exited:    make(chan struct{}),
+		core:      session.New(acquire, cfg.lease, try),
+		ended:     make(chan struct{}),
 	}
-	go c.run()
-	return c
+}
+
+// acquire serves the claim on the calling goroutine until its outcome, or
+// until ctx ends (err is then ctx's). A granted claim goes on in a
+// goroutine of its own.
+func (c *claim) acquire(ctx context.Context) (*Lock, time.Duration, error) {
+	stop := context.AfterFunc(ctx, func() { c.letGoNow(false) })
+	open := c.serve(true) // stopped at the outcome with the connection open
+	if !stop() {
+		// ctx ended while the claim was served: it gives up, whatever
+		// the server said meanwhile.
+		c.letGoNow(false)
+		if open {
+			c.serve(false)
+		}
+		<-c.exited
+		return nil, 0, ctx.Err()
+	}
+	if c.lock != nil {
+		// Granted; possibly lost in the same read, which Done and Err
+		// already tell.
+		if open {
+			go c.serve(false)
+		}
+		return c.lock, c.queued, nil
+	}
+	if open {
+		c.serve(false) // not reached: a failure always closes
+	}
+	if c.failure == nil {
+		return nil, c.queued, errorf("%w: the claim ended without a grant or an error", ErrProtocol)
+	}
+	return nil, c.queued, c.failure
 }
 
 // claimLogger returns the logger of a claim: logger with the lock name and
@@ -83,14 +117,22 @@ const readBufferSize = 64
 // releaseWait bounds how long a release waits for the server's confirmation.
 const releaseWait = time.Second
 
-func (c *claim) run() {
-	defer close(c.exited)
-	defer c.raw.Close()
-	if !c.apply(c.step(func(s *session.Core) session.Actions { return s.Start(time.Now()) })) {
-		return
+// serve reads and acts until the claim ends, or, with untilOutcome, until
+// it has been granted or has failed (decided reports that; the connection
+// then stays open, for serve to be called again). Only one goroutine serves
+// a claim at a time: the connection has one reader.
+func (c *claim) serve(untilOutcome bool) (decided bool) {
+	if c.core.State() == session.Connecting {
+		if !c.apply(c.step(func(s *session.Core) session.Actions { return s.Start(time.Now()) })) {
+			c.exit()
+			return false
+		}
 	}
 	var buf [readBufferSize]byte
 	for {
+		if untilOutcome && (c.lock != nil || c.failure != nil) {
+			return true
+		}
 		c.mu.Lock()
 		if c.letGo {
 			acts, graceful := c.core.Release(), c.graceful // Release tells nothing
@@ -99,12 +141,14 @@ func (c *claim) run() {
 			if graceful {
 				c.handBack()
 			}
-			return
+			c.exit()
+			return false
 		}
 		wake := c.core.NextWakeup()
 		if wake.IsZero() {
 			c.mu.Unlock()
-			return
+			c.exit()
+			return false
 		}
 		// Set under mu: Release sets the deadline to now under mu too, so
 		// its wake-up can never be overwritten by this one.
@@ -116,7 +160,8 @@ func (c *claim) run() {
 		if n > 0 {
 			data := buf[:n]
 			if !c.apply(c.step(func(s *session.Core) session.Actions { return s.Receive(data, now) })) {
-				return
+				c.exit()
+				return false
 			}
 		}
 		if err == nil {
@@ -132,9 +177,16 @@ func (c *claim) run() {
 			return s.ConnectionEnded(err)
 		})
 		if !c.apply(acts) {
-			return
+			c.exit()
+			return false
 		}
 	}
+}
+
+// exit closes the connection and says so.
+func (c *claim) exit() {
+	c.raw.Close()
+	close(c.exited)
 }
 
 // step runs one input through the core under mu. A loss is recorded before
@@ -161,7 +213,9 @@ func (c *claim) apply(a session.Actions) bool {
 		if c.log.Enabled(context.Background(), slog.LevelDebug) {
 			c.log.Debug("monolock: waiting")
 		}
-		c.events <- event{waiting: true}
+		if c.onWaiting != nil {
+			c.onWaiting(c.name)
+		}
 	}
 	if a.Granted {
 		c.grant()
@@ -193,6 +247,11 @@ func (c *claim) write(frame []byte) error {
 	c.mu.Lock()
 	deadline := c.core.ValidUntil()
 	c.mu.Unlock()
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.halfClosed {
+		return nil // released: the server is letting the claim go
+	}
 	_ = c.conn.SetWriteDeadline(deadline)
 	_, err := c.conn.Write(frame)
 	return err // causeError says "connection: ..."
@@ -207,7 +266,7 @@ func (c *claim) grant() {
 	if c.log.Enabled(context.Background(), slog.LevelDebug) {
 		c.log.Debug("monolock: acquired", "token", lock.token, "valid_until", validUntil)
 	}
-	c.events <- event{lock: lock, queued: queued}
+	c.lock, c.queued = lock, queued
 }
 
 // queuedLocked is how long the claim has been queued (zero if it never
@@ -219,15 +278,12 @@ func (c *claim) queuedLocked() time.Duration {
 	return time.Since(c.queuedAt)
 }
 
-// fail reports the end of a claim that was never granted, unless Acquire
-// has given up on it.
+// fail records the end of a claim that was never granted.
 func (c *claim) fail(err error) {
 	c.mu.Lock()
-	gaveUp, queued := c.letGo, c.queuedLocked()
+	c.queued = c.queuedLocked()
 	c.mu.Unlock()
-	if !gaveUp {
-		c.events <- event{err: err, queued: queued}
-	}
+	c.failure = err
 }
 
 // endLocked records the end of the lock's validity, once: the first cause
@@ -251,9 +307,9 @@ func (c *claim) pollLocked() error {
 	return c.err
 }
 
-// letGoNow asks run to close at once: release of a lock (graceful: hand it
-// back first) or an acquisition giving up. It wakes run through the read
-// deadline.
+// letGoNow asks serve to close at once: release of a lock (graceful: hand
+// it back first) or an acquisition giving up. It wakes serve through the
+// read deadline.
 func (c *claim) letGoNow(graceful bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -262,29 +318,53 @@ func (c *claim) letGoNow(graceful bool) {
 	}
 	c.letGo = true
 	c.graceful = graceful && c.core.State() == session.Held
+	if c.graceful && c.halfClose() {
+		// Handed back right here: serve wakes when the server has
+		// closed its side (or at the bound), not once more before.
+		_ = c.conn.SetReadDeadline(time.Now().Add(c.releaseWaitLocked()))
+		return
+	}
 	_ = c.conn.SetReadDeadline(time.Now())
 }
 
-// abandon ends a claim Acquire gave up on. The connection is closed right
-// here, so the server frees the place in the queue even while run is busy.
-func (c *claim) abandon() {
-	c.letGoNow(false)
-	c.raw.Close()
-	<-c.exited
+// releaseWaitLocked bounds the wait for the server's close after a
+// release. Caller holds c.mu.
+func (c *claim) releaseWaitLocked() time.Duration {
+	return min(releaseWait, c.core.Schedule().ClientTimeout())
 }
 
-// handBack half-closes the connection and waits for the server to close its
-// side, which it does once it has let the claim go (a held lock, or a place
-// in the queue). Acks of a heartbeat still in flight are read and ignored.
-func (c *claim) handBack() {
+// halfClose sends the end of the stream, once; false if that failed.
+func (c *claim) halfClose() bool {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.halfClosed {
+		return true
+	}
 	cw, ok := c.conn.(interface{ CloseWrite() error })
 	if !ok || cw.CloseWrite() != nil {
-		return
+		return false
 	}
-	c.mu.Lock()
-	wait := min(releaseWait, c.core.Schedule().ClientTimeout())
-	c.mu.Unlock()
-	_ = c.conn.SetReadDeadline(time.Now().Add(wait))
+	c.halfClosed = true
+	return true
+}
+
+// handBack half-closes the connection (unless Release did) and waits for
+// the server to close its side, which it does once it has let the claim go
+// (a held lock, or a place in the queue). Acks of a heartbeat still in
+// flight are read and ignored.
+func (c *claim) handBack() {
+	c.wmu.Lock()
+	already := c.halfClosed
+	c.wmu.Unlock()
+	if !already {
+		if !c.halfClose() {
+			return
+		}
+		c.mu.Lock()
+		wait := c.releaseWaitLocked()
+		c.mu.Unlock()
+		_ = c.conn.SetReadDeadline(time.Now().Add(wait))
+	}
 	var buf [readBufferSize]byte
 	for {
 		if _, err := c.conn.Read(buf[:]); err != nil {

@@ -199,25 +199,8 @@ func (c *Client) attempt(ctx context.Context, name string, frame []byte, try boo
 		c.cfg.logger.Debug("monolock: connect failed", "server", addr, "err", err)
 		return nil, false, 0, err
 	}
-	cl := startClaim(conn, raw, addr, name, frame, try, &c.cfg)
-	for {
-		select {
-		case ev := <-cl.events:
-			switch {
-			case ev.waiting:
-				if c.cfg.onWaiting != nil {
-					c.cfg.onWaiting(name)
-				}
-			case ev.lock != nil:
-				return ev.lock, true, ev.queued, nil
-			default:
-				return nil, true, ev.queued, ev.err
-			}
-		case <-ctx.Done():
-			cl.abandon()
-			return nil, true, 0, ctx.Err()
-		}
-	}
+	lock, queued, err = newClaim(conn, raw, addr, name, frame, try, &c.cfg).acquire(ctx)
+	return lock, true, queued, err
 }
 
 func isServerError(err error) bool {
