@@ -272,11 +272,14 @@ class Acquisition {
   private connect(server: number): void {
     const address = this.s.servers[server];
     if (address === undefined) throw new Error("unreachable: server index out of range");
-    log(
-      this.s.logger,
-      "debug",
-      `monolock: connecting to ${formatAddress(address)} for ${JSON.stringify(this.s.name.text)}`,
-    );
+    // Messages are only formatted for a logger: formatting costs on every attempt.
+    if (this.s.logger !== undefined) {
+      log(
+        this.s.logger,
+        "debug",
+        `monolock: connecting to ${formatAddress(address)} for ${JSON.stringify(this.s.name.text)}`,
+      );
+    }
     this.queuedAt = undefined;
     try {
       this.session = this.openSession(address);
@@ -309,7 +312,9 @@ class Acquisition {
 
   private onWaiting(address: ServerAddress): void {
     this.queuedAt = performance.now();
-    log(this.s.logger, "debug", `monolock: ${JSON.stringify(this.s.name.text)} queued on ${formatAddress(address)}`);
+    if (this.s.logger !== undefined) {
+      log(this.s.logger, "debug", `monolock: ${JSON.stringify(this.s.name.text)} queued on ${formatAddress(address)}`);
+    }
     try {
       this.s.onWaiting?.();
     } catch (err) {
@@ -319,8 +324,10 @@ class Acquisition {
 
   private onGranted(session: Session, address: ServerAddress, token: bigint): void {
     this.plan.report("granted");
-    const where = formatAddress(address);
-    log(this.s.logger, "debug", `monolock: acquired ${JSON.stringify(this.s.name.text)} on ${where}, token ${token}`);
+    if (this.s.logger !== undefined) {
+      const where = formatAddress(address);
+      log(this.s.logger, "debug", `monolock: acquired ${JSON.stringify(this.s.name.text)} on ${where}, token ${token}`);
+    }
     const lock = new Lock(session, this.s.name.text, token, this.s.leaseMs, this.s.logger);
     this.session = undefined; // the Lock owns it now
     this.finish();

@@ -47,6 +47,9 @@ export class FrameError extends Error {
 
 const reasonDecoder = new TextDecoder("utf-8"); // lenient: the reason is for humans
 
+/** No bytes pending (shared: never written to). */
+const EMPTY = new Uint8Array(0);
+
 /**
  * Incremental decoder of server frames from a byte stream. Feed it chunks
  * as they arrive; a frame may be split over any number of chunks, and one
@@ -54,7 +57,7 @@ const reasonDecoder = new TextDecoder("utf-8"); // lenient: the reason is for hu
  */
 export class FrameDecoder {
   /** Bytes of an incomplete frame, starting at its type byte. */
-  private pending: Uint8Array = new Uint8Array(0);
+  private pending: Uint8Array = EMPTY;
   /** Whether a valid type byte has been seen. */
   private started = false;
 
@@ -83,7 +86,7 @@ export class FrameDecoder {
       frames.push(decodeFrame(buf, pos));
       pos += size;
     }
-    this.pending = buf.slice(pos);
+    this.pending = pos === buf.length ? EMPTY : buf.slice(pos);
     return frames;
   }
 

@@ -43,7 +43,17 @@ export class Lock implements AsyncDisposable {
    * synchronous loop (no event-loop turns) should read `held`, which
    * reads the clock.
    */
-  readonly signal: AbortSignal;
+  get signal(): AbortSignal {
+    // Made at the first read: an AbortSignal costs more to make than the
+    // rest of a Lock, and many locks are never asked for one. Read after
+    // the end, it is made aborted, with the reason it would have had.
+    if (this.controller === undefined) {
+      this.controller = new AbortController();
+      if (this.currentState === "lost") this.controller.abort(this.lostError);
+      else if (this.currentState === "released") this.controller.abort(releasedError());
+    }
+    return this.controller.signal;
+  }
   /**
    * Resolves with the {@link LockLostError} when the lock is lost, together
    * with {@link Lock.signal}. Never rejects, and never settles if the lock is
@@ -51,7 +61,10 @@ export class Lock implements AsyncDisposable {
    */
   readonly lost: Promise<LockLostError>;
   private currentState: LockState = "held";
-  private readonly controller = new AbortController();
+  /** The signal's controller, once {@link Lock.signal} was read. */
+  private controller: AbortController | undefined;
+  /** The loss, once lost. */
+  private lostError: LockLostError | undefined;
   private resolveLost!: (error: LockLostError) => void;
   private releasing: Promise<void> | undefined;
 
@@ -66,7 +79,6 @@ export class Lock implements AsyncDisposable {
     this.name = name;
     this.token = token;
     this.leaseMs = leaseMs;
-    this.signal = this.controller.signal;
     this.lost = new Promise((resolve) => {
       this.resolveLost = resolve;
     });
@@ -122,8 +134,10 @@ export class Lock implements AsyncDisposable {
       // A deadline that already passed is a loss, and is told as one.
       if (this.state === "held") {
         this.currentState = "released";
-        this.controller.abort(new LockReleasedError());
-        log(this.logger, "debug", `monolock: released ${JSON.stringify(this.name)}, token ${this.token}`);
+        this.controller?.abort(releasedError());
+        if (this.logger !== undefined) {
+          log(this.logger, "debug", `monolock: released ${JSON.stringify(this.name)}, token ${this.token}`);
+        }
       }
       this.releasing = this.session.release();
     }
@@ -137,11 +151,32 @@ export class Lock implements AsyncDisposable {
     if (this.currentState !== "held") return;
     this.currentState = "lost";
     const error = new LockLostError(kind, cause.message, cause);
+    this.lostError = error;
     // Every way of learning it says so now, before the connection closes.
-    this.controller.abort(error);
+    this.controller?.abort(error);
     this.resolveLost(error);
     const what = `lock ${JSON.stringify(this.name)} (token ${this.token})`;
     log(this.logger, "info", `monolock: ${what} lost: ${withoutPrefix(cause.message)}`);
+  }
+}
+
+/**
+ * The reason of a released lock's signal, made without a stack trace:
+ * capturing one (V8 walks the async callers too) cost more than all the
+ * rest of a release, and would only show where `release()` was called,
+ * while the error already says what happened.
+ */
+function releasedError(): LockReleasedError {
+  const limit = Error.stackTraceLimit;
+  try {
+    Error.stackTraceLimit = 0;
+  } catch {
+    return new LockReleasedError(); // frozen intrinsics: with a stack, then
+  }
+  try {
+    return new LockReleasedError();
+  } finally {
+    Error.stackTraceLimit = limit;
   }
 }
 

@@ -90,30 +90,40 @@ export class Session {
     this.listener = listener;
     this.core = new SessionCore({ leaseMs: options.leaseMs, name: options.name, mode: options.mode });
     const { host, port } = options.address;
-    const connectEvent = options.tls ? "secureConnect" : "connect";
-    this.socket = options.tls
-      ? tls.connect({ servername: net.isIP(host) ? undefined : host, ...options.tls, host, port })
-      : net.connect({ host, port });
-    this.socket.setNoDelay(true);
+    if (options.tls) {
+      this.socket = tls.connect({ servername: net.isIP(host) ? undefined : host, ...options.tls, host, port });
+      this.socket.setNoDelay(true);
+      this.socket.once("connect", () => {
+        this.tcpConnected = true;
+      });
+      this.socket.once("secureConnect", () => this.opened());
+    } else {
+      // noDelay: Nagle's algorithm is off from the connect on, before the
+      // first write (one setsockopt, where setNoDelay() now would make two).
+      this.socket = net.connect({ host, port, noDelay: true });
+      this.socket.once("connect", () => {
+        this.tcpConnected = true;
+        this.opened();
+      });
+    }
     this.closed = new Promise((resolve) => this.socket.once("close", () => resolve()));
     // The connecting socket keeps the process alive; the timer need not.
-    this.timer = startTimer(options.connectTimeoutMs, () => this.ended(this.connectTimedOut()), false);
-    this.socket.once("connect", () => {
-      this.tcpConnected = true;
-    });
-    this.socket.once(connectEvent, () => {
-      this.timer?.cancel();
-      this.timer = undefined;
-      this.connected = true;
-      this.apply(this.core.connect(now()));
-    });
+    this.timer = startTimer(options.connectTimeoutMs, () => this.ended(() => this.connectTimedOut()), false);
     this.socket.on("data", (chunk: Buffer) => this.apply(this.core.receive(chunk, now())));
     this.socket.on("error", (err: Error) => {
       this.socketError = err;
-      this.ended(this.describeError(err));
+      this.ended(() => this.describeError(err));
     });
-    this.socket.on("end", () => this.ended(`${this.where()} closed the connection`));
-    this.socket.on("close", () => this.ended(`connection to ${this.where()} closed`));
+    this.socket.on("end", () => this.ended(() => `${this.where()} closed the connection`));
+    this.socket.on("close", () => this.ended(() => `connection to ${this.where()} closed`));
+  }
+
+  /** The connection is open (with TLS, the handshake done): the claim starts. */
+  private opened(): void {
+    this.timer?.cancel();
+    this.timer = undefined;
+    this.connected = true;
+    this.apply(this.core.connect(now()));
   }
 
   /** The validity deadline on the `performance.now()` clock. */
@@ -140,8 +150,14 @@ export class Session {
     return this.closed;
   }
 
-  private ended(detail: string): void {
-    this.apply(this.core.eof(now(), detail));
+  /**
+   * The connection ended or failed. Most ends come after the claim was
+   * closed (a release, a loss), where the core has nothing left to decide:
+   * the detail is only worded for a claim still open.
+   */
+  private ended(detail: () => string): void {
+    if (this.core.state === "closed") return;
+    this.apply(this.core.eof(now(), detail()));
   }
 
   /** Carries out the core's actions in order, then re-arms the wake-up. */

@@ -472,6 +472,26 @@ describe("release", () => {
     await halfOpen.close();
   });
 
+  test("a signal read before release aborts in release(), before the FIN; every read gives the same signal", async () => {
+    const { conn, lock } = await grantedLock(10_000);
+    const signal = lock.signal;
+    assert.equal(lock.signal, signal);
+    assert.equal(signal.aborted, false);
+    let finSeen = false;
+    conn.socket.once("end", () => {
+      finSeen = true;
+    });
+    const reasons: unknown[] = [];
+    signal.addEventListener("abort", () => reasons.push(signal.reason));
+    const released = lock.release();
+    assert.equal(reasons.length, 1, "aborted before release() returned");
+    assert.ok(reasons[0] instanceof LockReleasedError);
+    assert.equal(finSeen, false);
+    await released;
+    await conn.closed;
+    assert.equal(lock.signal, signal);
+  });
+
   test("gives up waiting on a server that never closes", async () => {
     const { halfOpen, conn, lock } = await halfOpenLock();
     const start = performance.now();
