@@ -88,6 +88,7 @@ func (rn *runner) runClients() error {
 		// warm-up (V8's and the JVM's compilers), which a long-lived
 		// application pays once.
 		_, _ = drivers.Uncontended(rn.ctx, d, mono.Addr, 1, clientWarmup)
+		rn.r.ClientWarmup = clientWarmup
 		for _, n := range []int{1, 16} {
 			c := report.ClientCell{Client: name, Workload: "uncontended", Workers: n}
 			c.Stats, err = drivers.Uncontended(rn.ctx, d, mono.Addr, n, rn.plan.clientFor)

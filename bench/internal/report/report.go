@@ -552,7 +552,11 @@ func writeClients(b *bytes.Buffer, r *Results, chart func(key, alt string)) {
 	p("Workloads 1 and 2 through each language's client, against one `monolock serve`. Each client runs as its conformance driver (the JSON-lines pipe of [writing-a-client.md](writing-a-client.md)): ")
 	p("the benchmark sends `acquire` and `release` commands and times the events at its end of the pipe, so every figure includes the driver's JSON handling and two pipe hops, and is slower than the same client called in-process (compare the Go row with the in-process Go figures above). ")
 	p("The Go client runs behind a minimal driver built into the benchmark (`bench driver`), the others as listed in `conformance/manifest.json`; Rust drivers are built with `--release`. ")
-	p("Each driver first runs 2 s of unmeasured cycles, so that a runtime with a JIT (Node's V8, the JVM) is measured warm, as a long-lived application runs. ")
+	if r.ClientWarmup > 0 {
+		p("Each driver first runs %s of unmeasured cycles, so that a runtime with a JIT (Node's V8, the JVM) is measured warm, as a long-lived application runs. ", round(r.ClientWarmup))
+	} else {
+		p("The drivers were measured from their start, without a warm-up (this run predates it). ")
+	}
 	p("Uncontended cycles use a fresh name per cycle; the handoff cell is 16 claims on one name inside one driver process.\n\n")
 	p("| client | 1 worker: cycles/s | p50 | p99 | 16 workers: cycles/s | p50 | p99 | handoff (16): handoffs/s | p50 | p99 | note |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, name := range clientOrder(r) {

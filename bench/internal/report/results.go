@@ -29,7 +29,9 @@ type Results struct {
 	Idle       []IdleCell       `json:"idle"`
 	Dead       []DeadCell       `json:"dead"`
 	Clients    []ClientCell     `json:"clients"`
-	Safety     []SafetyCell     `json:"safety,omitempty"`
+	// ClientWarmup is how long each driver ran unmeasured before workload 5.
+	ClientWarmup time.Duration `json:"client_warmup_ns,omitempty"`
+	Safety       []SafetyCell  `json:"safety,omitempty"`
 	// SafetyRun describes how the safety cells were measured; with
 	// Separate set they come from a run of their own, merged into an
 	// earlier run's results.
