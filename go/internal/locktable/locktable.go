@@ -41,7 +41,7 @@ type Claim struct {
 	Name string
 
 	token atomic.Uint64 // 0 while waiting; set once on grant
-	since time.Time     // when queued, then when granted; guarded by Table.mu
+	since int64         // when queued, then when granted (UnixNano); guarded by Table.mu
 
 	lock       *lock  // nil when not in the table; guarded by Table.mu
 	prev, next *Claim // waiter queue links; guarded by Table.mu
@@ -55,7 +55,7 @@ func (c *Claim) Token() uint64 { return c.token.Load() }
 type lock struct {
 	holder     *Claim
 	head, tail *Claim
-	waiters    int
+	waiters    int32 // with blocked, fits the lock in 32 bytes: one per held name
 	// blocked keeps a lock whose holder went silent from being granted until
 	// Unblock (the server's lock delay): a holder that vanished may still be
 	// touching the resource.
@@ -108,7 +108,7 @@ func (t *Table) Acquire(c *Claim) (granted bool, err error) {
 		// Regrant hands the lock out in arrival order once tokens are back.
 	}
 	c.lock = l
-	c.since = t.now()
+	c.since = t.now().UnixNano()
 	c.prev = l.tail
 	if l.tail != nil {
 		l.tail.next = c
@@ -127,7 +127,7 @@ func (t *Table) grant(l *lock, c *Claim) error {
 		return err
 	}
 	c.token.Store(tok)
-	c.since = t.now()
+	c.since = t.now().UnixNano()
 	c.lock = l
 	l.holder = c
 	return nil
@@ -307,11 +307,11 @@ func (t *Table) Snapshot() []LockInfo {
 	for name, l := range t.locks {
 		info := LockInfo{Name: name, Blocked: l.blocked}
 		if h := l.holder; h != nil {
-			info.Holder = &Entry{Session: h.Session, Token: h.token.Load(), Since: h.since}
+			info.Holder = &Entry{Session: h.Session, Token: h.token.Load(), Since: time.Unix(0, h.since)}
 		}
-		info.Waiters = make([]Entry, 0, l.waiters)
+		info.Waiters = make([]Entry, 0, int(l.waiters))
 		for w := l.head; w != nil; w = w.next {
-			info.Waiters = append(info.Waiters, Entry{Session: w.Session, Since: w.since})
+			info.Waiters = append(info.Waiters, Entry{Session: w.Session, Since: time.Unix(0, w.since)})
 		}
 		out = append(out, info)
 	}
@@ -328,7 +328,7 @@ func (t *Table) Counts() (locks, holders, waiters int) {
 		if l.holder != nil {
 			holders++
 		}
-		waiters += l.waiters
+		waiters += int(l.waiters)
 	}
 	return len(t.locks), holders, waiters
 }

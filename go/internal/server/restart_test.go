@@ -39,7 +39,9 @@ func TestRestartWaitsOutThePreviousRunsLeases(t *testing.T) {
 	// The record only grows: a third run waits for the 60 s lease.
 	third := startServer(t, Config{DataDir: dir})
 	c := dial(t, third.addr)
-	c.acquire("third", 1000)
+	// A lease longer than the silence watched (a 1 s lease could run out
+	// within it and close the session), shorter than the record.
+	c.acquire("third", 10000)
 	c.expectWaiting()
 	c.expectSilence(time.Second)
 	assert.Equal(t, time.Minute, third.Server.leases.Longest())

@@ -2,10 +2,12 @@
 // speaks the wire protocol of pkg/protocol on each, and keeps the lock table.
 //
 // One connection is one session and one claim on one lock. Each session has a
-// single reader goroutine and no timers of its own: the handshake timeout and
-// the lease are read deadlines on the connection. Frames to a session are
-// written by its reader (replies) and by whichever goroutine promotes it
-// (the unsolicited ACQUIRED); a per-session mutex serialises them.
+// single reader goroutine at a time (the one that reads the ACQUIRE hands
+// over to a fresh one, with the minimum stack, for the heartbeats) and no
+// timers of its own: the handshake timeout and the lease are read deadlines
+// on the connection. Frames to a session are written by its reader (replies)
+// and by whichever goroutine promotes it (the unsolicited ACQUIRED); a
+// per-session mutex serialises them.
 //
 // Hooks for the operator features: Serve takes any net.Listener (wrap it
 // with tls.NewListener for TLS; the TCP connection underneath keeps the
@@ -115,7 +117,7 @@ type Server struct {
 	// leases records the longest acknowledged lease in the data directory
 	// (a single server; an HA cell records it in etcd through gate).
 	leases *tokenstore.LeaseRecord
-	table            *locktable.Table
+	table  *locktable.Table
 
 	// What a peer can cause at will, without credentials: counted, and
 	// logged at a bounded rate.
@@ -158,6 +160,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{}
 	var tokens Tokens = cfg.Tokens
+	var restartWait time.Duration
 	if tokens == nil {
 		store, err := tokenstore.Open(cfg.DataDir, tokenstore.Options{
 			BlockSize:  cfg.tokenBlock,
@@ -175,10 +178,11 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 		s.leases = leases
-		tokens = afterRestart(store, leases.Longest(), s.Regrant)
-		if wait := leases.Longest(); wait > 0 {
+		restartWait = leases.Longest()
+		tokens = afterRestart(store, restartWait)
+		if restartWait > 0 {
 			log.Warn("started: new grants wait out the longest lease a previous run acknowledged, as its holders may still count on it",
-				"wait", wait)
+				"wait", restartWait)
 		}
 	}
 	*s = Server{
@@ -205,6 +209,11 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.lines = newNoisyLines(log)
 	s.sleep = time.Sleep
+	if restartWait > 0 {
+		// Started only now that s is complete: Regrant runs on the timer's
+		// goroutine. It fires after the tokens' wait, which began earlier.
+		time.AfterFunc(restartWait, s.Regrant)
+	}
 	return s, nil
 }
 
@@ -373,7 +382,7 @@ func (s *Server) startSession(conn net.Conn) {
 	}
 	s.lastID++
 	sess := newSession(s, s.lastID, conn)
-	s.sessions[sess.id] = sess
+	s.sessions[sess.id()] = sess
 	s.sessionsWG.Add(1)
 	s.mu.Unlock()
 	go s.runSession(sess)
@@ -383,7 +392,7 @@ func (s *Server) startSession(conn net.Conn) {
 // session table and the connection limits.
 func (s *Server) forgetSession(sess *session) {
 	s.mu.Lock()
-	delete(s.sessions, sess.id)
+	delete(s.sessions, sess.id())
 	if s.maxPerAddr > 0 {
 		ip := remoteIP(sess.conn)
 		if s.perAddr[ip]--; s.perAddr[ip] <= 0 {

@@ -20,29 +20,45 @@ import (
 
 // session is one connection: one claim on one lock. Its fields are kept few
 // and fixed-size so that an idle session costs little more than its reader's
-// stack: a 64-byte input buffer, no timer, no channel.
+// stack: no input buffer (the reader has it), no timer, no channel.
+//
+// Its reader is one goroutine at a time: run reads the ACQUIRE (whatever
+// stack the TLS handshake, the lock table and the token store need), then
+// hands the connection to a fresh goroutine that answers heartbeats. The
+// heartbeat path fits in the minimum goroutine stack, and a goroutine's
+// stack never shrinks back to it once the handshake has grown it, so the
+// fresh one keeps an idle session at one 2 KiB stack instead of 4 KiB.
 type session struct {
 	srv   *Server
-	id    uint64
 	conn  net.Conn
-	claim locktable.Claim
-	in    input // the reader's input buffer
+	claim locktable.Claim // claim.Session is the session's id
 
-	// done is set (under wmu) when the session starts ending: from then on
-	// nothing is written but its final ERROR, and its claim is out of the
-	// table. The reader also loads it without wmu to notice a kick.
-	done      atomic.Bool
-	lingerEnd atomic.Int64 // a final ERROR was sent: drain until then (UnixNano) before closing
-	// ended is closed once endHoldingBack has done its work (final ERROR
-	// written, claim dropped): the reader may find done set by another
-	// goroutine's end and must not close the connection before that ERROR
-	// is out.
-	ended   chan struct{}
+	// state is 0 while the session lives. Whichever goroutine ends it sets
+	// it (under wmu) to stateEnded, and to the UnixNano until which the
+	// reader drains its input before closing once a final ERROR is out.
+	// From the end on nothing is written but that ERROR, and the claim is
+	// out of the table. The reader also loads it without wmu to notice a
+	// kick.
+	state atomic.Int64
+	// ending is held by whichever goroutine ends the session, from the
+	// moment it sets state until its work is done (final ERROR written,
+	// claim dropped): the reader may find the session ended by another
+	// goroutine and must not close the connection before that ERROR is
+	// out. (A mutex, not a channel: 8 bytes in the session instead of a
+	// 96-byte allocation.)
+	ending sync.Mutex
+
+	wmu     sync.Mutex
 	leaseMS atomic.Uint32 // the client's lease, for the admin listing
-
-	wmu  sync.Mutex
-	wbuf [9]byte // guarded by wmu: WAITING or ACQUIRED, built without allocating
+	wbuf    [9]byte       // guarded by wmu: WAITING or ACQUIRED, built without allocating
 }
+
+// stateEnded is session.state once the session is ended, unless a final
+// ERROR went out (then it is the end of the drain).
+const stateEnded = -1
+
+// ended reports whether the session has started ending.
+func (ss *session) ended() bool { return ss.state.Load() != 0 }
 
 // lingerTimeout bounds how long a session that got its final ERROR is kept
 // to drain what the peer still sends. Closing a socket with unread input
@@ -51,36 +67,56 @@ type session struct {
 const lingerTimeout = time.Second
 
 func newSession(srv *Server, id uint64, conn net.Conn) *session {
-	ss := &session{srv: srv, id: id, conn: conn, ended: make(chan struct{})}
-	ss.in.conn = conn
+	ss := &session{srv: srv, conn: conn}
 	ss.claim.Session = id
 	return ss
 }
 
-// inputSize is the session's input buffer: one read of it takes a whole
+// id is the session's number, unique in this server's run.
+func (ss *session) id() uint64 { return ss.claim.Session }
+
+// inputSize is the reader's input buffer: one read of it takes a whole
 // ACQUIRE with a name of up to inputSize-8 bytes, where reading field by
 // field straight from the connection would cost four system calls (type,
-// version, header, name). Longer names only take more reads.
+// version, header, name). Longer names only take more reads. A run of up to
+// inputSize heartbeats that arrives together is answered once.
 const inputSize = 64
 
 // input is a small read buffer over the connection, used by the session's
-// reader only. Bytes read past a frame stay here for the next readType, so
+// reader only. Bytes read past a frame stay here for the next readByte, so
 // buffering changes how many system calls the reader makes, never what it
 // sees or in which order it validates.
 type input struct {
-	conn net.Conn
 	buf  [inputSize]byte
 	r, w uint8 // buf[r:w] is read but not yet consumed
 }
 
+// handshakeInput is the reader's input while it reads the ACQUIRE (whose
+// body is read through an io.Reader, so it is on the heap), and what the
+// handshake hands to the heartbeat reader: what is left in the input, and
+// the lease. A TCP session's is recycled as soon as the heartbeat reader
+// has taken that over (see source).
+type handshakeInput struct {
+	conn     net.Conn
+	in       input
+	lastSeen time.Time // the ACQUIRE's arrival: the lease runs from it
+	lease    time.Duration
+}
+
+// handshakeInputs recycles the handshakes' inputs: sessions start at the
+// rate clients connect, and one per session would be garbage that the
+// heap grows by between collections.
+var handshakeInputs = sync.Pool{New: func() any { return new(handshakeInput) }}
+
 // Read serves buffered bytes first; with none left it reads from the
 // connection, into the buffer unless p is as large.
-func (in *input) Read(p []byte) (int, error) {
+func (h *handshakeInput) Read(p []byte) (int, error) {
+	in := &h.in
 	if in.r == in.w {
 		if len(p) >= len(in.buf) {
-			return in.conn.Read(p)
+			return h.conn.Read(p)
 		}
-		n, err := in.conn.Read(in.buf[:])
+		n, err := h.conn.Read(in.buf[:])
 		in.r, in.w = 0, uint8(n)
 		if n == 0 {
 			return 0, err
@@ -93,12 +129,44 @@ func (in *input) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// readByte returns the next byte of the stream. It fills the buffer
-// itself rather than through Read, whose slice argument would escape to
-// the connection and cost an allocation per heartbeat.
-func (in *input) readByte() (byte, error) {
+// readByte returns the next byte of the stream.
+func (h *handshakeInput) readByte() (byte, error) {
+	in := &h.in
 	for in.r == in.w {
-		n, err := in.conn.Read(in.buf[:])
+		n, err := h.conn.Read(in.buf[:])
+		in.r, in.w = 0, uint8(n)
+		if n == 0 && err != nil {
+			return 0, err
+		}
+	}
+	b := in.buf[in.r]
+	in.r++
+	return b, nil
+}
+
+// source is where the heartbeat reader's bytes come from. It keeps its
+// input on its own stack, which is there anyway, rather than 64 bytes more
+// per session on the heap: a *net.TCPConn reads straight into it without
+// the buffer escaping, where a read through the net.Conn interface would
+// move it to the heap. Any other connection (TLS, tests' pipes) reads into
+// spill, the handshake's buffer, and the bytes are copied.
+type source struct {
+	tcp   *net.TCPConn // nil: read conn into spill
+	conn  net.Conn
+	spill *[inputSize]byte
+}
+
+// readByte returns the next byte of the stream from src.
+func (in *input) readByte(src *source) (byte, error) {
+	for in.r == in.w {
+		var n int
+		var err error
+		if src.tcp != nil {
+			n, err = src.tcp.Read(in.buf[:])
+		} else {
+			n, err = src.conn.Read(src.spill[:])
+			copy(in.buf[:], src.spill[:n])
+		}
 		in.r, in.w = 0, uint8(n)
 		if n == 0 && err != nil {
 			return 0, err
@@ -143,22 +211,53 @@ func (e *resetError) Error() string { return "connection reset by peer" }
 // lease after the last one.
 var errSilent = errors.New("lease expired")
 
-// run is the session's reader goroutine.
+// run is the session's reader, on the goroutine startSession started: it
+// reads the ACQUIRE and answers it, then starts the goroutine that answers
+// the heartbeats and returns. A session that ends during the handshake ends
+// here.
 func (ss *session) run() {
+	hs := handshakeInputs.Get().(*handshakeInput)
+	*hs = handshakeInput{conn: ss.conn}
+	err := ss.handshake(hs)
+	if err != nil {
+		*hs = handshakeInput{}
+		handshakeInputs.Put(hs)
+		ss.finish(err)
+		return
+	}
+	go ss.heartbeats(hs)
+}
+
+// heartbeats is the session's reader from the ACQUIRE's reply on: a
+// goroutine of its own, started with the minimum stack (see session). It
+// carries on with the bytes the handshake read past the ACQUIRE.
+func (ss *session) heartbeats(hs *handshakeInput) {
+	in, lastSeen, lease := hs.in, hs.lastSeen, hs.lease
+	src := source{conn: ss.conn, spill: &hs.in.buf}
+	if tc, ok := ss.conn.(*net.TCPConn); ok {
+		src = source{tcp: tc}
+		*hs = handshakeInput{}
+		handshakeInputs.Put(hs)
+	}
+	ss.finish(ss.beat(&in, &src, lastSeen, lease))
+}
+
+// finish ends the session for the reason its reader stopped, closes the
+// connection and forgets the session.
+func (ss *session) finish(err error) {
 	defer ss.srv.forgetSession(ss)
-	err := ss.serve()
 	var we *wireError
 	var pe *protocol.Error
 	var reset *resetError
 	switch {
 	case errors.As(err, &we):
-		ss.srv.log.Debug("session error", "session", ss.id, "remote", ss.conn.RemoteAddr(), "code", we.code.Code, "reason", we.reason)
+		ss.srv.log.Debug("session error", "session", ss.id(), "remote", ss.conn.RemoteAddr(), "code", we.code.Code, "reason", we.reason)
 		ss.endAndHandOver(we.code, we.reason)
 	case errors.As(err, &pe):
-		ss.srv.log.Debug("session error", "session", ss.id, "remote", ss.conn.RemoteAddr(), "code", pe.Code)
+		ss.srv.log.Debug("session error", "session", ss.id(), "remote", ss.conn.RemoteAddr(), "code", pe.Code)
 		ss.endAndHandOver(pe, "")
 	case errors.Is(err, errSilent):
-		ss.srv.log.Debug("session expired", "session", ss.id, "remote", ss.conn.RemoteAddr())
+		ss.srv.log.Debug("session expired", "session", ss.id(), "remote", ss.conn.RemoteAddr())
 		if ss.endHoldingBack(nil, "", ss.srv.lockDelay) {
 			ss.srv.obs.Expired()
 		}
@@ -166,14 +265,14 @@ func (ss *session) run() {
 		// A reset is no release: a middlebox or a rebooted host may have
 		// sent it, and the holder may not know yet. Its lock is kept until
 		// the lease would have run out, as for a silent holder.
-		ss.srv.log.Debug("session reset", "session", ss.id, "remote", ss.conn.RemoteAddr())
+		ss.srv.log.Debug("session reset", "session", ss.id(), "remote", ss.conn.RemoteAddr())
 		ss.endHoldingBack(nil, "", max(time.Until(reset.until), ss.srv.lockDelay))
 	default:
 		// Peer closed, handshake timeout, or ended by someone else: close
 		// without a message. This is how every session ends, so the Debug
 		// arguments are only boxed when they will be logged.
 		if ss.srv.log.Enabled(context.Background(), slog.LevelDebug) {
-			ss.srv.log.Debug("session closed", "session", ss.id, "remote", ss.conn.RemoteAddr(), "err", err)
+			ss.srv.log.Debug("session closed", "session", ss.id(), "remote", ss.conn.RemoteAddr(), "err", err)
 		}
 		ss.endAndHandOver(nil, "")
 	}
@@ -193,8 +292,11 @@ func tlsHandshakeFailed(conn net.Conn, err error) bool {
 // drainAndClose closes the connection; after a final ERROR it first reads
 // and discards input until the peer closes or lingerTimeout passes.
 func (ss *session) drainAndClose() {
-	<-ss.ended // whoever ended the session has written its final ERROR
-	if end := ss.lingerEnd.Load(); end != 0 {
+	// Whoever ended the session has written its final ERROR once it lets
+	// go of ending.
+	ss.ending.Lock()
+	ss.ending.Unlock()
+	if end := ss.state.Load(); end > 0 {
 		// Set again: the reader may have moved the deadline since the end.
 		_ = ss.conn.SetReadDeadline(time.Unix(0, end))
 		var buf [256]byte
@@ -207,14 +309,15 @@ func (ss *session) drainAndClose() {
 	ss.conn.Close()
 }
 
-// serve reads the ACQUIRE, registers the claim and answers heartbeats until
-// the session ends. It returns why it ended.
-func (ss *session) serve() error {
+// handshake reads the ACQUIRE, registers the claim and answers it. It
+// records in hs when the lease runs from and how long it is, or returns why
+// the session ended.
+func (ss *session) handshake(hs *handshakeInput) error {
 	// The whole ACQUIRE must arrive within the handshake timeout.
 	if err := ss.conn.SetReadDeadline(time.Now().Add(ss.srv.handshakeTimeout)); err != nil {
 		return err
 	}
-	t, err := ss.readType()
+	t, err := hs.readByte()
 	if err != nil {
 		return err
 	}
@@ -226,8 +329,8 @@ func (ss *session) serve() error {
 		return unknownType(t)
 	}
 	// The body is checked field by field in the protocol's validation
-	// order; bytes past the frame stay in ss.in for readType.
-	_, leaseMS, name, err := protocol.ReadAcquireBody(&ss.in)
+	// order; bytes past the frame stay in hs for the heartbeats.
+	_, leaseMS, name, err := protocol.ReadAcquireBody(hs)
 	if err != nil {
 		return err
 	}
@@ -253,30 +356,29 @@ func (ss *session) serve() error {
 	if err := ss.reply(); err != nil {
 		return err
 	}
+	hs.lastSeen, hs.lease = lastSeen, lease
+	return nil
+}
+
+// beat answers heartbeats until the session ends, and returns why it
+// ended. Everything it calls while the session lives must fit in the
+// minimum goroutine stack: the error paths run once, at the end.
+func (ss *session) beat(in *input, src *source, lastSeen time.Time, lease time.Duration) error {
 	for {
 		// The lease runs from the last valid message; a partial frame does
 		// not refresh it.
 		if err := ss.conn.SetReadDeadline(lastSeen.Add(lease)); err != nil {
 			return err
 		}
-		// endHoldingBack, from another goroutine, sets done before it moves the
-		// deadline; checking after setting ours means one of the two
-		// deadlines that wake us is in force.
-		if ss.done.Load() {
+		// endHoldingBack, from another goroutine, sets state before it
+		// moves the deadline; checking after setting ours means one of the
+		// two deadlines that wake us is in force.
+		if ss.ended() {
 			return errFinished
 		}
-		t, err := ss.readType()
+		t, err := in.readByte(src)
 		if err != nil {
-			if ss.done.Load() {
-				return errFinished
-			}
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				return errSilent
-			}
-			if errors.Is(err, syscall.ECONNRESET) {
-				return &resetError{until: lastSeen.Add(lease)}
-			}
-			return err
+			return ss.readFailed(err, lastSeen.Add(lease))
 		}
 		switch t {
 		case protocol.MsgHeartbeat:
@@ -284,7 +386,7 @@ func (ss *session) serve() error {
 			// A compliant client never has two heartbeats in flight. A
 			// burst that arrived in one read gets one reply, not a write
 			// per byte: a pipelining peer cannot make us write for it.
-			if extra := ss.in.skipBuffered(protocol.MsgHeartbeat); extra > 0 {
+			if extra := in.skipBuffered(protocol.MsgHeartbeat); extra > 0 {
 				ss.srv.obs.HeartbeatBurst(extra)
 			}
 			if err := ss.reply(); err != nil {
@@ -298,14 +400,28 @@ func (ss *session) serve() error {
 	}
 }
 
+// readFailed says why a heartbeat read failed; until is when the lease
+// runs out.
+func (ss *session) readFailed(err error, until time.Time) error {
+	switch {
+	case ss.ended():
+		return errFinished
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return errSilent
+	case errors.Is(err, syscall.ECONNRESET):
+		return &resetError{until: until}
+	}
+	return err
+}
+
 // register puts the session's claim into the lock table, unless the session
 // has already been ended by someone else (a kick during the handshake): the
 // check and the insert happen under wmu, which endHoldingBack takes to set
-// done, so a claim never enters the table after the session's end dropped it.
+// state, so a claim never enters the table after the session's end dropped it.
 func (ss *session) register(name string) error {
 	ss.wmu.Lock()
 	defer ss.wmu.Unlock()
-	if ss.done.Load() {
+	if ss.ended() {
 		return errFinished
 	}
 	ss.claim.Name = name
@@ -323,8 +439,6 @@ func (ss *session) register(name string) error {
 	return nil
 }
 
-func (ss *session) readType() (uint8, error) { return ss.in.readByte() }
-
 func unknownType(t uint8) error {
 	return &wireError{protocol.ErrUnknownMessage, fmt.Sprintf("unknown message type: 0x%02x", t)}
 }
@@ -339,7 +453,7 @@ func (ss *session) reply() error {
 	}
 	ss.wmu.Lock()
 	defer ss.wmu.Unlock()
-	if ss.done.Load() {
+	if ss.ended() {
 		return errFinished
 	}
 	frame := ss.wbuf[:1]
@@ -360,7 +474,7 @@ func (ss *session) promote() bool {
 	}
 	ss.wmu.Lock()
 	defer ss.wmu.Unlock()
-	if ss.done.Load() {
+	if ss.ended() {
 		return false
 	}
 	if err := ss.writeLocked(protocol.AppendAcquired(ss.wbuf[:0], ss.claim.Token())); err != nil {
@@ -397,13 +511,14 @@ func (ss *session) endAndHandOver(final *protocol.Error, reason string) bool {
 // must be told before the next waiter is granted its lock.
 func (ss *session) endHoldingBack(final *protocol.Error, reason string, hold time.Duration) bool {
 	ss.wmu.Lock()
-	if ss.done.Load() {
+	if ss.ended() {
 		ss.wmu.Unlock()
 		return false
 	}
-	ss.done.Store(true)
+	ss.ending.Lock() // first: whoever sees the session ended finds it held
+	ss.state.Store(stateEnded)
 	ss.wmu.Unlock()
-	defer close(ss.ended)
+	defer ss.ending.Unlock()
 
 	written := final != nil && ss.writeFinal(final, reason)
 	if hold > 0 {
@@ -417,13 +532,13 @@ func (ss *session) endHoldingBack(final *protocol.Error, reason string, hold tim
 		return true
 	}
 	end := time.Now().Add(lingerTimeout)
-	ss.lingerEnd.Store(end.UnixNano())
+	ss.state.Store(end.UnixNano())
 	_ = ss.conn.SetReadDeadline(end)
 	return true
 }
 
 // writeFinal sends the session's last message and reports whether it was
-// written. No other goroutine writes once done is set.
+// written. No other goroutine writes once the session is ended.
 func (ss *session) writeFinal(final *protocol.Error, reason string) bool {
 	if reason == "" {
 		reason = protocol.ErrCodeName(final.Code)
@@ -469,7 +584,7 @@ func (s *Server) handOver(promoted *locktable.Claim, failed []*locktable.Claim, 
 	}
 	if promoted != nil {
 		if sess := s.session(promoted.Session); sess != nil {
-			s.log.Debug("promoted", "session", sess.id, "lock", promoted.Name, "token", promoted.Token())
+			s.log.Debug("promoted", "session", sess.id(), "lock", promoted.Name, "token", promoted.Token())
 			if sess.promote() {
 				s.obs.Promoted(time.Since(start))
 			}
