@@ -1,8 +1,10 @@
-//! The blocking API: one thread per pending acquire and per held lock's
-//! loss watcher.
+//! The blocking API: one thread per pending acquire, which then waits for
+//! the held lock's loss. The threads are reused (see [`Threads`]).
 
 use super::*;
 use monolock::{CancelHandle, LockGuard};
+use std::collections::VecDeque;
+use std::sync::Condvar;
 
 type Claim = super::Claim<CancelHandle, LockGuard>;
 type Claims = super::Claims<CancelHandle, LockGuard>;
@@ -58,7 +60,7 @@ fn acquire(out: &Out, claims: &Claims, cmd: &Value) {
     let cancel = CancelHandle::new();
     lock(claims).insert(id.clone(), Claim::Pending(cancel.clone()));
     let (out, claims) = (out.clone(), Arc::clone(claims));
-    std::thread::spawn(move || {
+    THREADS.run(move || {
         let res = if try_mode {
             client.try_acquire(&name)
         } else {
@@ -89,4 +91,58 @@ fn cancel(out: &Out, claims: &Claims, cmd: &Value) {
         _ => eprintln!("rust-blocking driver: cancel: nothing pending for id {id}"),
     }
     let _ = out;
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The claims' threads: one that finished its claim waits a while for the
+/// next one instead of exiting, so that a stream of short claims does not
+/// start a thread each (that would measure thread starts, not the client).
+struct Threads {
+    state: Mutex<(VecDeque<Job>, usize)>, // jobs queued, threads idle
+    work: Condvar,
+}
+
+static THREADS: Threads = Threads {
+    state: Mutex::new((VecDeque::new(), 0)),
+    work: Condvar::new(),
+};
+
+impl Threads {
+    fn run(&'static self, job: impl FnOnce() + Send + 'static) {
+        let job: Job = Box::new(job);
+        let mut state = lock(&self.state);
+        if state.1 > 0 {
+            state.1 -= 1;
+            state.0.push_back(job);
+            drop(state);
+            self.work.notify_one();
+        } else {
+            drop(state);
+            std::thread::spawn(move || self.work(job));
+        }
+    }
+
+    fn work(&self, mut job: Job) {
+        const IDLE: Duration = Duration::from_secs(5);
+        loop {
+            job();
+            let mut state = lock(&self.state);
+            state.1 += 1;
+            job = loop {
+                if let Some(next) = state.0.pop_front() {
+                    break next;
+                }
+                let (next, waited) = self
+                    .work
+                    .wait_timeout(state, IDLE)
+                    .unwrap_or_else(PoisonError::into_inner);
+                state = next;
+                if waited.timed_out() && state.0.is_empty() {
+                    state.1 -= 1;
+                    return;
+                }
+            };
+        }
+    }
 }

@@ -59,9 +59,11 @@ impl Out {
     fn emit(&self, mut event: Value) {
         let t_ms = self.start.elapsed().as_secs_f64() * 1000.0;
         event["t_ms"] = json!((t_ms * 1000.0).round() / 1000.0);
+        let mut line = event.to_string();
+        line.push('\n');
         let mut out = self.stdout.lock().unwrap_or_else(PoisonError::into_inner);
         // A closed stdout means the runner is gone; nothing left to tell.
-        let _ = writeln!(out, "{event}");
+        let _ = out.write_all(line.as_bytes());
         let _ = out.flush();
     }
 

@@ -2,9 +2,10 @@
 //!
 //! Every method takes `&self`, so that a held lock's keeper thread can sit
 //! in a read while the guard's thread half-closes the same connection to
-//! release the lock. With TLS the rustls session sits behind a mutex that
-//! is never held across a blocking socket read: the reader takes raw bytes
-//! from the socket unlocked, then locks to decrypt them.
+//! release the lock (and, on plain TCP, reads the server's close too). With
+//! TLS the rustls session sits behind a mutex that is never held across a
+//! blocking socket read: the reader (only ever one) takes raw bytes from
+//! the socket unlocked, then locks to decrypt them.
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream, ToSocketAddrs};
@@ -82,6 +83,14 @@ impl Conn {
             )?)),
         };
         Ok(Conn { tcp, tls })
+    }
+
+    /// Whether the connection is TLS: then only one thread may read it.
+    pub(crate) fn is_tls(&self) -> bool {
+        #[cfg(feature = "tls")]
+        return self.tls.is_some();
+        #[cfg(not(feature = "tls"))]
+        return false;
     }
 
     /// The TCP socket underneath, for a cancel handle's shutdown.

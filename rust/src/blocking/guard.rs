@@ -9,16 +9,21 @@
 //! and closes when the session says so.
 //!
 //! Release is shared work: the guard feeds the release to the session and
-//! half-closes (or closes) the connection, and the keeper, which owns the
-//! reading, reads on until the server closes its side. The guard waits for
-//! the keeper, bounded by the session's hand-back wait.
+//! half-closes (or closes) the connection, and reads on until the server
+//! closes its side, bounded by the session's hand-back wait. On plain TCP
+//! the guard's thread reads that close itself, next to the keeper, so the
+//! release does not wait for the keeper to be scheduled; on TLS the keeper,
+//! the stream's only reader, reads it and the guard waits for the keeper.
+//!
+//! Keepers run on reused threads (`pool.rs`): a thread per held lock, but
+//! not a new thread per lock.
 
 use std::sync::{Arc, MutexGuard};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::conn::Conn;
 use super::monitor::Monitor;
+use super::pool::{self, Task};
 use crate::core::codec::HEARTBEAT;
 use crate::core::held::Grant;
 use crate::core::session::{wait_for, Close, HoldState, Input, Session, Turn};
@@ -64,7 +69,8 @@ pub struct LockGuard {
     shared: Arc<Shared>,
     /// Shared with the keeper, to close it from this side.
     conn: Arc<Conn>,
-    keeper: Option<JoinHandle<()>>,
+    /// The keeper, on a thread of the keeper pool.
+    keeper: Task,
 }
 
 impl std::fmt::Debug for LockGuard {
@@ -74,8 +80,8 @@ impl std::fmt::Debug for LockGuard {
 }
 
 impl LockGuard {
-    /// Takes over a granted connection and starts its keeper thread,
-    /// which begins with what is left of the granting turn.
+    /// Takes over a granted connection and starts its keeper on a keeper
+    /// thread, beginning with what is left of the granting turn.
     pub(crate) fn start(
         name: &str,
         conn: Conn,
@@ -87,14 +93,14 @@ impl LockGuard {
         let shared = Arc::new(Monitor::new(session));
         let keeper_shared = Arc::clone(&shared);
         let keeper_conn = Arc::clone(&conn);
-        let keeper = std::thread::Builder::new()
-            .name(format!("monolock keeper {}", grant.token()))
-            .spawn(move || keep(&keeper_conn, &keeper_shared, turn))?;
+        let keeper = pool::spawn("monolock keeper", move || {
+            keep(&keeper_conn, &keeper_shared, turn);
+        })?;
         Ok(LockGuard {
             grant,
             shared,
             conn,
-            keeper: Some(keeper),
+            keeper,
         })
     }
 
@@ -191,18 +197,51 @@ impl Drop for LockGuard {
         // Watchers learn of the release (or of a loss decided just now).
         self.shared.notify_all();
         if let Some(Close::HandBack { until }) = turn.close {
-            // The keeper, blocked in a read, reads the server's close and
-            // ends the session; past the bound the close below ends it.
-            if self.conn.half_close().is_ok() {
-                let session = self
-                    .shared
-                    .wait_while_until(self.session(), Some(until), |s| s.next_wakeup().is_some());
-                drop(session);
+            if self.conn.half_close().is_ok() && self.hand_back(until) {
+                // The server closed its side: the lock is free. The keeper
+                // reads the same close and ends on its own.
+                return;
             }
         }
+        // After a loss, or past the hand-back's bound: close, which also
+        // ends the keeper's read.
         self.conn.close();
-        if let Some(keeper) = self.keeper.take() {
-            let _ = keeper.join();
+        self.keeper.join();
+    }
+}
+
+impl LockGuard {
+    /// Waits, after the half-close, until the server closes its side or
+    /// `until` passes. True when nothing is left to do: the server closed
+    /// (the keeper closes the connection) or the keeper has ended.
+    ///
+    /// On plain TCP this thread reads the close itself, next to the keeper
+    /// (the server's close ends both reads; a late reply that either read
+    /// takes is ignored by the handing-back session), so that the release
+    /// returns without waiting for the keeper thread to run. A TLS stream
+    /// has one reader, the keeper: this waits for it.
+    fn hand_back(&self, until: Instant) -> bool {
+        if self.conn.is_tls() {
+            // The keeper closes the connection when the hand-back is over.
+            return self.keeper.join_until(until);
+        }
+        let mut buf = [0u8; 64];
+        loop {
+            let now = Instant::now();
+            if self.session().next_wakeup().is_none() {
+                // The keeper read the close first, or the bound passed.
+                return now < until;
+            }
+            let input = match self.conn.read_within(&mut buf, wait_for(until, now)) {
+                Ok(Some(n)) => Input::Bytes(&buf[..n]),
+                Ok(None) => Input::Timer,
+                Err(e) => Input::End(Error::io(e)),
+            };
+            let ended = matches!(input, Input::End(_));
+            self.session().step(input, Instant::now());
+            if ended {
+                return true;
+            }
         }
     }
 }

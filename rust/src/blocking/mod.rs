@@ -4,6 +4,7 @@ mod cancel;
 mod conn;
 mod guard;
 mod monitor;
+mod pool;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
