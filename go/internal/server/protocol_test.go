@@ -3,8 +3,10 @@ package server
 import (
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -71,13 +73,23 @@ func TestServerInvalidVectors(t *testing.T) {
 				} else {
 					c.send(send)
 				}
-				replies := tc.Replies
+				// Bytes written one at a time may still arrive together
+				// (a loaded machine schedules the server late), so with
+				// split_replies the last ones are optional: at least
+				// replies, at most split_replies.
+				replies, required := tc.Replies, len(tc.Replies)
 				if mode == "split" && tc.SplitReplies != nil {
 					replies = tc.SplitReplies
 				}
 				var token uint64
 				for i, want := range replies {
-					got := c.next()
+					var got frame
+					if i < required {
+						got = c.next()
+					} else if got, err = c.read(time.Second); err != nil {
+						require.True(t, errors.Is(err, os.ErrDeadlineExceeded), "optional reply %d: %v", i, err)
+						break
+					}
 					require.Equal(t, msgTypes[want.Type], got.Type, "reply %d: got %v", i, got)
 					if want.Code != nil {
 						assert.Equal(t, *want.Code, got.Code, "reply %d: got %v", i, got)
