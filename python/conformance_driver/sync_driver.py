@@ -1,9 +1,15 @@
-"""The driver for the blocking client: one thread per claim."""
+"""The driver for the blocking client: each claim's acquire, and each
+release, runs as a job on a pool of threads that grows when no thread is
+idle (an acquire may block until a later command's release, so a job never
+waits for a thread). The command loop itself never blocks: it only parses
+and hands out jobs, so a busy driver does not serialise its claims."""
 
 from __future__ import annotations
 
+import queue
 import sys
 import threading
+from typing import Any, Callable
 
 import monolock
 from monolock import errors
@@ -19,20 +25,84 @@ from .common import (
 )
 
 
-class Claim:
-    """One acquire id: its pending acquisition and, later, its lock."""
+class Workers:
+    """Threads for blocking jobs, reused: handing a job to an idle thread
+    costs one wake-up, where starting a thread makes the command loop wait
+    until the new thread runs."""
 
-    def __init__(self, cmd: AcquireCmd) -> None:
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._mutex = threading.Lock()
+        self._all_done = threading.Condition(self._mutex)
+        self._idle = 0
+        self._pending = 0
+
+    def submit(self, job: Callable[[], None]) -> None:
+        with self._mutex:
+            self._pending += 1
+            spawn = self._idle == 0
+            if not spawn:
+                self._idle -= 1  # that thread (or another idle one) takes it
+        self._jobs.put(job)
+        if spawn:
+            threading.Thread(target=self._work, daemon=True).start()
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            try:
+                job()
+            except BaseException as exc:  # a job must not take the thread down
+                emit("driver_error", message=f"driver job failed: {exc!r}")
+            with self._mutex:
+                self._idle += 1
+                self._pending -= 1
+                if self._pending == 0:
+                    self._all_done.notify_all()
+
+    def join(self) -> None:
+        """Wait until every job handed out so far has ended."""
+        with self._mutex:
+            while self._pending:
+                self._all_done.wait()
+
+
+# One Client per setting: parsing the same addresses again for every claim
+# is pointless work (TLS claims build their own, with their own context).
+_clients: dict[tuple[Any, ...], monolock.Client] = {}
+
+
+def _client(cmd: AcquireCmd) -> monolock.Client:
+    if cmd.tls is not None:
+        return monolock.Client(cmd.servers, **cmd.client_kwargs())
+    key = (tuple(cmd.servers), cmd.lease_ms, cmd.connect_timeout_ms)
+    client = _clients.get(key)
+    if client is None:
+        client = monolock.Client(cmd.servers, **cmd.client_kwargs())
+        if len(_clients) < 256:
+            _clients[key] = client
+    return client
+
+
+class Claim:
+    """One acquire id: its acquisition and, later, its lock. Releases asked
+    for while the acquisition runs are carried out when it ends."""
+
+    def __init__(self, cmd: AcquireCmd, workers: Workers, claims: dict[str, Claim]) -> None:
         self.cmd = cmd
+        self.workers = workers
+        self.claims = claims
         self.cancel = threading.Event()
         self.lock: monolock.Lock | None = None
-        self.done = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
+        self._mutex = threading.Lock()
+        self._acquiring = True
+        self._releases = 0
+        """Release commands waiting for the acquisition to end."""
 
-    def _run(self) -> None:
+    def run(self) -> None:
         cmd = self.cmd
         try:
-            client = monolock.Client(cmd.servers, **cmd.client_kwargs())
+            client = _client(cmd)
             if cmd.try_only:
                 lock = client.try_acquire(cmd.name)
             else:
@@ -44,29 +114,40 @@ class Claim:
                 )
         except errors.MonolockError as exc:
             emit_error(cmd.id, exc)
-            self.done.set()
-            return
-        self.lock = lock
-        emit_acquired(cmd.id, lock)
-        self.done.set()
+        else:
+            self.lock = lock
+            emit_acquired(cmd.id, lock)
+        finally:
+            with self._mutex:
+                self._acquiring = False
+                releases, self._releases = self._releases, 0
+        for _ in range(releases):
+            self.release_now()
 
     def release(self) -> None:
+        """The release command: cancel a pending acquisition, release the
+        lock, print ``released``; without blocking the command loop."""
         self.cancel.set()
-        self.done.wait()
+        with self._mutex:
+            if self._acquiring:
+                self._releases += 1  # run() releases when it ends
+                return
+        self.workers.submit(self.release_now)
+
+    def release_now(self) -> None:
         if self.lock is not None:
             self.lock.release()
+        # Released for good: a later release of this id only prints
+        # "released", and a long run keeps no garbage for the collector.
+        if self.claims.get(self.cmd.id) is self:
+            self.claims.pop(self.cmd.id, None)
+        emit("released", id=self.cmd.id)
 
 
 def main() -> int:
     emit("ready", client="python-sync", capabilities=CAPABILITIES)
+    workers = Workers()
     claims: dict[str, Claim] = {}
-    releasers: list[threading.Thread] = []
-
-    def release(claim_id: str) -> None:
-        claim = claims.get(claim_id)
-        if claim is not None:
-            claim.release()
-        emit("released", id=claim_id)
 
     for line in sys.stdin:
         command = read_command(line)
@@ -76,18 +157,24 @@ def main() -> int:
             break
         claim_id = command.claim_id
         if command.acquire is not None:
-            claim = Claim(command.acquire)
+            claim = Claim(command.acquire, workers, claims)
             claims[claim_id] = claim
-            claim.thread.start()
+            workers.submit(claim.run)
         elif command.kind == "cancel":
             if claim_id in claims:
                 claims[claim_id].cancel.set()
         else:  # release, off the command loop: it waits for the server's close
-            t = threading.Thread(target=release, args=(claim_id,), daemon=True)
-            releasers.append(t)
-            t.start()
-    for t in releasers:
-        t.join()
-    for claim in claims.values():
-        claim.release()
+            known = claims.get(claim_id)
+            if known is not None:
+                known.release()
+            else:
+                emit("released", id=claim_id)
+    # Release everything, and let every job end before the interpreter
+    # does (a daemon thread caught in a print would spoil the exit).
+    for claim in list(claims.values()):
+        claim.cancel.set()
+    workers.join()  # the acquisitions end (cancelled), so do the releases
+    for claim in list(claims.values()):
+        if claim.lock is not None:
+            claim.lock.release()
     return 0

@@ -492,7 +492,7 @@ def test_release_gives_up_waiting_for_a_mute_server(api: Api, fake_server: FakeS
 
 def test_loss_reported_on_time_while_the_caller_spins(fake_server: FakeServer) -> None:
     """The caller's thread is busy in pure Python and never polls; the
-    connection's thread still tells the loss at valid_until, then keeps the
+    keeper thread still tells the loss at valid_until, then keeps the
     connection open until valid_until + 0.2 x lease."""
     import monolock
 
@@ -576,7 +576,7 @@ def test_server_end_is_told_before_the_client_closes(
 
 
 def test_release_from_the_lost_callback_closes_at_once(fake_server: FakeServer) -> None:
-    """A sync on_lost callback runs on the connection's thread; releasing
+    """A sync on_lost callback runs on a thread of the client's; releasing
     there must not wait for that thread, and closes at once."""
     import monolock
 

@@ -205,7 +205,7 @@ def test_sync_context_managers(real_server: RealServer) -> None:
 
 
 def test_lock_survives_a_cpu_bound_caller(real_server: RealServer) -> None:
-    """The heartbeat thread keeps the lock while the caller's thread spins
+    """The keeper thread keeps the lock while the caller's thread spins
     in pure Python for one and a half leases: the interpreter hands the GIL
     over every switch interval, so heartbeats go out on time."""
     name = unique("cpu")

@@ -117,9 +117,9 @@ class BaseLock(Generic[LostFlag]):
     @property
     def lost(self) -> LostFlag:
         """Set when the loss is told (not on release): the push signal, set
-        at the deadline by the connection's thread (sync) or the event loop
-        (asyncio), before the lost callbacks run and before the connection
-        closes."""
+        at the deadline on a teller thread of the client (sync) or by the
+        event loop (asyncio), before the lost callbacks run and before the
+        connection closes."""
         return self._lost
 
     @property
@@ -145,9 +145,11 @@ class BaseLock(Generic[LostFlag]):
 
     def add_lost_callback(self, callback: LostCallback) -> None:
         """Call ``callback(error)`` when the loss is told; at once if it
-        already was. Not called after :meth:`release`. Callbacks run on the
-        connection's thread (sync) or the event loop (asyncio) before the
-        connection is closed: keep them short and never block in them."""
+        already was. Not called after :meth:`release`. Callbacks run on a
+        teller thread of the client (sync; a busy one holds up no other
+        lock's) or on the event loop (asyncio), before the connection is
+        closed: keep them short, since the connection of a lost lock closes
+        only once they have returned."""
         with self._mutex:
             if not self._told:
                 self._callbacks.append(callback)
@@ -236,14 +238,20 @@ class ConnectionHandler(Generic[HeldLock]):
                     self.lock.add_lost_callback(self._on_lost)
                 self._outcome_known()
             elif isinstance(event, Lost):
-                assert self.lock is not None
-                self.lock._tell_lost(event.error)
-                logger.info("%s", unprefixed(event.error))  # after: the log may be slow
+                self._tell(event.error)
             elif isinstance(event, Failed):
                 self.error = event.error
                 self._outcome_known()
             elif isinstance(event, Close):
                 self._close_transport(event.handback)
+
+    def _tell(self, error: LockLost) -> None:
+        """Tell the application that the lock is lost: the push signals,
+        then the log. The sync connection overrides it: its keeper thread
+        hands the telling to a teller thread."""
+        assert self.lock is not None
+        self.lock._tell_lost(error)
+        logger.info("%s", unprefixed(error))  # after: the log may be slow
 
     def failure(self, error: MonolockError) -> Failure:
         """An attempt's failure, with how long the claim had been queued."""

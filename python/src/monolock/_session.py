@@ -14,8 +14,8 @@ deadline, and the order "tell the loss first, close later".
 
 Two methods may be called from any thread: :meth:`Session.poll` (the lock's
 polled checks) and :meth:`Session.release` (the application lets go). So a
-lock held by a sync thread reads the same single loss decision as its
-connection's thread; whichever looks first at the deadline takes it.
+lock held by a sync thread reads the same single loss decision as the
+client's keeper thread; whichever looks first at the deadline takes it.
 
 Times are ``time.monotonic_ns()`` integers passed in by the caller: whole
 nanoseconds keep the deadlines exact (``send + 0.8 x lease`` is reached at
