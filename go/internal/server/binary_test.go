@@ -45,12 +45,17 @@ func TestBinaryTokensMonotonicAcrossKill9(t *testing.T) {
 	for run := 0; run < 3; run++ {
 		started := time.Now()
 		p := startBinary(t, bin, "--data-dir", dataDir)
+		// Each run's lease is a second longer than the last run's: a
+		// restart waits out the previous run's longest lease, and this
+		// client, which sends no heartbeat while it waits, must outlast
+		// that wait.
+		lease := time.Duration(run+1) * time.Second
 		for i := 0; i < 5; i++ {
 			c := dial(t, p.Addr)
-			c.acquire(fmt.Sprintf("crash-%d-%d", run, i), 1000)
+			c.acquire(fmt.Sprintf("crash-%d-%d", run, i), uint32(lease.Milliseconds()))
 			tok := c.expectGranted()
 			if run > 0 && i == 0 {
-				assert.GreaterOrEqual(t, time.Since(started), time.Second, "a restart waits out the 1 s leases of the run before")
+				assert.GreaterOrEqual(t, time.Since(started), lease-time.Second, "a restart waits out the leases of the run before")
 			}
 			require.Greater(t, tok, highest, "run %d grant %d", run, i)
 			highest = tok
