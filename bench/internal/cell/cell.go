@@ -167,45 +167,41 @@ func (c *Cell) Running(i int) bool {
 // Leader returns the index of the active server, as the servers' admin
 // APIs say: -1 if none claims it now. A single server is always active.
 func (c *Cell) Leader(ctx context.Context) int {
-	if !c.HA() {
-		return 0
-	}
-	for i := range c.addrs {
-		if !c.Running(i) {
-			continue
-		}
-		var st struct {
-			Role string `json:"role"`
-		}
-		if err := getJSON(ctx, "http://"+c.admins[i]+"/v1/cell", &st); err == nil && st.Role == "leader" {
-			return i
-		}
-	}
-	return -1
+	i, _ := c.active(ctx)
+	return i
 }
 
 // Ready waits until a server is active and past its grace, and returns it.
 func (c *Cell) Ready(ctx context.Context, within time.Duration) (int, error) {
 	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if !c.HA() {
-			return 0, nil
-		}
-		for i := range c.addrs {
-			if !c.Running(i) {
-				continue
-			}
-			var st struct {
-				Role  string `json:"role"`
-				Grace int64  `json:"grace_remaining_ms"`
-			}
-			if err := getJSON(ctx, "http://"+c.admins[i]+"/v1/cell", &st); err == nil && st.Role == "leader" && st.Grace == 0 {
-				return i, nil
-			}
+		if i, grace := c.active(ctx); i >= 0 && grace == 0 {
+			return i, nil
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	return -1, fmt.Errorf("cell: no active server past its grace within %v", within)
+}
+
+// active asks each running server's GET /v1/cell and returns the one that
+// says it leads, with the grace it still waits (ms); -1 if none does.
+func (c *Cell) active(ctx context.Context) (int, int64) {
+	if !c.HA() {
+		return 0, 0
+	}
+	for i := range c.addrs {
+		if !c.Running(i) {
+			continue
+		}
+		var st struct {
+			Role  string `json:"role"`
+			Grace int64  `json:"grace_remaining_ms"`
+		}
+		if err := getJSON(ctx, "http://"+c.admins[i]+"/v1/cell", &st); err == nil && st.Role == "leader" {
+			return i, st.Grace
+		}
+	}
+	return -1, 0
 }
 
 func getJSON(ctx context.Context, url string, v any) error {

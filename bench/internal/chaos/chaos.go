@@ -65,7 +65,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, errors.New("chaos: need a lease, a duration and at least one client")
 	}
 	r := &run{cfg: cfg, start: time.Now(), ledger: &ledger{}}
-	if sched := newScheduler(r); len(sched.kinds) == 0 {
+	sched := newScheduler(r)
+	if len(sched.kinds) == 0 {
 		return nil, fmt.Errorf("chaos: none of the faults %v applies to %s", cfg.Faults, cfg.Cell.Describe())
 	}
 	defer func() {
@@ -79,14 +80,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
-		w.ledger, w.lease, w.lock, w.log = r.ledger, cfg.Lease, "chaos/lock", r.logf
+		w.ledger, w.lease, w.lock = r.ledger, cfg.Lease, "chaos/lock"
 		w.rng = rand.New(rand.NewPCG(cfg.Seed, uint64(i)+3))
 		r.workers = append(r.workers, w)
 	}
 	r.logf("chaos: %d workers on %s, lease %v, %v, seed %d", len(r.workers), cfg.Cell.Describe(), cfg.Lease, cfg.Duration, cfg.Seed)
 
 	faultCtx, stopFaults := context.WithCancel(ctx)
-	sched := newScheduler(r)
 	faultsDone := make(chan struct{})
 	go func() { sched.loop(faultCtx); close(faultsDone) }()
 

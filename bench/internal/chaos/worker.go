@@ -27,7 +27,6 @@ type worker struct {
 	lock    string
 	rng     *rand.Rand
 	start   time.Time
-	log     func(format string, args ...any)
 
 	mu       sync.Mutex
 	held     *Window       // the open window, if any
