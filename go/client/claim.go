@@ -318,11 +318,13 @@ func (c *claim) letGoNow(graceful bool) {
 	}
 	c.letGo = true
 	c.graceful = graceful && c.core.State() == session.Held
-	if c.graceful && c.halfClose() {
-		// Handed back right here: serve wakes when the server has
-		// closed its side (or at the bound), not once more before.
-		_ = c.conn.SetReadDeadline(time.Now().Add(c.releaseWaitLocked()))
-		return
+	if c.graceful {
+		if closed, _ := c.halfClose(); closed {
+			// Handed back right here: serve wakes when the server has
+			// closed its side (or at the bound), not once more before.
+			_ = c.conn.SetReadDeadline(time.Now().Add(c.releaseWaitLocked()))
+			return
+		}
 	}
 	_ = c.conn.SetReadDeadline(time.Now())
 }
@@ -333,19 +335,20 @@ func (c *claim) releaseWaitLocked() time.Duration {
 	return min(releaseWait, c.core.Schedule().ClientTimeout())
 }
 
-// halfClose sends the end of the stream, once; false if that failed.
-func (c *claim) halfClose() bool {
+// halfClose sends the end of the stream, once. closed says whether it has
+// been sent (false if that failed); justNow whether this call sent it.
+func (c *claim) halfClose() (closed, justNow bool) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if c.halfClosed {
-		return true
+		return true, false
 	}
 	cw, ok := c.conn.(interface{ CloseWrite() error })
 	if !ok || cw.CloseWrite() != nil {
-		return false
+		return false, false
 	}
 	c.halfClosed = true
-	return true
+	return true, true
 }
 
 // handBack half-closes the connection (unless Release did) and waits for
@@ -353,13 +356,11 @@ func (c *claim) halfClose() bool {
 // (a held lock, or a place in the queue). Acks of a heartbeat still in
 // flight are read and ignored.
 func (c *claim) handBack() {
-	c.wmu.Lock()
-	already := c.halfClosed
-	c.wmu.Unlock()
-	if !already {
-		if !c.halfClose() {
-			return
-		}
+	closed, justNow := c.halfClose()
+	if !closed {
+		return
+	}
+	if justNow { // else Release did, and set the bound
 		c.mu.Lock()
 		wait := c.releaseWaitLocked()
 		c.mu.Unlock()
