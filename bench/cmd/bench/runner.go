@@ -108,14 +108,14 @@ func (rn *runner) throughput() error {
 			cell := report.ThroughputCell{System: name, Workers: w}
 			err := rn.withSystem(name, o, func(sys systems.System, srv *localServer) error {
 				pid := serverPID(name, srv)
-				s0, c0 := procstat.CPU(pid), procstat.CPU(os.Getpid())
+				s0, c0 := procstat.CPU(pid), procstat.OwnCPU(os.Getpid()) // the server may be our child
 				var err error
 				rn.profile(fmt.Sprintf("client-throughput-%s-%d", name, w), func() {
 					cell.Stats, err = workload.Throughput(rn.ctx, sys, w, rn.plan.throughputFor, name != systems.ZooKeeper)
 				})
 				if n := float64(cell.Stats.Count); n > 0 && pid > 0 {
 					cell.ServerCPUPerOp = float64((procstat.CPU(pid) - s0).Microseconds()) / n
-					cell.ClientCPUPerOp = float64((procstat.CPU(os.Getpid()) - c0).Microseconds()) / n
+					cell.ClientCPUPerOp = float64((procstat.OwnCPU(os.Getpid()) - c0).Microseconds()) / n
 				}
 				return err
 			})

@@ -61,17 +61,24 @@ func ppid(pid int) (int, error) {
 
 // CPU returns the user+system CPU time of the tree rooted at pid.
 func CPU(pid int) time.Duration {
-	var ticks int64
+	var sum time.Duration
 	for _, p := range Tree(pid) {
-		f, err := stat(p)
-		if err != nil || len(f) < 13 {
-			continue
-		}
-		u, _ := strconv.ParseInt(f[11], 10, 64) // utime: field 14 of the line
-		s, _ := strconv.ParseInt(f[12], 10, 64) // stime: field 15
-		ticks += u + s
+		sum += OwnCPU(p)
 	}
-	return time.Duration(ticks) * time.Second / clockTick
+	return sum
+}
+
+// OwnCPU returns the user+system CPU time of pid alone, without its
+// children: a load generator's own time, when the server it measures is
+// its child.
+func OwnCPU(pid int) time.Duration {
+	f, err := stat(pid)
+	if err != nil || len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64) // utime: field 14 of the line
+	s, _ := strconv.ParseInt(f[12], 10, 64) // stime: field 15
+	return time.Duration(u+s) * time.Second / clockTick
 }
 
 // Memory returns the proportional set size (Pss) of the tree in bytes,

@@ -3,7 +3,9 @@ package procstat
 import (
 	"net"
 	"os"
+	"os/exec"
 	"testing"
+	"time"
 )
 
 func TestSelf(t *testing.T) {
@@ -27,5 +29,29 @@ func TestSelf(t *testing.T) {
 	}
 	if CPU(pid) <= 0 {
 		t.Fatal("no CPU time accounted")
+	}
+}
+
+// A child's CPU time counts in its parent's tree, not in the parent's own.
+func TestOwnCPULeavesChildrenOut(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc on this system")
+	}
+	child := exec.Command("sh", "-c", "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; sleep 30")
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
+	self := os.Getpid()
+	deadline := time.Now().Add(20 * time.Second)
+	for OwnCPU(child.Process.Pid) < 200*time.Millisecond && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	childCPU := OwnCPU(child.Process.Pid)
+	if childCPU < 200*time.Millisecond {
+		t.Fatalf("child used only %v", childCPU)
+	}
+	if tree, own := CPU(self), OwnCPU(self); tree-own < childCPU {
+		t.Fatalf("tree %v - own %v < child %v", tree, own, childCPU)
 	}
 }
