@@ -460,18 +460,12 @@ func writeTargets(b *bytes.Buffer, r *Results) {
 			p("| %s | monolock %s, %s %s | %s |\n", label, dur(m), t.sys, dur(op), verdict(met))
 		}
 	}
-	// The session-count row looks at the largest size asked for; memory and
-	// CPU at the largest size actually measured.
-	var asked, measured *IdleCell
+	writeHandoffVsPostgres(b, r)
+	// The session-count row looks at the largest size asked for.
+	var asked *IdleCell
 	for i, c := range r.Idle {
-		if c.System != "monolock" {
-			continue
-		}
-		if asked == nil || c.Result.Holders > asked.Result.Holders {
+		if c.System == "monolock" && (asked == nil || c.Result.Holders > asked.Result.Holders) {
 			asked = &r.Idle[i]
-		}
-		if c.Result.Established > 0 && (measured == nil || c.Result.Established > measured.Result.Established) {
-			measured = &r.Idle[i]
 		}
 	}
 	if asked != nil {
@@ -483,31 +477,7 @@ func writeTargets(b *bytes.Buffer, r *Results) {
 		p("| 100k idle sessions on this %d-core machine | %d asked, %d established%s | %s |\n", r.Cores, x.Holders, x.Established, why,
 			verdict(x.Holders >= 100000 && x.Established == x.Holders && asked.Err == ""))
 	}
-	if measured != nil {
-		x := measured.Result
-		partial := func(ok bool) string {
-			if x.Established >= 100000 {
-				return verdict(ok)
-			}
-			if ok {
-				return fmt.Sprintf("met at %dk; 100k not measured", x.Established/1000)
-			}
-			return fmt.Sprintf("**missed** at %dk", x.Established/1000)
-		}
-		p("| under 8 KiB of server memory per session | %s at %d sessions | %s |\n", kib(x.BytesPerHolder), x.Established, partial(x.BytesPerHolder < 8192))
-		extra, v := "", partial(x.CPUCores < 0.5)
-		if x.Established < 100000 {
-			// Heartbeat work grows with the session count; say where a
-			// straight line through this measurement would put 100k.
-			at100k := x.CPUCores * 100000 / float64(x.Established)
-			extra = fmt.Sprintf("; a linear extrapolation gives %.2f cores at 100k (not measured)", at100k)
-			if at100k >= 0.5 {
-				v += ", extrapolation above the target"
-			}
-		}
-		p("| heartbeats under half a core | %.3f cores at %d sessions (%.0f heartbeats/s)%s | %s |\n", x.CPUCores, x.Established,
-			float64(x.Refreshes)/x.Window.Seconds(), extra, v)
-	}
+	writeIdleTargets(b, r)
 	for _, c := range r.Dead {
 		if c.System != "monolock" {
 			continue
@@ -516,6 +486,7 @@ func writeTargets(b *bytes.Buffer, r *Results) {
 		p("| dead holder: grant within lease + 10 ms | worst %s for a %s lease over %d trials | %s |\n", dur(w), dur(c.Result.Lease), c.Result.Trials,
 			verdict(c.Result.Missed == 0 && len(c.Result.Samples) > 0 && w <= c.Result.Lease+10*time.Millisecond))
 	}
+	writeClientTargets(b, r)
 	if row, _, ok := safetyTarget(r); ok {
 		p("%s", row)
 	}
