@@ -135,6 +135,11 @@ func (m *Metrics) SetSource(src Source) {
 		gauge("monolock_waiters", "Sessions queued for a lock.",
 			func() float64 { _, _, w := src.Counts(); return float64(w) }),
 	)
+	if rw, ok := src.(interface{ RestartWait() time.Duration }); ok {
+		m.reg.MustRegister(gauge("monolock_restart_wait_seconds",
+			"How long a server restarted on a used data directory still waits out its previous run's leases before its first grant; /readyz answers 503 meanwhile.",
+			func() float64 { return rw.RestartWait().Seconds() }))
+	}
 	cell, ok := src.(interface {
 		Cell() (server.CellStatus, bool)
 	})

@@ -36,6 +36,16 @@ func TestEventsCountWithoutAllocating(t *testing.T) {
 	m.ErrorSent(0xEE) // a code this version does not know still counts
 	assert.Equal(t, 1.0, counter(t, m.errors.WithLabelValues("0xee")))
 
+	gauges := gaugeValues(t, m)
+	assert.Equal(t, 5.0, gauges["monolock_sessions"])
+	assert.Equal(t, 3.0, gauges["monolock_locks"])
+	assert.Equal(t, 2.0, gauges["monolock_holders"])
+	assert.Equal(t, 4.0, gauges["monolock_waiters"])
+}
+
+// gaugeValues gathers m's label-free gauges by name.
+func gaugeValues(t *testing.T, m *Metrics) map[string]float64 {
+	t.Helper()
 	fams, err := m.Registry().Gather()
 	require.NoError(t, err)
 	gauges := map[string]float64{}
@@ -44,10 +54,27 @@ func TestEventsCountWithoutAllocating(t *testing.T) {
 			gauges[f.GetName()] = f.GetMetric()[0].GetGauge().GetValue()
 		}
 	}
-	assert.Equal(t, 5.0, gauges["monolock_sessions"])
-	assert.Equal(t, 3.0, gauges["monolock_locks"])
-	assert.Equal(t, 2.0, gauges["monolock_holders"])
-	assert.Equal(t, 4.0, gauges["monolock_waiters"])
+	return gauges
+}
+
+// restartingSource is a server that restarted on a used data directory.
+type restartingSource struct {
+	fakeSource
+	wait time.Duration
+}
+
+func (s restartingSource) RestartWait() time.Duration { return s.wait }
+
+// How long a restarted server still waits before its first grant is a
+// gauge, read at scrape time.
+func TestRestartWaitIsExported(t *testing.T) {
+	m := New()
+	m.SetSource(restartingSource{wait: 1500 * time.Millisecond})
+	assert.Equal(t, 1.5, gaugeValues(t, m)["monolock_restart_wait_seconds"])
+
+	plain := New()
+	plain.SetSource(fakeSource{})
+	assert.NotContains(t, gaugeValues(t, plain), "monolock_restart_wait_seconds", "a source that cannot restart has no such gauge")
 }
 
 func counter(t *testing.T, c prometheus.Metric) float64 {

@@ -7,18 +7,18 @@ import (
 	"github.com/monolock/monolock/go/internal/tokenstore"
 )
 
-// afterRestart returns tokens that are unavailable for wait from now; the
+// afterRestart returns tokens that are unavailable before until; the
 // server calls Regrant once they are available (see New). A server that
 // starts on a used data directory knows nothing of the sessions its
 // previous run acknowledged, whose holders may still count on their leases
 // by their own clocks (a partitioned holder hears of no crash); waiting out
 // the longest lease ever acknowledged means none can. Claims queue
 // meanwhile and are granted in arrival order.
-func afterRestart(tokens Tokens, wait time.Duration) Tokens {
-	if wait <= 0 {
+func afterRestart(tokens Tokens, until time.Time) Tokens {
+	if !time.Now().Before(until) {
 		return tokens
 	}
-	return &restartWait{Tokens: tokens, until: time.Now().Add(wait)}
+	return &restartWait{Tokens: tokens, until: until}
 }
 
 type restartWait struct {

@@ -28,12 +28,20 @@ func TestRestartWaitsOutThePreviousRunsLeases(t *testing.T) {
 	a, b := dial(t, second.addr), dial(t, second.addr)
 	a.acquire("restart", 60000)
 	a.expectWaiting()
+	// Serving (a was answered), yet not ready: operators see the wait, and
+	// how long it still lasts.
+	assert.False(t, second.Server.Ready(), "ready while waiting out the previous run's leases")
+	wait := second.Server.RestartWait()
+	assert.Positive(t, wait)
+	assert.LessOrEqual(t, wait, time.Duration(leaseMS)*time.Millisecond)
 	b.acquire("restart", 60000)
 	b.expectWaiting()
 	a.expectAcquired()
 	assert.GreaterOrEqual(t, time.Since(started), time.Duration(leaseMS)*time.Millisecond,
 		"granted before the previous run's lease could have ended")
 	b.expectSilence(200 * time.Millisecond) // second in line
+	assert.Zero(t, second.Server.RestartWait())
+	assert.True(t, second.Server.Ready(), "granting again, so ready")
 	require.NoError(t, second.Server.tokens.Close())
 
 	// The record only grows: a third run waits for the 60 s lease.
@@ -54,4 +62,6 @@ func TestFirstStartGrantsAtOnce(t *testing.T) {
 	c := dial(t, srv.addr)
 	c.acquire("fresh", 60000)
 	c.expectAcquired()
+	assert.Zero(t, srv.Server.RestartWait())
+	assert.True(t, srv.Server.Ready())
 }

@@ -117,6 +117,9 @@ type Server struct {
 	// leases records the longest acknowledged lease in the data directory
 	// (a single server; an HA cell records it in etcd through gate).
 	leases *tokenstore.LeaseRecord
+	// restartUntil is when a restarted server may grant again (see
+	// afterRestart); zero on a first start.
+	restartUntil time.Time
 	table  *locktable.Table
 
 	// What a peer can cause at will, without credentials: counted, and
@@ -161,6 +164,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{}
 	var tokens Tokens = cfg.Tokens
 	var restartWait time.Duration
+	var restartUntil time.Time
 	if tokens == nil {
 		store, err := tokenstore.Open(cfg.DataDir, tokenstore.Options{
 			BlockSize:  cfg.tokenBlock,
@@ -179,7 +183,10 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.leases = leases
 		restartWait = leases.Longest()
-		tokens = afterRestart(store, restartWait)
+		if restartWait > 0 {
+			restartUntil = time.Now().Add(restartWait)
+		}
+		tokens = afterRestart(store, restartUntil)
 		if restartWait > 0 {
 			log.Warn("started: new grants wait out the longest lease a previous run acknowledged, as its holders may still count on it",
 				"wait", restartWait)
@@ -187,6 +194,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	*s = Server{
 		leases:           s.leases,
+		restartUntil:     restartUntil,
 		gate:             cfg.Gate,
 		handshakeTimeout: cfg.HandshakeTimeout,
 		authorizer:       cfg.Authorizer,
@@ -556,11 +564,14 @@ func (s *Server) Counts() (locks, holders, waiters int) {
 }
 
 // Ready reports whether the server is accepting sessions and can grant: it
-// serves at least one listener, is not shutting down, and its token store
-// can reserve tokens.
+// serves at least one listener, is not shutting down, its token store can
+// reserve tokens, and it is not waiting out a previous run's leases.
 func (s *Server) Ready() bool {
 	if s.tokens.Failure() != nil {
 		return false // no grant can be made until the disk recovers
+	}
+	if s.RestartWait() > 0 {
+		return false // nor until the previous run's leases have passed
 	}
 	if s.gate != nil {
 		if ok, _ := s.gate.Active(time.Now()); !ok {
@@ -570,6 +581,16 @@ func (s *Server) Ready() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return !s.shutdown && len(s.listeners) > 0
+}
+
+// RestartWait is how long a server that restarted on a used data
+// directory still waits out its previous run's leases before its first
+// grant; zero once it grants (or on a first start).
+func (s *Server) RestartWait() time.Duration {
+	if s.restartUntil.IsZero() {
+		return 0
+	}
+	return max(time.Until(s.restartUntil), 0)
 }
 
 // Sessions returns the number of open sessions, including those that have not
