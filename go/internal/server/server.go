@@ -120,7 +120,7 @@ type Server struct {
 	// restartUntil is when a restarted server may grant again (see
 	// afterRestart); zero on a first start.
 	restartUntil time.Time
-	table  *locktable.Table
+	table        *locktable.Table
 
 	// What a peer can cause at will, without credentials: counted, and
 	// logged at a bounded rate.
