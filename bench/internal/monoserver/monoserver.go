@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -34,18 +35,21 @@ func Build(goDir, outDir string) (string, error) {
 
 // Server is one running `monolock serve`.
 type Server struct {
-	Addr string
-	cmd  *exec.Cmd
-	done chan struct{}
+	Addr      string
+	AdminAddr string // the admin API's, when started with --admin
+	cmd       *exec.Cmd
+	done      chan struct{}
 }
 
 // PID is the server's process id.
 func (s *Server) PID() int { return s.cmd.Process.Pid }
 
 // Start runs `bin serve` on 127.0.0.1 with a port chosen by the kernel and
-// a data directory under dataDir, and waits for its "listening" log line.
+// a data directory under dataDir, and waits for its "listening" log line
+// (and, when extraArgs include --admin, for its "admin listening" line).
 func Start(ctx context.Context, bin, dataDir string, extraArgs ...string) (*Server, error) {
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir}, extraArgs...)
+	wantAdmin := slices.Contains(extraArgs, "--admin")
 	cmd := exec.Command(bin, args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -55,25 +59,35 @@ func Start(ctx context.Context, bin, dataDir string, extraArgs ...string) (*Serv
 		return nil, err
 	}
 	s := &Server{cmd: cmd, done: make(chan struct{})}
-	addrc := make(chan string, 1)
+	addrc := make(chan [2]string, 1)
 	go func() {
+		var addrs [2]string // lock port, admin API
+		sent := false
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			line := sc.Text()
-			if i := strings.Index(line, "msg=listening"); i >= 0 {
-				if j := strings.Index(line, "addr="); j >= 0 {
-					select {
-					case addrc <- strings.Fields(line[j+len("addr="):])[0]:
-					default:
-					}
-				}
+			j := strings.Index(line, "addr=")
+			if j < 0 {
+				continue
+			}
+			addr := strings.Fields(line[j+len("addr="):])[0]
+			switch {
+			case strings.Contains(line, "msg=listening"):
+				addrs[0] = addr
+			case strings.Contains(line, `msg="admin listening"`):
+				addrs[1] = addr
+			}
+			if !sent && addrs[0] != "" && (addrs[1] != "" || !wantAdmin) {
+				addrc <- addrs
+				sent = true
 			}
 		}
 		_, _ = io.Copy(io.Discard, stderr)
 	}()
 	go func() { _ = cmd.Wait(); close(s.done) }()
 	select {
-	case s.Addr = <-addrc:
+	case a := <-addrc:
+		s.Addr, s.AdminAddr = a[0], a[1]
 		return s, nil
 	case <-s.done:
 		return nil, errors.New("monolock serve exited before listening")

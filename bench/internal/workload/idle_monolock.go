@@ -22,122 +22,154 @@ const portsPerSource = 5000
 // the connections and walks it once per heartbeat interval.
 const hbShards = 64
 
-// IdleMonolock returns the setup that holds n monolock locks by speaking
-// the wire protocol directly: one connection per holder, ACQUIRE with the
-// lease, then a HEARTBEAT every lease/4 (what a client sends when its RTT
-// is negligible). Connections come from 127.0.0.1, 127.0.0.2, ... so more
-// than one source address's worth of ephemeral ports can be used.
+// IdleMonolock returns the setup that holds n monolock locks through
+// OpenIdleSessions.
 func IdleMonolock(addr string) idleSetup {
 	return func(ctx context.Context, n int, lease time.Duration) (*Holders, error) {
-		hctx, stop := context.WithCancel(context.Background())
-		g := &hbGen{period: lease / 4, shards: make([]*hbShard, hbShards)}
-		for i := range g.shards {
-			g.shards[i] = &hbShard{}
+		s, err := OpenIdleSessions(ctx, addr, n, lease)
+		if err != nil {
+			return nil, err
 		}
-		var wg sync.WaitGroup
-		for _, sh := range g.shards {
-			wg.Add(1)
-			go func() { defer wg.Done(); g.run(hctx, sh) }()
-		}
-		closeAll := func() {
-			stop()
-			wg.Wait()
-			for _, sh := range g.shards {
-				for _, c := range sh.conns {
-					if c != nil {
-						c.Close()
-					}
-				}
-			}
-		}
-		sources := (n + portsPerSource - 1) / portsPerSource
-		leaseMS := uint32(lease.Milliseconds())
-		ok, err := parallel(ctx, n, 64, func(i int) error {
-			d := net.Dialer{
-				Timeout:   10 * time.Second,
-				LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(1+i%sources))},
-			}
-			c, err := d.DialContext(ctx, "tcp", addr)
-			if err != nil {
-				return err
-			}
-			frame, _ := protocol.AppendAcquire(nil, fmt.Sprintf("idle/%d", i), leaseMS)
-			var reply [9]byte
-			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-			if _, err := c.Write(frame); err == nil {
-				_, err = io.ReadFull(c, reply[:])
-			}
-			if err == nil && reply[0] != protocol.MsgAcquired {
-				err = fmt.Errorf("reply %s to ACQUIRE", protocol.MsgName(reply[0]))
-			}
-			if err != nil {
-				c.Close()
-				return err
-			}
-			g.shards[i%hbShards].add(c)
-			return nil
-		})
-		if ok < n {
-			closeAll()
-			return nil, fmt.Errorf("%d of %d monolock holders established: %w", ok, n, err)
-		}
-		return &Holders{established: ok, refreshes: &g.beats, lost: &g.lost, close: closeAll}, nil
+		return &Holders{established: n, refreshes: &s.beats, lost: &s.lost, close: s.Close}, nil
 	}
 }
 
-type hbGen struct {
+// IdleSessions holds monolock locks by speaking the wire protocol
+// directly: one connection per holder, ACQUIRE with the lease, then a
+// HEARTBEAT every lease/4 (what a client sends when its RTT is
+// negligible), each ack read before the next.
+type IdleSessions struct {
 	period      time.Duration
-	shards      []*hbShard
+	shards      [hbShards]idleShard
 	beats, lost atomic.Int64
+	stop        context.CancelFunc
+	wg          sync.WaitGroup
 }
 
-type hbShard struct {
+type idleShard struct {
 	mu    sync.Mutex
 	conns []net.Conn
 }
 
-func (s *hbShard) add(c net.Conn) {
-	s.mu.Lock()
-	s.conns = append(s.conns, c)
-	s.mu.Unlock()
+// sourceSubnets hands every OpenIdleSessions a fresh 127.0.x.0/24, so that
+// no source port an earlier run used is asked for again.
+var sourceSubnets atomic.Int32
+
+// OpenIdleSessions opens n sessions to addr, each holding the lock
+// idle/<i> with lease, and keeps them alive until Close. Connections come
+// from 127.0.x.1, 127.0.x.2, ... so that more than one source address's
+// worth of ephemeral ports can be used. It fails unless all n hold.
+func OpenIdleSessions(ctx context.Context, addr string, n int, lease time.Duration) (*IdleSessions, error) {
+	hctx, stop := context.WithCancel(context.Background())
+	s := &IdleSessions{period: lease / 4, stop: stop}
+	for i := range s.shards {
+		s.wg.Add(1)
+		go func() { defer s.wg.Done(); s.heartbeat(hctx, &s.shards[i]) }()
+	}
+	sources := (n + portsPerSource - 1) / portsPerSource
+	subnet := byte(1 + sourceSubnets.Add(1)%250)
+	leaseMS := uint32(lease.Milliseconds())
+	ok, err := parallel(ctx, n, 64, func(i int) error {
+		return s.open(ctx, addr, fmt.Sprintf("idle/%d", i), net.IPv4(127, 0, subnet, byte(1+i%sources)), leaseMS, &s.shards[i%hbShards])
+	})
+	if ok < n {
+		s.Close()
+		return nil, fmt.Errorf("%d of %d monolock sessions established: %w", ok, n, err)
+	}
+	return s, nil
 }
 
-// run sends one HEARTBEAT to each of the shard's connections per period,
-// spread evenly over the period, and reads its one-frame ack before the
-// next (so at most one heartbeat is in flight per connection).
-func (g *hbGen) run(ctx context.Context, s *hbShard) {
+// Beats is how many heartbeats have been acknowledged so far.
+func (s *IdleSessions) Beats() int64 { return s.beats.Load() }
+
+// Lost is how many sessions have failed a heartbeat so far.
+func (s *IdleSessions) Lost() int64 { return s.lost.Load() }
+
+// Close stops the heartbeats and closes every session.
+func (s *IdleSessions) Close() {
+	s.stop()
+	s.wg.Wait()
+	for i := range s.shards {
+		for _, c := range s.shards[i].conns {
+			if c != nil {
+				c.Close()
+			}
+		}
+	}
+}
+
+// open connects from source, acquires name and adds the session to sh.
+func (s *IdleSessions) open(ctx context.Context, addr, name string, source net.IP, leaseMS uint32, sh *idleShard) error {
+	d := net.Dialer{Timeout: 10 * time.Second, LocalAddr: &net.TCPAddr{IP: source}}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	// Closed with a reset: no TIME_WAIT left behind for the next run.
+	_ = c.(*net.TCPConn).SetLinger(0)
+	frame, _ := protocol.AppendAcquire(nil, name, leaseMS)
+	var reply [9]byte
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err = c.Write(frame); err == nil {
+		_, err = io.ReadFull(c, reply[:1])
+		if err == nil && reply[0] == protocol.MsgWaiting {
+			// The token store was reserving its next block: the grant
+			// follows as soon as the block is durable.
+			_, err = io.ReadFull(c, reply[:1])
+		}
+		if err == nil && reply[0] == protocol.MsgAcquired {
+			_, err = io.ReadFull(c, reply[1:])
+		}
+	}
+	if err == nil && reply[0] != protocol.MsgAcquired {
+		err = fmt.Errorf("reply %s to ACQUIRE", protocol.MsgName(reply[0]))
+	}
+	if err != nil {
+		c.Close()
+		return err
+	}
+	sh.mu.Lock()
+	sh.conns = append(sh.conns, c)
+	sh.mu.Unlock()
+	return nil
+}
+
+// heartbeat sends one HEARTBEAT to each of the shard's connections per
+// period, spread evenly over the period, and reads its one-frame ack
+// before the next (so at most one heartbeat is in flight per connection).
+func (s *IdleSessions) heartbeat(ctx context.Context, sh *idleShard) {
 	hb := []byte{protocol.MsgHeartbeat}
 	var ack [9]byte
 	for ctx.Err() == nil {
 		round := time.Now()
-		s.mu.Lock()
-		conns := s.conns[:len(s.conns):len(s.conns)]
-		s.mu.Unlock()
+		sh.mu.Lock()
+		conns := sh.conns[:len(sh.conns):len(sh.conns)]
+		sh.mu.Unlock()
 		const slots = 50 // pace in 50 steps per period
 		for j, c := range conns {
 			if c == nil {
 				continue
 			}
 			if j%max(1, len(conns)/slots) == 0 {
-				at := round.Add(g.period * time.Duration(j) / time.Duration(len(conns)))
+				at := round.Add(s.period * time.Duration(j) / time.Duration(len(conns)))
 				if !sleepCtx(ctx, time.Until(at)) {
 					return
 				}
 			}
-			_ = c.SetDeadline(time.Now().Add(g.period))
+			_ = c.SetDeadline(time.Now().Add(s.period))
 			_, err := c.Write(hb)
 			if err == nil {
 				_, err = io.ReadFull(c, ack[:])
 			}
 			if err != nil || ack[0] != protocol.MsgAcquired {
-				g.lost.Add(1)
+				s.lost.Add(1)
 				c.Close()
 				conns[j] = nil // the shard's slice shares this array
 				continue
 			}
-			g.beats.Add(1)
+			s.beats.Add(1)
 		}
-		if !sleepCtx(ctx, time.Until(round.Add(g.period))) {
+		if !sleepCtx(ctx, time.Until(round.Add(s.period))) {
 			return
 		}
 	}

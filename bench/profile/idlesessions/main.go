@@ -29,26 +29,20 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"syscall"
 	"time"
 
+	"github.com/monolock/monolock/bench/internal/monoserver"
 	"github.com/monolock/monolock/bench/internal/procstat"
-	"github.com/monolock/monolock/go/pkg/protocol"
+	"github.com/monolock/monolock/bench/internal/workload"
 )
 
 func main() {
@@ -143,27 +137,34 @@ var verbose bool
 
 func measure(bin string, n int, lease, settle, window time.Duration, extra []string) (cell, error) {
 	c := cell{n: n}
-	srv, err := start(bin, extra)
+	dir, err := os.MkdirTemp("", "idlesessions-")
 	if err != nil {
 		return c, err
 	}
-	defer srv.stop()
+	defer os.RemoveAll(dir)
+	srv, err := monoserver.Start(context.Background(), bin, filepath.Join(dir, "data"),
+		append([]string{"--admin", "127.0.0.1:0", "--max-sessions", "0"}, extra...)...)
+	if err != nil {
+		return c, err
+	}
+	defer srv.Stop()
+	pid := srv.PID()
 	time.Sleep(time.Second)
-	pss0, rss0 := procstat.Memory(srv.pid), vmRSS(srv.pid)
-	m0, err := scrape(srv.admin)
+	pss0, rss0 := procstat.Memory(pid), vmRSS(pid)
+	m0, err := scrape(srv.AdminAddr)
 	if err != nil {
 		return c, err
 	}
 	t0 := time.Now()
-	g, err := open(context.Background(), srv.addr, n, lease)
+	g, err := workload.OpenIdleSessions(context.Background(), srv.Addr, n, lease)
 	if err != nil {
 		return c, err
 	}
-	defer g.close()
+	defer g.Close()
 	c.setup = time.Since(t0)
 	time.Sleep(settle)
-	pss1, rss1 := procstat.Memory(srv.pid), vmRSS(srv.pid)
-	m1, err := scrape(srv.admin)
+	pss1, rss1 := procstat.Memory(pid), vmRSS(pid)
+	m1, err := scrape(srv.AdminAddr)
 	if err != nil {
 		return c, err
 	}
@@ -184,98 +185,24 @@ func measure(bin string, n int, lease, settle, window time.Duration, extra []str
 			log.Printf("  %-45s %+9.3f KiB/session  (%.0f -> %.0f)", k, per(m1[k]-m0[k]), m0[k], m1[k])
 		}
 	}
-	beats0, lost0 := g.beats.Load(), g.lost.Load()
+	beats0, lost0 := g.Beats(), g.Lost()
 	busy0, total0 := machineCPU()
-	cpu0, w0 := procstat.CPU(srv.pid), time.Now()
+	cpu0, w0 := procstat.CPU(pid), time.Now()
 	time.Sleep(window)
-	cpu1, w1 := procstat.CPU(srv.pid), time.Now()
+	cpu1, w1 := procstat.CPU(pid), time.Now()
 	busy1, total1 := machineCPU()
 	if total1 > total0 {
 		c.machineBusy = float64(busy1-busy0) / float64(total1-total0)
 	}
 	c.cores = (cpu1 - cpu0).Seconds() / w1.Sub(w0).Seconds()
-	beats := g.beats.Load() - beats0
+	beats := g.Beats() - beats0
 	c.beatsPerSec = float64(beats) / w1.Sub(w0).Seconds()
 	if beats > 0 {
 		c.usPerBeat = float64((cpu1 - cpu0).Microseconds()) / float64(beats)
 	}
-	c.lost = g.lost.Load() - lost0
-	c.pssEnd = per(float64(procstat.Memory(srv.pid) - pss0))
+	c.lost = g.Lost() - lost0
+	c.pssEnd = per(float64(procstat.Memory(pid) - pss0))
 	return c, nil
-}
-
-type server struct {
-	addr, admin string
-	pid         int
-	cmd         *exec.Cmd
-	done        chan struct{}
-	dir         string
-}
-
-func start(bin string, extra []string) (*server, error) {
-	dir, err := os.MkdirTemp("", "idlesessions-")
-	if err != nil {
-		return nil, err
-	}
-	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0",
-		"--data-dir", filepath.Join(dir, "data"), "--max-sessions", "0"}, extra...)
-	cmd := exec.Command(bin, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // no server outlives this run
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	s := &server{cmd: cmd, pid: cmd.Process.Pid, done: make(chan struct{}), dir: dir}
-	addrs := make(chan [2]string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		var a [2]string
-		sent := false
-		for sc.Scan() {
-			line := sc.Text()
-			if j := strings.Index(line, "addr="); j >= 0 {
-				v := strings.Fields(line[j+len("addr="):])[0]
-				switch {
-				case strings.Contains(line, "msg=listening"):
-					a[0] = v
-				case strings.Contains(line, `msg="admin listening"`):
-					a[1] = v
-				}
-				if a[0] != "" && a[1] != "" && !sent {
-					addrs <- a
-					sent = true
-				}
-			} else if strings.Contains(line, "level=ERROR") || strings.Contains(line, "level=WARN") {
-				log.Printf("server: %s", line)
-			}
-		}
-		_, _ = io.Copy(io.Discard, stderr)
-	}()
-	go func() { _ = cmd.Wait(); close(s.done) }()
-	select {
-	case a := <-addrs:
-		s.addr, s.admin = a[0], a[1]
-		return s, nil
-	case <-s.done:
-		return nil, errors.New("monolock serve exited before listening")
-	case <-time.After(20 * time.Second):
-		s.stop()
-		return nil, errors.New("monolock serve did not log its addresses within 20 s")
-	}
-}
-
-func (s *server) stop() {
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(15 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.done
-	}
-	os.RemoveAll(s.dir)
 }
 
 // scrape reads the untyped, label-free samples of the admin /metrics.
@@ -328,174 +255,4 @@ func vmRSS(pid int) int64 {
 		}
 	}
 	return 0
-}
-
-// The generator: as bench/internal/workload's IdleMonolock.
-
-var runs atomic.Int32
-
-const (
-	portsPerSource = 5000
-	hbShards       = 64
-)
-
-type gen struct {
-	period      time.Duration
-	shards      []*shard
-	beats, lost atomic.Int64
-	stop        context.CancelFunc
-	wg          sync.WaitGroup
-}
-
-type shard struct {
-	mu    sync.Mutex
-	conns []net.Conn
-}
-
-func open(ctx context.Context, addr string, n int, lease time.Duration) (*gen, error) {
-	hctx, stop := context.WithCancel(context.Background())
-	g := &gen{period: lease / 4, shards: make([]*shard, hbShards), stop: stop}
-	for i := range g.shards {
-		g.shards[i] = &shard{}
-	}
-	for _, sh := range g.shards {
-		g.wg.Add(1)
-		go func() { defer g.wg.Done(); g.run(hctx, sh) }()
-	}
-	sources := (n + portsPerSource - 1) / portsPerSource
-	// A fresh 127.0.x.0/24 per run: no source port left in TIME_WAIT by an
-	// earlier run is asked for again.
-	subnet := byte(1 + runs.Add(1)%250)
-	leaseMS := uint32(lease.Milliseconds())
-	var next, ok atomic.Int64
-	var (
-		firstMu sync.Mutex
-		first   error
-	)
-	var wg sync.WaitGroup
-	for range 64 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				if err := openOne(ctx, addr, i, subnet, sources, leaseMS, g); err != nil {
-					firstMu.Lock()
-					if first == nil {
-						first = err
-					}
-					firstMu.Unlock()
-					continue
-				}
-				ok.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
-	if int(ok.Load()) < n {
-		g.close()
-		return nil, fmt.Errorf("%d of %d sessions established: %v", ok.Load(), n, first)
-	}
-	return g, nil
-}
-
-func openOne(ctx context.Context, addr string, i int, subnet byte, sources int, leaseMS uint32, g *gen) error {
-	d := net.Dialer{Timeout: 10 * time.Second, LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, subnet, byte(1+i%sources))}}
-	c, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return err
-	}
-	// Closed with a reset: no TIME_WAIT left behind for the next run.
-	_ = c.(*net.TCPConn).SetLinger(0)
-	frame, _ := protocol.AppendAcquire(nil, fmt.Sprintf("idle/%d", i), leaseMS)
-	var reply [9]byte
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := c.Write(frame); err == nil {
-		_, err = io.ReadFull(c, reply[:1])
-		if err == nil && reply[0] == protocol.MsgWaiting {
-			// The token store was reserving its next block: the grant
-			// follows as soon as the block is durable.
-			_, err = io.ReadFull(c, reply[:1])
-		}
-		if err == nil && reply[0] == protocol.MsgAcquired {
-			_, err = io.ReadFull(c, reply[1:])
-		}
-	}
-	if err == nil && reply[0] != protocol.MsgAcquired {
-		err = fmt.Errorf("reply %s to ACQUIRE", protocol.MsgName(reply[0]))
-	}
-	if err != nil {
-		c.Close()
-		return err
-	}
-	sh := g.shards[i%hbShards]
-	sh.mu.Lock()
-	sh.conns = append(sh.conns, c)
-	sh.mu.Unlock()
-	return nil
-}
-
-func (g *gen) close() {
-	g.stop()
-	g.wg.Wait()
-	for _, sh := range g.shards {
-		for _, c := range sh.conns {
-			if c != nil {
-				c.Close()
-			}
-		}
-	}
-}
-
-// run sends one HEARTBEAT to each of the shard's connections per period,
-// spread evenly over it, and reads the one-frame ack before the next.
-func (g *gen) run(ctx context.Context, s *shard) {
-	hb := []byte{protocol.MsgHeartbeat}
-	var ack [9]byte
-	for ctx.Err() == nil {
-		round := time.Now()
-		s.mu.Lock()
-		conns := s.conns[:len(s.conns):len(s.conns)]
-		s.mu.Unlock()
-		const slots = 50
-		for j, c := range conns {
-			if c == nil {
-				continue
-			}
-			if j%max(1, len(conns)/slots) == 0 {
-				if !sleep(ctx, time.Until(round.Add(g.period*time.Duration(j)/time.Duration(len(conns))))) {
-					return
-				}
-			}
-			_ = c.SetDeadline(time.Now().Add(g.period))
-			_, err := c.Write(hb)
-			if err == nil {
-				_, err = io.ReadFull(c, ack[:])
-			}
-			if err != nil || ack[0] != protocol.MsgAcquired {
-				g.lost.Add(1)
-				c.Close()
-				conns[j] = nil
-				continue
-			}
-			g.beats.Add(1)
-		}
-		if !sleep(ctx, time.Until(round.Add(g.period))) {
-			return
-		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
