@@ -27,6 +27,63 @@ type acquired struct {
 	lock *client.Lock
 	at   time.Time
 	err  error
+	win  *window // the lock's validity window in the ledger, when granted
+}
+
+// onQueued returns a client option whose WAITING hook signals the channel
+// it returns (at most one signal pending).
+func onQueued() (client.Option, <-chan struct{}) {
+	queued := make(chan struct{}, 1)
+	return client.WithOnWaiting(func(string) {
+		select {
+		case queued <- struct{}{}:
+		default:
+		}
+	}), queued
+}
+
+// holdAndQueue has holderClient acquire name, then waiterClient claim it
+// too, each call on a goroutine that spawn starts (in a lab's namespace,
+// or plainly), and returns once the waiter is queued (queued is its
+// onQueued channel) and the holder has written to the fenced resource.
+// The waiter's outcome arrives on the returned channel.
+func holdAndQueue(t *testing.T, ctx context.Context, led *ledger, spawn func(func()) <-chan struct{},
+	holderClient, waiterClient *client.Client, queued <-chan struct{}, name string,
+) (holder *client.Lock, waiter <-chan acquired) {
+	t.Helper()
+	var holderWin *window
+	var err error
+	<-spawn(func() {
+		holder, err = holderClient.Acquire(ctx, name)
+		if err == nil {
+			holderWin = led.hold(holder, "holder")
+		}
+	})
+	require.NoError(t, err)
+	outcome := make(chan acquired, 1)
+	spawn(func() {
+		l, err := waiterClient.Acquire(ctx, name)
+		r := acquired{lock: l, at: time.Now(), err: err}
+		if err == nil {
+			r.win = led.hold(l, "waiter")
+		}
+		outcome <- r
+	})
+	select {
+	case <-queued: // the waiter waits on the leader
+	case <-time.After(wait):
+		t.Fatal("the waiter was never queued")
+	}
+	led.write(holderWin, holder)
+	return holder, outcome
+}
+
+// goPlain runs f on a new goroutine; the returned channel closes when f
+// returns.
+func goPlain(f func()) <-chan struct{} {
+	done := make(chan struct{})
+	go func() { defer close(done); f() }()
+	return done
 }
 
 // The leader is partitioned from its clients while it still reaches etcd.
@@ -47,43 +104,13 @@ func TestHALeaderPartitionedFromClients(t *testing.T) {
 	var retries syncBuffer
 	holderClient, err := client.New(client.WithServers(servers...), client.WithLease(time.Second))
 	require.NoError(t, err)
-	queued := make(chan struct{}, 1)
+	waiting, queued := onQueued()
 	waiterClient, err := client.New(client.WithServers(servers...), client.WithLease(time.Second),
-		client.WithLogger(slog.New(slog.NewTextHandler(&retries, nil))),
-		client.WithOnWaiting(func(string) {
-			select {
-			case queued <- struct{}{}:
-			default:
-			}
-		}))
+		client.WithLogger(slog.New(slog.NewTextHandler(&retries, nil))), waiting)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*wait)
 	defer cancel()
-
-	var holder *client.Lock
-	var holderWin *window
-	<-lab.goClient(func() {
-		holder, err = holderClient.Acquire(ctx, "part")
-		if err == nil {
-			holderWin = led.hold(holder, "holder")
-		}
-	})
-	require.NoError(t, err)
-	waiter := make(chan acquired, 1)
-	lab.goClient(func() {
-		l, err := waiterClient.Acquire(ctx, "part")
-		r := acquired{lock: l, at: time.Now(), err: err}
-		if err == nil {
-			led.hold(l, "waiter")
-		}
-		waiter <- r
-	})
-	select {
-	case <-queued: // the waiter waits on the leader
-	case <-time.After(wait):
-		t.Fatal("the waiter was never queued")
-	}
-	led.write(holderWin, holder)
+	holder, waiter := holdAndQueue(t, ctx, led, lab.goClient, holderClient, waiterClient, queued, "part")
 
 	cutAt := time.Now()
 	lab.cut(1)
@@ -157,43 +184,12 @@ func TestHALeaderPartitionedFromEtcd(t *testing.T) {
 
 	holderClient, err := client.New(client.WithServers(addrs...), client.WithLease(lease))
 	require.NoError(t, err)
-	queued := make(chan struct{}, 1)
-	waiterClient, err := client.New(client.WithServers(addrs...), client.WithLease(lease),
-		client.WithOnWaiting(func(string) {
-			select {
-			case queued <- struct{}{}:
-			default:
-			}
-		}))
+	waiting, queued := onQueued()
+	waiterClient, err := client.New(client.WithServers(addrs...), client.WithLease(lease), waiting)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*wait)
 	defer cancel()
-
-	var holder *client.Lock
-	var holderWin *window
-	<-lab.goClient(func() {
-		holder, err = holderClient.Acquire(ctx, "etcd-part")
-		if err == nil {
-			holderWin = led.hold(holder, "holder")
-		}
-	})
-	require.NoError(t, err)
-	waiter := make(chan acquired, 1)
-	var waiterWin *window
-	lab.goClient(func() {
-		l, err := waiterClient.Acquire(ctx, "etcd-part")
-		r := acquired{lock: l, at: time.Now(), err: err}
-		if err == nil {
-			waiterWin = led.hold(l, "waiter")
-		}
-		waiter <- r
-	})
-	select {
-	case <-queued: // the waiter waits on the leader
-	case <-time.After(wait):
-		t.Fatal("the waiter was never queued")
-	}
-	led.write(holderWin, holder)
+	holder, waiter := holdAndQueue(t, ctx, led, lab.goClient, holderClient, waiterClient, queued, "etcd-part")
 
 	cutAt := time.Now()
 	lab.cut(1)
@@ -279,7 +275,7 @@ func TestHALeaderPartitionedFromEtcd(t *testing.T) {
 	assert.False(t, logHas(servers[successor-1], "ha: stepping down"), "the new leader stepped down")
 	require.NoError(t, next.lock.Err(), "the waiter lost its lock when the old leader came back")
 	t.Logf("after the heal: the old leader follows server %d %v later", successor, rejoinAt.Sub(healAt).Round(time.Millisecond))
-	led.write(waiterWin, next.lock)
+	led.write(next.win, next.lock)
 	led.check()
 	require.NoError(t, next.lock.Release())
 }
@@ -383,35 +379,12 @@ func TestHAEtcdQuorumLost(t *testing.T) {
 	b := cellMember(t, etcd.Endpoints(), addrB)
 	led := &ledger{t: t}
 
-	queued := make(chan struct{}, 1)
-	cl, err := client.New(client.WithServers(addrA, addrB), client.WithLease(time.Second),
-		client.WithOnWaiting(func(string) {
-			select {
-			case queued <- struct{}{}:
-			default:
-			}
-		}))
+	waiting, queued := onQueued()
+	cl, err := client.New(client.WithServers(addrA, addrB), client.WithLease(time.Second), waiting)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*wait)
 	defer cancel()
-	holder, err := cl.Acquire(ctx, "quorum")
-	require.NoError(t, err)
-	holderWin := led.hold(holder, "holder")
-	waiter := make(chan acquired, 1)
-	go func() {
-		l, err := cl.Acquire(ctx, "quorum")
-		r := acquired{lock: l, at: time.Now(), err: err}
-		if err == nil {
-			led.hold(l, "waiter")
-		}
-		waiter <- r
-	}()
-	select {
-	case <-queued:
-	case <-time.After(wait):
-		t.Fatal("the waiter was never queued")
-	}
-	led.write(holderWin, holder)
+	holder, waiter := holdAndQueue(t, ctx, led, goPlain, cl, cl, queued, "quorum")
 
 	first := etcd.Leader()
 	second := (first + 1) % etcd.Len()
