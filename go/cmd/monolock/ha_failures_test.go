@@ -78,6 +78,19 @@ func holdAndQueue(t *testing.T, ctx context.Context, led *ledger, spawn func(fun
 	return holder, outcome
 }
 
+// waitTold waits up to wait for holder to be told of its loss and returns
+// when it was; failing says what.
+func waitTold(t *testing.T, holder *client.Lock, failing string) time.Time {
+	t.Helper()
+	select {
+	case <-holder.Done():
+		return time.Now()
+	case <-time.After(wait):
+		t.Fatal(failing)
+	}
+	return time.Time{}
+}
+
 // goPlain runs f on a new goroutine; the returned channel closes when f
 // returns.
 func goPlain(f func()) <-chan struct{} {
@@ -114,13 +127,7 @@ func TestHALeaderPartitionedFromClients(t *testing.T) {
 
 	cutAt := time.Now()
 	lab.cut(1)
-	var toldAt time.Time
-	select {
-	case <-holder.Done():
-		toldAt = time.Now()
-	case <-time.After(wait):
-		t.Fatal("the partitioned leader's holder was never told")
-	}
+	toldAt := waitTold(t, holder, "the partitioned leader's holder was never told")
 	require.ErrorIs(t, holder.Err(), client.ErrLockLost)
 	assert.ErrorIs(t, holder.Err(), client.ErrClientTimeout, "lost by its own timeout")
 	t.Logf("holder told %v after the cut (lease 1s: its own timeout)", toldAt.Sub(cutAt).Round(time.Millisecond))
@@ -195,13 +202,7 @@ func TestHALeaderPartitionedFromEtcd(t *testing.T) {
 	lab.cut(1)
 	cutDone := time.Now() // no keep-alive sent after this reaches etcd
 
-	var toldAt time.Time
-	select {
-	case <-holder.Done():
-		toldAt = time.Now()
-	case <-time.After(wait):
-		t.Fatal("the cut-off leader's holder was never told")
-	}
+	toldAt := waitTold(t, holder, "the cut-off leader's holder was never told")
 	require.ErrorIs(t, holder.Err(), client.ErrLockLost)
 	var told *client.ServerError
 	require.ErrorAs(t, holder.Err(), &told, "told by the server, not by its own timeout: %v", holder.Err())
@@ -394,13 +395,7 @@ func TestHAEtcdQuorumLost(t *testing.T) {
 
 	a.WaitLog(0, wait, "ha: stepping down")
 	stepAt := time.Now()
-	var toldAt time.Time
-	select {
-	case <-holder.Done():
-		toldAt = time.Now()
-	case <-time.After(wait):
-		t.Fatal("the holder was never told")
-	}
+	toldAt := waitTold(t, holder, "the holder was never told")
 	require.ErrorIs(t, holder.Err(), client.ErrLockLost)
 	assert.NotContains(t, holder.Err().Error(), "the active server is "+addrA, "the old leader named itself as the active server")
 	t.Logf("quorum lost: the leader stepped down %v later (TTL 2s), the holder was told after %v (%v)",
