@@ -133,10 +133,15 @@ class _Latch:
         self._lock.acquire()
         self.is_open = False
 
-    def open(self) -> None:
+    def open(self, keeper: _Keeper | None = None) -> None:
+        """Open it; with ``keeper``, the waiters wake when the keeper's
+        current step ends (see :meth:`_Keeper.wake_later`)."""
         if not self.is_open:
             self.is_open = True
-            self._lock.release()
+            if keeper is None:
+                self._lock.release()
+            else:
+                keeper.wake_later(self._lock.release)
 
     def wait(self) -> None:
         if not self.is_open:
@@ -509,7 +514,7 @@ class _Connection(ConnectionHandler[Lock]):
         with suppress(OSError):
             self._sock.close()
         if not self._closed.is_open:
-            self._closed.open()
+            self._closed.open(self._keeper)
             if not self.outcome_known:
                 self._note(None)  # the acquiring thread still waits
 
@@ -519,8 +524,12 @@ class _Connection(ConnectionHandler[Lock]):
             self._keeper.unregister(self)
 
     def _note(self, note: _Note) -> None:
-        """Post a note to the acquiring thread and wake it."""
+        """Post a note to the acquiring thread and wake it (when the
+        keeper's current step ends)."""
         self._notes.append(note)
+        self._keeper.wake_later(self._wake)
+
+    def _wake(self) -> None:
         with suppress(RuntimeError):  # already released: it has not looked yet
             self._noted.release()
 
@@ -811,6 +820,9 @@ class _Keeper:
         """Heap of (due, timer id); ids not in _timed are stale."""
         self._timed: dict[int, _Connection] = {}
         self._next_id = 0
+        self._wakes: list[Callable[[], None]] = []
+        """Wake-ups of waiting threads, held back until the current step
+        ends (see wake_later)."""
         self._thread = threading.Thread(target=self._run, name="monolock keeper", daemon=True)
         self._thread.start()
         _tellers.start()  # ready before the first loss, which then waits for no thread start
@@ -824,6 +836,30 @@ class _Keeper:
             wake, self._sleeping = self._sleeping, False
         if wake:
             self._waker.wake()
+
+    def wake_later(self, wake: Callable[[], None]) -> None:
+        """Run ``wake`` (which wakes a waiting thread) when the keeper's
+        current step ends: after this batch of jobs and timers, or of
+        selector events. A thread woken at once would wait for the GIL,
+        which the keeper holds, and take it at the keeper's next system
+        call, so that the keeper in turn waits for the GIL at every system
+        call of the batch: two context switches per hand-over instead of
+        none. Off the keeper's thread it wakes at once."""
+        if threading.get_ident() == self._thread.ident:
+            self._wakes.append(wake)
+        else:
+            wake()
+
+    def _wake_all(self) -> None:
+        """Carry out the wake-ups held back (keeper's thread)."""
+        wakes = self._wakes
+        if wakes:
+            self._wakes = []
+            for wake in wakes:
+                try:
+                    wake()
+                except Exception:  # never: one failure must not strand the others
+                    logger.exception("monolock keeper: wake-up failed")
 
     # -- the keeper's thread -------------------------------------------------
 
@@ -858,6 +894,7 @@ class _Keeper:
                 self._turn()
             except Exception:  # never seen; a dead keeper would be far worse
                 logger.exception("monolock keeper failed")
+                self._wake_all()
                 time.sleep(0.001)
 
     def _turn(self) -> None:
@@ -867,6 +904,7 @@ class _Keeper:
             self._call(job, *args)
         for conn in self._due():
             self._call(conn.on_timer)
+        self._wake_all()
         with self._mutex:
             if jobs:
                 return  # handed over meanwhile: take them first
@@ -881,6 +919,7 @@ class _Keeper:
                 self._waker.drain()
             else:
                 self._call(owner.on_ready, mask, hung_up)
+        self._wake_all()
 
     def _due(self) -> list[_Connection]:
         """Take the connections whose timer is due."""
