@@ -2,7 +2,6 @@
 // JSON-line events on stdout (see docs/writing-a-client.md). It uses the
 // package's public API only, imported by its own name.
 import { readFileSync, writeSync } from "node:fs";
-import { createInterface } from "node:readline";
 import {
   AcquireAbortedError,
   AcquireTimeoutError,
@@ -28,12 +27,35 @@ const clients = new Map();
 let stdoutStream = false;
 
 /**
+ * Lines up to this many UTF-16 units (at most 3 bytes each in UTF-8) fit in
+ * PIPE_BUF (4096 bytes): a pipe writes them whole or not at all.
+ */
+const ATOMIC_LINE_UNITS = 1024;
+
+/**
  * Writes one line to stdout at once, with one write(2): events carry the
  * time they happened, and process.stdout's stream machinery costs more than
- * the write itself.
+ * the write itself. A short line is written as a string (no Buffer to make):
+ * it goes out whole, or (EAGAIN) not at all.
  */
 function writeLine(line) {
   if (!stdoutStream) {
+    if (line.length <= ATOMIC_LINE_UNITS) {
+      let written = 0;
+      try {
+        written = writeSync(1, line);
+      } catch (err) {
+        if (err?.code !== "EAGAIN") throw err;
+        stdoutStream = true;
+        process.stdout.write(line);
+        return;
+      }
+      if (written === Buffer.byteLength(line)) return;
+      // A partial write (stdout is neither a pipe nor a file): the rest as bytes.
+      stdoutStream = true;
+      process.stdout.write(Buffer.from(line).subarray(written));
+      return;
+    }
     const bytes = Buffer.from(line);
     let done = 0;
     try {
@@ -83,6 +105,49 @@ function tlsOptions(t) {
   };
 }
 
+/**
+ * Clients of the common command (one server, the default connect timeout,
+ * no TLS) by lease and server, found without serialising a key.
+ */
+const plainClients = new Map();
+
+/** The Client for the command's settings (made on first use), or undefined after a driver_error. */
+function clientFor(cmd) {
+  const { servers, lease_ms: leaseMs } = cmd;
+  const plain =
+    cmd.connect_timeout_ms == null &&
+    cmd.tls == null &&
+    Array.isArray(servers) &&
+    servers.length === 1 &&
+    typeof servers[0] === "string" &&
+    typeof leaseMs === "number";
+  const cache = plain ? plainClients : clients;
+  const key = plain ? `${leaseMs} ${servers[0]}` : JSON.stringify([servers, leaseMs, cmd.connect_timeout_ms, cmd.tls]);
+  let client = cache.get(key);
+  if (client === undefined) {
+    try {
+      client = new Client({
+        servers,
+        leaseMs,
+        ...(cmd.connect_timeout_ms == null ? {} : { connectTimeoutMs: cmd.connect_timeout_ms }),
+        ...(cmd.tls == null ? {} : { tls: tlsOptions(cmd.tls) }),
+      });
+    } catch (err) {
+      emit({ event: "driver_error", message: String(err?.message ?? err) });
+      return undefined;
+    }
+    cache.set(key, client);
+  }
+  return client;
+}
+
+/**
+ * AbortControllers of settled acquisitions that were never aborted. A
+ * settled acquisition has dropped its listener, so its controller can serve
+ * the next one: making an AbortSignal costs more than the rest of a command.
+ */
+const spareControllers = [];
+
 function acquire(cmd) {
   const { id } = cmd;
   const existing = claims.get(id);
@@ -90,49 +155,37 @@ function acquire(cmd) {
     emit({ event: "driver_error", message: `id ${id} is already in use` });
     return;
   }
-  const key = JSON.stringify([cmd.servers, cmd.lease_ms, cmd.connect_timeout_ms, cmd.tls]);
-  let client = clients.get(key);
-  if (client === undefined) {
-    try {
-      client = new Client({
-        servers: cmd.servers,
-        leaseMs: cmd.lease_ms,
-        ...(cmd.connect_timeout_ms == null ? {} : { connectTimeoutMs: cmd.connect_timeout_ms }),
-        ...(cmd.tls == null ? {} : { tls: tlsOptions(cmd.tls) }),
-      });
-    } catch (err) {
-      emit({ event: "driver_error", message: String(err?.message ?? err) });
-      return;
-    }
-    clients.set(key, client);
-  }
+  const client = clientFor(cmd);
+  if (client === undefined) return;
   const name = typeof cmd.name_hex === "string" ? new Uint8Array(Buffer.from(cmd.name_hex, "hex")) : cmd.name;
-  const controller = new AbortController();
+  const controller = spareControllers.pop() ?? new AbortController();
   const claim = { controller, lock: undefined, pending: true };
   claims.set(id, claim);
-  const options = {
-    signal: controller.signal,
-    ...(cmd.timeout_ms == null ? {} : { timeoutMs: cmd.timeout_ms }),
+  const settled = () => {
+    claim.pending = false;
+    if (!controller.signal.aborted) spareControllers.push(controller);
   };
+  const timeoutMs = cmd.timeout_ms == null ? undefined : cmd.timeout_ms;
   const attempt =
     cmd.mode === "try"
-      ? client.tryAcquire(name, options)
-      : client.acquire(name, { ...options, onWaiting: () => emit({ event: "waiting", id }) });
+      ? client.tryAcquire(name, { signal: controller.signal, timeoutMs })
+      : client.acquire(name, { signal: controller.signal, timeoutMs, onWaiting: () => emit({ event: "waiting", id }) });
   attempt.then(
     (lock) => {
-      claim.pending = false;
+      settled();
       claim.lock = lock;
       emit({ event: "acquired", id, token: lock.token.toString(), valid_ms: lock.validUntil - performance.now() });
       // The push signal, not a poll: the runner times when it fires.
+      const { signal } = lock;
       const onAbort = () => {
-        const lost = lock.signal.reason;
+        const lost = signal.reason;
         if (lost instanceof LockLostError) emit({ event: "lost", id, kind: lost.kind, ...describe(lost) });
       };
-      if (lock.signal.aborted) onAbort();
-      else lock.signal.addEventListener("abort", onAbort, { once: true });
+      if (signal.aborted) onAbort();
+      else signal.addEventListener("abort", onAbort, { once: true });
     },
     (err) => {
-      claim.pending = false;
+      settled();
       const kind = errorKind(err);
       if (kind === undefined) {
         emit({ event: "driver_error", message: `id ${id}: ${String(err?.stack ?? err)}` });
@@ -180,9 +233,9 @@ async function quit() {
   }, 2000).unref();
 }
 
-const lines = createInterface({ input: process.stdin, crlfDelay: Number.POSITIVE_INFINITY });
-lines.on("line", (line) => {
-  if (line.trim() === "" || quitting) return;
+/** Handles one command line. */
+function onLine(line) {
+  if (quitting || line.trim() === "") return;
   let cmd;
   try {
     cmd = JSON.parse(line);
@@ -198,12 +251,61 @@ lines.on("line", (line) => {
     case "cancel":
       return cancel(cmd);
     case "quit":
-      lines.close();
+      stopReading();
       return;
     default:
       emit({ event: "driver_error", message: `unknown command: ${line}` });
   }
+}
+
+/**
+ * Splits a chunk of text into lines at "\n", "\r\n" or a lone "\r", as
+ * readline does (its interface costs more than the commands it carries).
+ */
+function onText(text) {
+  if (text.indexOf("\r") === -1) {
+    onLine(text);
+    return;
+  }
+  for (const line of text.split(/\r\n|\r/)) onLine(line);
+}
+
+/** Bytes of a command line whose end has not arrived yet. */
+let partial;
+let reading = true;
+
+function stopReading() {
+  if (!reading) return;
+  reading = false;
+  partial = undefined;
+  process.stdin.pause();
+  void quit();
+}
+
+process.stdin.on("data", (chunk) => {
+  if (!reading) return;
+  let start = 0;
+  let end = chunk.indexOf(10);
+  if (partial !== undefined && end !== -1) {
+    const head = partial;
+    partial = undefined;
+    onText(Buffer.concat([head, chunk.subarray(0, end)]).toString());
+    start = end + 1;
+    end = chunk.indexOf(10, start);
+  }
+  while (end !== -1 && reading) {
+    onText(chunk.toString("utf8", start, end));
+    start = end + 1;
+    end = chunk.indexOf(10, start);
+  }
+  if (start < chunk.length && reading) {
+    const rest = chunk.subarray(start);
+    partial = partial === undefined ? Buffer.from(rest) : Buffer.concat([partial, rest]);
+  }
 });
-lines.on("close", () => void quit());
+process.stdin.on("end", () => {
+  if (partial !== undefined && reading) onText(partial.toString());
+  stopReading();
+});
 
 emit({ event: "ready", client: "node", capabilities: ["cancel", "invalid_utf8_names", "tls"] });
