@@ -144,17 +144,19 @@ func (w *worker) hold(ctx context.Context, id string, acquired driver.Event) err
 			return w.release(ctx, id)
 		case <-ctx.Done():
 			w.ledger.end(win, w.now(), false)
-			return w.release(context.Background(), id)
+			return w.release(ctx, id)
 		}
 	}
 }
 
-// release lets go of id and waits for the driver's answer.
+// release lets go of id and waits for the driver's answer, within a bound
+// that the end of the run does not shorten: a release that began just
+// before the end (while the server restarts, say) must still be answered.
 func (w *worker) release(ctx context.Context, id string) error {
 	if err := w.proc.Send(map[string]any{"cmd": "release", "id": id}); err != nil {
 		return fmt.Errorf("%s: %w", w.name, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second+w.lease)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second+w.lease)
 	defer cancel()
 	_, err := w.next(ctx, id, "released")
 	return err
