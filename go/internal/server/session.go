@@ -129,19 +129,10 @@ func (h *handshakeInput) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// readByte returns the next byte of the stream.
+// readByte returns the next byte of the stream. The handshake's buffer is
+// its own spill: the connection reads into it in place.
 func (h *handshakeInput) readByte() (byte, error) {
-	in := &h.in
-	for in.r == in.w {
-		n, err := h.conn.Read(in.buf[:])
-		in.r, in.w = 0, uint8(n)
-		if n == 0 && err != nil {
-			return 0, err
-		}
-	}
-	b := in.buf[in.r]
-	in.r++
-	return b, nil
+	return h.in.readByte(&source{conn: h.conn, spill: &h.in.buf})
 }
 
 // source is where the heartbeat reader's bytes come from. It keeps its
