@@ -56,7 +56,7 @@ func writeClientTargets(b *bytes.Buffer, r *Results) {
 	if ok1 && ok16 && p1.Stats.PerSec > 0 {
 		x := p16.Stats.PerSec / p1.Stats.PerSec
 		fmt.Fprintf(b, "| python-sync at 16 threads ≥ 2× its 1-thread rate | %s vs %s cycles/s (%s) | %s |\n",
-			num(p16.Stats.PerSec), num(p1.Stats.PerSec), ratioDown(x), verdict(roundDown(x) >= 2))
+			num(p16.Stats.PerSec), num(p1.Stats.PerSec), ratioDown(x), verdict(roundDown(x, 2) >= 2))
 	}
 	for _, name := range []string{"node", "rust-blocking", "rust-tokio"} {
 		var parts, missed []string
@@ -68,7 +68,7 @@ func writeClientTargets(b *bytes.Buffer, r *Results) {
 			}
 			x := o.Stats.PerSec / g.Stats.PerSec
 			parts = append(parts, fmt.Sprintf("%s %s", c.label, ratioDown(x)))
-			if roundDown(x) < 0.8 {
+			if roundDown(x, 2) < 0.8 {
 				missed = append(missed, c.label)
 			}
 		}
@@ -83,11 +83,14 @@ func writeClientTargets(b *bytes.Buffer, r *Results) {
 	}
 }
 
-// roundDown rounds a ratio down to the two decimals it is printed with, so
-// that a ratio printed as the target meets it.
-func roundDown(x float64) float64 { return math.Floor(x*100+1e-9) / 100 }
+// roundDown rounds a ratio down to the decimal places it is printed with,
+// so that a ratio printed as the target meets it.
+func roundDown(x float64, places int) float64 {
+	scale := math.Pow10(places)
+	return math.Floor(x*scale+1e-9) / scale
+}
 
-func ratioDown(x float64) string { return fmt.Sprintf("%.2f×", roundDown(x)) }
+func ratioDown(x float64) string { return fmt.Sprintf("%.2f×", roundDown(x, 2)) }
 
 // idleFit is a least-squares line through the idle sessions measured:
 // server memory growth and heartbeat CPU against the session count.

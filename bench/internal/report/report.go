@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -393,7 +392,7 @@ func writeFloorTargets(b *bytes.Buffer, r *Results) {
 			}
 			measured = true
 			// Rounded down, so that a ratio printed as the target meets it.
-			parts = append(parts, fmt.Sprintf("%s: %s of the floor's %s (%.3f×)", workersLabel(w), num(c), num(f), math.Floor(c/f*1000+1e-9)/1000))
+			parts = append(parts, fmt.Sprintf("%s: %s of the floor's %s (%.3f×)", workersLabel(w), num(c), num(f), roundDown(c/f, 3)))
 			if c < t.factor*f {
 				missed = append(missed, workersLabel(w))
 			}
