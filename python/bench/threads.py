@@ -26,6 +26,7 @@ The target of issue 16: 16 threads at least 2x the 1-thread rate.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import statistics
@@ -34,6 +35,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Callable
 
@@ -164,11 +166,18 @@ def bare_cycle(addr: str, name: str) -> None:
             pass
 
 
-def with_thread_run(wrapper: Callable[[Callable[[threading.Thread], None]], Any]) -> Any:
-    """Run every new thread's run() through ``wrapper(original_run)``."""
+@contextlib.contextmanager
+def threads_run_through(
+    wrapper: Callable[[Callable[[threading.Thread], None]], Any],
+) -> Iterator[None]:
+    """Within the block, run every new thread's run() through
+    ``wrapper(original_run)``."""
     original = threading.Thread.run
     threading.Thread.run = wrapper(original)  # type: ignore[method-assign]
-    return original
+    try:
+        yield
+    finally:
+        threading.Thread.run = original  # type: ignore[method-assign]
 
 
 def profiled(addr: str, n: int, seconds: float, tag: str, kind: str) -> float:
@@ -192,11 +201,8 @@ def profiled(addr: str, n: int, seconds: float, tag: str, kind: str) -> float:
 
             return profiled_run
 
-        original = with_thread_run(wrap_all)
-        try:
+        with threads_run_through(wrap_all):
             rate = run(addr, n, seconds, tag)[0]
-        finally:
-            threading.Thread.run = original  # type: ignore[method-assign]
         print(f"== {n} threads: {rate:.0f} cycles/s under cProfile, all threads")
         pstats.Stats(*profiles).sort_stats("tottime").print_stats(25)
         return rate
@@ -221,11 +227,8 @@ def profiled(addr: str, n: int, seconds: float, tag: str, kind: str) -> float:
 
         return sampled_run
 
-    original = with_thread_run(wrap_one)
-    try:
+    with threads_run_through(wrap_one):
         rate = run(addr, n, seconds, tag)[0]
-    finally:
-        threading.Thread.run = original  # type: ignore[method-assign]
     print(f"== {n} threads: {rate:.0f} cycles/s under pyinstrument (worker 0)")
     print(holder[0].output_text(unicode=False, color=False, show_all=False))
     return rate
