@@ -18,6 +18,7 @@ import (
 	"io"
 	"log"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -84,12 +85,7 @@ func main() {
 						if !isRaw {
 							sys, _ = systems.OpenMonolock(srv.Addr, o)
 						}
-						cpu0, self0 := procstat.CPU(srv.PID()), procstat.OwnCPU(os.Getpid())
-						res, err := workload.Handoff(ctx, sys, *workers, *d, "handoff")
-						if n := res.Latency.Count; n > 0 {
-							log.Printf("   CPU per handoff: server %v, client %v", (procstat.CPU(srv.PID())-cpu0)/time.Duration(n), (procstat.OwnCPU(os.Getpid())-self0)/time.Duration(n))
-						}
-						return res, err
+						return handoff(ctx, sys, srv.PID(), *workers, *d, "handoff")
 					},
 				})
 			}
@@ -102,13 +98,15 @@ func main() {
 				return workload.HandoffResult{}, err
 			}
 			defer sys.Close()
-			pid, _ := procstat.ListenerPID(15432)
-			cpu0, self0 := procstat.CPU(pid), procstat.OwnCPU(os.Getpid())
-			res, err := workload.Handoff(ctx, sys, *workers, *d, fmt.Sprint(time.Now().UnixNano()))
-			if n := res.Latency.Count; n > 0 {
-				log.Printf("   CPU per handoff: server %v, client %v", (procstat.CPU(pid)-cpu0)/time.Duration(n), (procstat.OwnCPU(os.Getpid())-self0)/time.Duration(n))
+			port, err := netip.ParseAddrPort(systems.PostgresAddr)
+			if err != nil {
+				return workload.HandoffResult{}, err
 			}
-			return res, err
+			pid, err := procstat.ListenerPID(int(port.Port()))
+			if err != nil {
+				return workload.HandoffResult{}, err
+			}
+			return handoff(ctx, sys, pid, *workers, *d, fmt.Sprint(time.Now().UnixNano()))
 		}})
 	}
 
@@ -139,6 +137,17 @@ func main() {
 		}
 		fmt.Printf("%-40s %10v %10v %8s %8s\n", c.name, a.Round(time.Microsecond), b.Round(time.Microsecond), ra, rb)
 	}
+}
+
+// handoff runs workload 2 on sys and logs the CPU per handoff of the
+// server (the process tree at serverPID) and of this process.
+func handoff(ctx context.Context, sys systems.System, serverPID, workers int, d time.Duration, name string) (workload.HandoffResult, error) {
+	server0, self0 := procstat.CPU(serverPID), procstat.OwnCPU(os.Getpid())
+	res, err := workload.Handoff(ctx, sys, workers, d, name)
+	if n := time.Duration(res.Latency.Count); n > 0 {
+		log.Printf("   CPU per handoff: server %v, client %v", (procstat.CPU(serverPID)-server0)/n, (procstat.OwnCPU(os.Getpid())-self0)/n)
+	}
+	return res, err
 }
 
 // startWithEnv starts bin serve with env added to this process's
