@@ -12,6 +12,8 @@ cd "$(dirname "$0")/.."
 bin=${1:-bin/monolock}
 [ -x "$bin" ] || { echo "ha: $bin missing: run go run mage.go build" >&2; exit 1; }
 bash scripts/deps.sh
+source scripts/lib/system-tools.sh
+etcd=$(tool_path etcd)
 dir=$(mktemp -d "${TMPDIR:-/tmp}/monolock-ha.XXXXXX")
 pids=()
 stop() {
@@ -30,7 +32,7 @@ endpoints=""
 for i in 0 1 2; do
 	client=127.0.0.1:124$((7 + i))9
 	peer=http://127.0.0.1:1248$((i * 2 + 1))
-	etcd --name "e$i" --data-dir "$dir/e$i" --log-level warn \
+	"$etcd" --name "e$i" --data-dir "$dir/e$i" --log-level warn \
 		--listen-client-urls "http://$client" --advertise-client-urls "http://$client" \
 		--listen-peer-urls "$peer" --initial-advertise-peer-urls "$peer" \
 		--initial-cluster "$cluster" --initial-cluster-state new 2>"$dir/e$i.log" &

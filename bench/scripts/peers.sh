@@ -28,29 +28,11 @@ as_root() {
 	if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
 }
 
-pg_bin() {
-	local d
-	d=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
-	[ -n "$d" ] || { log "PostgreSQL binaries not found (run: $0 install)"; exit 1; }
-	echo "$d"
-}
+source "$(dirname "$0")/../../scripts/lib/system-tools.sh"
 
 install() {
-	local missing=()
-	command -v redis-server >/dev/null || missing+=(redis-server)
-	command -v etcd >/dev/null || missing+=(etcd-server)
-	ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing+=(postgresql)
-	[ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
-	command -v java >/dev/null || missing+=(default-jre-headless)
-	if [ ${#missing[@]} -eq 0 ]; then
-		log "all peers installed"
-		return
-	fi
-	log "installing ${missing[*]}"
-	as_root apt-get update -q
-	# Only the packages: no service is started from their init scripts here,
-	# every peer runs from start below with its own data directory.
-	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+	# The peers are the bench group of scripts/system-tools.tsv.
+	bash "$(dirname "$0")/../../scripts/deps.sh" bench test
 }
 
 alive() { # alive NAME: its pid file names a live process
@@ -76,7 +58,7 @@ port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 start_redis() {
 	alive redis && return 0
 	mkdir -p "$DIR/redis"
-	redis-server --bind 127.0.0.1 --port $REDIS_PORT --dir "$DIR/redis" \
+	"$(tool_path redis-server)" --bind 127.0.0.1 --port $REDIS_PORT --dir "$DIR/redis" \
 		--save '' --appendonly no --protected-mode no --maxclients 200000 \
 		--daemonize no >"$DIR/redis.log" 2>&1 &
 	echo $! >"$DIR/redis.pid"
@@ -85,7 +67,7 @@ start_redis() {
 
 start_etcd() {
 	alive etcd && return 0
-	etcd --name bench --data-dir "$DIR/etcd" \
+	"$(tool_path etcd)" --name bench --data-dir "$DIR/etcd" \
 		--listen-client-urls http://127.0.0.1:$ETCD_PORT --advertise-client-urls http://127.0.0.1:$ETCD_PORT \
 		--listen-peer-urls http://127.0.0.1:$ETCD_PEER_PORT --initial-advertise-peer-urls http://127.0.0.1:$ETCD_PEER_PORT \
 		--initial-cluster bench=http://127.0.0.1:$ETCD_PEER_PORT \
@@ -96,22 +78,22 @@ start_etcd() {
 
 start_postgres() {
 	alive postgres && return 0
-	local bin run=()
-	bin=$(pg_bin)
+	local run=() initdb postgres pg_isready
+	initdb=$(tool_path initdb) postgres=$(tool_path postgres) pg_isready=$(tool_path pg_isready)
 	# initdb and postgres refuse to run as root: use the package's user.
 	if [ "$(id -u)" = 0 ]; then run=(runuser -u postgres --); fi
 	if [ ! -f "$DIR/pg/PG_VERSION" ]; then
 		mkdir -p "$DIR/pg"
 		[ "$(id -u)" = 0 ] && chown postgres "$DIR/pg"
-		"${run[@]}" "$bin/initdb" -D "$DIR/pg" -A trust -U postgres >"$DIR/postgres-initdb.log" 2>&1
+		"${run[@]}" "$initdb" -D "$DIR/pg" -A trust -U postgres >"$DIR/postgres-initdb.log" 2>&1
 	fi
 	touch "$DIR/postgres.log"
 	[ "$(id -u)" = 0 ] && chown postgres "$DIR/postgres.log"
-	"${run[@]}" "$bin/postgres" -D "$DIR/pg" -h 127.0.0.1 -p $PG_PORT -k "$DIR/pg" \
+	"${run[@]}" "$postgres" -D "$DIR/pg" -h 127.0.0.1 -p $PG_PORT -k "$DIR/pg" \
 		-c max_connections=1200 -c shared_buffers=128MB -c fsync=off \
 		>"$DIR/postgres.log" 2>&1 &
 	echo $! >"$DIR/postgres.pid"
-	wait_for postgres "$bin/pg_isready" -h 127.0.0.1 -p $PG_PORT
+	wait_for postgres "$pg_isready" -h 127.0.0.1 -p $PG_PORT
 }
 
 start_zookeeper() {
@@ -131,8 +113,8 @@ start_zookeeper() {
 		4lw.commands.whitelist=ruok,mntr
 	EOF
 	cp /etc/zookeeper/conf_example/log4j.properties "$DIR/zookeeper/conf/" 2>/dev/null || true
-	java -Xmx2g -Dzookeeper.log.dir="$DIR/zookeeper" -Dzookeeper.root.logger=WARN,CONSOLE \
-		-cp "$DIR/zookeeper/conf:/usr/share/java/zookeeper.jar" \
+	"$(tool_path java)" -Xmx2g -Dzookeeper.log.dir="$DIR/zookeeper" -Dzookeeper.root.logger=WARN,CONSOLE \
+		-cp "$DIR/zookeeper/conf:$(tool_path zookeeper.jar)" \
 		org.apache.zookeeper.server.ZooKeeperServerMain "$DIR/zookeeper/conf/zoo.cfg" \
 		>"$DIR/zookeeper.log" 2>&1 &
 	echo $! >"$DIR/zookeeper.pid"

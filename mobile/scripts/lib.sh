@@ -9,6 +9,7 @@ build_dir="$mobile_dir/build"
 # golang.org/x/mobile as a tool and points at ../go with a replace: users of
 # the Go client never inherit x/mobile or the Go version it needs.
 bind_module_dir="$mobile_dir"
+source "$repo_dir/scripts/lib/system-tools.sh"
 
 # The Go package that gomobile binds, and where its JVM glue is compiled:
 # the glue is a cgo main package, so it must live inside the binding's
@@ -34,11 +35,12 @@ need() {
 
 # find_jdk sets java_home to a JDK with JNI headers and libjsig.so.
 find_jdk() {
-	need javac "Install a JDK (17 or newer), e.g. apt-get install openjdk-17-jdk-headless, or set JAVA_HOME."
 	if [[ -n "${JAVA_HOME:-}" && -x "$JAVA_HOME/bin/javac" ]]; then
 		java_home=$JAVA_HOME
 	else
-		java_home=$(dirname "$(dirname "$(readlink -f "$(command -v javac)")")")
+		local javac
+		javac=$(tool_path javac) || die "no JDK: install the one scripts/system-tools.tsv names (go run mage.go deps), or set JAVA_HOME to a JDK 17 or newer"
+		java_home=$(dirname "$(dirname "$(readlink -f "$javac")")")
 	fi
 	[[ -f "$java_home/include/jni.h" ]] || die "no include/jni.h under $java_home: that is a JRE, not a JDK (set JAVA_HOME to a JDK)"
 	java_bin="$java_home/bin/java"

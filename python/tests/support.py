@@ -9,6 +9,7 @@ import concurrent.futures
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import ssl
@@ -19,6 +20,8 @@ import time
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, Callable, TypeVar
+
+import pytest
 
 import monolock
 from monolock.aio import AsyncClient, AsyncLock
@@ -34,6 +37,39 @@ def load_spec(relative: str) -> Any:
     """Load a JSON file of ../spec."""
     with open(SPEC / relative, encoding="utf-8") as f:
         return json.load(f)
+
+
+# -- system tools -----------------------------------------------------------------
+
+SYSTEM_TOOLS = REPO / "scripts" / "system-tools.tsv"
+
+
+def require_tool(name: str, tools_list: Path = SYSTEM_TOOLS) -> str:
+    """The path of the system tool ``name`` of scripts/system-tools.tsv.
+    Fails the test (never skips it) when the tool is missing, naming its
+    Debian package and the command that installs it, and also when ``name``
+    is not on the list: a test may run only what a new machine installs.
+    ``tools_list`` is for the helper's own tests."""
+    for line in tools_list.read_text(encoding="utf-8").splitlines():
+        if not line or line.startswith("#") or line.startswith("name\t"):
+            continue
+        tool, package, path, group, _used_by = line.split("\t")
+        if tool != name:
+            continue
+        found = shutil.which(name) if path == "-" else (path if os.path.exists(path) else None)
+        if found is None:
+            how = (
+                "bash bench/scripts/peers.sh install" if group == "bench" else "go run mage.go deps"
+            )
+            pytest.fail(
+                f"{name} is not installed (Debian package {package}): "
+                f"run {how} (apt-get install {package})"
+            )
+        return found
+    pytest.fail(
+        f"{name} is not on {tools_list}: declare it there (name, Debian package, "
+        "path, group) so that a new machine installs it"
+    )
 
 
 # -- timing -----------------------------------------------------------------
@@ -397,9 +433,10 @@ def make_certificates(directory: Path) -> tuple[Path, Path, Path]:
     key, csr, cert = directory / "server.key", directory / "server.csr", directory / "server.pem"
     ext = directory / "ext.cnf"
     ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    openssl = require_tool("openssl")
 
     def run(*args: str) -> None:
-        subprocess.run(["openssl", *args], check=True, capture_output=True)
+        subprocess.run([openssl, *args], check=True, capture_output=True)
 
     run(
         "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",

@@ -9,7 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 crate="$(pwd)"
 : "${MONOLOCK_BIN:?set MONOLOCK_BIN to the monolock server binary}"
-command -v openssl >/dev/null || { echo "readme.sh needs openssl for the TLS example's certificates"; exit 1; }
+source ../scripts/lib/system-tools.sh
+openssl=$(tool_path openssl) # the TLS example's certificates
 
 # Kept between runs so that the dependencies build once.
 proj="$crate/target/readme-smoke"
@@ -46,12 +47,12 @@ echo "readme: $blocks programs; dependencies:"
 sed -n '/^\[dependencies\]/,/^\[workspace\]/p' "$proj/Cargo.toml" | grep -v '^\[' | sed 's/^/  /'
 
 # --- servers: plaintext, and TLS with a CA the TLS example reads as ca.pem
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+"$openssl" req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
   -subj /CN=readme-ca -keyout "$work/ca.key" -out "$work/ca.pem" 2>/dev/null
-openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=localhost \
+"$openssl" req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=localhost \
   -keyout "$work/key.pem" -out "$work/leaf.csr" 2>/dev/null
 printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' >"$work/leaf.ext"
-openssl x509 -req -in "$work/leaf.csr" -CA "$work/ca.pem" -CAkey "$work/ca.key" -CAcreateserial \
+"$openssl" x509 -req -in "$work/leaf.csr" -CA "$work/ca.pem" -CAkey "$work/ca.key" -CAcreateserial \
   -days 2 -extfile "$work/leaf.ext" -out "$work/cert.pem" 2>/dev/null
 
 # start NAME [FLAGS...]: a server on a free port; prints its address.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/monolock/monolock/go/client"
 	"github.com/monolock/monolock/go/internal/testbin"
+	"github.com/monolock/monolock/go/internal/testtools"
 )
 
 // cellMember starts one `monolock serve` of an HA cell (2 s etcd TTL) on
@@ -188,6 +189,7 @@ type netLab struct {
 	cell, clients string
 	servers       int
 	cellIf, cliIf []string
+	ipPath        string // the ip command of iproute2
 }
 
 var netLabs atomic.Int32
@@ -198,15 +200,12 @@ func newNetLab(t *testing.T, servers int) *netLab {
 	if os.Geteuid() != 0 {
 		t.Fatal("network namespaces need root: run the HA partition tests as root")
 	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Fatal("network namespaces need iproute2's ip: go run mage.go deps installs it")
-	}
 	id := fmt.Sprintf("mlk%d-%d", os.Getpid(), netLabs.Add(1))
-	l := &netLab{t: t, cell: id + "-cell", clients: id + "-cli", servers: servers}
+	l := &netLab{t: t, cell: id + "-cell", clients: id + "-cli", servers: servers, ipPath: testtools.Require(t, "ip")}
 	l.ip("netns", "add", l.cell)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", l.cell).Run() })
+	t.Cleanup(func() { _ = exec.Command(l.ipPath, "netns", "del", l.cell).Run() })
 	l.ip("netns", "add", l.clients)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", l.clients).Run() })
+	t.Cleanup(func() { _ = exec.Command(l.ipPath, "netns", "del", l.clients).Run() })
 	l.ip("-n", l.cell, "link", "set", "lo", "up")
 	l.ip("-n", l.clients, "link", "set", "lo", "up")
 	for k := 1; k <= servers; k++ {
@@ -224,13 +223,13 @@ func newNetLab(t *testing.T, servers int) *netLab {
 
 func (l *netLab) ip(args ...string) {
 	l.t.Helper()
-	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+	if out, err := exec.Command(l.ipPath, args...).CombinedOutput(); err != nil {
 		l.t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
 	}
 }
 
 // wrapCell is the command prefix that runs a program in the cell namespace.
-func (l *netLab) wrapCell() []string { return []string{"ip", "netns", "exec", l.cell} }
+func (l *netLab) wrapCell() []string { return []string{l.ipPath, "netns", "exec", l.cell} }
 
 // serverAddr is the address server k (from 1) listens on.
 func (l *netLab) serverAddr(k int) string { return fmt.Sprintf("10.77.%d.1:7117", k) }

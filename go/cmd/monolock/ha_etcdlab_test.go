@@ -22,6 +22,7 @@ import (
 
 	"github.com/monolock/monolock/go/internal/testbin"
 	"github.com/monolock/monolock/go/internal/testetcd"
+	"github.com/monolock/monolock/go/internal/testtools"
 	"github.com/monolock/monolock/go/pkg/protocol"
 )
 
@@ -39,6 +40,7 @@ type etcdLab struct {
 	t              *testing.T
 	etcd, servers  string
 	etcdIf, servIf []string
+	ipPath         string // the ip command of iproute2
 }
 
 // newEtcdLab fails the test, never skips it, when namespaces cannot be made.
@@ -47,15 +49,12 @@ func newEtcdLab(t *testing.T, servers int) *etcdLab {
 	if os.Geteuid() != 0 {
 		t.Fatal("this test makes network namespaces (ip netns, veth pairs) and needs root")
 	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Fatal("this test makes network namespaces with iproute2's ip, which is not installed (apt-get install iproute2)")
-	}
 	id := fmt.Sprintf("mlk%d-%d", os.Getpid(), netLabs.Add(1))
-	l := &etcdLab{t: t, etcd: id + "-etcd", servers: id + "-srv"}
+	l := &etcdLab{t: t, etcd: id + "-etcd", servers: id + "-srv", ipPath: testtools.Require(t, "ip")}
 	l.ip("netns", "add", l.etcd)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", l.etcd).Run() })
+	t.Cleanup(func() { _ = exec.Command(l.ipPath, "netns", "del", l.etcd).Run() })
 	l.ip("netns", "add", l.servers)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", l.servers).Run() })
+	t.Cleanup(func() { _ = exec.Command(l.ipPath, "netns", "del", l.servers).Run() })
 	l.ip("-n", l.etcd, "link", "set", "lo", "up")
 	l.ip("-n", l.servers, "link", "set", "lo", "up")
 	for k := 1; k <= servers; k++ {
@@ -73,13 +72,10 @@ func newEtcdLab(t *testing.T, servers int) *etcdLab {
 
 func (l *etcdLab) ip(args ...string) {
 	l.t.Helper()
-	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+	if out, err := exec.Command(l.ipPath, args...).CombinedOutput(); err != nil {
 		l.t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
 	}
 }
-
-// wrapEtcd is the command prefix that runs a program in the etcd namespace.
-func (l *etcdLab) wrapEtcd() []string { return []string{"ip", "netns", "exec", l.etcd} }
 
 // serverAddr is the address server k (from 1) listens on and advertises;
 // adminAddr its admin API's. Both are on the servers' loopback.
@@ -104,7 +100,7 @@ func (l *etcdLab) endpointsFor(k int, etcd *testetcd.Cluster) string {
 // namespace, with its admin API on.
 func (l *etcdLab) server(k int, etcd *testetcd.Cluster) *testbin.Server {
 	l.t.Helper()
-	argv := append(append([]string(nil), "ip", "netns", "exec", l.servers), binary, "serve",
+	argv := append(append([]string(nil), l.ipPath, "netns", "exec", l.servers), binary, "serve",
 		"--data-dir", l.t.TempDir(), "--listen", l.serverAddr(k), "--advertise", l.serverAddr(k),
 		"--admin", l.adminAddr(k), "--etcd", l.endpointsFor(k, etcd), "--etcd-prefix", "/test-cell/",
 		"--etcd-ttl", "2s")

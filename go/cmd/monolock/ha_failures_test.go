@@ -106,7 +106,7 @@ func goPlain(f func()) <-chan struct{} {
 // is granted by the same leader, with a larger token.
 func TestHALeaderPartitionedFromClients(t *testing.T) {
 	lab := newNetLab(t, 3)
-	etcd := testetcd.StartCluster(t, testetcd.ClusterOptions{Wrap: lab.wrapCell(), BasePort: 2379})
+	etcd := testetcd.StartCluster(t, testetcd.ClusterOptions{Netns: lab.cell, BasePort: 2379})
 	a := cellMember(t, etcd.Endpoints(), lab.serverAddr(1), lab.wrapCell()...)
 	a.WaitLog(0, wait, "ha: leading the cell")
 	b := cellMember(t, etcd.Endpoints(), lab.serverAddr(2), lab.wrapCell()...)
@@ -175,7 +175,7 @@ func TestHALeaderPartitionedFromClients(t *testing.T) {
 func TestHALeaderPartitionedFromEtcd(t *testing.T) {
 	const ttl, lease = 2 * time.Second, time.Second // lab.server's --etcd-ttl; the clients' lease
 	lab := newEtcdLab(t, 3)
-	etcd := testetcd.StartCluster(t, testetcd.ClusterOptions{Wrap: lab.wrapEtcd(), ClientHost: "0.0.0.0", BasePort: 2379})
+	etcd := testetcd.StartCluster(t, testetcd.ClusterOptions{Netns: lab.etcd, ClientHost: "0.0.0.0", BasePort: 2379})
 	a := lab.server(1, etcd)
 	a.WaitLog(0, wait, "ha: leading the cell")
 	servers := []*testbin.Server{a, lab.server(2, etcd), lab.server(3, etcd)}

@@ -1,8 +1,8 @@
 package testetcd
 
 import (
-	"bytes"
-	"encoding/json"
+	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -12,17 +12,23 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+
+	"github.com/monolock/monolock/go/internal/testtools"
 )
 
 // ClusterOptions configures StartCluster.
 type ClusterOptions struct {
 	// Members is the number of etcd members; 0 means 3.
 	Members int
-	// Wrap prefixes every etcd and etcdctl command line, e.g.
-	// {"ip", "netns", "exec", "NAME"} to run the cluster inside a network
-	// namespace (whose loopback must be up). The members listen on
+	// Netns, when set, names the network namespace (one of `ip netns`,
+	// whose loopback must be up) that the members run in; the cluster's
+	// own health and status checks dial into it. The members listen on
 	// 127.0.0.1 of wherever they run.
-	Wrap []string
+	Netns string
 	// ClientHost is the host the members listen on for clients: "" means
 	// 127.0.0.1; "0.0.0.0" means every address of the namespace they run
 	// in, for clients that reach them over a link into that namespace (at
@@ -42,7 +48,8 @@ type ClusterOptions struct {
 // restarted with their data.
 type Cluster struct {
 	t       testing.TB
-	wrap    []string
+	netns   string
+	ip      string // the ip command, when the cluster runs in netns
 	host    string // ClientHost
 	bin     string
 	token   string
@@ -55,24 +62,22 @@ type member struct {
 	name, client, peer, dir, log string
 	cmd                          *exec.Cmd // nil while stopped
 	exited                       chan struct{}
+	cli                          *clientv3.Client // made on first use, kept across restarts
 }
 
 // StartCluster starts the members, waits until every one of them answers a
 // health check (so a leader is elected), and stops them when the test ends.
 func StartCluster(t testing.TB, opts ClusterOptions) *Cluster {
 	t.Helper()
-	bin, err := exec.LookPath("etcd")
-	if err != nil {
-		t.Fatal("etcd is not installed: run `go run mage.go deps` (apt-get install etcd-server)")
-	}
-	if _, err := exec.LookPath("etcdctl"); err != nil {
-		t.Fatal("etcdctl is not installed: run `go run mage.go deps` (apt-get install etcd-client)")
-	}
+	bin := testtools.Require(t, "etcd")
 	n := opts.Members
 	if n == 0 {
 		n = 3
 	}
-	c := &Cluster{t: t, wrap: opts.Wrap, host: opts.ClientHost, bin: bin, token: fmt.Sprintf("monolock-test-%d-%d", os.Getpid(), time.Now().UnixNano())}
+	c := &Cluster{t: t, netns: opts.Netns, host: opts.ClientHost, bin: bin, token: fmt.Sprintf("monolock-test-%d-%d", os.Getpid(), time.Now().UnixNano())}
+	if c.netns != "" {
+		c.ip = testtools.Require(t, "ip")
+	}
 	var initial []string
 	for i := range n {
 		// Fixed ports for a namespace of the cluster's own; otherwise free
@@ -94,6 +99,9 @@ func StartCluster(t testing.TB, opts ClusterOptions) *Cluster {
 		defer c.mu.Unlock()
 		for _, m := range c.members {
 			c.stopLocked(m)
+			if m.cli != nil {
+				_ = m.cli.Close()
+			}
 		}
 		if t.Failed() {
 			for _, m := range c.members {
@@ -124,10 +132,12 @@ func (c *Cluster) all() []int {
 	return idx
 }
 
+// command runs name in the cluster's network namespace, if it has one.
 func (c *Cluster) command(name string, args ...string) *exec.Cmd {
-	argv := append(append([]string(nil), c.wrap...), name)
-	argv = append(argv, args...)
-	return exec.Command(argv[0], argv[1:]...)
+	if c.netns == "" {
+		return exec.Command(name, args...)
+	}
+	return exec.Command(c.ip, append([]string{"netns", "exec", c.netns, name}, args...)...)
 }
 
 // start runs member i with its data directory: a new member the first time,
@@ -202,32 +212,50 @@ func (c *Cluster) Kill(i int) {
 // wait: use WaitHealthy.
 func (c *Cluster) Restart(i int) { c.t.Helper(); c.start(i) }
 
-// etcdctl runs etcdctl against the given members (by index) and returns its
-// output.
-func (c *Cluster) etcdctl(members []int, args ...string) ([]byte, error) {
-	eps := make([]string, len(members))
-	for j, i := range members {
-		eps[j] = "http://" + c.members[i].client
+// client returns the etcd client of member i, made on first use. It dials
+// inside the cluster's network namespace when there is one, so the test
+// process reaches members that listen on that namespace's loopback.
+func (c *Cluster) client(i int) (*clientv3.Client, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.members[i]
+	if m.cli != nil {
+		return m.cli, nil
 	}
-	cmd := c.command("etcdctl", append([]string{"--endpoints", strings.Join(eps, ","),
-		"--dial-timeout", "1s", "--command-timeout", "2s"}, args...)...)
-	cmd.Env = append(os.Environ(), "ETCDCTL_API=3")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	cfg := clientv3.Config{Endpoints: []string{"http://" + m.client}, Logger: zap.NewNop()}
+	if c.netns != "" {
+		cfg.DialOptions = []grpc.DialOption{grpc.WithContextDialer(netnsDialer(c.netns))}
+	}
+	cli, err := clientv3.New(cfg) // DialTimeout 0: returns at once, dials on use
 	if err != nil {
-		return out, fmt.Errorf("etcdctl %s: %v: %s", strings.Join(args, " "), err, stderr.String())
+		return nil, err
 	}
-	return out, nil
+	m.cli = cli
+	return cli, nil
 }
 
-// WaitHealthy waits up to d until every given member answers etcdctl's
-// health check, which needs a leader and a quorum.
+// healthy reports whether member i serves a linearizable read, which
+// needs a leader and a quorum (what `etcdctl endpoint health` checks).
+func (c *Cluster) healthy(i int) error {
+	cli, err := c.client(i)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := cli.Get(ctx, "health"); err != nil {
+		return fmt.Errorf("etcd %s: %w", c.members[i].name, err)
+	}
+	return nil
+}
+
+// WaitHealthy waits up to d until every given member serves a
+// linearizable read, which needs a leader and a quorum.
 func (c *Cluster) WaitHealthy(d time.Duration, members ...int) {
 	c.t.Helper()
 	deadline := time.Now().Add(d)
 	for {
-		_, err := c.etcdctl(members, "endpoint", "health")
+		err := c.firstUnhealthy(members)
 		if err == nil {
 			return
 		}
@@ -236,6 +264,15 @@ func (c *Cluster) WaitHealthy(d time.Duration, members ...int) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+func (c *Cluster) firstUnhealthy(members []int) error {
+	for _, i := range members {
+		if err := c.healthy(i); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Leader returns the index of the member that is etcd's raft leader now,
@@ -250,34 +287,24 @@ func (c *Cluster) Leader() int {
 		}
 	}
 	c.mu.Unlock()
-	out, err := c.etcdctl(running, "endpoint", "status", "-w", "json")
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	var status []struct {
-		Endpoint string
-		Status   struct {
-			Header struct {
-				MemberID json.Number `json:"member_id"`
-			} `json:"header"`
-			Leader json.Number `json:"leader"`
-		}
-	}
-	dec := json.NewDecoder(bytes.NewReader(out))
-	dec.UseNumber()
-	if err := dec.Decode(&status); err != nil {
-		c.t.Fatalf("etcdctl endpoint status: %v: %s", err, out)
-	}
-	for _, s := range status {
-		if s.Status.Header.MemberID != s.Status.Leader {
+	var errs []error
+	for _, i := range running {
+		cli, err := c.client(i)
+		if err != nil {
+			errs = append(errs, err)
 			continue
 		}
-		for i, m := range c.members {
-			if s.Endpoint == "http://"+m.client {
-				return i
-			}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		st, err := cli.Status(ctx, "http://"+c.members[i].client)
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("etcd %s: %w", c.members[i].name, err))
+			continue
+		}
+		if st.Leader != 0 && st.Header.MemberId == st.Leader {
+			return i
 		}
 	}
-	c.t.Fatalf("no member reports itself the leader: %s", out)
+	c.t.Fatalf("no running member reports itself the leader: %v", errors.Join(errs...))
 	return -1
 }

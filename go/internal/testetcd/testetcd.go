@@ -9,16 +9,15 @@ import (
 	"os/exec"
 	"testing"
 	"time"
+
+	"github.com/monolock/monolock/go/internal/testtools"
 )
 
 // Start runs etcd until the test ends and returns its client endpoint. A
 // machine without etcd fails the test with the command that installs it.
 func Start(t *testing.T) string {
 	t.Helper()
-	bin, err := exec.LookPath("etcd")
-	if err != nil {
-		t.Fatal("etcd is not installed: run `go run mage.go deps` (apt-get install etcd-server)")
-	}
+	bin := testtools.Require(t, "etcd")
 	client, peer := FreePort(t), FreePort(t)
 	clientURL, peerURL := "http://"+client, "http://"+peer
 	cmd := exec.Command(bin,

@@ -4,6 +4,7 @@ import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { requireTool } from "./system-tools.js";
 
 export interface TestCert {
   key: Buffer;
@@ -19,7 +20,7 @@ export function makeSelfSignedCert(commonName: string): TestCert {
   const keyPath = join(dir, "key.pem");
   const certPath = join(dir, "cert.pem");
   execFileSync(
-    "openssl",
+    requireTool("openssl"),
     [
       "req",
       "-x509",

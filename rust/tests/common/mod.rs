@@ -33,6 +33,60 @@ pub fn server_bin() -> PathBuf {
     .clone()
 }
 
+/// The list of system tools, scripts/system-tools.tsv.
+pub fn system_tools_list() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/system-tools.tsv")
+}
+
+/// The path of the program `name` of the list of system tools: a test runs
+/// a program from outside the toolchains only through this. It fails
+/// loudly when the program is missing (naming its Debian package and how to
+/// install it) and when `name` is not on the list at all.
+pub fn require_tool(name: &str) -> PathBuf {
+    match find_tool(name, &system_tools_list()) {
+        Ok(path) => path,
+        Err(message) => panic!("{message}"),
+    }
+}
+
+/// What [`require_tool`] decides, with the list as a parameter so that the
+/// helper's own tests can feed it one.
+pub fn find_tool(name: &str, list: &std::path::Path) -> Result<PathBuf, String> {
+    let text = std::fs::read_to_string(list).map_err(|e| format!("{}: {e}", list.display()))?;
+    for line in text.lines() {
+        if line.is_empty() || line.starts_with('#') || line.starts_with("name\t") {
+            continue;
+        }
+        let cols: Vec<&str> = line.split('\t').collect();
+        let [tool, package, path, group, _used_by] = cols[..] else {
+            return Err(format!(
+                "{}: a row without 5 tab-separated columns: {line}",
+                list.display()
+            ));
+        };
+        if tool != name {
+            continue;
+        }
+        let found = if path == "-" {
+            std::env::var_os("PATH")
+                .into_iter()
+                .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+                .map(|dir| dir.join(name))
+                .find(|candidate| candidate.is_file())
+        } else {
+            Some(PathBuf::from(path)).filter(|p| p.exists())
+        };
+        return found.ok_or_else(|| {
+            let how = if group == "bench" { "bash bench/scripts/peers.sh install" } else { "go run mage.go deps" };
+            format!("{name} is not installed (Debian package {package}): run {how} (apt-get install {package})")
+        });
+    }
+    Err(format!(
+        "{name} is not on {}: declare it there (name, Debian package, path, group) so that a new machine installs it",
+        list.display()
+    ))
+}
+
 /// A real server on a free loopback port, killed on drop.
 pub struct Server {
     pub addr: String,
@@ -124,7 +178,7 @@ impl Server {
 
     /// Asks the server to shut down gracefully (SIGTERM).
     pub fn terminate(&mut self) {
-        let _ = Command::new("kill")
+        let _ = Command::new(require_tool("kill"))
             .arg("-TERM")
             .arg(self.child.id().to_string())
             .status();

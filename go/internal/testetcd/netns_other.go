@@ -1,0 +1,16 @@
+//go:build !linux
+
+package testetcd
+
+import (
+	"context"
+	"errors"
+	"net"
+)
+
+// netnsDialer: network namespaces exist on Linux only.
+func netnsDialer(name string) func(context.Context, string) (net.Conn, error) {
+	return func(context.Context, string) (net.Conn, error) {
+		return nil, errors.New("network namespace " + name + ": Linux only")
+	}
+}
