@@ -39,11 +39,6 @@ func BenchmarkAcquireReleaseCycle(b *testing.B) {
 			if err == nil {
 				_, err = io.ReadFull(c, reply[:1])
 			}
-			if err == nil && reply[0] == protocol.MsgWaiting {
-				// A token block boundary whose reservation is not yet
-				// durable: the grant follows as a promotion.
-				_, err = io.ReadFull(c, reply[:1])
-			}
 			if err == nil {
 				_, err = io.ReadFull(c, reply[1:])
 			}

@@ -187,8 +187,8 @@ func (c *client) expectAcquired() uint64 {
 }
 
 // expectGranted is expectAcquired for an ACQUIRE that may first be queued:
-// at a token block boundary the server can answer WAITING and promote a
-// moment later, once the next block is durable.
+// a restarted server answers WAITING until the previous run's leases have
+// run out, then promotes.
 func (c *client) expectGranted() uint64 {
 	c.t.Helper()
 	f := c.next()

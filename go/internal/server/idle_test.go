@@ -33,21 +33,16 @@ func rawDial(t *testing.T, addr string) rawClient {
 	return rawClient(fd)
 }
 
-// roundTrip writes b and reads one reply, which must be ACQUIRED (a grant
-// at a token block boundary may be WAITING first, then ACQUIRED).
+// roundTrip writes b and reads one reply, which must be ACQUIRED: a free
+// lock is granted at once, also at a token block boundary.
 func (c rawClient) roundTrip(t *testing.T, b []byte) {
 	t.Helper()
 	_, err := syscall.Write(int(c), b)
 	require.NoError(t, err)
 	var reply [9]byte
-	for {
-		n, err := syscall.Read(int(c), reply[:1])
-		require.NoError(t, err)
-		require.Equal(t, 1, n, "closed")
-		if reply[0] != protocol.MsgWaiting {
-			break
-		}
-	}
+	n, err := syscall.Read(int(c), reply[:1])
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "closed")
 	require.Equal(t, protocol.MsgAcquired, reply[0])
 	for got := 1; got < len(reply); {
 		n, err := syscall.Read(int(c), reply[got:])
@@ -107,7 +102,7 @@ func TestHeartbeatDoesNotAllocate(t *testing.T) {
 	srv := startServer(t, Config{})
 	c := dial(t, srv.addr)
 	c.acquire("alloc", 60000)
-	c.expectGranted()
+	c.expectAcquired()
 	require.NoError(t, c.conn.SetDeadline(time.Now().Add(time.Minute)))
 	hb := []byte{protocol.MsgHeartbeat}
 	reply := make([]byte, 9)

@@ -147,14 +147,14 @@ func TestTokensCountUpByOnePerGrant(t *testing.T) {
 			w.expectWaiting()
 			h.conn.Close()
 			want++
-			assert.Equal(t, want, w.expectGranted())
+			assert.Equal(t, want, w.expectAcquired())
 			holders[name] = w
 			continue
 		}
 		c := dial(t, srv.addr)
 		c.acquire(name, 60000)
 		want++
-		assert.Equal(t, want, c.expectGranted())
+		assert.Equal(t, want, c.expectAcquired(), "a free lock is granted at once, also at a block boundary")
 		holders[name] = c
 	}
 }
@@ -278,4 +278,28 @@ func TestResetHolderKeepsTheLockForItsLease(t *testing.T) {
 	require.NoError(t, holder.conn.Close()) // a reset, not a FIN
 	assert.Equal(t, tok+1, waiter.expectAcquired())
 	assert.GreaterOrEqual(t, time.Since(sent), time.Second, "granted before the reset holder's lease ran out")
+}
+
+// Thousands of claims on fresh names, written before any reply is read,
+// cross many token blocks (small ones, which the store grows as the
+// grants outrun its writes): every one is granted at once, none is
+// answered WAITING, and the tokens are one run without gaps or repeats.
+func TestFreeLocksAreGrantedAtOnceAcrossTokenBlocks(t *testing.T) {
+	const claims = 3000
+	srv := startServer(t, Config{tokenBlock: 50})
+	conns := make([]*client, claims)
+	for i := range conns {
+		conns[i] = dial(t, srv.addr)
+		conns[i].acquire(fmt.Sprintf("fresh/%d", i), 60000)
+	}
+	tokens := make(map[uint64]bool, claims)
+	for i, c := range conns {
+		f := c.next()
+		require.Equal(t, protocol.MsgAcquired, f.Type, "claim %d on a free lock: got %v", i, f)
+		require.False(t, tokens[f.Token], "token %d granted twice", f.Token)
+		tokens[f.Token] = true
+	}
+	for tok := uint64(1); tok <= claims; tok++ {
+		require.True(t, tokens[tok], "token %d missing: not one run from 1", tok)
+	}
 }

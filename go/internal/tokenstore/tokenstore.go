@@ -28,8 +28,16 @@ const FileName = "token-hwm"
 // the same time, which would break monotonicity.
 const lockFileName = "lock"
 
-// DefaultBlockSize is how many tokens one fsync reserves.
+// DefaultBlockSize is how many tokens the first fsync reserves.
 const DefaultBlockSize = 1000
+
+// MaxBlockSize bounds the growth of blocks (see Store): at most this many
+// tokens are skipped by a crash.
+const MaxBlockSize = 1 << 20
+
+// DefaultStarveWait is how long Next waits for a reservation that is being
+// written when the reserved tokens have run out (see Options.StarveWait).
+const DefaultStarveWait = 250 * time.Millisecond
 
 // fileHeader starts the mark file, so a stray or truncated file is recognised
 // as corrupt rather than read as a small number.
@@ -68,20 +76,32 @@ func (e *UnavailableError) Temporary() bool { return true }
 
 // Store issues fencing tokens. It is safe for concurrent use.
 //
-// Next never waits for a disk: the next block is reserved in the
-// background once half of the current one is used, so a grant is only ever
-// refused (UnavailableError) when the disk cannot keep up or fails.
+// The next block is reserved in the background once half of the current
+// one is used. When the tokens of a block were used up faster than that
+// write took (the write finished with less than half of its head start
+// left, or not in time), the next blocks are twice as large, up to
+// MaxBlockSize: the reservation keeps ahead of any rate the server can
+// grant at. Should the tokens still run out while a write is under way,
+// Next waits for that write, for at most StarveWait; a grant is refused
+// (UnavailableError) only when the store cannot write: the write failed, or
+// it took longer than that.
 type Store struct {
 	mu        sync.Mutex
 	persist   func(top uint64) error // records a block durably
-	blockSize uint64
-	next      uint64   // the token Next returns
-	reserved  uint64   // the highest token recorded durably; next <= reserved+1
-	lock      *os.File // the data directory's lock; nil without one
+	blockSize uint64                 // of the next reservation; grows, see Store
+	next      uint64                 // the token Next returns
+	reserved  uint64                 // the highest token recorded durably; next <= reserved+1
+	lock      *os.File               // the data directory's lock; nil without one
 	closed    bool
 	exhausted bool // the last token, MaxUint64, was handed out
 
 	reserving   bool      // a background reservation is running
+	reservedAt  time.Time // when it started
+	startNext   uint64    // next when it started
+	startAhead  uint64    // the tokens reserved but not yet issued when it started
+	starved     bool      // Next found no token while it ran
+	reserveDone *sync.Cond
+	starveWait  time.Duration
 	failure     error     // the last reservation's error, nil once one succeeds
 	failedAt    time.Time // when it failed: the next try waits retryEvery
 	retryEvery  time.Duration
@@ -102,6 +122,12 @@ type Options struct {
 	// RetryEvery spaces the attempts after a failed reservation; 0 means
 	// DefaultRetryEvery.
 	RetryEvery time.Duration
+	// StarveWait is how long Next may wait, when the reserved tokens have
+	// run out, for the reservation that is being written; 0 means
+	// DefaultStarveWait. The caller's own locks stay held meanwhile (the
+	// server's lock table), so it is short: a write slower than this is a
+	// store that cannot keep up, and claims queue until it lands.
+	StarveWait time.Duration
 	// OnReady, if set, is called (from a goroutine of the store) when a
 	// reservation makes tokens available after Next had none to give.
 	OnReady func()
@@ -159,6 +185,11 @@ func New(mark uint64, persist func(top uint64) error, opts Options) (*Store, err
 	if s.retryEvery == 0 {
 		s.retryEvery = DefaultRetryEvery
 	}
+	s.starveWait = opts.StarveWait
+	if s.starveWait == 0 {
+		s.starveWait = DefaultStarveWait
+	}
+	s.reserveDone = sync.NewCond(&s.mu)
 	mark = max(mark, opts.Floor)
 	if mark == math.MaxUint64 {
 		return nil, ErrExhausted
@@ -200,8 +231,9 @@ func openMark(dir, path string, floor uint64) (uint64, error) {
 }
 
 // Next returns a new token, larger than every token issued before by this
-// data directory. It never waits for a disk: while no token is reserved it
-// returns an *UnavailableError.
+// data directory. When the reserved tokens have run out it waits for the
+// reservation under way, for at most StarveWait since that write began;
+// without a token then, it returns an *UnavailableError.
 func (s *Store) Next() (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -216,7 +248,10 @@ func (s *Store) Next() (uint64, error) {
 			return 0, ErrExhausted
 		}
 		s.reserveLocked()
-		return 0, &UnavailableError{Cause: s.failure}
+		s.awaitReservationLocked()
+		if s.next > s.reserved {
+			return 0, &UnavailableError{Cause: s.failure}
+		}
 	}
 	t := s.next
 	if t == math.MaxUint64 {
@@ -263,6 +298,30 @@ func (s *Store) Close() error {
 	return s.lock.Close()
 }
 
+// awaitReservationLocked waits while a reservation is being written, up to
+// StarveWait after it began. A write that takes longer is not waited for
+// again: every later call returns at once until it lands. Caller holds s.mu.
+func (s *Store) awaitReservationLocked() {
+	if !s.reserving {
+		return
+	}
+	s.starved = true
+	deadline := s.reservedAt.Add(s.starveWait)
+	wait := time.Until(deadline)
+	if wait <= 0 {
+		return
+	}
+	timer := time.AfterFunc(wait, func() {
+		s.mu.Lock()
+		s.reserveDone.Broadcast()
+		s.mu.Unlock()
+	})
+	defer timer.Stop()
+	for s.reserving && !s.closed && time.Now().Before(deadline) {
+		s.reserveDone.Wait()
+	}
+}
+
 // nextTop is the mark of the block above the current one.
 func (s *Store) nextTop() (uint64, error) {
 	if s.reserved == math.MaxUint64 {
@@ -291,8 +350,20 @@ func (s *Store) reserveLocked() {
 		return
 	}
 	s.reserving = true
+	s.reservedAt, s.startNext, s.startAhead, s.starved = time.Now(), s.next, s.reserved+1-s.next, false
 	s.reservation.Add(1)
 	go s.reserve(top)
+}
+
+// growLocked doubles the block size, up to MaxBlockSize, after a
+// reservation during which the grants used more than half of the tokens
+// that were left when it began, or ran out of them: the next write then
+// starts further ahead. Caller holds s.mu.
+func (s *Store) growLocked() {
+	used := s.next - s.startNext
+	if (s.starved || used*2 > s.startAhead) && s.blockSize < MaxBlockSize {
+		s.blockSize = min(2*s.blockSize, MaxBlockSize)
+	}
 }
 
 func (s *Store) reserve(top uint64) {
@@ -309,7 +380,9 @@ func (s *Store) reserve(top uint64) {
 		}
 	} else {
 		s.reserved, s.failure = top, nil
+		s.growLocked()
 	}
+	s.reserveDone.Broadcast()
 	s.mu.Unlock()
 	switch {
 	case err != nil && s.onFailure != nil:

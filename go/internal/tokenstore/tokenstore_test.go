@@ -2,6 +2,7 @@ package tokenstore
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -308,4 +309,109 @@ func TestFailedReservationIsRetriedOnACadence(t *testing.T) {
 	tok, err := s.Next()
 	require.NoError(t, err)
 	assert.Equal(t, uint64(3), tok)
+}
+
+// gatedPersist is a persist function whose writes block until the test
+// lets each one through, so a test decides how long a reservation takes.
+type gatedPersist struct {
+	started chan uint64   // the top of every write, as it begins
+	release chan struct{} // one receive per write that may finish
+}
+
+func newGatedPersist() *gatedPersist {
+	return &gatedPersist{started: make(chan uint64, 100), release: make(chan struct{}, 100)}
+}
+
+func (g *gatedPersist) persist(top uint64) error {
+	g.started <- top
+	<-g.release
+	return nil
+}
+
+// A store that runs out while its next block is being written waits for
+// that write instead of refusing the grant: a free lock is granted, late
+// by the write, never answered WAITING.
+func TestNextWaitsForTheReservationUnderWay(t *testing.T) {
+	g := newGatedPersist()
+	g.release <- struct{}{} // the first block, written by New
+	s, err := New(0, g.persist, Options{BlockSize: 4, StarveWait: time.Minute})
+	require.NoError(t, err)
+	require.Equal(t, uint64(4), <-g.started)
+	for want := uint64(1); want <= 4; want++ { // token 3 starts the next write
+		tok, err := s.Next()
+		require.NoError(t, err)
+		require.Equal(t, want, tok)
+	}
+	require.Equal(t, uint64(8), <-g.started)
+	got := make(chan error, 1)
+	go func() {
+		tok, err := s.Next()
+		if err == nil && tok != 5 {
+			err = fmt.Errorf("token %d, want 5", tok)
+		}
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		t.Fatalf("Next returned before the write finished: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	g.release <- struct{}{}
+	require.NoError(t, <-got)
+}
+
+// A write slower than StarveWait is a store that cannot keep up: Next
+// gives up on it (the claim queues), and later calls do not wait again.
+func TestNextGivesUpOnAWriteSlowerThanStarveWait(t *testing.T) {
+	g := newGatedPersist()
+	g.release <- struct{}{}
+	const starveWait = 300 * time.Millisecond
+	s, err := New(0, g.persist, Options{BlockSize: 2, StarveWait: starveWait})
+	require.NoError(t, err)
+	<-g.started
+	for range 2 {
+		_, err := s.Next()
+		require.NoError(t, err)
+	}
+	<-g.started // the second block's write, held
+	_, err = s.Next()
+	var unavailable *UnavailableError
+	require.ErrorAs(t, err, &unavailable)
+	start := time.Now()
+	_, err = s.Next()
+	require.ErrorAs(t, err, &unavailable)
+	assert.Less(t, time.Since(start), starveWait/2, "a second call waited again for the same write")
+	g.release <- struct{}{}
+	require.Eventually(t, func() bool { _, err := s.Next(); return err == nil }, 5*time.Second, time.Millisecond)
+	close(g.release) // let every later write through
+	require.NoError(t, s.Close())
+}
+
+// Blocks grow when the grants outrun the writes, so that the reservation
+// keeps ahead of the rate; they stay as they are when the writes keep up.
+func TestBlocksGrowWhenGrantsOutrunTheWrites(t *testing.T) {
+	g := newGatedPersist()
+	g.release <- struct{}{}
+	s, err := New(0, g.persist, Options{BlockSize: 10, StarveWait: time.Minute})
+	require.NoError(t, err)
+	require.Equal(t, uint64(10), <-g.started)
+	take := func(n int) {
+		for range n {
+			_, err := s.Next()
+			require.NoError(t, err)
+		}
+	}
+	take(6) // past half: the write of 11..20 begins with 5 tokens left
+	require.Equal(t, uint64(20), <-g.started)
+	take(4) // 4 of the 5 used while it is written: more than half
+	g.release <- struct{}{}
+	require.Eventually(t, func() bool { return s.Mark() == 20 }, 5*time.Second, time.Millisecond)
+	take(1) // token 11: 9 left, under half of the grown block of 20
+	assert.Equal(t, uint64(40), <-g.started, "the next block is twice as large")
+	g.release <- struct{}{}
+	require.Eventually(t, func() bool { return s.Mark() == 40 }, 5*time.Second, time.Millisecond)
+	take(20) // tokens 12..31: 9 left at 31, under half of 20
+	assert.Equal(t, uint64(60), <-g.started, "a write that kept up leaves the block as it was")
+	close(g.release)
+	require.NoError(t, s.Close())
 }
