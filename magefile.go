@@ -173,13 +173,14 @@ func Ha() error {
 // Deps installs the system packages the tests need (etcd for the HA tests).
 func Deps() error { return runIn(".", "bash", "scripts/deps.sh") }
 
-// Go runs go vet and the race-enabled Go tests of the go, conformance and bench modules.
+// Go runs go vet and the race-enabled Go tests of the go, conformance, bench and
+// examples/fencing modules.
 func (Test) Go() error {
 	mg.Deps(Build, Deps) // tests of the real binary use MONOLOCK_BIN; HA tests run etcd
 	// Every module is checked even after a failure, as test:all does with
 	// its steps, so one run shows every broken module.
 	var errs []error
-	for _, dir := range []string{"go", "conformance", "bench"} {
+	for _, dir := range []string{"go", "conformance", "bench", "examples/fencing"} {
 		if err := runIn(dir, "go", "vet", "./..."); err != nil {
 			errs = append(errs, fmt.Errorf("%s: go vet: %w", dir, err))
 		}

@@ -19,7 +19,7 @@ func TestPublicSurface(t *testing.T) {
 		"Client", "Client.Acquire", "Client.Lease", "Client.TryAcquire",
 		"DefaultDialTimeout", "DefaultLease", "DefaultServer",
 		"ErrBusy", "ErrClientTimeout", "ErrLockLost", "ErrProtocol", "ErrReleased", "ErrUnavailable",
-		"Lock", "Lock.Context", "Lock.Done", "Lock.Err", "Lock.Name", "Lock.Release", "Lock.Token", "Lock.ValidUntil",
+		"Lock", "Lock.Context", "Lock.Done", "Lock.Err", "Lock.LeaseEnd", "Lock.Name", "Lock.Release", "Lock.Token", "Lock.ValidUntil",
 		"New", "Option",
 		"ServerError", "ServerError.Error", "ServerError.Is", "ServerError.Temporary",
 		"WithDialTimeout", "WithLease", "WithLogger", "WithOnWaiting", "WithServers", "WithTLS",

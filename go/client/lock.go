@@ -31,6 +31,17 @@ func (l *Lock) ValidUntil() time.Time {
 	return l.c.core.ValidUntil()
 }
 
+// LeaseEnd returns the earliest time at which the server can grant the
+// lock to anyone else on its own: the send of the last acknowledged
+// message plus the full lease (ValidUntil is 0.8 x lease after that send).
+// Until then a lost lock's connection stays open unless released. Only an
+// administrator's kick hands the lock on sooner.
+func (l *Lock) LeaseEnd() time.Time {
+	l.c.mu.Lock()
+	defer l.c.mu.Unlock()
+	return l.c.core.LeaseEnd()
+}
+
 // Done returns a channel that is closed when the lock is no longer valid:
 // the moment the loss is decided (ValidUntil passed without a newer
 // acknowledgement, or the server ended the session), or Release. Err tells

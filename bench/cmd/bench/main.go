@@ -4,6 +4,7 @@
 //	go run ./cmd/bench -out ../docs            # full run, under 20 minutes
 //	go run ./cmd/bench -quick -out /tmp/docs   # every workload briefly
 //	go run ./cmd/bench -workloads safety -out ../docs   # one section, merged into the last full run
+//	go run ./cmd/bench -workloads overlap -out ../docs  # the same for section 8
 //
 // It installs and starts the peers with scripts/peers.sh (Debian packages),
 // builds monolock from ../go, runs every workload for a bounded time and
@@ -11,7 +12,8 @@
 //
 // The same binary serves as its own helper processes: `bench driver` (the
 // Go client's conformance driver), `bench hold` (a dead-holder workload's
-// holder) and `bench floor` (the tcp floor's server, package floor).
+// holder), `bench floor` (the tcp floor's server, package floor) and
+// `bench append` (the overlap workload's held command, package overlap).
 package main
 
 import (
@@ -33,6 +35,7 @@ import (
 
 	"github.com/monolock/monolock/bench/internal/floor"
 	"github.com/monolock/monolock/bench/internal/monoserver"
+	"github.com/monolock/monolock/bench/internal/overlap"
 	"github.com/monolock/monolock/bench/internal/report"
 	"github.com/monolock/monolock/bench/internal/systems"
 )
@@ -46,6 +49,9 @@ func main() {
 	}
 	if len(os.Args) > 1 && os.Args[1] == "floor" {
 		os.Exit(floor.Main(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "append" {
+		os.Exit(overlap.AppendMain(os.Args[2:]))
 	}
 	os.Exit(benchMain())
 }
@@ -65,6 +71,8 @@ type plan struct {
 	safetyLease   time.Duration // workload 6: lease / TTL / session timeout of every recipe
 	safetyRuns    int           // workload 6: runs per recipe and fault
 	failoverRuns  int           // workload 7: leader kills, and etcd elections of each kind
+	overlapLease  time.Duration // workload 8: lease of monolock run, session TTL of etcdctl lock
+	overlapRuns   int           // workload 8: runs per tool, command variant and fault
 }
 
 var fullPlan = plan{
@@ -95,6 +103,10 @@ var fullPlan = plan{
 	safetyLease:  2 * time.Second,
 	safetyRuns:   5,
 	failoverRuns: 5,
+	// Workload 8's runs of one tool and command run concurrently, as
+	// workload 6's: the six batches take about two minutes.
+	overlapLease: 2 * time.Second,
+	overlapRuns:  5,
 }
 
 var quickPlan = plan{
@@ -117,17 +129,20 @@ var quickPlan = plan{
 	safetyLease:  2 * time.Second,
 	safetyRuns:   2,
 	failoverRuns: 1,
+	overlapLease: 2 * time.Second,
+	overlapRuns:  1,
 }
 
 func benchMain() int {
 	var (
 		out        = flag.String("out", "../docs", "docs `directory` to write benchmarks.md and bench/*.png into")
 		quick      = flag.Bool("quick", false, "run every workload briefly (a few minutes), for development")
-		only       = flag.String("workloads", strings.Join(allWorkloads, ","), "comma-separated `workloads` to run (safety or failover alone keeps the other sections of OUT/bench/results.json)")
+		only       = flag.String("workloads", strings.Join(allWorkloads, ","), "comma-separated `workloads` to run (safety, failover or overlap alone keeps the other sections of OUT/bench/results.json)")
 		sysList    = flag.String("systems", strings.Join(systems.All, ","), "comma-separated `systems` to measure")
 		clientList = flag.String("clients", strings.Join(wantedClients, ","), "comma-separated `clients` for the clients workload")
 		safeList   = flag.String("safety-clients", strings.Join(safetyClients, ","), "comma-separated monolock `clients` for the safety workload")
 		safeRuns   = flag.Int("safety-runs", 0, "runs per recipe and fault in the safety workload (`N`; default 5, 2 with -quick)")
+		ovRuns     = flag.Int("overlap-runs", 0, "runs per tool, command and fault in the overlap workload (`N`; default 5, 1 with -quick)")
 		noPeers    = flag.Bool("no-peers", false, "do not install/start/stop peers (they run already)")
 		keepPeers  = flag.Bool("keep-peers", false, "leave the peers running at the end")
 		profileDir = flag.String("profile", "", "write CPU profiles of the monolock server and of this client process into `dir`")
@@ -231,9 +246,12 @@ func benchMain() int {
 		}
 	}
 	rn := &runner{ctx: ctx, plan: p, bin: bin, work: work, r: r, systems: sysNames, clients: clientNames, profileDir: *profileDir,
-		safetyRuns: p.safetyRuns, safetyClientNames: safeNames}
+		safetyRuns: p.safetyRuns, safetyClientNames: safeNames, overlapRuns: p.overlapRuns}
 	if *safeRuns > 0 {
 		rn.safetyRuns = *safeRuns
+	}
+	if *ovRuns > 0 {
+		rn.overlapRuns = *ovRuns
 	}
 	for _, w := range []struct {
 		name string
@@ -246,6 +264,7 @@ func benchMain() int {
 		{"clients", rn.runClients},
 		{"safety", rn.safety},
 		{"failover", rn.failover},
+		{"overlap", rn.overlap},
 	} {
 		if !want(*only, w.name) {
 			continue
@@ -264,7 +283,7 @@ func benchMain() int {
 	r.Notes = notes(r)
 
 	took := time.Since(r.Started)
-	if *only == "safety" || *only == "failover" {
+	if *only == "safety" || *only == "failover" || *only == "overlap" {
 		// Only this section ran: keep every other section of the last run.
 		if merged, ok := mergeSection(*out, r, *only); ok {
 			log.Printf("merged the %s section into %s", *only, filepath.Join(*out, "bench", "results.json"))
@@ -286,9 +305,9 @@ func benchMain() int {
 }
 
 // allWorkloads are the workloads in run order.
-var allWorkloads = []string{"throughput", "handoff", "idle", "dead", "clients", "safety", "failover"}
+var allWorkloads = []string{"throughput", "handoff", "idle", "dead", "clients", "safety", "failover", "overlap"}
 
-// mergeSection puts r's section (safety or failover) into the results of
+// mergeSection puts r's section (safety, failover or overlap) into the results of
 // the last run in out, marked as measured separately; ok is false when
 // there is none.
 func mergeSection(out string, r *report.Results, section string) (*report.Results, bool) {
@@ -311,6 +330,11 @@ func mergeSection(out string, r *report.Results, section string) (*report.Result
 		old.Failover = r.Failover
 		if old.Failover != nil {
 			old.Failover.Separate = true
+		}
+	case "overlap":
+		old.Overlap, old.OverlapRun = r.Overlap, r.OverlapRun
+		if old.OverlapRun != nil {
+			old.OverlapRun.Separate = true
 		}
 	}
 	for k, v := range r.Versions {

@@ -33,14 +33,15 @@ type runner struct {
 
 	safetyRuns        int
 	safetyClientNames []string
+	overlapRuns       int
 	built             map[string]error // driver builds, by directory and command
 }
 
 // startMonolock starts a fresh `monolock serve` with its own data dir.
-func (rn *runner) startMonolock() (*monoserver.Server, error) {
+func (rn *runner) startMonolock(extraArgs ...string) (*monoserver.Server, error) {
 	rn.serverSeq++
 	dir := filepath.Join(rn.work, fmt.Sprintf("data-%d", rn.serverSeq))
-	return monoserver.Start(rn.ctx, rn.bin, dir)
+	return monoserver.Start(rn.ctx, rn.bin, dir, extraArgs...)
 }
 
 // localServer is a server this run started for one system: `monolock

@@ -264,5 +264,11 @@ func writeCharts(dir string, r *Results) (map[string]string, error) {
 			return nil, err
 		}
 	}
+	// 8. work overlap of every run.
+	if len(r.Overlap) > 0 && r.OverlapRun != nil {
+		if err := add("overlap", "work-overlap.png", writeOverlapChart(filepath.Join(dir, "work-overlap.png"), r)); err != nil {
+			return nil, err
+		}
+	}
 	return out, nil
 }

@@ -334,6 +334,7 @@ func markdown(r *Results, charts map[string]string, analysis string) []byte {
 	writeClients(&b, r, chart)
 	writeSafety(&b, r, chart)
 	writeFailover(&b, r)
+	writeOverlap(&b, r, chart)
 
 	if analysis != "" {
 		b.WriteString(strings.TrimSpace(analysis))
@@ -487,6 +488,9 @@ func writeTargets(b *bytes.Buffer, r *Results) {
 	}
 	writeClientTargets(b, r)
 	if row, _, ok := safetyTarget(r); ok {
+		p("%s", row)
+	}
+	if row, ok := overlapTarget(r); ok {
 		p("%s", row)
 	}
 	p("\n")

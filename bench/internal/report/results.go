@@ -5,6 +5,7 @@ package report
 import (
 	"time"
 
+	"github.com/monolock/monolock/bench/internal/overlap"
 	"github.com/monolock/monolock/bench/internal/safety"
 	"github.com/monolock/monolock/bench/internal/stats"
 	"github.com/monolock/monolock/bench/internal/workload"
@@ -38,7 +39,43 @@ type Results struct {
 	SafetyRun *SafetyInfo `json:"safety_run,omitempty"`
 	// Failover is workload 7: an HA cell's failover beside etcd's own.
 	Failover *FailoverSection `json:"failover,omitempty"`
-	Notes    []string         `json:"notes"`
+	// Overlap is workload 8: a held command's work against the next
+	// holder's, under the faults of workload 6; OverlapRun is how it was
+	// measured.
+	Overlap    []OverlapCell `json:"overlap,omitempty"`
+	OverlapRun *OverlapInfo  `json:"overlap_run,omitempty"`
+	Notes      []string      `json:"notes"`
+}
+
+// OverlapCell is workload 8 for one lock tool, held command and fault.
+type OverlapCell struct {
+	Tool     string          `json:"tool"`     // "monolock run", "etcdctl lock"
+	Monolock bool            `json:"monolock"` // held to monolock run's target
+	Variant  overlap.Variant `json:"variant"`
+	Fault    safety.Fault    `json:"fault"`
+	Runs     []overlap.Run   `json:"runs"`
+	Summary  overlap.Summary `json:"summary"`
+	Err      string          `json:"err,omitempty"` // why the tool was not measured at all
+}
+
+// OverlapInfo is how the overlap cells were measured.
+type OverlapInfo struct {
+	Lease  time.Duration `json:"lease_ns"` // monolock run's lease, etcdctl lock's TTL
+	Runs   int           `json:"runs"`     // per cell
+	Delay  time.Duration `json:"delay_ns"` // the delay fault's
+	Job    time.Duration `json:"job_ns"`   // A's job, unless stopped
+	Window time.Duration `json:"window_ns"`
+	Every  time.Duration `json:"every_ns"` // time between appends
+	Gap    float64       `json:"gap"`      // monolock run's target: A's last append ≥ Gap × lease before B's first
+	// Binary is the monolock binary measured; Etcdctl etcdctl's version.
+	Binary    string        `json:"binary"`
+	Etcdctl   string        `json:"etcdctl,omitempty"`
+	Separate  bool          `json:"separate"`
+	Started   time.Time     `json:"started"`
+	Duration  time.Duration `json:"duration_ns"`
+	Command   string        `json:"command"`
+	LoadStart string        `json:"load_start"`
+	LoadEnd   string        `json:"load_end"`
 }
 
 // FailoverSection is workload 7. Every figure is in seconds, one per run.

@@ -118,7 +118,7 @@ func TestInjectSetsTheProxyFaults(t *testing.T) {
 		{BlackholeBoth, proxy.Faults{Blackhole: [2]bool{true, true}}},
 		{DelayDown, proxy.Faults{Delay: [2]time.Duration{wire.Down: 3 * time.Second}}},
 	} {
-		inject(p, c.f, 3*time.Second)
+		Inject(p, c.f, 3*time.Second)
 		if got := p.Faults(); got != c.want {
 			t.Errorf("%s: proxy faults %+v, want %+v", c.f, got, c.want)
 		}

@@ -180,7 +180,7 @@ func runOne(ctx context.Context, rec Recipe, f Fault, o Options, name string) Ru
 	default:
 	}
 	fault := time.Now()
-	inject(p, f, o.Delay)
+	Inject(p, f, o.Delay)
 	told, granted, end := watch(ctx, tr, fault, o.Window)
 	if ctx.Err() != nil {
 		return Run{Err: "interrupted"}
@@ -188,9 +188,9 @@ func runOne(ctx context.Context, rec Recipe, f Fault, o Options, name string) Ru
 	return outcome(fault, told, granted, end)
 }
 
-// inject applies f to every connection of p, present and future: the proxy
+// Inject applies f to every connection of p, present and future: the proxy
 // carries the holder's connections only.
-func inject(p *proxy.Proxy, f Fault, delay time.Duration) {
+func Inject(p *proxy.Proxy, f Fault, delay time.Duration) {
 	var fs proxy.Faults
 	switch f {
 	case BlackholeUp:

@@ -1,8 +1,9 @@
 //go:build unix
 
 // Package runcmd implements `monolock run`: flock(1) for a fleet. It holds a
-// monolock lock while a command runs and stops the command's whole process
-// group the moment the lock is lost.
+// monolock lock while a command runs and, the moment the lock is lost,
+// stops the command and everything it started, so that all of it is dead
+// and reaped before the server can grant the lock to anyone else.
 package runcmd
 
 import (
@@ -48,11 +49,18 @@ CMD runs in its own process group with MONOLOCK_TOKEN (the fencing token of
 the grant, a decimal uint64) and MONOLOCK_NAME in its environment; pass the
 token on to whatever the lock protects. The lock's connection is not
 inherited by CMD. When the lock is lost (server unreachable for 0.8 x lease,
-server error, connection reset), the whole process group gets SIGTERM at once
-and SIGKILL after --grace, so that no grandchild goes on working unprotected.
+server error, connection reset), CMD and every process it started get
+SIGTERM at once and SIGKILL after --grace, so that all of them are dead and
+reaped before the server can grant the lock to anyone else (0.2 x lease
+later): the process group, and on Linux also what left it (setsid, double
+fork: monolock run is their subreaper). The lock's connection stays open
+until they are reaped. What outlives that is logged with its pid. A lost
+lock is never re-acquired.
+
 SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to monolock run
-are forwarded to the process group. A lost lock is never re-acquired. If
-monolock run is killed with SIGKILL, CMD gets SIGKILL too (Linux).
+are forwarded to the process group. If monolock run is killed with SIGKILL,
+CMD gets SIGKILL too (Linux), but what CMD started does not, and the lock
+is free at once: the fencing token must protect against those.
 
 When stdin is the terminal, CMD's group gets the terminal while it runs, so
 that CMD can read it and Ctrl-C reaches it; Ctrl-Z stops CMD and monolock
@@ -88,7 +96,8 @@ type options struct {
 	timeout      time.Duration
 	noWait       bool
 	conflictCode int
-	grace        time.Duration
+	grace        time.Duration // after parse, as given; after graceFor, what applies
+	graceGiven   bool
 	dialTimeout  time.Duration
 	verbose      bool
 	logFormat    string
@@ -137,7 +146,7 @@ func parse(args []string, stdout io.Writer) (*options, error) {
 	DurationVar(fset, &o.timeout, "timeout", 0, "give up waiting for the lock after `D`; 0 is --no-wait (default: wait as long as it takes)")
 	fset.BoolVar(&o.noWait, "no-wait", false, "fail at once if the lock is held by someone else")
 	fset.IntVar(&o.conflictCode, "conflict-exit-code", ExitConflict, "exit status `N` when the lock is busy or --timeout expires")
-	DurationVar(fset, &o.grace, "grace", 10*time.Second, "after a lost lock, wait `D` between SIGTERM and SIGKILL")
+	DurationVar(fset, &o.grace, "grace", 0, "after a lost lock, wait `D` between SIGTERM and SIGKILL; the kill must be done 0.05 x lease before the server can grant the lock again, so D is at most 0.15 x lease - "+killAllowance.String()+" (default: that much, "+graceRoom(client.DefaultLease).String()+" with the default lease)")
 	DurationVar(fset, &o.dialTimeout, "dial-timeout", client.DefaultDialTimeout, "give up connecting to one server after `D`")
 	fset.BoolVar(&o.verbose, "v", false, "also tell waiting, grant and forwarded signals on stderr")
 	fset.StringVar(&o.logFormat, "log-format", "text", "`FORMAT` of stderr: text (plain lines) or json (one object per line, every detail)")
@@ -158,6 +167,7 @@ func parse(args []string, stdout io.Writer) (*options, error) {
 		if (f.Name == "timeout" || f.Name == "w") && o.timeout == 0 {
 			o.noWait = true // as flock -w 0
 		}
+		o.graceGiven = o.graceGiven || f.Name == "grace"
 	})
 	rest := fset.Args()
 	if len(rest) == 0 {
@@ -308,6 +318,11 @@ func (r *runner) run() int {
 		client.WithOnWaiting(func(name string) { r.log.Info("waiting for the lock " + displayName(name)) }),
 	)
 	if err != nil {
+		r.fail("", err)
+		return ExitUsage
+	}
+	// After client.New, which has told a lease the protocol cannot carry.
+	if r.o.grace, err = graceFor(r.o.lease, r.o.grace, r.o.graceGiven); err != nil {
 		r.fail("", err)
 		return ExitUsage
 	}

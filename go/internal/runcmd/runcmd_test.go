@@ -79,6 +79,7 @@ func TestParse(t *testing.T) {
 	assert.Equal(t, 3, o.conflictCode)
 	assert.Equal(t, 1500*time.Microsecond, o.lease, "exactly, for the lease rule to refuse it")
 	assert.Equal(t, time.Second, o.grace)
+	assert.True(t, o.graceGiven)
 	assert.Equal(t, 250*time.Millisecond, o.dialTimeout)
 	o, err = parse([]string{"--timeout", "5", "n", "--", "true"}, nil)
 	require.NoError(t, err)
@@ -360,35 +361,40 @@ func alive(pid int) bool {
 	return i >= 0 && i+2 < len(s) && s[i+2] != 'Z'
 }
 
-// TestRunLostLockKillsProcessGroup: the server goes silent (SIGSTOP), the
-// lock is lost after 0.8 x lease, and the whole process group goes: the
-// command gets SIGTERM, and a grandchild that ignores SIGTERM gets SIGKILL
-// after the grace period.
-func TestRunLostLockKillsProcessGroup(t *testing.T) {
+// TestRunLostLockKillsEverything: the server goes silent (SIGSTOP), the
+// lock is lost after 0.8 x lease, and everything the command started goes
+// before the lease ends: the command gets SIGTERM, a child that ignores it
+// gets SIGKILL, and so does a daemon that left the process group (setsid
+// after a double fork) and ignores SIGTERM too.
+func TestRunLostLockKillsEverything(t *testing.T) {
 	srv := startServer(t)
 	dir := t.TempDir()
-	p := startRun(t, dir, "--server", srv.Addr, "--lease", "500ms", "--grace", "300ms", "lost", "--", "sh", "-c",
-		`(trap '' TERM; exec sleep 300) & echo $! > grandchild; sleep 300 & echo $! > child; wait`)
-	grandchild, err := strconv.Atoi(strings.TrimSpace(waitFile(t, filepath.Join(dir, "grandchild"))))
-	require.NoError(t, err)
-	child, err := strconv.Atoi(strings.TrimSpace(waitFile(t, filepath.Join(dir, "child"))))
-	require.NoError(t, err)
-	require.True(t, alive(grandchild))
-	require.True(t, alive(child))
+	const lease = 2 * time.Second
+	p := startRun(t, dir, "--server", srv.Addr, "--lease", lease.String(), "lost", "--", "sh", "-c",
+		`(trap '' TERM; exec sleep 300) & echo $! > grandchild
+		(setsid sh -c 'trap "" TERM; echo $$ > daemon; exec sleep 300' &)
+		sleep 300 & echo $! > child; wait`)
+	var pids []int
+	for _, name := range []string{"grandchild", "daemon", "child"} {
+		pid, err := strconv.Atoi(strings.TrimSpace(waitFile(t, filepath.Join(dir, name))))
+		require.NoError(t, err)
+		require.True(t, alive(pid), name)
+		pids = append(pids, pid)
+	}
 
 	require.NoError(t, srv.Cmd.Process.Signal(syscall.SIGSTOP))
 	stopped := time.Now()
 	require.Equal(t, ExitLockLost, p.status(t), p.out.String())
 	took := time.Since(stopped)
 	assert.Contains(t, p.out.String(), "lost")
-	// kill(2) returns before the target is gone: give the kernel a moment
-	// to finish what SIGKILL started (the grandchild is no child of ours
-	// to wait for).
-	gone := func(pid int) func() bool { return func() bool { return !alive(pid) } }
-	assert.Eventually(t, gone(grandchild), 2*time.Second, 5*time.Millisecond, "the grandchild that ignores SIGTERM survived")
-	assert.Eventually(t, gone(child), 2*time.Second, 5*time.Millisecond, "the background child survived")
-	// 0.8 x 500ms to notice, 300ms grace, generous slack for a loaded machine.
-	assert.Less(t, took, 5*time.Second)
+	assert.Regexp(t, `(?m)^monolock run: command stopped: \d+ processes dead and reaped \(\d+ needed SIGKILL\)`, p.out.String())
+	// Reaped, not only dead: monolock run waited for each of them (the
+	// daemon is its child as their subreaper).
+	for _, pid := range pids {
+		assert.NoDirExists(t, fmt.Sprintf("/proc/%d", pid), "pid %d survived monolock run", pid)
+	}
+	// Within the lease of the silence; generous slack for a loaded machine.
+	assert.Less(t, took, lease+5*time.Second)
 }
 
 // TestRunLostLockTermIsEnough: a group that obeys SIGTERM is not kept
@@ -396,7 +402,8 @@ func TestRunLostLockKillsProcessGroup(t *testing.T) {
 func TestRunLostLockTermIsEnough(t *testing.T) {
 	srv := startServer(t)
 	dir := t.TempDir()
-	p := startRun(t, dir, "--server", srv.Addr, "--lease", "500ms", "--grace", "20s", "lost2", "--", "sh", "-c",
+	// A lease of a minute: the default grace is 8.75 s.
+	p := startRun(t, dir, "--server", srv.Addr, "--lease", "60s", "lost2", "--", "sh", "-c",
 		`sleep 300 & echo $! > child; wait`)
 	child, err := strconv.Atoi(strings.TrimSpace(waitFile(t, filepath.Join(dir, "child"))))
 	require.NoError(t, err)
@@ -407,6 +414,23 @@ func TestRunLostLockTermIsEnough(t *testing.T) {
 	assertHumanLines(t, p.out.String())
 	assert.Less(t, time.Since(start), 5*time.Second, "waited for the grace period although the group had exited")
 	assert.False(t, alive(child))
+}
+
+// A --grace or --lease that leaves no time for the kill is refused before
+// anything runs, with the lease that would fit.
+func TestRunRefusesGraceThatCannotFit(t *testing.T) {
+	srv := startServer(t)
+	dir := t.TempDir()
+	code, out := run(t, dir, "--server", srv.Addr, "--grace", "10s", "g", "--", "touch", "ran")
+	assert.Equal(t, ExitUsage, code, out)
+	assert.Contains(t, out, "monolock run: --grace 10s does not fit --lease 10s")
+	assert.Contains(t, out, "use --lease 1m8.334s or more for this --grace, or --grace 1.25s at most with this lease")
+	code, out = run(t, dir, "--server", srv.Addr, "--lease", "1s", "g", "--", "touch", "ran")
+	assert.Equal(t, ExitUsage, code, out)
+	assert.Contains(t, out, "monolock run: --lease 1s is too short for monolock run")
+	assert.Contains(t, out, "use --lease 1.667s or more")
+	assertHumanLines(t, out)
+	assert.NoFileExists(t, filepath.Join(dir, "ran"))
 }
 
 // TestRunKilledTakesCommandAlong: a SIGKILL of monolock run frees the lock

@@ -4,6 +4,7 @@ package runcmd
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/monolock/monolock/go/client"
+	"github.com/monolock/monolock/go/pkg/protocol"
 )
 
 // forwarded are the signals passed on to the command's process group.
@@ -26,29 +28,60 @@ type child struct {
 	stopped chan struct{} // a stop (SIGTSTP, SIGTTIN, SIGSTOP...) of the command
 	done    chan struct{} // closed once the command has ended and status is set
 	status  unix.WaitStatus
+	reaped  chan struct{} // a process below monolock run was reaped (one pending is enough)
+	allGone chan struct{} // closed when monolock run has no child left, the command included
 }
 
-// reap waits for the command, telling its stops on the way: Wait4 with
-// WUNTRACED is the one wait that sees both, so exec.Cmd.Wait is not used.
+func newChild(pid int) *child {
+	return &child{
+		pid:     pid,
+		stopped: make(chan struct{}, 1),
+		done:    make(chan struct{}),
+		reaped:  make(chan struct{}, 1),
+		allGone: make(chan struct{}),
+	}
+}
+
+// reap waits for every child of monolock run: the command, telling its
+// stops on the way (Wait4 with WUNTRACED is the one wait that sees both, so
+// exec.Cmd.Wait is not used), and, monolock run being a subreaper, every
+// orphan of the command's descendants, so none stays a zombie. It returns
+// at ECHILD: nothing is left below monolock run, and as nothing but the
+// command was started, nothing can appear there any more.
 func (c *child) reap() {
+	defer close(c.allGone)
 	for {
 		var ws unix.WaitStatus
-		_, err := unix.Wait4(c.pid, &ws, unix.WUNTRACED, nil)
+		pid, err := unix.Wait4(-1, &ws, unix.WUNTRACED, nil)
 		switch {
 		case errors.Is(err, syscall.EINTR):
 			continue
-		case err == nil && ws.Stopped():
-			select {
-			case c.stopped <- struct{}{}:
-			default: // one pending stop is enough
+		case err != nil:
+			// ECHILD. The command cannot still be waiting to be reaped
+			// here; should it, impossibly, there is nothing to wait for.
+			if !closed(c.done) {
+				close(c.done)
 			}
+			return
+		case ws.Stopped():
+			if pid == c.pid {
+				notify(c.stopped)
+			}
+			// A stopped orphan is continued by the stop after a loss.
 			continue
+		case pid == c.pid:
+			c.status = ws
+			close(c.done)
 		}
-		// Exited or killed (or, impossibly, ECHILD: then there is nothing
-		// left to wait for either).
-		c.status = ws
-		close(c.done)
-		return
+		notify(c.reaped)
+	}
+}
+
+// notify wakes the reader of ch unless a wake-up is pending already.
+func notify(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
 	}
 }
 
@@ -74,6 +107,10 @@ func (r *runner) supervise(lock *client.Lock, sigs <-chan os.Signal) int {
 		r.fail("lock lost before the command started", err)
 		return ExitLockLost
 	}
+	// Before the start: an orphan reparented before the call would be lost.
+	if err := becomeSubreaper(); err != nil {
+		r.log.Warn("processes that leave the command's process group will not be stopped after a loss", "err", err)
+	}
 	if err := cmd.Start(); err != nil {
 		r.fail("", err)
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
@@ -81,7 +118,7 @@ func (r *runner) supervise(lock *client.Lock, sigs <-chan os.Signal) int {
 		}
 		return ExitCannotExec
 	}
-	c := &child{pid: cmd.Process.Pid, stopped: make(chan struct{}, 1), done: make(chan struct{})}
+	c := newChild(cmd.Process.Pid)
 	go c.reap()
 	defer cmd.Process.Release() // reaped by reap, not by Wait
 
@@ -104,8 +141,10 @@ func (r *runner) supervise(lock *client.Lock, sigs <-chan os.Signal) int {
 		case <-c.done:
 			if err := lock.Err(); err != nil && !errors.Is(err, client.ErrReleased) {
 				// Lost before the command finished: its work was not
-				// fully protected, whatever its own status says.
+				// fully protected, whatever its own status says, and
+				// what it left behind is stopped as for any loss.
 				r.fail("lock lost", err)
+				r.stopAfterLoss(lock, c, sigs)
 				return ExitLockLost
 			}
 			return exitStatus(c.status)
@@ -127,45 +166,43 @@ func (r *runner) supervise(lock *client.Lock, sigs <-chan os.Signal) int {
 			_ = syscall.Kill(-c.pid, s.(syscall.Signal))
 		case <-lock.Done():
 			r.fail("lock lost", lock.Err())
-			r.log.Error("stopping the command: SIGTERM now, SIGKILL after " + r.o.grace.String())
-			r.stopGroup(c, sigs)
+			r.stopAfterLoss(lock, c, sigs)
 			return ExitLockLost
 		}
 	}
 }
 
-// stopGroup ends the process group: SIGTERM, then SIGKILL once the grace
-// period is over, unless every member has exited before. Members outlive the
-// command itself when it leaves children behind, so the group is watched,
-// not the command.
-func (r *runner) stopGroup(c *child, sigs <-chan os.Signal) {
-	pgid := c.pid
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
-	_ = syscall.Kill(-pgid, syscall.SIGCONT) // a stopped member must run to die
-	grace := time.NewTimer(r.o.grace)
-	defer grace.Stop()
-	poll := time.NewTicker(20 * time.Millisecond)
-	defer poll.Stop()
-	for {
-		select {
-		case <-grace.C:
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-			<-c.done
-			return
-		case s := <-sigs:
-			_ = syscall.Kill(-pgid, s.(syscall.Signal))
-		case <-poll.C:
-			// The command itself stays a zombie until reap waits for it,
-			// so an empty group shows only after done.
-			select {
-			case <-c.done:
-				if syscall.Kill(-pgid, 0) == syscall.ESRCH {
-					return
-				}
-			default:
-			}
-		}
+// stopAfterLoss stops the command and everything it started, so that all
+// of it is dead and reaped a work gap before the server can grant the lock
+// to anyone else, and tells how that went. The lock's connection stays open
+// until then and a work gap longer (Release follows), or until the lease
+// end, where the client closes it on its own.
+func (r *runner) stopAfterLoss(lock *client.Lock, c *child, sigs <-chan os.Signal) {
+	now := time.Now()
+	gap := workGap(r.o.lease)
+	plan := planStop(now, lock.LeaseEnd(), r.o.grace, gap)
+	plan.kicked = kicked(lock.Err())
+	next := "the lock can pass on in " + plan.leaseEnd.Sub(now).Round(time.Millisecond).String()
+	if plan.kicked {
+		next = "the lock has passed on already (kicked by an administrator)"
 	}
+	r.log.Error(fmt.Sprintf("stopping the command: SIGTERM now, SIGKILL in %v; %s", plan.kill.Sub(now).Round(time.Millisecond), next))
+	report := newStopper(c, plan, sigs).run()
+	r.reportStop(report)
+	if report.phase == stopReaped && !plan.kicked {
+		// The next holder starts no sooner than our close: keep the gap
+		// between the end of this command's work and the start of its.
+		hold := min(time.Until(plan.leaseEnd), gap)
+		time.Sleep(max(hold, 0))
+	}
+}
+
+// kicked reports whether the loss is an administrator's kick, after which
+// the server has granted the lock to the next waiter at once: the one loss
+// the stop cannot finish ahead of.
+func kicked(err error) bool {
+	var se *client.ServerError
+	return errors.As(err, &se) && se.Code == protocol.ErrAdminClosed.Code
 }
 
 // exitStatus maps how the command ended to our exit status.

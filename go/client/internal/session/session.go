@@ -116,9 +116,11 @@ func (c *Core) Token() uint64 { return c.token }
 // loss it stays where it was.
 func (c *Core) ValidUntil() time.Time { return c.acked.Add(c.sched.ClientTimeout()) }
 
-// closeAt is when a lost lock's connection is closed if the application
-// holds on: the server keeps the lock at least until then.
-func (c *Core) closeAt() time.Time { return c.acked.Add(c.lease) }
+// LeaseEnd is the send of the last acknowledged request plus the lease:
+// the server keeps the lock at least until then (its lastSeenAt is never
+// earlier than that send), and a lost lock's connection is closed then if
+// the application holds on.
+func (c *Core) LeaseEnd() time.Time { return c.acked.Add(c.lease) }
 
 // Schedule exposes the heartbeat arithmetic (for logs and tests).
 func (c *Core) Schedule() *heartbeat.Schedule { return &c.sched }
@@ -129,7 +131,7 @@ func (c *Core) NextWakeup() time.Time {
 	case Closed:
 		return time.Time{}
 	case Lost:
-		return c.closeAt()
+		return c.LeaseEnd()
 	}
 	deadline := c.ValidUntil()
 	if c.inFlight {
@@ -217,7 +219,7 @@ func (c *Core) Tick(now time.Time) Actions {
 	case Closed:
 		return Actions{}
 	case Lost:
-		if !now.Before(c.closeAt()) {
+		if !now.Before(c.LeaseEnd()) {
 			c.state = Closed
 			return Actions{Close: true}
 		}
