@@ -14,6 +14,7 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 )
 
 // series is one bar series of a grouped bar chart.
@@ -271,4 +272,73 @@ func writeCharts(dir string, r *Results) (map[string]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// runPoint is one run on a dot chart: its x, and whether it is marked (a
+// bound or off the scale, not a measurement), which draws a triangle on it.
+type runPoint struct {
+	x      float64
+	marked bool
+}
+
+// addRunDots draws a dot chart on p: one row per row index (the first on
+// top), one colour per fault label, the runs of each row and fault as
+// points from runs, slightly apart per fault, and a black triangle over
+// every marked one, named markLabel in the legend. It returns the smallest
+// and largest x drawn (lo > hi when none is).
+func addRunDots(p *plot.Plot, rows int, faults []string, runs func(row, fault int) []runPoint, markLabel string) (lo, hi float64, err error) {
+	lo, hi = math.Inf(1), math.Inf(-1)
+	var marked plotter.XYs
+	for j, label := range faults {
+		var pts plotter.XYs
+		off := (float64(len(faults)-1)/2 - float64(j)) * 0.14 // first fault on top, as in the legend
+		for i := range rows {
+			for _, run := range runs(i, j) {
+				pt := plotter.XY{X: run.x, Y: float64(rows-1-i) + off}
+				lo, hi = math.Min(lo, run.x), math.Max(hi, run.x)
+				if run.marked {
+					marked = append(marked, pt)
+				}
+				pts = append(pts, pt)
+			}
+		}
+		if len(pts) == 0 {
+			continue
+		}
+		s, err := plotter.NewScatter(pts)
+		if err != nil {
+			return lo, hi, err
+		}
+		s.GlyphStyle = draw.GlyphStyle{Color: plotutil.Color(j), Radius: vg.Points(2.6), Shape: draw.CircleGlyph{}}
+		p.Add(s)
+		p.Legend.Add(label, s)
+	}
+	if len(marked) > 0 {
+		s, err := plotter.NewScatter(marked)
+		if err != nil {
+			return lo, hi, err
+		}
+		s.GlyphStyle = draw.GlyphStyle{Color: color.Black, Radius: vg.Points(4), Shape: draw.TriangleGlyph{}}
+		p.Add(s)
+		p.Legend.Add(markLabel, s)
+	}
+	return lo, hi, nil
+}
+
+// addVerticalLine draws a line at x across rows rows of a dot chart, with
+// label in the legend unless it is empty.
+func addVerticalLine(p *plot.Plot, x float64, rows int, c color.Color, dashed bool, label string) error {
+	l, err := plotter.NewLine(plotter.XYs{{X: x, Y: -0.5}, {X: x, Y: float64(rows) - 0.5}})
+	if err != nil {
+		return err
+	}
+	l.Color = c
+	if dashed {
+		l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+	}
+	p.Add(l)
+	if label != "" {
+		p.Legend.Add(label, l)
+	}
+	return nil
 }

@@ -11,9 +11,7 @@ import (
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/monolock/monolock/bench/internal/overlap"
 	"github.com/monolock/monolock/bench/internal/safety"
@@ -553,72 +551,35 @@ func writeOverlapChart(path string, r *Results) error {
 	p.Legend.Top = true
 	p.Legend.Left = true
 	n := len(rows)
-	rowY := func(i int) float64 { return float64(n - 1 - i) }
-	lo, hi := symlog(-ms(info.Lease)), symlog(1000)
-	var bounds plotter.XYs
+	faultLabels := make([]string, len(faults))
 	for j, f := range faults {
-		var pts plotter.XYs
-		off := (float64(len(faults)-1)/2 - float64(j)) * 0.14
-		for i, rw := range rows {
-			c, ok := findOverlap(r, rw.tool, rw.v, f)
-			if !ok {
-				continue
-			}
-			for _, run := range c.Runs {
-				x, bound, ok := overlapChartX(run)
-				if !ok {
-					continue
-				}
-				lo, hi = math.Min(lo, x), math.Max(hi, x)
-				pt := plotter.XY{X: x, Y: rowY(i) + off}
-				if bound {
-					bounds = append(bounds, pt)
-				}
-				pts = append(pts, pt)
+		faultLabels[j] = faultLabel(f, info.Delay)
+	}
+	runs := func(i, j int) []runPoint {
+		c, ok := findOverlap(r, rows[i].tool, rows[i].v, faults[j])
+		if !ok {
+			return nil
+		}
+		var pts []runPoint
+		for _, run := range c.Runs {
+			if x, bound, ok := overlapChartX(run); ok {
+				pts = append(pts, runPoint{x: x, marked: bound})
 			}
 		}
-		if len(pts) == 0 {
-			continue
-		}
-		s, err := plotter.NewScatter(pts)
-		if err != nil {
-			return err
-		}
-		s.GlyphStyle = draw.GlyphStyle{Color: plotutil.Color(j), Radius: vg.Points(2.6), Shape: draw.CircleGlyph{}}
-		p.Add(s)
-		p.Legend.Add(faultLabel(f, info.Delay), s)
+		return pts
 	}
-	if len(bounds) > 0 {
-		s, err := plotter.NewScatter(bounds)
-		if err != nil {
-			return err
-		}
-		s.GlyphStyle = draw.GlyphStyle{Color: color.Black, Radius: vg.Points(4), Shape: draw.TriangleGlyph{}}
-		p.Add(s)
-		p.Legend.Add("a bound, not a measurement (see the table)", s)
-	}
-	vline := func(x float64, c color.Color, dashed bool) (*plotter.Line, error) {
-		l, err := plotter.NewLine(plotter.XYs{{X: x, Y: -0.5}, {X: x, Y: float64(n) - 0.5}})
-		if err != nil {
-			return nil, err
-		}
-		l.Color = c
-		if dashed {
-			l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
-		}
-		return l, nil
-	}
-	zero, err := vline(0, color.Gray{Y: 80}, false)
+	lo, hi, err := addRunDots(p, n, faultLabels, runs, "a bound, not a measurement (see the table)")
 	if err != nil {
 		return err
 	}
-	p.Add(zero)
-	target, err := vline(symlog(-info.Gap*ms(info.Lease)), color.RGBA{R: 200, A: 255}, true)
-	if err != nil {
+	lo, hi = math.Min(lo, symlog(-ms(info.Lease))), math.Max(hi, symlog(1000))
+	if err := addVerticalLine(p, 0, n, color.Gray{Y: 80}, false, ""); err != nil {
 		return err
 	}
-	p.Add(target)
-	p.Legend.Add(fmt.Sprintf("monolock run target: −%g × lease", info.Gap), target)
+	if err := addVerticalLine(p, symlog(-info.Gap*ms(info.Lease)), n, color.RGBA{R: 200, A: 255}, true,
+		fmt.Sprintf("monolock run target: −%g × lease", info.Gap)); err != nil {
+		return err
+	}
 	pad := (hi - lo) * 0.04
 	p.X.Min, p.X.Max = lo-pad, hi+pad
 	var labels []string

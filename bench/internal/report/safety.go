@@ -11,9 +11,7 @@ import (
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/monolock/monolock/bench/internal/safety"
 )
@@ -321,70 +319,33 @@ func writeSafetyChart(path string, r *Results) error {
 	p.Legend.Top = true
 	p.Legend.Left = true
 	n := len(rows)
-	rowY := func(i int) float64 { return float64(n - 1 - i) } // first row on top
-	var edge plotter.XYs
+	faultLabels := make([]string, len(faults))
 	for j, f := range faults {
-		var pts plotter.XYs
-		off := (float64(len(faults)-1)/2 - float64(j)) * 0.14 // first fault on top, as in the legend
-		for i, sys := range rows {
-			c, ok := findSafety(r, sys, f)
-			if !ok {
-				continue
-			}
-			for _, run := range c.Runs {
-				x, onEdge, ok := chartMargin(run, clip)
-				if !ok {
-					continue
-				}
-				pt := plotter.XY{X: x, Y: rowY(i) + off}
-				if onEdge {
-					edge = append(edge, pt)
-				}
-				pts = append(pts, pt)
+		faultLabels[j] = faultLabel(f, info.Delay)
+	}
+	runs := func(i, j int) []runPoint {
+		c, ok := findSafety(r, rows[i], faults[j])
+		if !ok {
+			return nil
+		}
+		var pts []runPoint
+		for _, run := range c.Runs {
+			if x, onEdge, ok := chartMargin(run, clip); ok {
+				pts = append(pts, runPoint{x: x, marked: onEdge})
 			}
 		}
-		if len(pts) == 0 {
-			continue
-		}
-		s, err := plotter.NewScatter(pts)
-		if err != nil {
-			return err
-		}
-		s.GlyphStyle = draw.GlyphStyle{Color: plotutil.Color(j), Radius: vg.Points(2.6), Shape: draw.CircleGlyph{}}
-		p.Add(s)
-		p.Legend.Add(faultLabel(f, info.Delay), s)
+		return pts
 	}
-	if len(edge) > 0 {
-		s, err := plotter.NewScatter(edge)
-		if err != nil {
-			return err
-		}
-		s.GlyphStyle = draw.GlyphStyle{Color: color.Black, Radius: vg.Points(4), Shape: draw.TriangleGlyph{}}
-		p.Add(s)
-		p.Legend.Add("off scale, or an event that never came (see the table)", s)
-	}
-	vline := func(x float64, c color.Color, dashed bool) (*plotter.Line, error) {
-		l, err := plotter.NewLine(plotter.XYs{{X: x, Y: -0.5}, {X: x, Y: float64(n) - 0.5}})
-		if err != nil {
-			return nil, err
-		}
-		l.Color = c
-		if dashed {
-			l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
-		}
-		return l, nil
-	}
-	zero, err := vline(0, color.Gray{Y: 80}, false)
-	if err != nil {
+	if _, _, err := addRunDots(p, n, faultLabels, runs, "off scale, or an event that never came (see the table)"); err != nil {
 		return err
 	}
-	p.Add(zero)
-	target, err := vline(info.Target*ms(info.Lease), color.RGBA{R: 200, A: 255}, true)
-	if err != nil {
+	if err := addVerticalLine(p, 0, n, color.Gray{Y: 80}, false, ""); err != nil {
 		return err
 	}
-	p.Add(target)
-	p.Legend.Add(fmt.Sprintf("monolock target: +%g × lease", info.Target), target)
+	if err := addVerticalLine(p, info.Target*ms(info.Lease), n, color.RGBA{R: 200, A: 255}, true,
+		fmt.Sprintf("monolock target: +%g × lease", info.Target)); err != nil {
+		return err
+	}
 	labels := slices.Clone(rows)
 	slices.Reverse(labels)
 	p.NominalY(labels...)
