@@ -73,7 +73,7 @@ type Lock struct {
 	Name    string    `json:"name"`
 	Holder  *Session  `json:"holder"`
 	Waiters []Session `json:"waiters"`
-	Blocked bool      `json:"blocked,omitempty"` // holder went silent; lock delay running
+	Blocked bool      `json:"blocked,omitempty"` // held back: its holder went silent (lock delay), or a restart waits out a holder of the previous run
 }
 
 // LocksResponse is the body of GET /v1/locks.

@@ -58,7 +58,8 @@ type lock struct {
 	waiters    int32 // with blocked, fits the lock in 32 bytes: one per held name
 	// blocked keeps a lock whose holder went silent from being granted until
 	// Unblock (the server's lock delay): a holder that vanished may still be
-	// touching the resource.
+	// touching the resource. So does Block, for a holder of the server's
+	// previous run.
 	blocked bool
 }
 
@@ -178,9 +179,29 @@ func (t *Table) ReleaseBlocked(c *Claim) (blocked bool) {
 	return true
 }
 
-// Unblock ends the block that ReleaseBlocked put on name and grants the lock
-// to the first waiter, unless the table is closed. Its results are those of
-// Release.
+// Block holds name back as ReleaseBlocked does, although nobody holds it:
+// a server restarted after a crash does this for each lock that a holder
+// of its previous run may still count on. New claims queue until
+// Unblock(name). It reports false, and changes nothing, if the lock is
+// held or blocked already.
+func (t *Table) Block(name string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l := t.locks[name]
+	if l == nil {
+		l = &lock{}
+		t.locks[name] = l
+	}
+	if l.holder != nil || l.blocked {
+		return false
+	}
+	l.blocked = true
+	return true
+}
+
+// Unblock ends the block that ReleaseBlocked or Block put on name and
+// grants the lock to the first waiter, unless the table is closed. Its
+// results are those of Release.
 func (t *Table) Unblock(name string) (promoted *Claim, failed []*Claim) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -293,7 +314,8 @@ type LockInfo struct {
 	Name    string
 	Holder  *Entry  // nil after shutdown began, or while Blocked
 	Waiters []Entry // in queue order
-	// Blocked: the holder went silent and the lock delay has not passed;
+	// Blocked: the holder went silent and the lock delay has not passed,
+	// or a holder of the server's previous run may still count on it;
 	// nobody holds the lock and nobody is granted it yet.
 	Blocked bool
 }

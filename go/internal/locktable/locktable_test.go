@@ -205,6 +205,38 @@ func TestUnblockEmptyLockIsForgotten(t *testing.T) {
 	assert.Equal(t, 0, tab.Len())
 }
 
+// Block holds back a lock nobody holds (a restarted server, for a holder
+// of its previous run): claims queue, Regrant passes it by, and Unblock
+// grants the first. A held or already blocked lock is left alone.
+func TestBlockHoldsBackAFreeLock(t *testing.T) {
+	tab := New(&counter{})
+	assert.True(t, tab.Block("a"))
+	assert.False(t, tab.Block("a"), "blocked already")
+	snap := tab.Snapshot()
+	require.Len(t, snap, 1, "a blocked lock is listed although nobody claims it")
+	assert.True(t, snap[0].Blocked)
+	first, second := claim(1, "a"), claim(2, "a")
+	for _, c := range []*Claim{first, second} {
+		granted, err := tab.Acquire(c)
+		require.NoError(t, err)
+		assert.False(t, granted)
+	}
+	promoted, _ := tab.Regrant()
+	assert.Empty(t, promoted, "Regrant does not end a block")
+	p, failed := tab.Unblock("a")
+	assert.Empty(t, failed)
+	assert.Same(t, first, p)
+	assert.Equal(t, uint64(1), first.Token())
+	assert.False(t, tab.Block("a"), "held")
+	_, _ = tab.Release(first)
+	_, _ = tab.Release(second)
+
+	assert.True(t, tab.Block("b"))
+	p, _ = tab.Unblock("b")
+	assert.Nil(t, p)
+	assert.Equal(t, 0, tab.Len(), "unblocked with nobody waiting: forgotten")
+}
+
 // slowDisk is a TokenSource whose tokens are "not yet" while pending.
 type slowDisk struct {
 	n       uint64

@@ -126,3 +126,124 @@ func TestBinaryFlags(t *testing.T) {
 	require.NoError(t, p.Cmd.Process.Signal(syscall.SIGINT))
 	assert.Equal(t, 0, p.WaitExit(binaryWait), p.LogText())
 }
+
+// After kill -9 each lock waits for its own holders' leases only: a lock
+// held on a 500 ms lease is granted half a second after the restart,
+// although another lock was held on a 30 s lease, whose lock is granted
+// only once that has passed.
+func TestBinaryKill9HoldsBackOnlyTheLockOfTheLongLease(t *testing.T) {
+	const long, short = 30 * time.Second, 500 * time.Millisecond
+	bin := testbin.Binary(t)
+	dataDir := filepath.Join(t.TempDir(), "state")
+	p := startBinary(t, bin, "--data-dir", dataDir, "--admin", "off")
+	l := dial(t, p.Addr)
+	l.acquire("long", uint32(long.Milliseconds()))
+	l.expectAcquired()
+	s := dial(t, p.Addr)
+	s.acquire("short", uint32(short.Milliseconds()))
+	tok := s.expectAcquired()
+	for range 3 { // a live holder up to the crash
+		time.Sleep(short / 4)
+		s.heartbeat()
+		require.Equal(t, tok, s.expectAcquired())
+	}
+	// Before the kill: the holders' leases ran from earlier, the restarted
+	// server's waits run from later.
+	killed := time.Now()
+	require.NoError(t, p.Cmd.Process.Signal(syscall.SIGKILL))
+	p.WaitExit(binaryWait)
+
+	q := startBinary(t, bin, "--data-dir", dataDir, "--admin", "off")
+	restarted := time.Since(killed)
+	sc, lc := dial(t, q.Addr), dial(t, q.Addr)
+	lc.acquire("long", 60000) // no heartbeat while it waits: a lease past the wait
+	lc.expectWaiting()
+	sc.acquire("short", 60000)
+	sc.expectGranted()
+	shortGot := time.Since(killed)
+	assert.GreaterOrEqual(t, shortGot, short, "granted before the short lease of the crashed run could have ended")
+	assert.Less(t, shortGot, restarted+short+slack, "the short lease's lock waited for the long lease of another lock")
+
+	f, err := lc.read(long + slack + replyTimeout)
+	require.NoError(t, err)
+	require.Equal(t, protocol.MsgAcquired, f.Type, "got %v", f)
+	got := time.Since(killed)
+	assert.GreaterOrEqual(t, got, long, "granted before the long lease of the crashed run could have ended")
+	assert.Less(t, got, restarted+long+slack)
+	t.Logf("after the kill: restarted %v, short lease's lock granted %v, long lease's lock %v",
+		restarted.Round(time.Millisecond), shortGot.Round(time.Millisecond), got.Round(time.Millisecond))
+}
+
+// SIGTERM, with holders and a waiter that take their ERROR 0x01 and close:
+// the restarted server grants at once, also the locks they held.
+func TestBinarySIGTERMLeavesNothingToWaitFor(t *testing.T) {
+	bin := testbin.Binary(t)
+	dataDir := t.TempDir()
+	p := startBinary(t, bin, "--data-dir", dataDir, "--admin", "off")
+	a := dial(t, p.Addr)
+	a.acquire("a", 20000)
+	a.expectAcquired()
+	w := dial(t, p.Addr)
+	w.acquire("a", 20000)
+	w.expectWaiting()
+	b := dial(t, p.Addr)
+	b.acquire("b", 5000)
+	b.expectAcquired()
+
+	require.NoError(t, p.Cmd.Process.Signal(syscall.SIGTERM))
+	for _, c := range []*client{a, w, b} {
+		c.expectError(protocol.ErrShuttingDown)
+		c.expectClosed()
+		c.conn.Close()
+	}
+	require.Equal(t, 0, p.WaitExit(binaryWait), p.LogText())
+
+	q := startBinary(t, bin, "--data-dir", dataDir, "--admin", "off")
+	for _, name := range []string{"a", "b", "c"} {
+		c := dial(t, q.Addr)
+		c.acquire(name, 60000)
+		c.expectAcquired() // the first reply: no WAITING
+	}
+	assert.NotContains(t, q.LogText(), "wait out the leases of the previous run")
+}
+
+// SIGTERM while a holder is partitioned: it gets its ERROR 0x01 but never
+// reads it nor closes, so nothing proves it knows. The restarted server
+// holds that one lock back until the holder's lease would have run out,
+// and grants every other at once.
+func TestBinarySIGTERMKeepsTheWaitOfAHolderThatDidNotClose(t *testing.T) {
+	const cutLease = 4 * time.Second
+	bin := testbin.Binary(t)
+	dataDir := t.TempDir()
+	p := startBinary(t, bin, "--data-dir", dataDir, "--admin", "off")
+	told := dial(t, p.Addr)
+	told.acquire("told", 5000)
+	told.expectAcquired()
+	cut := dial(t, p.Addr)
+	cut.acquire("cut", uint32(cutLease.Milliseconds()))
+	tok := cut.expectAcquired()
+	sent := time.Now() // before the send: the server's lease runs from later
+	cut.heartbeat()
+	require.Equal(t, tok, cut.expectAcquired())
+
+	// cut reads and writes nothing from here on, and keeps its socket open.
+	require.NoError(t, p.Cmd.Process.Signal(syscall.SIGTERM))
+	told.expectError(protocol.ErrShuttingDown)
+	told.expectClosed()
+	told.conn.Close()
+	require.Equal(t, 0, p.WaitExit(binaryWait), "the drain closes the silent session after a linger: %s", p.LogText())
+
+	q := startBinary(t, bin, "--data-dir", dataDir, "--admin", "off")
+	for _, name := range []string{"told", "fresh"} {
+		c := dial(t, q.Addr)
+		c.acquire(name, 60000)
+		c.expectAcquired()
+	}
+	c := dial(t, q.Addr)
+	c.acquire("cut", 60000)
+	c.expectWaiting()
+	c.expectAcquired()
+	got := time.Since(sent)
+	assert.GreaterOrEqual(t, got, cutLease, "granted before the lease of the holder that did not close could have ended")
+	assert.Less(t, got, cutLease+slack)
+}

@@ -30,6 +30,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/monolock/monolock/go/internal/leaserecord"
 	"github.com/monolock/monolock/go/internal/locktable"
 	"github.com/monolock/monolock/go/internal/lograte"
 	"github.com/monolock/monolock/go/internal/peer"
@@ -96,9 +97,11 @@ type Config struct {
 	TokenFloor uint64
 
 	// tokenBlock overrides the token store's block size, tokenRetry the
-	// interval between failed reservations (tests).
+	// interval between failed reservations, namedLease the lease record's
+	// threshold for leases recorded by name (tests).
 	tokenBlock uint64
 	tokenRetry time.Duration
+	namedLease time.Duration
 }
 
 // Server is a monolock server. Create it with New, run it with Serve, stop it
@@ -114,11 +117,13 @@ type Server struct {
 	log              *slog.Logger
 	tokens           Tokens
 	gate             Gate // nil: always active (a single server)
-	// leases records the longest acknowledged lease in the data directory
-	// (a single server; an HA cell records it in etcd through gate).
-	leases *tokenstore.LeaseRecord
+	// leases records in the data directory what a holder could still
+	// count on after a crash (a single server; an HA cell records the
+	// longest lease in etcd through gate).
+	leases *leaserecord.Record
 	// restartUntil is when a restarted server may grant again (see
-	// afterRestart); zero on a first start.
+	// afterRestart); zero on a first start. Locks that must wait longer
+	// are held back by name (see holdBack).
 	restartUntil time.Time
 	table        *locktable.Table
 
@@ -163,8 +168,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{}
 	var tokens Tokens = cfg.Tokens
-	var restartWait time.Duration
 	var restartUntil time.Time
+	var heldBack map[string]time.Time
 	if tokens == nil {
 		store, err := tokenstore.Open(cfg.DataDir, tokenstore.Options{
 			BlockSize:  cfg.tokenBlock,
@@ -176,21 +181,15 @@ func New(cfg Config) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		leases, err := tokenstore.OpenLeaseRecord(cfg.DataDir)
+		leases, err := leaserecord.Open(cfg.DataDir, leaserecord.Options{NamedLease: cfg.namedLease})
 		if err != nil {
 			store.Close()
 			return nil, err
 		}
 		s.leases = leases
-		restartWait = leases.Longest()
-		if restartWait > 0 {
-			restartUntil = time.Now().Add(restartWait)
-		}
+		restartUntil, heldBack = leases.Inherited()
 		tokens = afterRestart(store, restartUntil)
-		if restartWait > 0 {
-			log.Warn("started: new grants wait out the longest lease a previous run acknowledged, as its holders may still count on it",
-				"wait", restartWait)
-		}
+		logRestartWait(log, restartUntil, heldBack)
 	}
 	*s = Server{
 		leases:           s.leases,
@@ -217,10 +216,13 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.lines = newNoisyLines(log)
 	s.sleep = time.Sleep
-	if restartWait > 0 {
+	if wait := time.Until(restartUntil); wait > 0 {
 		// Started only now that s is complete: Regrant runs on the timer's
 		// goroutine. It fires after the tokens' wait, which began earlier.
-		time.AfterFunc(restartWait, s.Regrant)
+		time.AfterFunc(wait, s.Regrant)
+	}
+	for name, until := range heldBack {
+		s.holdBack(name, until)
 	}
 	return s, nil
 }
@@ -473,6 +475,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 		go func() {
 			s.sessionsWG.Wait()
+			if s.leases != nil {
+				// Every session has ended: the next run waits only for
+				// the holders that may not know (see leaseEnded).
+				if err := s.leases.Drained(); err != nil {
+					s.log.Error("cannot record the clean stop in the data directory; the next start waits out this run's leases", "err", err)
+				}
+			}
 			s.tokens.Close()
 			close(s.drained)
 		}()
@@ -486,9 +495,21 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			sess.conn.Close()
 		}
 		s.mu.Unlock()
+		// The readers end at once now; give them the moment it takes to
+		// record the stop, so that a process that exits next leaves the
+		// record of a clean stop (the cut holders' waits kept) rather
+		// than that of a crash, which makes every lock wait.
+		select {
+		case <-s.drained:
+		case <-time.After(drainRecordWait):
+		}
 		return ctx.Err()
 	}
 }
+
+// drainRecordWait bounds how long Shutdown, past its context, waits for
+// the sessions it cut to end and the clean stop to be recorded.
+const drainRecordWait = time.Second
 
 // Kick ends the session with ERROR 0x02 (closed by administrator). If it held
 // a lock, the next waiter is promoted before Kick returns. It reports whether
@@ -524,7 +545,8 @@ type LockStatus struct {
 	Name    string
 	Holder  *SessionInfo  // nil while nobody holds it
 	Waiters []SessionInfo // in queue order: the first is promoted next
-	// Blocked: the holder went silent and the lock delay is running.
+	// Blocked: held back by the lock delay (a holder went silent or reset
+	// its connection), or after a restart for a holder of the previous run.
 	Blocked bool
 }
 

@@ -192,11 +192,9 @@ func (e *wireError) Error() string { return e.code.Error() + ": " + e.reason }
 // errFinished stops the reader of a session that someone else ended.
 var errFinished = errors.New("session finished")
 
-// resetError ends a session whose peer reset the connection after its
-// ACQUIRE; until is when its lease would have run out.
-type resetError struct{ until time.Time }
-
-func (e *resetError) Error() string { return "connection reset by peer" }
+// errReset ends a session whose peer reset the connection after its
+// ACQUIRE.
+var errReset = errors.New("connection reset by peer")
 
 // errSilent ends a session whose lease ran out: no valid frame within the
 // lease after the last one.
@@ -213,7 +211,7 @@ func (ss *session) run() {
 	if err != nil {
 		*hs = handshakeInput{}
 		handshakeInputs.Put(hs)
-		ss.finish(err)
+		ss.finish(err, time.Time{}) // nothing acknowledged: no lease runs
 		return
 	}
 	go ss.heartbeats(hs)
@@ -230,16 +228,18 @@ func (ss *session) heartbeats(hs *handshakeInput) {
 		*hs = handshakeInput{}
 		handshakeInputs.Put(hs)
 	}
-	ss.finish(ss.beat(&in, &src, lastSeen, lease))
+	until, err := ss.beat(&in, &src, lastSeen, lease)
+	ss.finish(err, until)
 }
 
 // finish ends the session for the reason its reader stopped, closes the
-// connection and forgets the session.
-func (ss *session) finish(err error) {
+// connection, tells the lease record and forgets the session. until is
+// when the lease would have run out after the last valid message (zero
+// for a session never acknowledged).
+func (ss *session) finish(err error, until time.Time) {
 	defer ss.srv.forgetSession(ss)
 	var we *wireError
 	var pe *protocol.Error
-	var reset *resetError
 	switch {
 	case errors.As(err, &we):
 		ss.srv.log.Debug("session error", "session", ss.id(), "remote", ss.conn.RemoteAddr(), "code", we.code.Code, "reason", we.reason)
@@ -252,12 +252,12 @@ func (ss *session) finish(err error) {
 		if ss.endHoldingBack(nil, "", ss.srv.lockDelay) {
 			ss.srv.obs.Expired()
 		}
-	case errors.As(err, &reset):
+	case errors.Is(err, errReset):
 		// A reset is no release: a middlebox or a rebooted host may have
 		// sent it, and the holder may not know yet. Its lock is kept until
 		// the lease would have run out, as for a silent holder.
 		ss.srv.log.Debug("session reset", "session", ss.id(), "remote", ss.conn.RemoteAddr())
-		ss.endHoldingBack(nil, "", max(time.Until(reset.until), ss.srv.lockDelay))
+		ss.endHoldingBack(nil, "", max(time.Until(until), ss.srv.lockDelay))
 	default:
 		// Peer closed, handshake timeout, or ended by someone else: close
 		// without a message. This is how every session ends, so the Debug
@@ -267,7 +267,8 @@ func (ss *session) finish(err error) {
 		}
 		ss.endAndHandOver(nil, "")
 	}
-	ss.drainAndClose()
+	peerClosed := ss.drainAndClose()
+	ss.srv.leaseEnded(ss, err, until, peerClosed)
 }
 
 // tlsHandshakeFailed reports whether err ended a TLS connection before its
@@ -281,8 +282,9 @@ func tlsHandshakeFailed(conn net.Conn, err error) bool {
 }
 
 // drainAndClose closes the connection; after a final ERROR it first reads
-// and discards input until the peer closes or lingerTimeout passes.
-func (ss *session) drainAndClose() {
+// and discards input until the peer closes or lingerTimeout passes. It
+// reports whether the drain ended with the peer's close (EOF).
+func (ss *session) drainAndClose() (peerClosed bool) {
 	// Whoever ended the session has written its final ERROR once it lets
 	// go of ending.
 	ss.ending.Lock()
@@ -293,11 +295,13 @@ func (ss *session) drainAndClose() {
 		var buf [256]byte
 		for {
 			if _, err := ss.conn.Read(buf[:]); err != nil {
+				peerClosed = errors.Is(err, io.EOF)
 				break
 			}
 		}
 	}
 	ss.conn.Close()
+	return peerClosed
 }
 
 // handshake reads the ACQUIRE, registers the claim and answers it. It
@@ -332,15 +336,21 @@ func (ss *session) handshake(hs *handshakeInput) error {
 		// a holder that vanishes without a FIN cannot keep a lock for days.
 		return &wireError{protocol.ErrInvalidLease, fmt.Sprintf("lease %d ms is above this server's maximum of %d ms", leaseMS, limit.Milliseconds())}
 	}
-	if err := ss.srv.admit(lease); err != nil {
-		return err
+	if err := ss.srv.active(); err != nil {
+		return err // a passive server of an HA cell: the client moves on
 	}
-	ss.leaseMS.Store(leaseMS)
 	if a := ss.srv.authorizer; a != nil {
 		if err := a.Authorize(ss.conn, name); err != nil {
 			return &wireError{protocol.ErrNotAuthorized, protocol.ErrCodeName(protocol.ErrNotAuthorized.Code) + ": " + err.Error()}
 		}
 	}
+	// Only a claim that will be acknowledged enters the lease record: one
+	// refused above (a lease over --max-lease, the ACL) is nothing a
+	// restart has to wait out.
+	if err := ss.srv.admit(name, lease); err != nil {
+		return err
+	}
+	ss.leaseMS.Store(leaseMS) // from here on finish tells the record (leaseEnded)
 	if err := ss.register(name); err != nil {
 		return err
 	}
@@ -352,24 +362,26 @@ func (ss *session) handshake(hs *handshakeInput) error {
 }
 
 // beat answers heartbeats until the session ends, and returns why it
-// ended. Everything it calls while the session lives must fit in the
-// minimum goroutine stack: the error paths run once, at the end.
-func (ss *session) beat(in *input, src *source, lastSeen time.Time, lease time.Duration) error {
+// ended and when its lease runs out after the last valid message.
+// Everything it calls while the session lives must fit in the minimum
+// goroutine stack: the error paths run once, at the end.
+func (ss *session) beat(in *input, src *source, lastSeen time.Time, lease time.Duration) (until time.Time, err error) {
 	for {
 		// The lease runs from the last valid message; a partial frame does
 		// not refresh it.
-		if err := ss.conn.SetReadDeadline(lastSeen.Add(lease)); err != nil {
-			return err
+		until = lastSeen.Add(lease)
+		if err := ss.conn.SetReadDeadline(until); err != nil {
+			return until, err
 		}
 		// endHoldingBack, from another goroutine, sets state before it
 		// moves the deadline; checking after setting ours means one of the
 		// two deadlines that wake us is in force.
 		if ss.ended() {
-			return errFinished
+			return until, errFinished
 		}
 		t, err := in.readByte(src)
 		if err != nil {
-			return ss.readFailed(err, lastSeen.Add(lease))
+			return until, ss.readFailed(err)
 		}
 		switch t {
 		case protocol.MsgHeartbeat:
@@ -381,26 +393,25 @@ func (ss *session) beat(in *input, src *source, lastSeen time.Time, lease time.D
 				ss.srv.obs.HeartbeatBurst(extra)
 			}
 			if err := ss.reply(); err != nil {
-				return err
+				return until, err
 			}
 		case protocol.MsgAcquire:
-			return protocol.ErrDuplicateAcquire
+			return until, protocol.ErrDuplicateAcquire
 		default:
-			return unknownType(t)
+			return until, unknownType(t)
 		}
 	}
 }
 
-// readFailed says why a heartbeat read failed; until is when the lease
-// runs out.
-func (ss *session) readFailed(err error, until time.Time) error {
+// readFailed says why a heartbeat read failed.
+func (ss *session) readFailed(err error) error {
 	switch {
 	case ss.ended():
 		return errFinished
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return errSilent
 	case errors.Is(err, syscall.ECONNRESET):
-		return &resetError{until: until}
+		return errReset
 	}
 	return err
 }
@@ -558,6 +569,9 @@ func (s *Server) dropClaimHeldBack(c *locktable.Claim, delay time.Duration) {
 	}
 	start := time.Now()
 	name := c.Name
+	if s.leases != nil {
+		s.leases.Hold(name, start.Add(delay)) // also for the next run
+	}
 	s.log.Info("holder gone without a release; lock held back", "lock", name, "delay", delay)
 	time.AfterFunc(delay, func() {
 		promoted, failed := s.table.Unblock(name)
@@ -611,15 +625,16 @@ func (s *Server) active() error {
 }
 
 // admit records the lease (in the data directory, or with the HA gate)
-// before the session is acknowledged: a server that starts after this one
-// waits that long before it grants. A failure ends the session with ERROR
-// 0x01, which the client retries.
-func (s *Server) admit(lease time.Duration) error {
+// before the session is acknowledged: a server that starts after a crash
+// of this one holds name back that long (an HA cell's new leader: every
+// lock). A failure ends the session with ERROR 0x01, which the client
+// retries.
+func (s *Server) admit(name string, lease time.Duration) error {
 	if s.gate == nil {
 		if s.leases == nil {
 			return nil
 		}
-		if err := s.leases.Admit(lease); err != nil {
+		if err := s.leases.Admit(name, lease); err != nil {
 			s.lines.leaseRecord.Log("err", err, "lease", lease)
 			return &wireError{protocol.ErrShuttingDown, "cannot record the lease in the data directory"}
 		}
@@ -633,4 +648,25 @@ func (s *Server) admit(lease time.Duration) error {
 		return &wireError{protocol.ErrShuttingDown, "cannot record the lease in the cell"}
 	}
 	return nil
+}
+
+// leaseEnded tells the lease record that a session admitted into it has
+// ended (its reader is done and the connection is closed). A session that
+// ended while the server ran leaves nothing a running server would not
+// give away too: its holder closed, its lease ran out, it was kicked or
+// broke the protocol (its lock went on at once), or it reset (then
+// dropClaimHeldBack keeps the lock's hold). A holder that shutdown told
+// (ERROR 0x01) or cut and that neither closed nor outlived its lease may
+// not have heard (a partitioned holder cannot): its lock keeps its wait
+// in the record until the lease would have run out, also after the clean
+// stop.
+func (s *Server) leaseEnded(ss *session, err error, until time.Time, peerClosed bool) {
+	ms := ss.leaseMS.Load()
+	if s.leases == nil || ms == 0 {
+		return
+	}
+	if ss.claim.Token() != 0 && !peerClosed && !errors.Is(err, io.EOF) && time.Now().Before(until) && s.isShutdown() {
+		s.leases.Hold(ss.claim.Name, until)
+	}
+	s.leases.Done(ss.claim.Name, time.Duration(ms)*time.Millisecond)
 }

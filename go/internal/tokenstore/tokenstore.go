@@ -19,6 +19,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/monolock/monolock/go/internal/durable"
 )
 
 // FileName is the name of the high-water mark file inside the data directory.
@@ -223,7 +225,7 @@ func openMark(dir, path string, floor uint64) (uint64, error) {
 			"or start once with --token-floor N, N at least the largest token this server ever issued", dir, path)
 	}
 	if !used {
-		if err := writeFileDurably(marker, []byte(markerContent)); err != nil {
+		if err := durable.WriteFile(marker, []byte(markerContent)); err != nil {
 			return 0, fmt.Errorf("tokenstore: mark data directory as used: %w", err)
 		}
 	}
@@ -414,59 +416,15 @@ func readMark(path string) (mark uint64, found bool, err error) {
 	if !ok || !ok2 || perr != nil {
 		return 0, false, fmt.Errorf("tokenstore: corrupt high-water mark file %s (%q): "+
 			"refusing to start, since tokens could go backwards; restore the file, "+
-			"or start with --token-floor N, N at least the largest token ever issued", path, snippet(b))
+			"or start with --token-floor N, N at least the largest token ever issued", path, durable.Quote(b))
 	}
 	return mark, true, nil
 }
 
-func snippet(b []byte) string {
-	if len(b) > 80 {
-		return string(b[:80]) + "..."
-	}
-	return string(b)
-}
-
 // writeMark replaces the mark file atomically and durably.
 func writeMark(path string, mark uint64) error {
-	if err := writeFileDurably(path, []byte(fileHeader+strconv.FormatUint(mark, 10)+"\n")); err != nil {
+	if err := durable.WriteFile(path, []byte(fileHeader+strconv.FormatUint(mark, 10)+"\n")); err != nil {
 		return fmt.Errorf("tokenstore: write high-water mark: %w", err)
 	}
 	return nil
-}
-
-// writeFileDurably replaces path atomically and durably: write a temporary
-// file, fsync it, rename it over the old one, fsync the directory. A crash
-// at any point leaves either the old or the new content, never a torn file.
-func writeFileDurably(path string, content []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(content)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err == nil {
-		err = syncDir(filepath.Dir(path))
-	}
-	return err
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
