@@ -44,33 +44,15 @@ func variantShort(v overlap.Variant) string {
 }
 
 func overlapTools(r *Results) []string {
-	var out []string
-	for _, c := range r.Overlap {
-		if !slices.Contains(out, c.Tool) {
-			out = append(out, c.Tool)
-		}
-	}
-	return out
+	return distinct(r.Overlap, func(c OverlapCell) string { return c.Tool })
 }
 
 func overlapVariants(r *Results) []overlap.Variant {
-	var out []overlap.Variant
-	for _, v := range overlap.Variants {
-		if slices.ContainsFunc(r.Overlap, func(c OverlapCell) bool { return c.Variant == v }) {
-			out = append(out, v)
-		}
-	}
-	return out
+	return present(overlap.Variants, r.Overlap, func(c OverlapCell) overlap.Variant { return c.Variant })
 }
 
 func overlapFaults(r *Results) []safety.Fault {
-	var out []safety.Fault
-	for _, f := range safety.Faults {
-		if slices.ContainsFunc(r.Overlap, func(c OverlapCell) bool { return c.Fault == f }) {
-			out = append(out, f)
-		}
-	}
-	return out
+	return present(safety.Faults, r.Overlap, func(c OverlapCell) safety.Fault { return c.Fault })
 }
 
 func findOverlap(r *Results, tool string, v overlap.Variant, f safety.Fault) (OverlapCell, bool) {

@@ -55,26 +55,11 @@ func signedMS(d time.Duration) string {
 }
 
 func safetySystems(r *Results) []string {
-	var out []string
-	for _, c := range r.Safety {
-		if !slices.Contains(out, c.System) {
-			out = append(out, c.System)
-		}
-	}
-	return out
+	return distinct(r.Safety, func(c SafetyCell) string { return c.System })
 }
 
 func safetyFaults(r *Results) []safety.Fault {
-	var out []safety.Fault
-	for _, f := range safety.Faults {
-		for _, c := range r.Safety {
-			if c.Fault == f {
-				out = append(out, f)
-				break
-			}
-		}
-	}
-	return out
+	return present(safety.Faults, r.Safety, func(c SafetyCell) safety.Fault { return c.Fault })
 }
 
 func findSafety(r *Results, sys string, f safety.Fault) (SafetyCell, bool) {
