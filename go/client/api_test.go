@@ -18,7 +18,7 @@ func TestPublicSurface(t *testing.T) {
 	want := []string{
 		"Client", "Client.Acquire", "Client.Lease", "Client.TryAcquire",
 		"DefaultDialTimeout", "DefaultLease", "DefaultServer",
-		"ErrBusy", "ErrClientTimeout", "ErrLockLost", "ErrProtocol", "ErrReleased", "ErrUnavailable",
+		"ErrBusy", "ErrClientTimeout", "ErrLockLost", "ErrProtocol", "ErrReleased", "ErrServerEnded", "ErrUnavailable",
 		"Lock", "Lock.Context", "Lock.Done", "Lock.Err", "Lock.LeaseEnd", "Lock.Name", "Lock.Release", "Lock.Token", "Lock.ValidUntil",
 		"New", "Option",
 		"ServerError", "ServerError.Error", "ServerError.Is", "ServerError.Temporary",

@@ -385,6 +385,9 @@ func (cl *claim) causeError(c *session.Cause) error {
 	case session.CauseTimeout:
 		return ErrClientTimeout
 	case session.CauseServer:
+		if !c.Coded {
+			return ErrServerEnded
+		}
 		return &ServerError{Code: c.Code, Reason: c.Reason}
 	case session.CauseProtocol:
 		return errorf("%w: %s", ErrProtocol, c.Reason)

@@ -205,7 +205,7 @@ func (c *Client) attempt(ctx context.Context, name string, frame []byte, try boo
 
 func isServerError(err error) bool {
 	var se *ServerError
-	return errors.As(err, &se)
+	return errors.As(err, &se) || errors.Is(err, ErrServerEnded)
 }
 
 // dialOne connects to addr. conn is what the claim speaks through (TLS or

@@ -46,5 +46,8 @@
 // have used (errors.Is and errors.As) and says what was wrong: a lease that
 // is not a whole number of milliseconds from 1 ms to 4294967295 ms, a name's
 // length and the limit. An ERROR from the server arrives as *ServerError,
-// which matches the canonical error of its code with errors.Is.
+// which matches the canonical error of its code with errors.Is. An ERROR ends
+// the session at its type byte: the client never waits for its reason, and
+// when the code byte did not come in the same read the error is
+// ErrServerEnded, which has no code.
 package client

@@ -39,6 +39,14 @@ var (
 	// at that point (an unknown message type, an unsolicited reply, a changed
 	// token). The connection is dropped.
 	ErrProtocol = errors.New("monolock: protocol violation by the server")
+
+	// ErrServerEnded means the server ended the session with an ERROR whose
+	// code had not arrived when its type byte was read. An ERROR is always
+	// the last message of a session, so the session ends at that byte; the
+	// client does not wait for the rest. With no code there is no class:
+	// a waiting Acquire queues again, as after a dropped connection; a held
+	// lock is lost (Lock.Err wraps ErrLockLost and this).
+	ErrServerEnded = errors.New("monolock: the server ended the session with an ERROR (its code did not arrive)")
 )
 
 // ServerError is an ERROR frame received from the server. The code is the

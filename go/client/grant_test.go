@@ -6,6 +6,7 @@ package client
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"testing"
 	"time"
 
@@ -109,10 +110,33 @@ func TestSplitFrames(t *testing.T) {
 	conn.expectHeartbeat()
 	conn.sendSplit(acquired(0x0102030405060708), time.Millisecond)
 	conn.expectHeartbeat()
-	conn.sendSplit(errFrame(0x02, "geschlossen – Wartung"), time.Millisecond)
+	// An ERROR ends the session at its type byte: with the code in the
+	// same read the loss carries it, and the reason that follows in later
+	// reads is never waited for.
+	e := errFrame(0x02, "geschlossen – Wartung")
+	conn.send(e[:2])
 	lockDone(t, r.lock)
 	var se *ServerError
 	require.ErrorAs(t, r.lock.Err(), &se)
 	require.Equal(t, uint8(0x02), se.Code)
-	require.Equal(t, "geschlossen – Wartung", se.Reason)
+	require.Empty(t, se.Reason)
+}
+
+func TestErrorTypeByteOnly(t *testing.T) {
+	srv := newFakeServer(t)
+	c := newClient(t, srv.addr(), 10*time.Second)
+	res := acquireAsync(context.Background(), c, "cut", false)
+	conn := srv.accept()
+	conn.expectAcquire("cut", 10*time.Second)
+	conn.send(acquired(3))
+	r := result(t, res)
+	require.NoError(t, r.err)
+	start := time.Now()
+	conn.send([]byte{0x13}) // and nothing more, the socket left open
+	lockDone(t, r.lock)
+	require.Less(t, time.Since(start), time.Second, "told at the type byte, not at the deadline")
+	require.ErrorIs(t, r.lock.Err(), ErrLockLost)
+	require.ErrorIs(t, r.lock.Err(), ErrServerEnded)
+	var se *ServerError
+	require.False(t, errors.As(r.lock.Err(), &se), "no code, no ServerError")
 }

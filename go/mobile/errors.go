@@ -15,7 +15,8 @@ const (
 	// KindValidation: refused before anything was sent (bad name, lease
 	// out of range); ErrorCode is the code the server would have sent.
 	KindValidation = "validation"
-	// KindServer: the server answered with an ERROR; ErrorCode is its code.
+	// KindServer: the server answered with an ERROR; ErrorCode is its code,
+	// or NoCode when the session ended at the ERROR's type byte.
 	KindServer = "server"
 	// KindBusy: TryAcquire found the lock held by another session.
 	KindBusy = "busy"
@@ -82,6 +83,8 @@ func classify(err error) *failure {
 		f.kind = KindCancelled
 	case errors.As(err, &se):
 		f.kind, f.code = KindServer, int(se.Code)
+	case errors.Is(err, client.ErrServerEnded):
+		f.kind = KindServer // an ERROR whose code never arrived: NoCode
 	case errors.Is(err, client.ErrUnavailable):
 		f.kind = KindConnect
 	}

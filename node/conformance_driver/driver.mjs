@@ -9,6 +9,7 @@ import {
   ConnectionError,
   LockBusyError,
   LockLostError,
+  ServerEndedError,
   ServerError,
 } from "monolock";
 
@@ -86,6 +87,7 @@ function errorKind(err) {
   if (err instanceof LockBusyError) return "busy";
   if (err instanceof AcquireTimeoutError) return "timeout";
   if (err instanceof AcquireAbortedError) return "cancelled";
+  if (err instanceof ServerEndedError) return "server"; // an ERROR whose code never came: code null
   if (err instanceof ConnectionError) return "connect";
   return undefined;
 }

@@ -16,7 +16,8 @@ import { HeartbeatSchedule } from "./heartbeat.js";
 export type Cause =
   | { readonly kind: "timeout" }
   | { readonly kind: "io"; readonly detail: string }
-  | { readonly kind: "server"; readonly code: number; readonly reason: string }
+  /** An ERROR frame; `code` is null when the session ended at its type byte, before the code came. */
+  | { readonly kind: "server"; readonly code: number | null; readonly reason: string }
   | { readonly kind: "protocol"; readonly detail: string }
   /** The first bytes from the server start no server message: it is something else. */
   | { readonly kind: "not_monolock"; readonly sent: Uint8Array }

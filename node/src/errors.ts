@@ -250,6 +250,21 @@ export class ConnectionError extends MonolockError {
   }
 }
 
+/**
+ * The server ended the session with an ERROR whose code had not arrived when
+ * its type byte was read. An ERROR is the last message of a session, so the
+ * session ends at that byte and the client does not wait for the rest.
+ * Without a code there is no class (`code` is null): a waiting acquisition
+ * queues again, as after a dropped connection.
+ */
+export class ServerEndedError extends ConnectionError {
+  override name = "ServerEndedError";
+  /** @internal */
+  constructor(message: string) {
+    super(message, "open");
+  }
+}
+
 /** How many of a wrong server's first bytes a {@link NotMonolockError} quotes. */
 const NOT_MONOLOCK_QUOTE_LEN = 12;
 

@@ -9,7 +9,13 @@ import { MessageType, PROTOCOL_VERSION } from "./constants.js";
 export type ServerFrame =
   | { readonly type: "waiting" }
   | { readonly type: "acquired"; readonly token: bigint }
-  | { readonly type: "error"; readonly code: number; readonly reason: string };
+  /**
+   * An ERROR, as far as it had arrived: an ERROR ends the session at its
+   * type byte, so the decoder hands it on at the end of the chunk that
+   * brought that byte. `code` is null when the code byte had not come;
+   * `reason` is the reason bytes that had come (U+FFFD for a cut sequence).
+   */
+  | { readonly type: "error"; readonly code: number | null; readonly reason: string };
 
 /** Encodes ACQUIRE for already validated name bytes and lease. */
 export function encodeAcquire(name: Uint8Array, leaseMs: number): Uint8Array {
@@ -60,6 +66,8 @@ export class FrameDecoder {
   private pending: Uint8Array = EMPTY;
   /** Whether a valid type byte has been seen. */
   private started = false;
+  /** An ERROR has been handed on: the session is over, nothing more is decoded. */
+  private ended = false;
 
   /**
    * Appends `chunk` and returns every frame now complete, in order.
@@ -67,6 +75,7 @@ export class FrameDecoder {
    * be resynchronised after that.
    */
   push(chunk: Uint8Array): ServerFrame[] {
+    if (this.ended) return [];
     let buf = chunk;
     if (this.pending.length > 0) {
       buf = new Uint8Array(this.pending.length + chunk.length);
@@ -82,6 +91,13 @@ export class FrameDecoder {
         throw new FrameError(`unexpected message type 0x${type} from server`, buf.slice(pos), !this.started);
       }
       this.started = true;
+      if (buf[pos] === MessageType.ERROR) {
+        // The last message of a session: never wait for the rest of it.
+        frames.push(decodeError(buf.subarray(pos, Math.min(buf.length, pos + (size ?? buf.length)))));
+        this.ended = true;
+        this.pending = EMPTY;
+        return frames;
+      }
       if (size === undefined || pos + size > buf.length) break;
       frames.push(decodeFrame(buf, pos));
       pos += size;
@@ -123,11 +139,14 @@ function decodeFrame(buf: Uint8Array, pos: number): ServerFrame {
       return { type: "waiting" };
     case MessageType.ACQUIRED:
       return { type: "acquired", token: view.getBigUint64(pos + 1) };
-    default: {
-      const code = buf[pos + 1] ?? 0;
-      const reasonLen = buf[pos + 2] ?? 0;
-      const reason = reasonDecoder.decode(buf.subarray(pos + 3, pos + 3 + reasonLen));
-      return { type: "error", code, reason };
-    }
+    default:
+      return decodeError(buf.subarray(pos));
   }
+}
+
+/** An ERROR from what arrived of it (`bytes` starts at its type byte, ends at most at its end). */
+function decodeError(bytes: Uint8Array): ServerFrame {
+  const code = bytes[1] ?? null;
+  const reason = reasonDecoder.decode(bytes.subarray(3));
+  return { type: "error", code, reason };
 }

@@ -40,6 +40,7 @@ export {
   NameTooLongError,
   NotAuthorizedError,
   NotMonolockError,
+  ServerEndedError,
   ServerError,
   ShuttingDownError,
   UnknownMessageError,

@@ -39,7 +39,8 @@ export function outcomeOf(cause: Cause, connected: boolean): Outcome {
     case "busy":
       return "busy";
     case "server":
-      return cause.code >= FIRST_TERMINAL_CODE ? "terminal" : "requeue";
+      // No code (the session ended at the ERROR's type byte): no class, so like a dropped connection.
+      return cause.code !== null && cause.code >= FIRST_TERMINAL_CODE ? "terminal" : "requeue";
     case "io":
       return connected ? "requeue" : "connect_failed";
     case "not_monolock":

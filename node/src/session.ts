@@ -17,6 +17,7 @@ import {
   type LostKind,
   type MonolockError,
   NotMonolockError,
+  ServerEndedError,
 } from "./errors.js";
 import { startTimer, type Timer } from "./timers.js";
 
@@ -224,6 +225,8 @@ export class Session {
   private errorFor(cause: Cause): MonolockError {
     switch (cause.kind) {
       case "server":
+        if (cause.code === null)
+          return new ServerEndedError(`${this.where()} ended the session with an ERROR (its code did not arrive)`);
         return errorForCode(cause.code, cause.reason, "server");
       case "timeout": {
         const waited = Math.round(0.8 * this.options.leaseMs);

@@ -11,6 +11,7 @@ interface Frames {
   client_valid: { desc: string; type: string; name?: string; lease_ms?: number; hex: string }[];
   server_valid: { desc: string; type: string; token?: string; code?: number; reason?: string; hex: string }[];
   client_invalid: { desc: string; name_hex: string; lease_ms: number; code: number }[];
+  server_error_cut: { desc: string; hex: string; code: number | null; reason: string }[];
 }
 
 const spec = loadSpec<Frames>("vectors/frames.json");
@@ -55,13 +56,29 @@ describe("server_valid: decoding", () => {
       const d = new FrameDecoder();
       const frames: ServerFrame[] = [];
       for (const b of hex(v.hex)) frames.push(...d.push(Uint8Array.of(b)));
-      assert.deepEqual(frames, [expected(v)]);
+      // An ERROR ends the session at its type byte: nothing of it is waited for.
+      const want = v.type === "ERROR" ? { type: "error", code: null, reason: "" } : expected(v);
+      assert.deepEqual(frames, [want]);
       assert.equal(d.buffered, 0);
     });
   }
 
-  const all = spec.server_valid.map(expected);
-  const stream = hex(spec.server_valid.map((v) => v.hex).join(""));
+  // The replies, then one ERROR: an ERROR is the last message of a session.
+  const replies = spec.server_valid.filter((v) => v.type !== "ERROR");
+  const last = spec.server_valid.find((v) => v.type === "ERROR");
+  assert.ok(last !== undefined);
+  const all = [...replies, last].map(expected);
+  const stream = hex([...replies, last].map((v) => v.hex).join(""));
+  const errorAt = stream.length - hex(last.hex).length;
+  /** What comes out when the first chunk holding the ERROR's type byte ends at `end`. */
+  const cutAt = (end: number): ServerFrame[] => {
+    if (end >= stream.length) return all;
+    const head = stream.subarray(errorAt, end);
+    return [
+      ...all.slice(0, -1),
+      { type: "error", code: head[1] ?? null, reason: new TextDecoder().decode(head.subarray(3)) },
+    ];
+  };
 
   test("all vectors coalesced into one chunk", () => {
     assert.deepEqual(new FrameDecoder().push(stream), all);
@@ -71,7 +88,7 @@ describe("server_valid: decoding", () => {
     for (let cut = 0; cut <= stream.length; cut++) {
       const d = new FrameDecoder();
       const got = [...d.push(stream.subarray(0, cut)), ...d.push(stream.subarray(cut))];
-      assert.deepEqual(got, all, `cut at ${cut}`);
+      assert.deepEqual(got, cut > errorAt ? cutAt(cut) : all, `cut at ${cut}`);
     }
   });
 
@@ -84,12 +101,14 @@ describe("server_valid: decoding", () => {
     for (let round = 0; round < 200; round++) {
       const d = new FrameDecoder();
       const got: ServerFrame[] = [];
+      let errorEnd = stream.length;
       for (let pos = 0; pos < stream.length; ) {
         const size = 1 + Math.floor(rand() * 12);
+        if (pos <= errorAt && errorAt < pos + size) errorEnd = pos + size;
         got.push(...d.push(stream.subarray(pos, pos + size)));
         pos += size;
       }
-      assert.deepEqual(got, all);
+      assert.deepEqual(got, cutAt(errorEnd));
     }
   });
 
@@ -153,3 +172,13 @@ function tryDecode(bytes: Uint8Array): string | undefined {
     return undefined;
   }
 }
+
+describe("server_error_cut: an ERROR ends the session at its type byte", () => {
+  for (const v of spec.server_error_cut) {
+    test(v.desc, () => {
+      const d = new FrameDecoder();
+      assert.deepEqual(d.push(hex(v.hex)), [{ type: "error", code: v.code, reason: v.reason }]);
+      assert.deepEqual(d.push(hex("7f1301")), [], "nothing after an ERROR is decoded");
+    });
+  }
+});

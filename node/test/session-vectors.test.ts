@@ -31,13 +31,16 @@ function serverFrame(text: string): Uint8Array {
     }
     case "ERROR":
       return Uint8Array.of(0x13, Number.parseInt(arg ?? "x", 16), 0);
+    case "hex":
+      return Uint8Array.from(Buffer.from(text.slice(4).replaceAll(" ", ""), "hex"));
     default:
       throw new Error(`unknown frame in vector: ${text}`);
   }
 }
 
 function causeText(cause: Cause): string {
-  return cause.kind === "server" ? `server 0x${cause.code.toString(16).padStart(2, "0")}` : cause.kind;
+  if (cause.kind !== "server") return cause.kind;
+  return cause.code === null ? "server" : `server 0x${cause.code.toString(16).padStart(2, "0")}`;
 }
 
 /** The vector's spelling of an action. */

@@ -30,6 +30,7 @@ test("exports exactly the documented names", () => {
     "NotAuthorizedError",
     "NotMonolockError",
     "PROTOCOL_VERSION",
+    "ServerEndedError",
     "ServerError",
     "ShuttingDownError",
     "UnknownMessageError",

@@ -193,6 +193,8 @@ def error_kind(exc: BaseException) -> str:
         return "timeout"
     if isinstance(exc, errors.ServerError):
         return "server" if exc.from_server else "validation"
+    if isinstance(exc, errors.ServerEnded):
+        return "server"  # an ERROR whose code never came: code null
     return "connect"
 
 
@@ -225,7 +227,7 @@ def emit_acquired(claim_id: str, lock: monolock.Lock | monolock.AsyncLock) -> No
 
 def emit_lost(claim_id: str, error: errors.LockLost) -> None:
     cause = error.cause
-    if isinstance(cause, errors.ServerError):
+    if isinstance(cause, (errors.ServerError, errors.ServerEnded)):
         kind = "server"
     elif isinstance(cause, errors.HeartbeatTimeout):
         kind = "timeout"

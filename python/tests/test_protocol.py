@@ -48,8 +48,9 @@ def feed_bytewise(decoder: proto.FrameDecoder, data: bytes) -> list[proto.Frame]
     frames: list[proto.Frame] = []
     for i in range(len(data)):
         got = decoder.feed(data[i : i + 1])
-        # A frame completes only on its last byte.
-        assert len(got) == (1 if i == len(data) - 1 else 0)
+        # A frame completes only on its last byte; an ERROR on its first.
+        last = 0 if data[0] == proto.MSG_ERROR else len(data) - 1
+        assert len(got) == (1 if i == last else 0)
         frames += got
     return frames
 
@@ -67,8 +68,22 @@ def expected_frame(vec: dict[str, Any]) -> proto.Frame:
 def test_server_frames(vec: dict[str, Any], feed: Any) -> None:
     data = bytes.fromhex(vec["hex"])
     decoder = proto.FrameDecoder()
-    assert feed(decoder, data) == [expected_frame(vec)]
+    want = expected_frame(vec)
+    if feed is feed_bytewise and isinstance(want, proto.Error):
+        want = proto.Error(None, "")  # an ERROR ends the session at its type byte
+    assert feed(decoder, data) == [want]
     assert decoder.buffered == 0
+
+
+@pytest.mark.parametrize("vec", FRAMES["server_error_cut"], ids=lambda v: v["desc"])
+def test_server_error_cut(vec: dict[str, Any]) -> None:
+    decoder = proto.FrameDecoder()
+    assert decoder.feed(bytes.fromhex(vec["hex"])) == [proto.Error(vec["code"], vec["reason"])]
+    assert decoder.feed(b"\x7f\x13\x01") == []  # nothing after an ERROR is decoded
+    exc = proto.Error(vec["code"], vec["reason"]).to_exception()
+    assert exc.code == vec["code"]
+    if vec["code"] is None:
+        assert isinstance(exc, errors.ServerEnded)
 
 
 @pytest.mark.parametrize("vec", FRAMES["server_valid"], ids=lambda v: v["desc"])
@@ -77,18 +92,28 @@ def test_server_frames_encode(vec: dict[str, Any]) -> None:
     if isinstance(frame, proto.Acquired):
         assert proto.encode_acquired(frame.token) == bytes.fromhex(vec["hex"])
     elif isinstance(frame, proto.Error):
+        assert frame.code is not None
         assert proto.encode_error(frame.code, frame.reason) == bytes.fromhex(vec["hex"])
 
 
 def test_all_server_frames_in_one_read_and_every_split() -> None:
-    vectors = FRAMES["server_valid"]
-    stream = b"".join(bytes.fromhex(v["hex"]) for v in vectors)
-    expected = [expected_frame(v) for v in vectors]
+    replies = [v for v in FRAMES["server_valid"] if v["type"] != "ERROR"]
+    last = next(v for v in FRAMES["server_valid"] if v["type"] == "ERROR")
+    stream = b"".join(bytes.fromhex(v["hex"]) for v in [*replies, last])
+    expected = [expected_frame(v) for v in [*replies, last]]
     assert proto.FrameDecoder().feed(stream) == expected
-    # Every cut of the stream into two reads gives the same frames.
+    # Every cut of the stream into two reads gives the same frames, except
+    # that a cut inside the ERROR ends it with what the first read held.
+    start = len(stream) - len(bytes.fromhex(last["hex"]))
     for cut in range(len(stream) + 1):
         decoder = proto.FrameDecoder()
-        assert decoder.feed(stream[:cut]) + decoder.feed(stream[cut:]) == expected
+        want = expected
+        if start < cut < len(stream):
+            head = stream[start:cut]
+            code = head[1] if len(head) > 1 else None
+            reason = head[3:].decode("utf-8", "replace")
+            want = [*expected[:-1], proto.Error(code, reason)]
+        assert decoder.feed(stream[:cut]) + decoder.feed(stream[cut:]) == want, cut
 
 
 def test_error_frame_converts_to_its_exception() -> None:

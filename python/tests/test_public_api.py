@@ -40,6 +40,7 @@ EXPECTED = {
     "NotAuthorized",
     "NotMonolock",
     "ProtocolViolation",
+    "ServerEnded",
     "ServerError",
     "ShuttingDown",
     "UnknownMessage",

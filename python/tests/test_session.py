@@ -40,6 +40,8 @@ def cause_kind(error: errors.MonolockError) -> str:
     if isinstance(error, errors.ServerError):
         assert error.code is not None
         return f"server 0x{error.code:02x}"
+    if isinstance(error, errors.ServerEnded):
+        return "server"
     if isinstance(error, errors.HeartbeatTimeout):
         return "timeout"
     if isinstance(error, errors.ConnectionClosed):
@@ -73,6 +75,8 @@ def describe(event: SessionEvent, acquire: bytes) -> str:
 def frame_bytes(text: str) -> bytes:
     """The bytes of "WAITING", "ACQUIRED <token>" or "ERROR 0x<code>"."""
     kind, _, arg = text.partition(" ")
+    if kind == "hex":
+        return bytes.fromhex(arg)
     if kind == "WAITING":
         return WAITING
     if kind == "ACQUIRED":
@@ -214,13 +218,17 @@ def test_error_frame_while_held_is_told_then_closed(code: int) -> None:
     assert lost.error.token == 1 and s.loss is lost.error
 
 
-def test_error_split_over_reads() -> None:
-    s = started()
+def test_error_ends_the_session_at_its_type_byte() -> None:
     frame = proto.encode_error(0x02, "closed by administrator")
-    for i in range(len(frame) - 1):
-        assert s.receive_data(frame[i : i + 1], 100 * MS) == []
-    failed, _ = s.receive_data(frame[-1:], 100 * MS)
+    s = started()
+    failed, close = s.receive_data(frame[:2], 100 * MS)  # the reason never waited for
     assert isinstance(failed, Failed) and isinstance(failed.error, errors.AdminClosed)
+    assert isinstance(close, Close)
+    assert s.receive_data(frame[2:], 100 * MS) == []
+    s = started()
+    failed, close = s.receive_data(frame[:1], 100 * MS)
+    assert isinstance(failed, Failed) and isinstance(failed.error, errors.ServerEnded)
+    assert failed.error.code is None and isinstance(close, Close)
 
 
 def test_connection_lost_keeps_the_cause() -> None:

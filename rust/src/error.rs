@@ -160,6 +160,12 @@ pub enum Error {
         /// The first bytes it sent (at most 64).
         sent: Vec<u8>,
     },
+    /// The server ended the session with an ERROR whose code had not
+    /// arrived when its type byte was read. An ERROR is the last message of
+    /// a session, so the session ends at that byte and the client does not
+    /// wait for the rest. Without a code there is no class: temporary, like
+    /// a dropped connection (a waiting acquire queues again).
+    ServerEnded,
     /// The client's configuration is invalid, for example a server address
     /// that does not parse. Raised by the builder's `build`; never
     /// temporary.
@@ -248,6 +254,7 @@ impl Error {
             | Error::Cancelled
             | Error::Io(_)
             | Error::Protocol(_)
+            | Error::ServerEnded
             | Error::NotMonolock { .. }
             | Error::Config(_) => return None,
         })
@@ -263,7 +270,11 @@ impl Error {
     /// acquisition may succeed, with a new token.
     pub fn is_temporary(&self) -> bool {
         match self {
-            Error::Busy | Error::Timeout(_) | Error::Io(_) | Error::Protocol(_) => true,
+            Error::Busy
+            | Error::Timeout(_)
+            | Error::Io(_)
+            | Error::Protocol(_)
+            | Error::ServerEnded => true,
             Error::Cancelled | Error::NotMonolock { .. } | Error::Config(_) => false,
             Error::Lost(cause) => cause.is_temporary(),
             coded => coded.code().is_some_and(|c| c < FIRST_TERMINAL_CODE),
@@ -338,6 +349,9 @@ impl Error {
             }
             Error::Io(err) => write!(f, "connection failed: {err}"),
             Error::Protocol(what) => write!(f, "protocol violation: {what}"),
+            Error::ServerEnded => {
+                f.write_str("the server ended the session with an ERROR (its code did not arrive)")
+            }
             Error::NotMonolock { server, sent } => {
                 write!(
                     f,

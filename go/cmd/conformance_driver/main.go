@@ -198,7 +198,7 @@ func acquireKind(err error) string {
 		return "timeout"
 	case errors.Is(err, client.ErrBusy):
 		return "busy"
-	case errors.As(err, &se):
+	case errors.As(err, &se), errors.Is(err, client.ErrServerEnded):
 		return "server"
 	case errors.As(err, &pe):
 		return "validation"
@@ -210,7 +210,7 @@ func acquireKind(err error) string {
 func lostKind(err error) string {
 	var se *client.ServerError
 	switch {
-	case errors.As(err, &se):
+	case errors.As(err, &se), errors.Is(err, client.ErrServerEnded):
 		return "server"
 	case errors.Is(err, client.ErrClientTimeout):
 		return "timeout"

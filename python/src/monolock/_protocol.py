@@ -29,6 +29,7 @@ from .errors import (
     NameNotUTF8,
     NameTooLong,
     ProtocolViolation,
+    ServerEnded,
     ServerError,
     error_for_code,
 )
@@ -138,13 +139,18 @@ class Acquired:
 
 @dataclass(frozen=True)
 class Error:
-    """An ERROR frame."""
+    """An ERROR frame, as far as it had arrived: an ERROR ends the session
+    at its type byte, so the decoder never waits for the rest. ``code`` is
+    None when the code byte had not come; ``reason`` holds the reason bytes
+    that had come (a cut UTF-8 sequence decodes to U+FFFD)."""
 
-    code: int
+    code: int | None
     reason: str
 
-    def to_exception(self) -> ServerError:
+    def to_exception(self) -> ServerError | ServerEnded:
         """The exception for this code, marked as sent by the server."""
+        if self.code is None:
+            return ServerEnded()
         return error_for_code(self.code, self.reason)
 
 
@@ -158,13 +164,20 @@ class FrameDecoder:
     split over many :meth:`feed` calls and one call may hold several frames.
     An unknown message type raises :class:`ProtocolViolation`; the stream
     cannot be resynchronised after it.
+
+    An ERROR is the last message of a session and ends it at its type byte:
+    it is returned at the end of the :meth:`feed` that brought that byte,
+    whole or not (see :class:`Error`); what follows it is not decoded.
     """
 
     def __init__(self) -> None:
         self._buf = bytearray()
+        self._ended = False  # an ERROR has been handed on
 
     def feed(self, data: bytes) -> list[Frame]:
         """Add bytes and return every frame they complete, in order."""
+        if self._ended:
+            return []
         self._buf += data
         frames: list[Frame] = []
         while True:
@@ -191,11 +204,10 @@ class FrameDecoder:
                 return None, 0
             return Acquired(_TOKEN.unpack_from(buf, 1)[0]), 9
         if kind == MSG_ERROR:
-            if len(buf) < 3:
-                return None, 0
-            end = 3 + buf[2]
-            if len(buf) < end:
-                return None, 0
+            end = 3 + buf[2] if len(buf) >= 3 else len(buf)
+            end = min(end, len(buf))
+            code = buf[1] if len(buf) >= 2 else None
             reason = bytes(buf[3:end]).decode("utf-8", "replace")
-            return Error(buf[1], reason), end
+            self._ended = True
+            return Error(code, reason), len(buf)
         raise ProtocolViolation(f"monolock: server sent unknown message type 0x{kind:02x}")

@@ -46,6 +46,7 @@ __all__ = [
     "NotAuthorized",
     "NotMonolock",
     "ProtocolViolation",
+    "ServerEnded",
     "ServerError",
     "ShuttingDown",
     "UnknownMessage",
@@ -287,6 +288,18 @@ class ConnectionClosed(MonolockError):
     """The connection ended or failed after it was established."""
 
     temporary = True
+
+
+class ServerEnded(ConnectionClosed):
+    """The server ended the session with an ERROR whose code had not arrived
+    when its type byte was read. An ERROR is the last message of a session,
+    so the session ends at that byte and the client does not wait for the
+    rest. Without a code there is no class: ``code`` is None, and a waiting
+    acquisition queues again as after a dropped connection."""
+
+    def __init__(self, message: str = "") -> None:
+        text = "the server ended the session with an ERROR (its code did not arrive)"
+        super().__init__(message or PREFIX + text)
 
 
 class HeartbeatTimeout(MonolockError):

@@ -84,6 +84,7 @@ impl Out {
             Error::Busy => "busy",
             Error::Timeout(_) => "timeout",
             Error::Cancelled => "cancelled",
+            Error::ServerEnded => "server", // an ERROR whose code never came: code null
             Error::Io(_) | Error::Protocol(_) | Error::NotMonolock { .. } => "connect",
             Error::Config(_) => "validation",
             coded => match coded.reason().map(|r| r.origin()) {
@@ -104,6 +105,7 @@ impl Out {
         };
         let kind = match cause {
             Error::Timeout(_) => "timeout",
+            Error::ServerEnded => "server",
             Error::Io(_) | Error::Protocol(_) => "io",
             _ if cause.code().is_some() => "server",
             _ => "io",

@@ -70,24 +70,33 @@ pub(crate) fn encode_acquire(name: &[u8], lease_ms: u64) -> Result<Vec<u8>, Erro
     Ok(frame)
 }
 
-/// One complete server -> client frame.
+/// One server -> client frame: WAITING and ACQUIRED complete; an ERROR as
+/// far as it had arrived. An ERROR ends the session at its type byte, so it
+/// is taken at the end of the read that brought that byte: `code` is `None`
+/// when the code byte had not come, `reason` holds the reason bytes that
+/// had come (lossily decoded). Nothing after it is decoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Frame {
     Waiting,
     Acquired { token: u64 },
-    Error { code: u8, reason: String },
+    Error { code: Option<u8>, reason: String },
 }
 
 /// Reassembles server frames from the byte stream.
 #[derive(Debug, Default)]
 pub(crate) struct Decoder {
     buf: Vec<u8>,
+    /// An ERROR was taken: the session is over, nothing more is decoded.
+    ended: bool,
 }
 
 impl Decoder {
-    /// Appends bytes as they came from one read.
+    /// Appends bytes as they came from one read. Feed a whole read before
+    /// taking frames: an incomplete ERROR is taken with what the read held.
     pub(crate) fn feed(&mut self, bytes: &[u8]) {
-        self.buf.extend_from_slice(bytes);
+        if !self.ended {
+            self.buf.extend_from_slice(bytes);
+        }
     }
 
     /// The bytes received and not yet taken as frames.
@@ -114,16 +123,18 @@ impl Decoder {
                 (Frame::Acquired { token }, 9)
             }
             MSG_ERROR => {
-                let (Some(&code), Some(&reason_len)) = (self.buf.get(1), self.buf.get(2)) else {
-                    return Ok(None);
-                };
-                let end = 3 + usize::from(reason_len);
-                let Some(reason) = self.buf.get(3..end) else {
-                    return Ok(None);
+                // The last message of a session: never wait for the rest.
+                let code = self.buf.get(1).copied();
+                let end = match self.buf.get(2) {
+                    Some(&len) => (3 + usize::from(len)).min(self.buf.len()),
+                    None => self.buf.len(),
                 };
                 // The reason is for humans only: keep what we can of it.
-                let reason = String::from_utf8_lossy(reason).into_owned();
-                (Frame::Error { code, reason }, end)
+                let reason =
+                    String::from_utf8_lossy(self.buf.get(3..end).unwrap_or(&[])).into_owned();
+                self.ended = true;
+                self.buf.clear();
+                return Ok(Some(Frame::Error { code, reason }));
             }
             other => {
                 return Err(Error::Protocol(format!(
@@ -205,7 +216,7 @@ mod tests {
                 token: case["token"].as_str().unwrap().parse().unwrap(),
             },
             "ERROR" => Frame::Error {
-                code: case["code"].as_u64().unwrap() as u8,
+                code: case["code"].as_u64().map(|c| c as u8),
                 reason: case["reason"].as_str().unwrap().to_owned(),
             },
             other => panic!("unexpected type {other}"),
@@ -218,6 +229,7 @@ mod tests {
         let cases = v["server_valid"].as_array().unwrap();
         let mut stream = Vec::new();
         let mut want_all = Vec::new();
+        let mut errors = Vec::new();
         for case in cases {
             let desc = case["desc"].as_str().unwrap();
             let bytes = hex(case["hex"].as_str().unwrap());
@@ -229,6 +241,19 @@ mod tests {
             assert_eq!(whole.next_frame().unwrap(), None, "{desc}: nothing left");
 
             let mut split = Decoder::default();
+            if let Frame::Error { .. } = want {
+                // An ERROR ends the session at its type byte.
+                split.feed(&bytes[..1]);
+                let cut = Frame::Error {
+                    code: None,
+                    reason: String::new(),
+                };
+                assert_eq!(split.next_frame().unwrap(), Some(cut), "{desc}");
+                split.feed(&bytes[1..]);
+                assert_eq!(split.next_frame().unwrap(), None, "{desc}: nothing after");
+                errors.push((bytes.clone(), want));
+                continue;
+            }
             for (i, b) in bytes.iter().enumerate() {
                 split.feed(std::slice::from_ref(b));
                 let got = split.next_frame().unwrap();
@@ -242,17 +267,57 @@ mod tests {
             want_all.push(want);
         }
 
-        // All frames in one read, then in chunks of every size.
+        // The replies and then one ERROR (the last message of a session),
+        // in one read and in chunks of every size: a chunk that cuts the
+        // ERROR ends it with what that chunk held.
+        let (last, last_frame) = errors.into_iter().next().unwrap();
+        let error_at = stream.len();
+        stream.extend_from_slice(&last);
+        want_all.push(last_frame);
         for chunk in 1..=stream.len() {
             let mut d = Decoder::default();
             let mut got = Vec::new();
-            for piece in stream.chunks(chunk) {
+            let mut error_end = stream.len();
+            for (i, piece) in stream.chunks(chunk).enumerate() {
+                let (start, end) = (i * chunk, i * chunk + piece.len());
+                if start <= error_at && error_at < end {
+                    error_end = end;
+                }
                 d.feed(piece);
                 while let Some(f) = d.next_frame().unwrap() {
                     got.push(f);
                 }
             }
-            assert_eq!(got, want_all, "chunk size {chunk}");
+            let mut want = want_all.clone();
+            if error_end < stream.len() {
+                let head = &stream[error_at..error_end];
+                *want.last_mut().unwrap() = Frame::Error {
+                    code: head.get(1).copied(),
+                    reason: String::from_utf8_lossy(head.get(3..).unwrap_or(&[])).into_owned(),
+                };
+            }
+            assert_eq!(got, want, "chunk size {chunk}");
+        }
+    }
+
+    #[test]
+    fn server_error_cut_vectors() {
+        let v = spec::load("vectors/frames.json");
+        for case in v["server_error_cut"].as_array().unwrap() {
+            let desc = case["desc"].as_str().unwrap();
+            let mut d = Decoder::default();
+            d.feed(&hex(case["hex"].as_str().unwrap()));
+            let want = Frame::Error {
+                code: case["code"].as_u64().map(|c| c as u8),
+                reason: case["reason"].as_str().unwrap().to_owned(),
+            };
+            assert_eq!(d.next_frame().unwrap(), Some(want), "{desc}");
+            d.feed(&[0x7f, 0x13, 0x01]);
+            assert_eq!(
+                d.next_frame().unwrap(),
+                None,
+                "{desc}: nothing after an ERROR"
+            );
         }
     }
 
@@ -289,7 +354,7 @@ mod tests {
         assert_eq!(
             d.next_frame().unwrap(),
             Some(Frame::Error {
-                code: 2,
+                code: Some(2),
                 reason: "\u{fffd}x".into()
             })
         );

@@ -291,9 +291,14 @@ impl Session {
 
     fn on_frame(&mut self, frame: Frame, now: Instant, turn: &mut Turn) {
         let token = match (self.phase, frame) {
-            (_, Frame::Error { code, reason }) => {
-                return self.end(Error::from_code(code, reason), turn)
-            }
+            (
+                _,
+                Frame::Error {
+                    code: Some(code),
+                    reason,
+                },
+            ) => return self.end(Error::from_code(code, reason), turn),
+            (_, Frame::Error { code: None, .. }) => return self.end(Error::ServerEnded, turn),
             // Late replies never revive a lost lock.
             (Phase::Lost, _) => return,
             (Phase::Held(_), Frame::Waiting) => {
@@ -495,6 +500,7 @@ mod tests {
             Error::Protocol(_) => "protocol".into(),
             Error::NotMonolock { .. } => "not_monolock".into(),
             Error::Busy => "busy".into(),
+            Error::ServerEnded => "server".into(),
             coded => format!("server 0x{:02x}", coded.code().expect("a wire code")),
         }
     }
@@ -538,6 +544,13 @@ mod tests {
             ["ERROR", code] => {
                 let code = u8::from_str_radix(code.trim_start_matches("0x"), 16).unwrap();
                 vec![0x13, code, 0]
+            }
+            ["hex", ref bytes @ ..] => {
+                let text = bytes.concat();
+                (0..text.len())
+                    .step_by(2)
+                    .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
+                    .collect()
             }
             _ => panic!("unknown input {input}"),
         }

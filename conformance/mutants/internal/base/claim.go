@@ -184,7 +184,7 @@ func (cl *claim) stopped(kind string, held bool) {
 type frame struct {
 	typ   byte
 	token uint64
-	code  byte
+	code  int // ERROR: -1 when the code byte had not arrived with the type byte
 }
 
 // session runs one connection. It returns retry=true when a waiting claim
@@ -310,7 +310,7 @@ func (cl *claim) session(acquire []byte, addr string) (bool, failure) {
 					ack()
 				}
 			case msgError:
-				code := int(f.code)
+				code := f.code // -1: no code (a waiting claim queues again)
 				switch {
 				case held:
 					cl.fail("lost", "server", code)
@@ -446,7 +446,7 @@ func (cl *claim) read(conn net.Conn, frames chan<- frame, quit <-chan struct{}) 
 			if n > 0 {
 				var msg [9]byte // a short read leaves zeros: the bug
 				copy(msg[:], buf[:n])
-				f := frame{typ: msg[0], token: binary.BigEndian.Uint64(msg[1:9]), code: msg[1]}
+				f := frame{typ: msg[0], token: binary.BigEndian.Uint64(msg[1:9]), code: int(msg[1])}
 				if !deliver(f) {
 					return
 				}
@@ -471,14 +471,26 @@ func (cl *claim) read(conn net.Conn, frames chan<- frame, quit <-chan struct{}) 
 			}
 			f.token = binary.BigEndian.Uint64(b[:])
 		case msgError:
-			var h [2]byte
-			if _, err := io.ReadFull(br, h[:]); err != nil {
-				return
+			if cl.bugs.WaitWholeError {
+				var h [2]byte
+				if _, err := io.ReadFull(br, h[:]); err != nil {
+					return
+				}
+				if _, err := io.CopyN(io.Discard, br, int64(h[1])); err != nil {
+					return
+				}
+				f.code = int(h[0])
+				break
 			}
-			if _, err := io.CopyN(io.Discard, br, int64(h[1])); err != nil {
-				return
+			// An ERROR ends the session at its type byte: take the code if
+			// it came with it, and never wait for the rest.
+			f.code = -1
+			if br.Buffered() > 0 {
+				c, _ := br.ReadByte()
+				f.code = int(c)
 			}
-			f.code = h[0]
+			_ = deliver(f)
+			return
 		}
 		if !deliver(f) {
 			return

@@ -34,6 +34,9 @@ type Bugs struct {
 	// CloseBeforeTell closes the connection at the deadline and only then
 	// reports the loss, so a live server hands the lock on first.
 	CloseBeforeTell bool
+	// WaitWholeError reads an ERROR to the end of its reason before it
+	// tells anything, so a cut reason leaves it waiting for its deadline.
+	WaitWholeError bool
 }
 
 // tlsConfig builds the TLS configuration; an empty server name is filled in

@@ -3,6 +3,7 @@ package session
 import (
 	"encoding/binary"
 	"fmt"
+	"strings"
 
 	"github.com/monolock/monolock/go/pkg/protocol"
 )
@@ -12,7 +13,8 @@ type frame struct {
 	typ    uint8
 	token  uint64 // ACQUIRED
 	code   uint8  // ERROR
-	reason string // ERROR
+	coded  bool   // ERROR: the code byte had arrived
+	reason string // ERROR: the reason bytes that had arrived
 }
 
 // maxFrame is the longest server message: an ERROR (type, code, length)
@@ -32,6 +34,12 @@ type decoder struct {
 // frame and the unread rest of data; ok is false when data ran out first
 // (the partial frame is kept). A byte that starts no server message is a
 // protocol violation.
+//
+// An ERROR is the exception: it ends the session at its type byte, so it is
+// returned as soon as data runs out, whole or not, with what had arrived
+// (the code if its byte came, the reason bytes that came). Waiting for the
+// rest would hold a lock the server has already ended for as long as the
+// server takes to send it, which may be forever.
 func (d *decoder) next(data []byte) (f frame, rest []byte, ok bool, bad *Cause) {
 	for len(data) > 0 {
 		if d.n == 0 {
@@ -45,7 +53,7 @@ func (d *decoder) next(data []byte) (f frame, rest []byte, ok bool, bad *Cause) 
 		k := copy(d.buf[d.n:d.want(data[0])], data)
 		d.n += k
 		data = data[k:]
-		if d.n == d.want(0) {
+		if d.n == d.want(0) || (d.buf[0] == protocol.MsgError && len(data) == 0) {
 			f = d.frame()
 			d.n = 0
 			return f, data, true, nil
@@ -80,8 +88,12 @@ func (d *decoder) frame() frame {
 	case protocol.MsgAcquired:
 		f.token = binary.BigEndian.Uint64(d.buf[1:9])
 	case protocol.MsgError:
-		f.code = d.buf[1]
-		f.reason = string(d.buf[3:d.n])
+		if d.n >= 2 {
+			f.code, f.coded = d.buf[1], true
+		}
+		if d.n > 3 {
+			f.reason = strings.ToValidUTF8(string(d.buf[3:d.n]), "\uFFFD")
+		}
 	}
 	return f
 }

@@ -48,7 +48,8 @@ const (
 // not held failed.
 type Cause struct {
 	Kind   CauseKind
-	Code   uint8  // CauseServer: the wire code
+	Code   uint8  // CauseServer: the wire code, when Coded
+	Coded  bool   // CauseServer: the code byte arrived (an ERROR ends the session at its type byte)
 	Reason string // CauseServer: the server's reason; CauseProtocol: what was wrong; CauseNotMonolock: the first bytes it sent, quoted
 	Err    error  // CauseIO: the connection's error, if any
 }
@@ -308,7 +309,7 @@ func (c *Core) ack(now time.Time) *Cause {
 // one reply, and a promotion is one extra ACQUIRED that is never an ack.
 func (c *Core) onFrame(f frame, now time.Time) Actions {
 	if f.typ == protocol.MsgError {
-		return c.end(Cause{Kind: CauseServer, Code: f.code, Reason: f.reason})
+		return c.end(Cause{Kind: CauseServer, Code: f.code, Coded: f.coded, Reason: f.reason})
 	}
 	switch c.state {
 	case Connecting:

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
@@ -87,6 +88,10 @@ func feed(t *testing.T, c *Core, acquire []byte, in string, now time.Time) Actio
 			code, err := strconv.ParseUint(strings.TrimPrefix(f[2], "0x"), 16, 8)
 			require.NoError(t, err)
 			b = protocol.AppendError(nil, uint8(code), "")
+		case "hex":
+			var err error
+			b, err = hex.DecodeString(strings.Join(f[2:], ""))
+			require.NoError(t, err)
 		}
 		acts = c.Receive(b, now)
 	default:
@@ -135,6 +140,9 @@ func cause(c *Cause) string {
 	case CauseIO:
 		return "io"
 	case CauseServer:
+		if !c.Coded {
+			return "server"
+		}
 		return fmt.Sprintf("server 0x%02x", c.Code)
 	case CauseProtocol:
 		return "protocol"
