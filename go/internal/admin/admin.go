@@ -317,14 +317,16 @@ func (a *api) kick(w http.ResponseWriter, r *http.Request) {
 }
 
 // requireToken lets a request through only with the right bearer token.
+// The scheme is case-insensitive (RFC 7235: "bearer" is "Bearer"); the
+// token is compared in constant time.
 func requireToken(token string, next http.Handler) http.Handler {
 	if token == "" {
 		return next
 	}
-	want := []byte("Bearer " + token)
+	want := []byte(token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(r.Header.Get("Authorization"))
-		if subtle.ConstantTimeCompare(got, want) != 1 {
+		scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="monolock"`)
 			writeJSON(w, http.StatusUnauthorized, ErrorResponse{"missing or wrong bearer token"})
 			return

@@ -2,7 +2,9 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
+	"fmt"
 	"log/slog"
 	"net"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/monolock/monolock/go/internal/lograte"
 	"github.com/monolock/monolock/go/internal/testcerts"
 )
 
@@ -198,4 +201,41 @@ func TestSessionLimitReachedIsLoggedRateLimited(t *testing.T) {
 	_, _, refused := obs.get()
 	assert.Equal(t, 12, refused)
 	assert.Equal(t, 5, logs.count(`msg="session limit reached; refusing connections" max_sessions=1`), logs.String())
+}
+
+// A client that acquires and resets, connection after connection, gets
+// each lock held back (a reset is no release), but the line that says so
+// is rate-limited like every other line a peer can cause: the first few,
+// then one summary with the count (here at shutdown's flush).
+func TestResetHoldersAreLoggedRateLimited(t *testing.T) {
+	var logs logBuffer
+	srv, err := New(Config{DataDir: t.TempDir(), Logger: logs.logger()})
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	const resets = 40
+	for i := range resets {
+		c := dial(t, ln.Addr().String())
+		c.acquire(fmt.Sprintf("reset/%d", i), 60000)
+		c.expectAcquired()
+		require.NoError(t, c.conn.SetLinger(0))
+		require.NoError(t, c.conn.Close())
+	}
+	require.Eventually(t, func() bool {
+		blocked := 0
+		for _, l := range srv.Locks() {
+			if l.Blocked {
+				blocked++
+			}
+		}
+		return blocked == resets
+	}, 10*time.Second, 10*time.Millisecond, "every reset holder's lock is held back")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, srv.Shutdown(ctx))
+	<-served
+	assert.Equal(t, lograte.DefaultBurst, logs.count(`msg="holder gone without a release; lock held back" lock=`), logs.String())
+	assert.Contains(t, logs.String(), fmt.Sprintf(`msg="holder gone without a release; lock held back: similar lines suppressed" suppressed=%d`, resets-lograte.DefaultBurst))
 }

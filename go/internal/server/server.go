@@ -668,7 +668,7 @@ func (nopNoise) TLSHandshakeFailed() {}
 // noisyLines are the log lines a flood can cause, one rate limit each:
 // the first few of every interval, then one summary with the count.
 type noisyLines struct {
-	accept, tls, maxSessions, perAddr, leaseRecord *lograte.Line
+	accept, tls, maxSessions, perAddr, leaseRecord, heldBack *lograte.Line
 }
 
 func newNoisyLines(log *slog.Logger) noisyLines {
@@ -681,11 +681,14 @@ func newNoisyLines(log *slog.Logger) noisyLines {
 		maxSessions: line(slog.LevelWarn, "session limit reached; refusing connections"),
 		perAddr:     line(slog.LevelWarn, "per-address session limit reached; refusing connections"),
 		leaseRecord: line(slog.LevelError, "cannot record a longer lease in the data directory; refusing sessions with it"),
+		// A client that acquires and resets, again and again, makes one
+		// of these per connection.
+		heldBack: line(slog.LevelInfo, "holder gone without a release; lock held back"),
 	}
 }
 
 func (n noisyLines) flush() {
-	for _, l := range []*lograte.Line{n.accept, n.tls, n.maxSessions, n.perAddr, n.leaseRecord} {
+	for _, l := range []*lograte.Line{n.accept, n.tls, n.maxSessions, n.perAddr, n.leaseRecord, n.heldBack} {
 		l.Flush()
 	}
 }

@@ -572,7 +572,7 @@ func (s *Server) dropClaimHeldBack(c *locktable.Claim, delay time.Duration) {
 	if s.leases != nil {
 		s.leases.Hold(name, start.Add(delay)) // also for the next run
 	}
-	s.log.Info("holder gone without a release; lock held back", "lock", name, "delay", delay)
+	s.lines.heldBack.Log("lock", name, "delay", delay)
 	time.AfterFunc(delay, func() {
 		promoted, failed := s.table.Unblock(name)
 		s.handOver(promoted, failed, start)
