@@ -43,6 +43,7 @@ type serveFlags struct {
 	adminExplicit                bool // --admin was given (flag or environment)
 	logFormat, logLevel          string
 	maxSessions, maxPerAddr      int
+	perAddrV6Prefix              int
 	drainTimeout, lockDelay      time.Duration
 	checkConfig                  bool
 	tokenFloor                   uint64
@@ -98,7 +99,9 @@ func newServeFlagSet(f *serveFlags) *flag.FlagSet {
 	fs.StringVar(&f.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.IntVar(&f.maxSessions, "max-sessions", defaultMaxSessions(),
 		"refuse connections beyond this many open sessions (0: no limit; default: the open file limit less "+fmt.Sprint(fdReserve)+")")
-	fs.IntVar(&f.maxPerAddr, "max-sessions-per-addr", 0, "refuse connections beyond this many open sessions from one client IP (0: no limit)")
+	fs.IntVar(&f.maxPerAddr, "max-sessions-per-addr", 0, "refuse connections beyond this many open sessions from one client address (0: no limit)")
+	fs.IntVar(&f.perAddrV6Prefix, "max-sessions-per-addr-ipv6-prefix", server.DefaultPerAddrIPv6Prefix,
+		"for --max-sessions-per-addr, IPv6 clients count by this many leading `bits` of their address (128: each address alone)")
 	runcmd.DurationVar(fs, &f.drainTimeout, "drain-timeout", defaultDrainTimeout,
 		"on SIGTERM, wait this long for sessions to take their shutdown ERROR before cutting them")
 	runcmd.DurationVar(fs, &f.lockDelay, "lock-delay", 0,
@@ -164,6 +167,8 @@ func setUp(f serveFlags, stderr io.Writer) (*serveSetup, error) {
 		return nil, badUsage("--lock-delay must not be negative, got %v", f.lockDelay)
 	case f.maxSessions < 0 || f.maxPerAddr < 0:
 		return nil, badUsage("--max-sessions and --max-sessions-per-addr must not be negative")
+	case f.perAddrV6Prefix < 1 || f.perAddrV6Prefix > 128:
+		return nil, badUsage("--max-sessions-per-addr-ipv6-prefix must be 1 to 128, got %d", f.perAddrV6Prefix)
 	}
 	if _, _, err := net.SplitHostPort(f.listen); err != nil {
 		return nil, badUsage("--listen %q: %v", f.listen, err)
@@ -295,6 +300,7 @@ func run(s *serveSetup) int {
 		Logger:             log,
 		MaxSessions:        f.maxSessions,
 		MaxSessionsPerAddr: f.maxPerAddr,
+		PerAddrIPv6Prefix:  f.perAddrV6Prefix,
 		LockDelay:          f.lockDelay,
 		TokenFloor:         f.tokenFloor,
 		MaxLease:           f.maxLease,

@@ -144,6 +144,8 @@ func TestBadConfigGivesOneLineAndStatus2(t *testing.T) {
 		{nil, []string{"serve", "--no-such-flag"}, "flag provided but not defined"},
 		{nil, []string{"serve", "extra"}, `unexpected argument "extra"`},
 		{nil, []string{"serve", "--max-sessions", "-1"}, "must not be negative"},
+		{nil, []string{"serve", "--max-sessions-per-addr-ipv6-prefix", "0"}, "--max-sessions-per-addr-ipv6-prefix must be 1 to 128, got 0"},
+		{nil, []string{"serve", "--max-sessions-per-addr-ipv6-prefix", "129"}, "--max-sessions-per-addr-ipv6-prefix must be 1 to 128, got 129"},
 		{nil, []string{"serve", "--handshake-timeout", "0s"}, "--handshake-timeout must be positive"},
 		{nil, []string{"serve", "--listen", "nonsense"}, `--listen "nonsense"`},
 		{nil, []string{"serve", "--log-format", "xml"}, `--log-format "xml": want text or json`},

@@ -19,6 +19,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -65,11 +66,16 @@ type Config struct {
 	Authorizer Authorizer
 
 	// MaxSessions caps open sessions and MaxSessionsPerAddr caps those from
-	// one client IP address; 0 means no limit. A connection over a limit is
+	// one client address; 0 means no limit. A connection over a limit is
 	// closed before any byte is read or written: the client sees a
 	// connection failure, which it treats as temporary.
 	MaxSessions        int
 	MaxSessionsPerAddr int
+	// PerAddrIPv6Prefix is how many leading bits of an IPv6 address count
+	// as one client address for MaxSessionsPerAddr: one host usually has a
+	// whole /64 to pick addresses from. 0 means DefaultPerAddrIPv6Prefix;
+	// 128 counts each address on its own. IPv4 addresses count one by one.
+	PerAddrIPv6Prefix int
 
 	// LockDelay, if positive, keeps the lock of a holder that went silent
 	// (its lease ran out) from being granted to the next waiter for this
@@ -111,6 +117,7 @@ type Server struct {
 	authorizer       Authorizer
 	maxSessions      int
 	maxPerAddr       int
+	perAddrV6Bits    int // PerAddrIPv6Prefix
 	lockDelay        time.Duration
 	maxLease         time.Duration
 	obs              Observer
@@ -136,7 +143,7 @@ type Server struct {
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
 	sessions  map[uint64]*session
-	perAddr   map[netip.Addr]int // open sessions per client IP, when limited
+	perAddr   map[netip.Addr]int // open sessions per client address (clientKey), when limited
 	lastID    uint64
 	shutdown  bool
 	drained   chan struct{} // closed when shutdown began and the last session ended
@@ -154,6 +161,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.HandshakeTimeout == 0 {
 		cfg.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if cfg.PerAddrIPv6Prefix < 0 || cfg.PerAddrIPv6Prefix > 128 {
+		return nil, fmt.Errorf("server: IPv6 prefix for the per-address limit must be 1 to 128 (0: the default), got %d", cfg.PerAddrIPv6Prefix)
 	}
 	if cfg.MaxSessions < 0 || cfg.MaxSessionsPerAddr < 0 || cfg.LockDelay < 0 || cfg.MaxLease < 0 {
 		return nil, errors.New("server: negative limit or lock delay")
@@ -199,6 +209,7 @@ func New(cfg Config) (*Server, error) {
 		authorizer:       cfg.Authorizer,
 		maxSessions:      cfg.MaxSessions,
 		maxPerAddr:       cfg.MaxSessionsPerAddr,
+		perAddrV6Bits:    cmp.Or(cfg.PerAddrIPv6Prefix, DefaultPerAddrIPv6Prefix),
 		lockDelay:        cfg.LockDelay,
 		maxLease:         cfg.MaxLease,
 		obs:              obs,
@@ -404,7 +415,7 @@ func (s *Server) forgetSession(sess *session) {
 	s.mu.Lock()
 	delete(s.sessions, sess.id())
 	if s.maxPerAddr > 0 {
-		ip := remoteIP(sess.conn)
+		ip := clientKey(remoteIP(sess.conn), s.perAddrV6Bits)
 		if s.perAddr[ip]--; s.perAddr[ip] <= 0 {
 			delete(s.perAddr, ip)
 		}
@@ -426,13 +437,29 @@ func (s *Server) overLimitLocked(conn net.Conn) string {
 		return RefusedMaxSessions
 	}
 	if s.maxPerAddr > 0 {
-		ip := remoteIP(conn)
+		ip := clientKey(remoteIP(conn), s.perAddrV6Bits)
 		if s.perAddr[ip] >= s.maxPerAddr {
 			return RefusedPerAddr
 		}
 		s.perAddr[ip]++
 	}
 	return ""
+}
+
+// DefaultPerAddrIPv6Prefix: an IPv6 client counts by its /64.
+const DefaultPerAddrIPv6Prefix = 64
+
+// clientKey is what the per-address limit counts ip under: an IPv6
+// address masked to its first v6Bits bits, an IPv4 address itself.
+func clientKey(ip netip.Addr, v6Bits int) netip.Addr {
+	if !ip.Is6() || v6Bits >= 128 {
+		return ip
+	}
+	p, err := ip.WithZone("").Prefix(v6Bits)
+	if err != nil {
+		return ip
+	}
+	return p.Addr()
 }
 
 // remoteIP is the client's IP address (IPv4-mapped IPv6 unmapped), or the
