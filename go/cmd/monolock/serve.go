@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -325,6 +326,19 @@ func run(s *serveSetup) int {
 		return 1
 	}
 	m.SetSource(srv)
+	// Signals are caught before the "listening" line, which tells tools
+	// that the server is up: a SIGTERM or SIGHUP right after it must not
+	// meet the default action (death, without a drain).
+	// A reader of stderr that goes away (`monolock serve 2>&1 | logger`, a
+	// restarted log collector) must not take every lock with it: with
+	// SIGPIPE ignored, a log write fails with EPIPE instead of killing us.
+	signal.Ignore(syscall.SIGPIPE)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
 	// Sessions prove liveness by heartbeats within their lease; TCP
 	// keep-alive would only add system calls to every accepted connection.
 	lc := net.ListenConfig{KeepAlive: -1}
@@ -357,27 +371,20 @@ func run(s *serveSetup) int {
 		return code
 	}
 
-	// A reader of stderr that goes away (`monolock serve 2>&1 | logger`, a
-	// restarted log collector) must not take every lock with it: with
-	// SIGPIPE ignored, a log write fails with EPIPE instead of killing us.
-	signal.Ignore(syscall.SIGPIPE)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	if node != nil {
 		node.Bind(srv)
 		go node.Run(ctx)
 	}
+	// Reloads run off this loop: a file that blocks its reader (a FIFO, a
+	// hung network mount) must not keep SIGTERM from stopping the server.
+	reloads := newReloader(func() { reload(s, m) })
 wait:
 	for {
 		select {
 		case <-hup:
-			reload(s, m)
+			reloads.request(log)
 		case err := <-served:
 			log.Error("serve failed", "err", err)
 			shutdown(srv, adminSrv, f.drainTimeout, log)
@@ -387,6 +394,7 @@ wait:
 		}
 	}
 	log.Info("shutting down", "drain_timeout", f.drainTimeout)
+	reloads.abandon(log)
 	code = 0
 	if err := shutdown(srv, adminSrv, f.drainTimeout, log); err != nil {
 		code = 1
@@ -434,6 +442,43 @@ func startAdmin(s *serveSetup, srv *server.Server, m *metrics.Metrics) (*http.Se
 	}()
 	log.Info("admin listening", "addr", aln.Addr().String(), "tls", f.adminTLS, "token", s.adminToken != "")
 	return hs, 0
+}
+
+// reloader runs reloads one at a time in a goroutine of their own. A
+// SIGHUP during a reload asks for one more after it, once however many
+// arrive (the last one reads the newest files).
+type reloader struct {
+	pending chan struct{}
+	running atomic.Bool
+}
+
+func newReloader(reload func()) *reloader {
+	r := &reloader{pending: make(chan struct{}, 1)}
+	go func() {
+		for range r.pending {
+			r.running.Store(true)
+			reload()
+			r.running.Store(false)
+		}
+	}()
+	return r
+}
+
+// request asks for a reload; it never blocks.
+func (r *reloader) request(log *slog.Logger) {
+	select {
+	case r.pending <- struct{}{}:
+	default:
+		log.Info("SIGHUP: a reload is already waiting to run; it will read the newest files")
+	}
+}
+
+// abandon is for the server's exit: a reload still running (its file
+// blocks) is left behind, and said so.
+func (r *reloader) abandon(log *slog.Logger) {
+	if r.running.Load() {
+		log.Error("a reload was still running at shutdown and is abandoned; the configuration in force was kept")
+	}
 }
 
 // reload re-reads the ACL and TLS files. A bad file is reported and the

@@ -595,3 +595,37 @@ func TestServeDurationFlagsTakeSeconds(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, stdout+stderr, "configuration OK")
 }
+
+// A reload whose file blocks its reader (the ACL replaced by a FIFO, as a
+// file on a hung network mount would) does not stop SIGTERM: the server
+// drains and exits, and says the reload was abandoned.
+func TestSIGTERMStopsTheServerDuringABlockedReload(t *testing.T) {
+	dir := t.TempDir()
+	aclPath := filepath.Join(dir, "acl")
+	require.NoError(t, os.WriteFile(aclPath, []byte("anonymous jobs/*\n"), 0o600))
+	p := startServe(t, nil, "--listen", "127.0.0.1:0", "--admin", "off", "--acl", aclPath, "--drain-timeout", "2s")
+	require.NoError(t, os.Remove(aclPath))
+	require.NoError(t, syscall.Mkfifo(aclPath, 0o600)) // opening it blocks until a writer comes
+	n := len(p.Log())
+	require.NoError(t, p.Cmd.Process.Signal(syscall.SIGHUP))
+	require.NoError(t, p.Cmd.Process.Signal(syscall.SIGHUP)) // a second one while the first hangs
+	require.Eventually(t, func() bool { return blockedOnFIFO(p.Cmd.Process.Pid) }, wait, 10*time.Millisecond,
+		"the reload opens the FIFO and waits there for a writer")
+	require.NoError(t, p.Cmd.Process.Signal(syscall.SIGTERM))
+	assert.Equal(t, 0, p.WaitExit(wait), "the server stops although the reload hangs: %s", p.LogText())
+	logged := strings.Join(p.Log()[n:], "\n")
+	assert.Contains(t, logged, "a reload was still running at shutdown and is abandoned")
+	assert.Contains(t, logged, `msg=stopped`)
+}
+
+// blockedOnFIFO reports whether a thread of process pid waits in the
+// kernel for the other end of a FIFO to be opened.
+func blockedOnFIFO(pid int) bool {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/wchan", pid))
+	for _, task := range tasks {
+		if b, err := os.ReadFile(task); err == nil && string(b) == "wait_for_partner" {
+			return true
+		}
+	}
+	return false
+}
