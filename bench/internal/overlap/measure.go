@@ -66,42 +66,20 @@ type Cell struct {
 // concurrently, so the cells take about as long as the slowest run: the
 // fault, then at most o.Window.
 func Measure(ctx context.Context, tool Tool, v Variant, o Options) []Cell {
-	cells := make([]Cell, len(o.Faults))
-	var wg sync.WaitGroup
 	stamp := time.Now().UnixNano()
+	runs := safety.ForEachRun(ctx, o.Faults, o.Runs, 0, o.Lease, Run{Err: "interrupted"}, func(f safety.Fault, k int) Run {
+		name := fmt.Sprintf("overlap-%s-%s-%s-%d-%d", safety.Slug(tool.Name), v, f, k, stamp)
+		dir := filepath.Join(o.Dir, name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return Run{Err: err.Error()}
+		}
+		return runOne(ctx, tool, v, f, o, name, dir)
+	})
+	cells := make([]Cell, len(o.Faults))
 	for i, f := range o.Faults {
-		cells[i] = Cell{Fault: f, Runs: make([]Run, o.Runs)}
-		for k := range o.Runs {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				select {
-				case <-time.After(rand.N(o.Lease)):
-				case <-ctx.Done():
-					cells[i].Runs[k] = Run{Err: "interrupted"}
-					return
-				}
-				name := fmt.Sprintf("overlap-%s-%s-%s-%d-%d", slug(tool.Name), v, f, k, stamp)
-				dir := filepath.Join(o.Dir, name)
-				if err := os.MkdirAll(dir, 0o755); err != nil {
-					cells[i].Runs[k] = Run{Err: err.Error()}
-					return
-				}
-				cells[i].Runs[k] = runOne(ctx, tool, v, f, o, name, dir)
-			}()
-		}
+		cells[i] = Cell{Fault: f, Runs: runs[i]}
 	}
-	wg.Wait()
 	return cells
-}
-
-func slug(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
-			return r
-		}
-		return '-'
-	}, strings.ToLower(s))
 }
 
 // runOne is one run: A holds through a fresh proxy and appends, B queues

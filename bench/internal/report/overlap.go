@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"image/color"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -77,13 +78,8 @@ func fromFault(d time.Duration) string { return signedMS(d) }
 
 // exitsText lists the lock tool's exit statuses of A.
 func exitsText(exits map[int]int) string {
-	var codes []int
-	for c := range exits {
-		codes = append(codes, c)
-	}
-	slices.Sort(codes)
 	var parts []string
-	for _, c := range codes {
+	for _, c := range slices.Sorted(maps.Keys(exits)) {
 		if c == -1 {
 			continue
 		}
@@ -444,13 +440,8 @@ func etcdctlExits(r *Results) string {
 	if n == 0 {
 		return ""
 	}
-	var codes []int
-	for c := range exits {
-		codes = append(codes, c)
-	}
-	slices.Sort(codes)
 	var parts []string
-	for _, c := range codes {
+	for _, c := range slices.Sorted(maps.Keys(exits)) {
 		what := fmt.Sprintf("exited %d in %d", c, exits[c])
 		if c == -1 {
 			what = fmt.Sprintf("had not exited 2 s after its command in %d", exits[c])

@@ -78,50 +78,63 @@ type Cell struct {
 // time, so a recipe's cells take about as long as its slowest run. Runs
 // that cannot be set up are recorded with their error.
 func Measure(ctx context.Context, rec Recipe, o Options) []Cell {
-	cells := make([]Cell, len(o.Faults))
-	par := o.Parallel
-	if par <= 0 {
-		par = len(o.Faults) * o.Runs
-	}
-	sem := make(chan struct{}, max(1, par))
-	var wg sync.WaitGroup
 	stamp := time.Now().UnixNano()
+	runs := ForEachRun(ctx, o.Faults, o.Runs, o.Parallel, o.Lease, Run{Err: "interrupted"}, func(f Fault, k int) Run {
+		name := fmt.Sprintf("safety-%s-%s-%d-%d", Slug(rec.Name), f, k, stamp)
+		return runOne(ctx, rec, f, o, name)
+	})
+	cells := make([]Cell, len(o.Faults))
 	for i, f := range o.Faults {
-		cells[i] = Cell{Fault: f, Runs: make([]Run, o.Runs)}
-		for k := range o.Runs {
+		cells[i] = Cell{Fault: f, Runs: runs[i]}
+	}
+	return cells
+}
+
+// ForEachRun calls run for every fault of faults, runs times each, all
+// concurrently (parallel at a time when parallel > 0), and returns the
+// results by fault and run. A run whose start ctx ends first gets
+// interrupted instead. Each starts at a random moment within a lease: runs
+// started together would share the phase of their clients' periodic
+// checks against the server's (etcd's client checks its deadline once a
+// second from its start, its server expires leases on a 500 ms tick), and
+// their figures would repeat one draw instead of sampling it.
+func ForEachRun[R any](ctx context.Context, faults []Fault, runs, parallel int, lease time.Duration, interrupted R, run func(f Fault, k int) R) [][]R {
+	out := make([][]R, len(faults))
+	if parallel <= 0 {
+		parallel = len(faults) * runs
+	}
+	sem := make(chan struct{}, max(1, parallel))
+	var wg sync.WaitGroup
+	for i, f := range faults {
+		out[i] = make([]R, runs)
+		for k := range runs {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				select {
 				case sem <- struct{}{}:
 				case <-ctx.Done():
-					cells[i].Runs[k] = Run{Err: "interrupted"}
+					out[i][k] = interrupted
 					return
 				}
 				defer func() { <-sem }()
-				// Start at a random moment within a lease: runs started
-				// together would share the phase of their clients' periodic
-				// checks against the server's (etcd's client checks its
-				// deadline once a second from its start, its server expires
-				// leases on a 500 ms tick), and their margins would repeat
-				// one draw instead of sampling it.
 				select {
-				case <-time.After(rand.N(o.Lease)):
+				case <-time.After(rand.N(lease)):
 				case <-ctx.Done():
-					cells[i].Runs[k] = Run{Err: "interrupted"}
+					out[i][k] = interrupted
 					return
 				}
-				name := fmt.Sprintf("safety-%s-%s-%d-%d", slug(rec.Name), f, k, stamp)
-				cells[i].Runs[k] = runOne(ctx, rec, f, o, name)
+				out[i][k] = run(f, k)
 			}()
 		}
 	}
 	wg.Wait()
-	return cells
+	return out
 }
 
-// slug keeps the letters and digits of a label, for lock names.
-func slug(s string) string {
+// Slug keeps the letters and digits of a label, lower-cased, for lock
+// and file names.
+func Slug(s string) string {
 	return strings.Map(func(r rune) rune {
 		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
 			return r
