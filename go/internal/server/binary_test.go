@@ -136,17 +136,7 @@ func TestBinaryKill9HoldsBackOnlyTheLockOfTheLongLease(t *testing.T) {
 	bin := testbin.Binary(t)
 	dataDir := filepath.Join(t.TempDir(), "state")
 	p := startBinary(t, bin, "--data-dir", dataDir, "--admin", "off")
-	l := dial(t, p.Addr)
-	l.acquire("long", uint32(long.Milliseconds()))
-	l.expectAcquired()
-	s := dial(t, p.Addr)
-	s.acquire("short", uint32(short.Milliseconds()))
-	tok := s.expectAcquired()
-	for range 3 { // a live holder up to the crash
-		time.Sleep(short / 4)
-		s.heartbeat()
-		require.Equal(t, tok, s.expectAcquired())
-	}
+	holdLongAndShort(t, p.Addr, long, short)
 	// Before the kill: the holders' leases ran from earlier, the restarted
 	// server's waits run from later.
 	killed := time.Now()

@@ -254,3 +254,21 @@ func waitersOf(srv *testServer, name string) []uint64 {
 }
 
 func be64(b []byte) uint64 { return binary.BigEndian.Uint64(b) }
+
+// holdLongAndShort takes the locks "long" and "short" at addr with those
+// leases, and keeps the short one's holder alive with three heartbeats: two
+// live holders when the test then crashes the server.
+func holdLongAndShort(t *testing.T, addr string, long, short time.Duration) {
+	t.Helper()
+	l := dial(t, addr)
+	l.acquire("long", uint32(long.Milliseconds()))
+	l.expectAcquired()
+	s := dial(t, addr)
+	s.acquire("short", uint32(short.Milliseconds()))
+	tok := s.expectAcquired()
+	for range 3 {
+		time.Sleep(short / 4)
+		s.heartbeat()
+		require.Equal(t, tok, s.expectAcquired())
+	}
+}

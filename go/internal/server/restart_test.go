@@ -107,17 +107,7 @@ func TestRestartAfterCrashHoldsBackEachLockForItsOwnLeases(t *testing.T) {
 	dir := t.TempDir()
 	cfg := Config{DataDir: dir, namedLease: time.Second}
 	first := startServer(t, cfg)
-	l := dial(t, first.addr)
-	l.acquire("long", uint32(long.Milliseconds()))
-	l.expectAcquired()
-	s := dial(t, first.addr)
-	s.acquire("short", uint32(short.Milliseconds()))
-	tok := s.expectAcquired()
-	for range 3 { // a live holder up to the crash
-		time.Sleep(short / 4)
-		s.heartbeat()
-		require.Equal(t, tok, s.expectAcquired())
-	}
+	holdLongAndShort(t, first.addr, long, short)
 	crashed := time.Now()
 	crash(t, first)
 
