@@ -1,30 +1,13 @@
 package leaserecord
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"math"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/monolock/monolock/go/internal/durable"
 )
-
-// FileName is the file, in the data directory, that records how long
-// a server restarted after a crash must hold back which locks (see
-// Record).
-const FileName = "leases"
-
-// legacyFileName is the record of earlier versions: one number, the
-// longest lease ever acknowledged. It is read as a wait for every lock and
-// replaced by FileName at the first open.
-const legacyFileName = "max-lease-ms"
 
 // DefaultNamedLease is the threshold above which a lease is recorded with
 // its lock's name. Up to it, one recorded bound covers every lock: the
@@ -38,12 +21,6 @@ const DefaultNamedLease = 10 * time.Second
 // the claim that needs it is acknowledged; a wait that shrinks can be
 // written late, since a record that states too long a wait is only slow.
 const DefaultLazyWrite = time.Second
-
-// compactSlack is how far the record may grow past three times its content
-// before a write rewrites it from scratch instead of appending.
-const compactSlack = 64 << 10
-
-const header = "monolock lease record v1\n"
 
 // Options tune a Record; the zero value is the production
 // setting.
@@ -86,14 +63,10 @@ type Options struct {
 //     every lock of this run is dropped, since every session of the run
 //     has ended.
 //
-// On disk it is a text file: a header line, then lines "all MS" and
-// "lock MS NAME" (NAME quoted as in Go), later lines overriding earlier
-// ones; "lock 0 NAME" drops NAME. Writes append and fsync. Open rewrites
-// it with only what is in force (so does a write once it has grown to
-// three times that, plus 64 KiB): its size stays proportional to the long
-// leases of live sessions and the waits being kept.
+// Where it is kept is its Store: a file in the data directory (OpenFile),
+// or etcd for an HA cell, whose leader writes it under its leadership.
 type Record struct {
-	path      string
+	store     Store
 	threshold time.Duration
 	lazyWrite time.Duration
 	opened    time.Time
@@ -126,12 +99,6 @@ type Record struct {
 	writer    sync.WaitGroup
 	timer     *time.Timer
 	timerAt   time.Time // when timer fires; zero: stopped
-
-	// The file, touched only by the write in progress (and by Open and
-	// Close, when none can be).
-	file      *os.File // the append handle; nil: the next write rewrites the file
-	size      int64
-	rewritten int64 // the size of the last rewrite
 }
 
 // leaseName is one lock name that the record states a wait for, or must.
@@ -142,16 +109,23 @@ type leaseName struct {
 	until     time.Time     // a wait kept until then (Hold, the previous run's); zero: none
 	stated    time.Duration // what the record says, once write statedSeq is durable
 	statedSeq uint64
+	// prev is what the record said before write statedSeq: while that
+	// write is under way, a lease prev covers needs no wait.
+	prev    time.Duration
+	prevSeq uint64
 	dirty     bool
 }
 
-// Open reads dir's record, starts waiting out what the previous
-// run left (see Inherited), and rewrites the record with only that. A
-// directory without a record has nothing to wait out. dir must be locked
-// (Open) so that no other server writes it.
-func Open(dir string, opts Options) (*Record, error) {
+// Open opens the record in the data directory dir: see OpenFile.
+func Open(dir string, opts Options) (*Record, error) { return OpenFile(dir, opts) }
+
+// OpenStore reads the record that store keeps, starts waiting out what
+// the previous run (or leader) left (see Inherited), and rewrites the
+// record with only that. A store that holds nothing has nothing to wait
+// out. Only this Record may write store until it is closed.
+func OpenStore(store Store, opts Options) (*Record, error) {
 	r := &Record{
-		path:      filepath.Join(dir, FileName),
+		store:     store,
 		threshold: opts.NamedLease,
 		lazyWrite: opts.LazyWrite,
 		names:     make(map[string]*leaseName),
@@ -165,16 +139,10 @@ func Open(dir string, opts Options) (*Record, error) {
 		r.lazyWrite = DefaultLazyWrite
 	}
 	r.written = sync.NewCond(&r.mu)
-	all, locks, err := load(r.path)
+	all, locks, err := store.Load()
 	if err != nil {
 		return nil, err
 	}
-	legacy := filepath.Join(dir, legacyFileName)
-	legacyAll, hasLegacy, err := loadLegacy(legacy)
-	if err != nil {
-		return nil, err
-	}
-	all = max(all, legacyAll)
 
 	r.opened = time.Now()
 	if all > 0 {
@@ -193,21 +161,11 @@ func Open(dir string, opts Options) (*Record, error) {
 	// wait leaves them for the next run in full. It also drops what is
 	// no longer in force and a torn last line.
 	r.seq++
-	content := r.snapshotLocked(1, true)
-	if err := r.writeOut(content, true); err != nil {
+	if err := store.Write(r.snapshotLocked(1, true)); err != nil {
+		store.Close()
 		return nil, fmt.Errorf("leaserecord: rewrite the lease record: %w", err)
 	}
 	r.durable = 1
-	if hasLegacy {
-		if err := os.Remove(legacy); err != nil {
-			r.closeFile()
-			return nil, fmt.Errorf("leaserecord: replace %s: %w", legacy, err)
-		}
-		if err := durable.SyncDir(dir); err != nil {
-			r.closeFile()
-			return nil, fmt.Errorf("leaserecord: replace %s: %w", legacy, err)
-		}
-	}
 	r.timer = time.AfterFunc(time.Hour, r.tick)
 	r.timer.Stop()
 	r.mu.Lock()
@@ -254,6 +212,9 @@ func (r *Record) Admit(name string, lease time.Duration) error {
 	n := r.nameLocked(name)
 	n.sessions++
 	n.lease = max(n.lease, lease)
+	if lease <= n.prev && n.prevSeq <= r.durable && !r.lostLocked(n.prevSeq) && lease <= n.stated {
+		return nil // on disk already; a longer statement is on its way
+	}
 	target := n.statedSeq
 	if n.stated < lease || r.lostLocked(target) {
 		r.markLocked(n)
@@ -273,7 +234,7 @@ func (r *Record) admitAll(lease time.Duration) error {
 		return errClosed
 	}
 	if lease > r.own || r.lostLocked(r.ownSeq) {
-		r.own = max(r.own, lease)
+		r.own = max(r.own, min(coarsen(lease), r.threshold))
 		r.allDirty = true
 		r.ownSeq = r.urgentLocked()
 	}
@@ -373,16 +334,9 @@ func (r *Record) closeLocked() {
 	r.written.Broadcast()
 	r.mu.Unlock()
 	r.writer.Wait()
-	r.closeFile()
+	r.store.Close()
 	r.mu.Lock()
 	r.ownDurable.Store(-1) // Admit's fast path admits nothing more
-}
-
-func (r *Record) closeFile() {
-	if r.file != nil {
-		r.file.Close()
-		r.file = nil
-	}
 }
 
 func (r *Record) nameLocked(name string) *leaseName {
@@ -516,14 +470,14 @@ func (r *Record) write() {
 	for !r.closed && (r.urgent || r.lazy) {
 		seq := r.seq
 		r.seq++
-		full := r.rewrite || r.file == nil || r.size > 3*r.rewritten+compactSlack
-		content := r.snapshotLocked(seq, full)
+		full := r.rewrite || r.failure != nil || r.store.WantsFull()
+		change := r.snapshotLocked(seq, full)
 		own := r.own
 		r.urgent, r.lazy, r.rewrite = false, false, false
 		r.mu.Unlock()
 		var err error
-		if full || len(content) > 0 {
-			err = r.writeOut(content, full)
+		if !change.Empty() {
+			err = r.store.Write(change)
 		}
 		r.mu.Lock()
 		if err != nil {
@@ -550,7 +504,7 @@ func (r *Record) write() {
 func (r *Record) value(n *leaseName, now time.Time) time.Duration {
 	v := time.Duration(0)
 	if n.sessions > 0 {
-		v = n.lease
+		v = coarsen(n.lease)
 	}
 	if n.until.After(now) {
 		v = max(v, ceilMS(n.until.Sub(now)))
@@ -558,14 +512,11 @@ func (r *Record) value(n *leaseName, now time.Time) time.Duration {
 	return v
 }
 
-// snapshotLocked is the content of write seq: every name in force when
+// snapshotLocked is the change of write seq: every name in force when
 // full, else what changed since the last write.
-func (r *Record) snapshotLocked(seq uint64, full bool) []byte {
+func (r *Record) snapshotLocked(seq uint64, full bool) Change {
 	now := time.Now()
-	var b bytes.Buffer
-	if full {
-		b.WriteString(header)
-	}
+	c := Change{Full: full}
 	if full || r.allDirty {
 		all := time.Duration(0)
 		if !r.drained {
@@ -574,16 +525,17 @@ func (r *Record) snapshotLocked(seq uint64, full bool) []byte {
 		if r.allUntil.After(now) {
 			all = max(all, ceilMS(r.allUntil.Sub(now)))
 		}
-		fmt.Fprintf(&b, "all %d\n", ceilMS(all).Milliseconds())
+		c.All, c.AllSet = ceilMS(all), true
 		r.allDirty = false
 	}
 	state := func(n *leaseName) {
 		v := r.value(n, now)
 		n.dirty = false
 		if full || v != n.stated { // else write statedSeq still says it
-			if v != 0 || !full { // a rewrite states only what is in force
-				fmt.Fprintf(&b, "lock %d %s\n", ceilMS(v).Milliseconds(), strconv.Quote(n.name))
+			if v != 0 || !full { // a full write states only what is in force
+				c.Locks = append(c.Locks, Statement{Name: n.name, Wait: ceilMS(v)})
 			}
+			n.prev, n.prevSeq = n.stated, n.statedSeq
 			n.stated, n.statedSeq = v, seq
 		}
 		if v == 0 && !n.until.After(now) {
@@ -605,108 +557,26 @@ func (r *Record) snapshotLocked(seq uint64, full bool) []byte {
 		n.dirty = false
 	}
 	r.dirty = r.dirty[:0]
-	return b.Bytes()
+	return c
 }
 
-// writeOut makes content durable: a rewrite of the whole file when full,
-// else an append. A failed append leaves the file to the next rewrite.
-func (r *Record) writeOut(content []byte, full bool) error {
-	if full {
-		r.closeFile()
-		if err := durable.WriteFile(r.path, content); err != nil {
-			return err
-		}
-		r.size, r.rewritten = int64(len(content)), int64(len(content))
-		f, err := os.OpenFile(r.path, os.O_WRONLY|os.O_APPEND, 0)
-		if err == nil {
-			r.file = f // else the next write rewrites again
-		}
-		return nil
+// coarsen rounds a lease up to the grid that the record states leases
+// on: whole milliseconds whose binary form has at most four significant
+// bits (8, 9, ... 15 times a power of two). A stated lease is so at most
+// 12.5% longer than the lease, and a stream of ever-longer leases, from
+// any number of clients, raises it at most 8 times per doubling: at most
+// 256 writes in a run for one bound, whatever the rate, where each new
+// millisecond would cost a write (an fsync, or an etcd transaction).
+func coarsen(lease time.Duration) time.Duration {
+	ms := uint64(ceilMS(lease).Milliseconds())
+	unit := uint64(1)
+	if n := bits.Len64(ms); n > 4 {
+		unit <<= n - 4
 	}
-	n, err := r.file.Write(content)
-	r.size += int64(n)
-	if err == nil {
-		err = r.file.Sync()
-	}
-	if err != nil {
-		r.closeFile()
-	}
-	return err
+	return time.Duration((ms+unit-1)/unit*unit) * time.Millisecond
 }
 
 // ceilMS rounds d up to a whole millisecond: a wait may only grow.
 func ceilMS(d time.Duration) time.Duration {
 	return (d + time.Millisecond - 1) / time.Millisecond * time.Millisecond
-}
-
-// load reads a record: the wait for every lock and the waits by
-// name (0: none). A last line without its newline is a write that a crash
-// cut short, whose claim was never acknowledged: it is ignored.
-func load(path string) (all time.Duration, locks map[string]time.Duration, err error) {
-	locks = make(map[string]time.Duration)
-	b, err := os.ReadFile(path)
-	if os.IsNotExist(err) {
-		return 0, locks, nil
-	}
-	if err != nil {
-		return 0, nil, fmt.Errorf("leaserecord: read the lease record: %w", err)
-	}
-	bad := func(line string) error {
-		return fmt.Errorf("leaserecord: lease record %s holds %q: delete it only if no client of this server can still hold a lock",
-			path, durable.Quote([]byte(line)))
-	}
-	text, ok := strings.CutPrefix(string(b), header)
-	if !ok {
-		return 0, nil, bad(string(b))
-	}
-	if i := strings.LastIndexByte(text, '\n'); i+1 < len(text) {
-		text = text[:i+1] // a torn last line
-	}
-	for line := range strings.Lines(text) {
-		line = strings.TrimSuffix(line, "\n")
-		kind, rest, _ := strings.Cut(line, " ")
-		msText, name, _ := strings.Cut(rest, " ")
-		ms, perr := strconv.ParseInt(msText, 10, 64)
-		if perr != nil || ms < 0 || ms > math.MaxInt64/int64(time.Millisecond) {
-			return 0, nil, bad(line)
-		}
-		wait := time.Duration(ms) * time.Millisecond
-		switch kind {
-		case "all":
-			if name != "" {
-				return 0, nil, bad(line)
-			}
-			all = wait
-		case "lock":
-			n, uerr := strconv.Unquote(name)
-			if uerr != nil || n == "" {
-				return 0, nil, bad(line)
-			}
-			if wait == 0 {
-				delete(locks, n)
-			} else {
-				locks[n] = wait
-			}
-		default:
-			return 0, nil, bad(line)
-		}
-	}
-	return all, locks, nil
-}
-
-// loadLegacy reads the max-lease-ms of earlier versions.
-func loadLegacy(path string) (time.Duration, bool, error) {
-	b, err := os.ReadFile(path)
-	if os.IsNotExist(err) {
-		return 0, false, nil
-	}
-	if err != nil {
-		return 0, false, fmt.Errorf("leaserecord: read the lease record: %w", err)
-	}
-	ms, err := strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64)
-	if err != nil || ms < 0 || ms > math.MaxInt64/int64(time.Millisecond) {
-		return 0, false, fmt.Errorf("leaserecord: lease record %s holds %q: delete it only if no client of this server can still hold a lock",
-			path, durable.Quote(b))
-	}
-	return time.Duration(ms) * time.Millisecond, true, nil
 }
