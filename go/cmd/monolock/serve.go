@@ -373,9 +373,18 @@ func run(s *serveSetup) int {
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	// The node leaves the cell only after the drain: a leader that
+	// stepped down first would leave the record of a crash, and the next
+	// leader would wait out every lease instead of only those of holders
+	// that may not know (docs/ha.md).
+	nodeCtx, stopNode := context.WithCancel(context.Background())
+	nodeDone := make(chan struct{})
+	leaveCell := func() { stopNode(); <-nodeDone }
 	if node != nil {
 		node.Bind(srv)
-		go node.Run(ctx)
+		go func() { defer close(nodeDone); node.Run(nodeCtx) }()
+	} else {
+		close(nodeDone)
 	}
 	// Reloads run off this loop: a file that blocks its reader (a FIFO, a
 	// hung network mount) must not keep SIGTERM from stopping the server.
@@ -388,6 +397,7 @@ wait:
 		case err := <-served:
 			log.Error("serve failed", "err", err)
 			shutdown(srv, adminSrv, f.drainTimeout, log)
+			leaveCell()
 			return 1
 		case <-ctx.Done():
 			break wait
@@ -399,6 +409,7 @@ wait:
 	if err := shutdown(srv, adminSrv, f.drainTimeout, log); err != nil {
 		code = 1
 	}
+	leaveCell()
 	<-served
 	log.Info("stopped")
 	return code

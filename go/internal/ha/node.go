@@ -1,16 +1,18 @@
 // Package ha makes several monolock servers one cell through etcd: they
 // campaign for leadership, the leader is the one active server, and etcd
-// keeps the token high-water mark and the longest lease the cell has
-// acknowledged. Lock state stays in the active server's memory.
+// keeps the token high-water mark and the cell's lease record (how long a
+// new leader holds back which locks). Lock state stays in the active
+// server's memory.
 //
 // Safety rests on two rules (docs/ha.md has the argument):
 //   - The leader acknowledges nothing after its own etcd lease may have
 //     expired: the send of its last acknowledged keep-alive plus the TTL,
 //     less a margin for clock rate. Every reply checks this first.
-//   - A new leader grants nothing until the longest recorded lease has
-//     passed since it took over, so every claim the old leader acknowledged
-//     has expired at its holder. The leader records a longer lease in etcd
-//     before it acknowledges a session that asked for it.
+//   - A new leader grants a lock only once the wait the lease record
+//     states for it has passed since it took over, so every claim the old
+//     leader acknowledged on it has expired at its holder. The leader
+//     records a lease in etcd (leaserecord.Record on a leaseStore) before
+//     it acknowledges a session that asked for it.
 package ha
 
 import (
@@ -29,6 +31,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
+	"github.com/monolock/monolock/go/internal/leaserecord"
 	"github.com/monolock/monolock/go/internal/server"
 	"github.com/monolock/monolock/go/internal/tokenstore"
 )
@@ -46,6 +49,9 @@ type Config struct {
 	Logger    *slog.Logger
 	Floor     uint64 // tokens start above this too (--token-floor)
 	BlockSize uint64 // tokens per reservation; 0: tokenstore's default
+	// NamedLease is the lease record's threshold for leases recorded by
+	// name; 0: leaserecord.DefaultNamedLease (tests).
+	NamedLease time.Duration
 }
 
 // Server is what the node drives: the lock server of this process.
@@ -56,6 +62,9 @@ type Server interface {
 	// StepDown ends every session with ERROR 0x01.
 	StepDown(reason string)
 	TokenFailure(err error)
+	// HoldBack keeps a lock from being granted until until: a holder
+	// under the previous leader may count on it that long.
+	HoldBack(name string, until time.Time)
 }
 
 // Role is a node's part in the cell.
@@ -80,15 +89,12 @@ type Node struct {
 	role       atomic.Int32
 	validUntil atomic.Int64 // leader: acknowledge only before base+this
 	graceUntil atomic.Int64 // leader: grant only from base+this on
-	maxLease   atomic.Int64 // the longest lease recorded in etcd, ns
 	leader     atomic.Value // string: the active server's address
 
-	admitMu sync.Mutex // serialises AdmitLease's writes
-
 	mu     sync.Mutex
-	tokens *tokenstore.Store // the leader's; nil otherwise
-	guard  *clientv3.Cmp     // holds while this node leads; nil otherwise
-	failed error
+	tokens *tokenstore.Store   // the leader's; nil otherwise
+	leases *leaserecord.Record // the leader's; nil otherwise
+	stale  []clientv3.LeaseID  // earlier terms' leases not yet revoked
 }
 
 // New connects to etcd. Bind the server, then Run.
@@ -123,11 +129,15 @@ func (n *Node) Bind(s Server) { n.server = s }
 // Close closes the etcd client.
 func (n *Node) Close() error {
 	n.mu.Lock()
-	if n.tokens != nil {
-		n.tokens.Close()
-		n.tokens = nil
-	}
+	tokens, leases := n.tokens, n.leases
+	n.tokens, n.leases = nil, nil
 	n.mu.Unlock()
+	if leases != nil {
+		leases.Close()
+	}
+	if tokens != nil {
+		tokens.Close()
+	}
 	return n.cli.Close()
 }
 
@@ -179,37 +189,12 @@ func (n *Node) Active(now time.Time) (bool, string) {
 	return false, ""
 }
 
-// AdmitLease implements server.Gate: a lease longer than the recorded one
-// is written to etcd (under the leadership guard) before it is acknowledged.
-func (n *Node) AdmitLease(lease time.Duration) error {
-	if int64(lease) <= n.maxLease.Load() {
-		return nil
-	}
-	// One write at a time, so the value in etcd only grows: two longer
-	// leases admitted at once must not let the shorter one land last.
-	n.admitMu.Lock()
-	defer n.admitMu.Unlock()
-	if int64(lease) <= n.maxLease.Load() {
-		return nil
-	}
+// Leases implements server.Gate: the lease record of this node's term
+// while it leads.
+func (n *Node) Leases() *leaserecord.Record {
 	n.mu.Lock()
-	guard := n.guard
-	n.mu.Unlock()
-	if guard == nil {
-		return errors.New("ha: not the leader")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.TTL/2)
-	defer cancel()
-	resp, err := n.cli.Txn(ctx).If(*guard).
-		Then(clientv3.OpPut(n.key("max-lease-ms"), strconv.FormatInt(lease.Milliseconds(), 10))).Commit()
-	if err != nil {
-		return err
-	}
-	if !resp.Succeeded {
-		return errors.New("ha: leadership lost")
-	}
-	n.maxLease.Store(int64(lease))
-	return nil
+	defer n.mu.Unlock()
+	return n.leases
 }
 
 // Next implements server.Tokens: the leader's tokens once its grace is
@@ -259,29 +244,32 @@ func (n *Node) Run(ctx context.Context) error {
 }
 
 // term is one candidacy: an etcd lease kept alive by this node (so that it
-// knows when the lease may have expired), a campaign, and leadership until
-// the lease can no longer be trusted.
+// knows when the lease may have expired), a campaign, and leadership. The
+// term ends as soon as the lease can no longer be trusted, campaigning or
+// leading: a candidate that waited out an etcd outage on a lease it could
+// not renew would win only to step down at once, and the next such
+// candidate after it, each with a token block of its own.
 func (n *Node) term(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	ctx, end := context.WithCancelCause(ctx)
+	defer end(nil)
 	ttl := n.cfg.TTL
 	sent := time.Now()
-	grant, err := n.cli.Grant(ctx, int64(ttl/time.Second))
+	gctx, gcancel := context.WithTimeout(ctx, ttl)
+	grant, err := n.cli.Grant(gctx, int64(ttl/time.Second))
+	gcancel()
 	if err != nil {
 		return fmt.Errorf("grant lease: %w", err)
 	}
-	defer func() { // best effort: let the next leader start at once
-		rctx, rcancel := context.WithTimeout(context.Background(), time.Second)
-		_, _ = n.cli.Revoke(rctx, grant.ID)
-		rcancel()
-	}()
+	defer n.revoke(grant.ID)
 	n.extend(sent)
-	lost := make(chan error, 1)
-	go n.keepAlive(ctx, grant.ID, lost)
+	n.revokeStale(ctx)
+	go n.keepAlive(ctx, grant.ID, end)
 
 	// The session's own keep-alive must end with the term: left running, it
 	// could renew an old election key after a failed revoke and block every
-	// other candidate.
+	// other candidate. Its Done is not a sign of a lost lease: the client
+	// gives up on a keep-alive stream that etcd did not answer for a TTL,
+	// although etcd, once back, keeps the lease; keepAlive decides.
 	sess, err := concurrency.NewSession(n.cli, concurrency.WithLease(grant.ID), concurrency.WithContext(ctx))
 	if err != nil {
 		return fmt.Errorf("session: %w", err)
@@ -289,20 +277,60 @@ func (n *Node) term(ctx context.Context) error {
 	election := concurrency.NewElection(sess, n.key("election"))
 	go n.observe(ctx, election)
 	if err := election.Campaign(ctx, n.cfg.Advertise); err != nil {
-		return fmt.Errorf("campaign: %w", err)
+		return fmt.Errorf("campaign: %w", causeOr(ctx, err))
+	}
+	// A win is acted on only with a lease that etcd renews now: the
+	// campaign may have waited out an outage.
+	if err := n.renew(ctx, grant.ID); err != nil {
+		return fmt.Errorf("won the election on a lease etcd no longer keeps: %w", err)
 	}
 	if err := n.lead(ctx, election); err != nil {
 		n.stepDown("could not take over: " + err.Error())
 		return err
 	}
 	defer n.stepDown("lost leadership of the cell")
-	select {
-	case err := <-lost:
-		return err
-	case <-sess.Done():
-		return errors.New("etcd session ended")
-	case <-ctx.Done():
-		return ctx.Err()
+	<-ctx.Done()
+	return context.Cause(ctx)
+}
+
+// causeOr is why ctx ended, if it did, else err.
+func causeOr(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); cause != nil {
+		return cause
+	}
+	return err
+}
+
+// revoke ends a term's etcd lease, so that the next leader need not wait
+// for it to expire. A revoke that fails (etcd unreachable) is retried at
+// the start of the next term, which can only start once etcd answers: a
+// lease that etcd kept through an outage would otherwise hold this node's
+// old election key, and every campaign behind it, for a TTL.
+func (n *Node) revoke(id clientv3.LeaseID) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if _, err := n.cli.Revoke(ctx, id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		n.mu.Lock()
+		n.stale = append(n.stale, id)
+		n.mu.Unlock()
+	}
+}
+
+// revokeStale revokes the leases of earlier terms that could not be.
+func (n *Node) revokeStale(ctx context.Context) {
+	n.mu.Lock()
+	stale := n.stale
+	n.stale = nil
+	n.mu.Unlock()
+	for _, id := range stale {
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := n.cli.Revoke(rctx, id)
+		cancel()
+		if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			n.mu.Lock()
+			n.stale = append(n.stale, id) // its TTL ends it at the latest
+			n.mu.Unlock()
+		}
 	}
 }
 
@@ -317,11 +345,10 @@ func (n *Node) extend(sent time.Time) {
 	n.validUntil.Store(n.since(sent.Add(n.cfg.TTL - n.safetyMargin())))
 }
 
-// keepAlive renews the lease every TTL/3 and reports on lost once the
+// keepAlive renews the lease every TTL/3 and ends the term once the
 // lease can no longer be trusted.
-func (n *Node) keepAlive(ctx context.Context, id clientv3.LeaseID, lost chan<- error) {
-	every := n.cfg.TTL / 3
-	t := time.NewTicker(every)
+func (n *Node) keepAlive(ctx context.Context, id clientv3.LeaseID, end context.CancelCauseFunc) {
+	t := time.NewTicker(n.cfg.TTL / 3)
 	defer t.Stop()
 	for {
 		select {
@@ -329,27 +356,33 @@ func (n *Node) keepAlive(ctx context.Context, id clientv3.LeaseID, lost chan<- e
 			return
 		case <-t.C:
 		}
-		sent := time.Now()
-		kctx, cancel := context.WithTimeout(ctx, every)
-		_, err := n.cli.KeepAliveOnce(kctx, id)
-		cancel()
-		if err == nil {
-			n.extend(sent)
-			continue
-		}
-		if errors.Is(err, context.Canceled) {
+		err := n.renew(ctx, id)
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
 			return
-		}
-		if ok, _ := n.Active(time.Now()); !ok && Role(n.role.Load()) == Leader {
-			lost <- fmt.Errorf("etcd lease no longer trusted: %w", err)
+		case errors.Is(err, rpctypes.ErrLeaseNotFound):
+			end(err)
 			return
-		}
-		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			lost <- err
+		case n.since(time.Now()) >= n.validUntil.Load():
+			end(fmt.Errorf("etcd lease no longer trusted: %w", err))
 			return
+		default:
+			n.log.Warn("ha: keep-alive failed", "err", err)
 		}
-		n.log.Warn("ha: keep-alive failed", "err", err)
 	}
+}
+
+// renew keeps the lease alive once and moves the deadline.
+func (n *Node) renew(ctx context.Context, id clientv3.LeaseID) error {
+	sent := time.Now()
+	kctx, cancel := context.WithTimeout(ctx, n.cfg.TTL/3)
+	defer cancel()
+	if _, err := n.cli.KeepAliveOnce(kctx, id); err != nil {
+		return err
+	}
+	n.extend(sent)
+	return nil
 }
 
 // observe follows who leads, for the passive servers' redirects.
@@ -361,13 +394,12 @@ func (n *Node) observe(ctx context.Context, e *concurrency.Election) {
 	}
 }
 
-// lead takes over: read the high-water mark and the longest lease under the
-// leadership guard, reserve the first block of tokens, and start the grace
-// period.
+// lead takes over: read the high-water mark and the lease record under
+// the leadership guard, hold back the locks the record names, reserve the
+// first block of tokens, and start the grace period for every lock.
 func (n *Node) lead(ctx context.Context, e *concurrency.Election) error {
 	guard := clientv3.Compare(clientv3.CreateRevision(e.Key()), "=", e.Rev())
-	resp, err := n.cli.Txn(ctx).If(guard).Then(
-		clientv3.OpGet(n.key("token-hwm")), clientv3.OpGet(n.key("max-lease-ms"))).Commit()
+	resp, err := n.cli.Txn(ctx).If(guard).Then(clientv3.OpGet(n.key(tokenHWM))).Commit()
 	if err != nil {
 		return err
 	}
@@ -378,15 +410,18 @@ func (n *Node) lead(ctx context.Context, e *concurrency.Election) error {
 	if err != nil {
 		return fmt.Errorf("token-hwm: %w", err)
 	}
-	maxMS, err := uintValue(resp.Responses[1].GetResponseRange().Kvs)
+	// The record before the first token reservation: its Load tells from
+	// token-hwm whether the leader before was of an earlier version.
+	leases, err := leaserecord.OpenStore(&leaseStore{n: n, guard: guard}, leaserecord.Options{NamedLease: n.cfg.NamedLease})
 	if err != nil {
-		return fmt.Errorf("max-lease-ms: %w", err)
+		return fmt.Errorf("lease record: %w", err)
 	}
 	persist := func(top uint64) error {
 		pctx, cancel := context.WithTimeout(context.Background(), n.cfg.TTL/2)
 		defer cancel()
-		r, err := n.cli.Txn(pctx).If(guard).
-			Then(clientv3.OpPut(n.key("token-hwm"), strconv.FormatUint(top, 10))).Commit()
+		r, err := n.cli.Txn(pctx).If(guard).Then(
+			clientv3.OpPut(n.key(tokenHWM), strconv.FormatUint(top, 10)),
+			clientv3.OpPut(n.key(leasesVersion), "1")).Commit()
 		if err != nil {
 			return err
 		}
@@ -400,33 +435,42 @@ func (n *Node) lead(ctx context.Context, e *concurrency.Election) error {
 		OnReady: n.server.Regrant, OnFailure: n.server.TokenFailure,
 	})
 	if err != nil {
+		leases.Close()
 		return err
 	}
-	took := time.Now()
-	grace := time.Duration(maxMS) * time.Millisecond
+	all, locks := leases.Inherited()
+	for name, until := range locks {
+		n.server.HoldBack(name, until)
+	}
+	grace := max(0, time.Until(all))
 	n.mu.Lock()
-	n.tokens, n.guard = tokens, &guard
+	n.tokens, n.leases = tokens, leases
 	n.mu.Unlock()
-	n.maxLease.Store(int64(grace))
-	n.graceUntil.Store(n.since(took.Add(grace)))
+	n.graceUntil.Store(n.since(time.Now().Add(grace)))
 	n.leader.Store(n.cfg.Advertise)
 	n.role.Store(int32(Leader))
-	n.log.Info("ha: leading the cell", "first_token_above", max(hwm, n.cfg.Floor), "grace", grace)
+	n.log.Info("ha: leading the cell", "first_token_above", max(hwm, n.cfg.Floor),
+		"grace", grace.Round(time.Millisecond), "locks_held_longer", len(locks))
 	time.AfterFunc(grace, n.server.Regrant) // the waiters that queued meanwhile
 	return nil
 }
 
-// stepDown stops acknowledging and granting, then ends every session.
+// stepDown stops acknowledging and granting, then ends every session. The
+// lease record stays as its last write left it, as after a crash: this
+// node may no longer lead, and the next leader reads it.
 func (n *Node) stepDown(reason string) {
 	if Role(n.role.Swap(int32(Follower))) != Leader {
 		return
 	}
 	n.mu.Lock()
-	tokens := n.tokens
-	n.tokens, n.guard = nil, nil
+	tokens, leases := n.tokens, n.leases
+	n.tokens, n.leases = nil, nil
 	n.mu.Unlock()
 	n.leader.CompareAndSwap(n.cfg.Advertise, "") // until etcd names the next one
 	n.log.Warn("ha: stepping down", "reason", reason)
+	if leases != nil {
+		leases.Close()
+	}
 	n.server.StepDown(reason)
 	if tokens != nil {
 		tokens.Close()

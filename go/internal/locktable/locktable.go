@@ -152,7 +152,9 @@ func (t *Table) Release(c *Claim) (promoted *Claim, failed []*Claim) {
 		return nil, nil
 	}
 	l.holder = nil
-	promoted, failed = t.promote(l)
+	if !l.blocked { // else Unblock grants it
+		promoted, failed = t.promote(l)
+	}
 	t.dropIfEmpty(c.Name, l)
 	return promoted, failed
 }
@@ -179,11 +181,12 @@ func (t *Table) ReleaseBlocked(c *Claim) (blocked bool) {
 	return true
 }
 
-// Block holds name back as ReleaseBlocked does, although nobody holds it:
-// a server restarted after a crash does this for each lock that a holder
-// of its previous run may still count on. New claims queue until
-// Unblock(name). It reports false, and changes nothing, if the lock is
-// held or blocked already.
+// Block holds name back as ReleaseBlocked does, although nobody (or a
+// claim that is about to end) holds it: a server restarted after a crash,
+// or a new leader of an HA cell, does this for each lock that a holder it
+// does not know may still count on. New claims queue until Unblock(name);
+// a holder's release leaves the lock blocked. It reports false, and
+// changes nothing, if the lock is blocked already.
 func (t *Table) Block(name string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -192,7 +195,7 @@ func (t *Table) Block(name string) bool {
 		l = &lock{}
 		t.locks[name] = l
 	}
-	if l.holder != nil || l.blocked {
+	if l.blocked {
 		return false
 	}
 	l.blocked = true
@@ -210,7 +213,9 @@ func (t *Table) Unblock(name string) (promoted *Claim, failed []*Claim) {
 		return nil, nil
 	}
 	l.blocked = false
-	promoted, failed = t.promote(l)
+	if l.holder == nil {
+		promoted, failed = t.promote(l)
+	}
 	t.dropIfEmpty(name, l)
 	return promoted, failed
 }

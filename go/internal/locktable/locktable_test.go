@@ -207,7 +207,7 @@ func TestUnblockEmptyLockIsForgotten(t *testing.T) {
 
 // Block holds back a lock nobody holds (a restarted server, for a holder
 // of its previous run): claims queue, Regrant passes it by, and Unblock
-// grants the first. A held or already blocked lock is left alone.
+// grants the first. An already blocked lock is left alone.
 func TestBlockHoldsBackAFreeLock(t *testing.T) {
 	tab := New(&counter{})
 	assert.True(t, tab.Block("a"))
@@ -227,7 +227,6 @@ func TestBlockHoldsBackAFreeLock(t *testing.T) {
 	assert.Empty(t, failed)
 	assert.Same(t, first, p)
 	assert.Equal(t, uint64(1), first.Token())
-	assert.False(t, tab.Block("a"), "held")
 	_, _ = tab.Release(first)
 	_, _ = tab.Release(second)
 
@@ -289,4 +288,29 @@ func TestNoTokenYetKeepsTheQueue(t *testing.T) {
 	assert.ElementsMatch(t, []*Claim{w1, fresh}, promoted2, "the first waiter of each lock")
 	p, _ := tab.Release(w1)
 	assert.Same(t, w2, p, "FIFO kept")
+}
+
+// A held lock can be blocked too (a new leader, for a claim of the term
+// before that is about to end): the holder's release grants nobody, and
+// Unblock grants the first waiter.
+func TestBlockOfAHeldLockOutlastsItsHolder(t *testing.T) {
+	tab := New(&counter{})
+	holder, waiter := claim(1, "a"), claim(2, "a")
+	granted, err := tab.Acquire(holder)
+	require.NoError(t, err)
+	require.True(t, granted)
+	assert.True(t, tab.Block("a"))
+	p, _ := tab.Unblock("a")
+	assert.Nil(t, p, "Unblock of a held lock grants nobody")
+	assert.True(t, tab.Block("a"))
+	granted, err = tab.Acquire(waiter)
+	require.NoError(t, err)
+	assert.False(t, granted)
+	p, _ = tab.Release(holder)
+	assert.Nil(t, p, "the holder's release left the lock blocked")
+	assert.Zero(t, waiter.Token())
+	p, _ = tab.Unblock("a")
+	assert.Same(t, waiter, p)
+	_, _ = tab.Release(waiter)
+	assert.Equal(t, 0, tab.Len())
 }

@@ -45,14 +45,44 @@ func (r *restartWait) Next() (uint64, error) {
 // does after a silent holder: new claims queue behind it, the listing
 // shows the lock blocked, and the first waiter is granted it then.
 func (s *Server) holdBack(name string, until time.Time) {
-	if !s.table.Block(name) {
+	s.table.Block(name) // false: blocked already; the longer hold decides
+	s.holdUntil(name, until, time.Now())
+}
+
+// HoldBack is holdBack for a new leader of an HA cell, for a lock that a
+// holder under the previous leader may still count on.
+func (s *Server) HoldBack(name string, until time.Time) { s.holdBack(name, until) }
+
+// holdUntil ends the block on name (Block, ReleaseBlocked) at until, or
+// later if another hold of it lasts longer: every block ends here, so a
+// shorter hold (a lock delay) never ends a longer one (a restart's wait).
+// start is when the lock was let go, for the promotion's latency.
+func (s *Server) holdUntil(name string, until, start time.Time) {
+	s.holdsMu.Lock()
+	prev, armed := s.holds[name]
+	if !armed || until.After(prev) {
+		s.holds[name] = until
+	}
+	s.holdsMu.Unlock()
+	if !armed {
+		time.AfterFunc(time.Until(until), func() { s.unhold(name, start) })
+	}
+}
+
+// unhold unblocks name once its longest hold has passed.
+func (s *Server) unhold(name string, start time.Time) {
+	s.holdsMu.Lock()
+	if wait := time.Until(s.holds[name]); wait > 0 {
+		s.holdsMu.Unlock()
+		time.AfterFunc(wait, func() { s.unhold(name, start) })
 		return
 	}
-	start := time.Now()
-	time.AfterFunc(time.Until(until), func() {
-		promoted, failed := s.table.Unblock(name)
-		s.handOver(promoted, failed, start)
-	})
+	delete(s.holds, name)
+	// Under holdsMu, so that a hold that comes next blocks the lock anew
+	// rather than finding it still blocked and ending unenforced.
+	promoted, failed := s.table.Unblock(name)
+	s.holdsMu.Unlock()
+	s.handOver(promoted, failed, start)
 }
 
 // logRestartWait says, at start, what the previous run left to wait out.

@@ -125,14 +125,18 @@ type Server struct {
 	tokens           Tokens
 	gate             Gate // nil: always active (a single server)
 	// leases records in the data directory what a holder could still
-	// count on after a crash (a single server; an HA cell records the
-	// longest lease in etcd through gate).
+	// count on after a crash (a single server; an HA cell's leader has a
+	// record in etcd, from gate). A session keeps the record it was
+	// admitted into.
 	leases *leaserecord.Record
 	// restartUntil is when a restarted server may grant again (see
 	// afterRestart); zero on a first start. Locks that must wait longer
 	// are held back by name (see holdBack).
 	restartUntil time.Time
 	table        *locktable.Table
+	// holds are the blocked locks' ends (holdUntil); the longest decides.
+	holdsMu sync.Mutex
+	holds   map[string]time.Time
 
 	// What a peer can cause at will, without credentials: counted, and
 	// logged at a bounded rate.
@@ -218,6 +222,7 @@ func New(cfg Config) (*Server, error) {
 		table:            locktable.New(tokens),
 		listeners:        make(map[net.Listener]struct{}),
 		sessions:         make(map[uint64]*session),
+		holds:            make(map[string]time.Time),
 		perAddr:          make(map[netip.Addr]int),
 		drained:          make(chan struct{}),
 	}
@@ -251,10 +256,11 @@ type Gate interface {
 	// Active reports whether this server may acknowledge sessions at now;
 	// if not, active is the address of the server that may ("" if unknown).
 	Active(now time.Time) (ok bool, active string)
-	// AdmitLease makes sure the cell has recorded a lease at least this
-	// long before a session with it is acknowledged: a server that takes
-	// over waits that long before it grants anything.
-	AdmitLease(lease time.Duration) error
+	// Leases is the cell's lease record while this server leads (nil
+	// otherwise): a session is acknowledged only once it admitted the
+	// session's lease, so that a server that takes over holds its lock
+	// back that long.
+	Leases() *leaserecord.Record
 	// Status describes the cell as this server sees it.
 	Status() CellStatus
 }
@@ -363,6 +369,15 @@ func (s *Server) Serve(ln net.Listener) error {
 func isTemporary(err error) bool {
 	var t interface{ Temporary() bool }
 	return errors.As(err, &t) && t.Temporary()
+}
+
+// leaseRecord is the record new sessions are admitted into: the data
+// directory's, or the cell's while this server leads; nil if none.
+func (s *Server) leaseRecord() *leaserecord.Record {
+	if s.gate != nil {
+		return s.gate.Leases()
+	}
+	return s.leases
 }
 
 func (s *Server) isShutdown() bool {
@@ -502,11 +517,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 		go func() {
 			s.sessionsWG.Wait()
-			if s.leases != nil {
-				// Every session has ended: the next run waits only for
-				// the holders that may not know (see leaseEnded).
-				if err := s.leases.Drained(); err != nil {
-					s.log.Error("cannot record the clean stop in the data directory; the next start waits out this run's leases", "err", err)
+			if rec := s.leaseRecord(); rec != nil {
+				// Every session has ended: the next run (leader) waits
+				// only for the holders that may not know (see leaseEnded).
+				if err := rec.Drained(); err != nil {
+					s.log.Error("cannot record the clean stop; the next start (leader) waits out this run's leases", "err", err)
 				}
 			}
 			s.tokens.Close()
@@ -707,7 +722,7 @@ func newNoisyLines(log *slog.Logger) noisyLines {
 		tls:         line(slog.LevelInfo, "TLS handshake failed"),
 		maxSessions: line(slog.LevelWarn, "session limit reached; refusing connections"),
 		perAddr:     line(slog.LevelWarn, "per-address session limit reached; refusing connections"),
-		leaseRecord: line(slog.LevelError, "cannot record a longer lease in the data directory; refusing sessions with it"),
+		leaseRecord: line(slog.LevelError, "cannot record a longer lease; refusing sessions with it"),
 		// A client that acquires and resets, again and again, makes one
 		// of these per connection.
 		heldBack: line(slog.LevelInfo, "holder gone without a release; lock held back"),

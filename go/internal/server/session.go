@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/monolock/monolock/go/internal/leaserecord"
 	"github.com/monolock/monolock/go/internal/locktable"
 	"github.com/monolock/monolock/go/pkg/protocol"
 )
@@ -51,6 +52,10 @@ type session struct {
 	wmu     sync.Mutex
 	leaseMS atomic.Uint32 // the client's lease, for the admin listing
 	wbuf    [9]byte       // guarded by wmu: WAITING or ACQUIRED, built without allocating
+
+	// leases is the record admit entered the lease into (the data
+	// directory's, or the cell's of the term that acknowledged it).
+	leases *leaserecord.Record
 }
 
 // stateEnded is session.state once the session is ended, unless a final
@@ -347,7 +352,7 @@ func (ss *session) handshake(hs *handshakeInput) error {
 	// Only a claim that will be acknowledged enters the lease record: one
 	// refused above (a lease over --max-lease, the ACL) is nothing a
 	// restart has to wait out.
-	if err := ss.srv.admit(name, lease); err != nil {
+	if err := ss.srv.admit(ss, name, lease); err != nil {
 		return err
 	}
 	ss.leaseMS.Store(leaseMS) // from here on finish tells the record (leaseEnded)
@@ -569,14 +574,11 @@ func (s *Server) dropClaimHeldBack(c *locktable.Claim, delay time.Duration) {
 	}
 	start := time.Now()
 	name := c.Name
-	if s.leases != nil {
-		s.leases.Hold(name, start.Add(delay)) // also for the next run
+	if rec := s.leaseRecord(); rec != nil {
+		rec.Hold(name, start.Add(delay)) // also for the next run (leader)
 	}
 	s.lines.heldBack.Log("lock", name, "delay", delay)
-	time.AfterFunc(delay, func() {
-		promoted, failed := s.table.Unblock(name)
-		s.handOver(promoted, failed, start)
-	})
+	s.holdUntil(name, start.Add(delay), start)
 }
 
 // handOver tells the sessions the table promoted (or could not give a
@@ -624,29 +626,28 @@ func (s *Server) active() error {
 	return &wireError{protocol.ErrShuttingDown, reason}
 }
 
-// admit records the lease (in the data directory, or with the HA gate)
+// admit records the lease (in the data directory, or in the cell's etcd)
 // before the session is acknowledged: a server that starts after a crash
-// of this one holds name back that long (an HA cell's new leader: every
-// lock). A failure ends the session with ERROR 0x01, which the client
-// retries.
-func (s *Server) admit(name string, lease time.Duration) error {
-	if s.gate == nil {
-		if s.leases == nil {
-			return nil
+// of this one, or a new leader of the cell, holds name back that long. A
+// failure ends the session with ERROR 0x01, which the client retries.
+func (s *Server) admit(ss *session, name string, lease time.Duration) error {
+	rec, where := s.leases, "in the data directory"
+	if s.gate != nil {
+		if err := s.active(); err != nil {
+			return err
 		}
-		if err := s.leases.Admit(name, lease); err != nil {
-			s.lines.leaseRecord.Log("err", err, "lease", lease)
-			return &wireError{protocol.ErrShuttingDown, "cannot record the lease in the data directory"}
+		if rec, where = s.gate.Leases(), "in the cell"; rec == nil {
+			return &wireError{protocol.ErrShuttingDown, "not the active server"}
 		}
-		return nil
 	}
-	if err := s.active(); err != nil {
-		return err
+	if rec == nil {
+		return nil // tokens without a record: tests of the table alone
 	}
-	if err := s.gate.AdmitLease(lease); err != nil {
-		s.log.Warn("cannot record the lease in the cell", "err", err)
-		return &wireError{protocol.ErrShuttingDown, "cannot record the lease in the cell"}
+	if err := rec.Admit(name, lease); err != nil {
+		s.lines.leaseRecord.Log("err", err, "lease", lease, "where", where)
+		return &wireError{protocol.ErrShuttingDown, "cannot record the lease " + where}
 	}
+	ss.leases = rec
 	return nil
 }
 
@@ -662,11 +663,11 @@ func (s *Server) admit(name string, lease time.Duration) error {
 // stop.
 func (s *Server) leaseEnded(ss *session, err error, until time.Time, peerClosed bool) {
 	ms := ss.leaseMS.Load()
-	if s.leases == nil || ms == 0 {
+	if ss.leases == nil || ms == 0 {
 		return
 	}
 	if ss.claim.Token() != 0 && !peerClosed && !errors.Is(err, io.EOF) && time.Now().Before(until) && s.isShutdown() {
-		s.leases.Hold(ss.claim.Name, until)
+		ss.leases.Hold(ss.claim.Name, until)
 	}
-	s.leases.Done(ss.claim.Name, time.Duration(ms)*time.Millisecond)
+	ss.leases.Done(ss.claim.Name, time.Duration(ms)*time.Millisecond)
 }
