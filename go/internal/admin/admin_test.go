@@ -24,6 +24,7 @@ import (
 	"github.com/monolock/monolock/go/internal/metrics"
 	"github.com/monolock/monolock/go/internal/server"
 	"github.com/monolock/monolock/go/internal/testserver"
+	"github.com/monolock/monolock/go/pkg/protocol"
 )
 
 const wait = 10 * time.Second // turns a hang into a failure; never reached when things work
@@ -499,4 +500,41 @@ func TestCellEndpointAndClient(t *testing.T) {
 	require.ErrorAs(t, err, &se)
 	assert.Equal(t, http.StatusServiceUnavailable, se.Code)
 	assert.EqualError(t, err, "admin API: etcd unreachable (503 Service Unavailable)")
+}
+
+// A holder that resets its connection (SO_LINGER 0) is counted in
+// monolock_locks_held_back_total{cause="reset"}, as its lock is held back;
+// one that closes with a FIN releases and is not counted.
+func TestResetHolderIsCounted(t *testing.T) {
+	s := start(t, "")
+	assert.Zero(t, value(t, scrape(t, s), "monolock_locks_held_back_total", "cause", "reset"))
+	hold := func(name string) *net.TCPConn {
+		c, err := net.DialTimeout("tcp", s.addr, wait)
+		require.NoError(t, err)
+		require.NoError(t, c.SetDeadline(time.Now().Add(wait)))
+		frame, err := protocol.AppendAcquire(nil, name, 60000)
+		require.NoError(t, err)
+		_, err = c.Write(frame)
+		require.NoError(t, err)
+		var typ [1]byte
+		_, err = io.ReadFull(c, typ[:])
+		require.NoError(t, err)
+		require.Equal(t, protocol.MsgAcquired, typ[0])
+		_, err = protocol.ReadAcquiredBody(c)
+		require.NoError(t, err)
+		return c.(*net.TCPConn)
+	}
+	closer := hold("closed")
+	require.NoError(t, closer.Close())
+	resetter := hold("reset")
+	require.NoError(t, resetter.SetLinger(0))
+	require.NoError(t, resetter.Close()) // a reset, not a FIN
+
+	fams := scrape(t, s)
+	for deadline := time.Now().Add(wait); value(t, fams, "monolock_locks_held_back_total", "cause", "reset") < 1 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+		fams = scrape(t, s)
+	}
+	assert.Equal(t, 1.0, value(t, fams, "monolock_locks_held_back_total", "cause", "reset"))
+	assert.Zero(t, value(t, fams, "monolock_locks_held_back_total", "cause", "lock_delay"))
 }

@@ -137,6 +137,7 @@ type Server struct {
 	// What a peer can cause at will, without credentials: counted, and
 	// logged at a bounded rate.
 	noise NoiseObserver
+	holds HoldObserver
 	lines noisyLines
 	sleep func(time.Duration) // time.Sleep; tests record the accept back-off
 
@@ -224,6 +225,10 @@ func New(cfg Config) (*Server, error) {
 	s.noise, _ = obs.(NoiseObserver)
 	if s.noise == nil {
 		s.noise = nopNoise{}
+	}
+	s.holds, _ = obs.(HoldObserver)
+	if s.holds == nil {
+		s.holds = nopHolds{}
 	}
 	s.lines = newNoisyLines(log)
 	s.sleep = time.Sleep
@@ -688,6 +693,31 @@ type NoiseObserver interface {
 }
 
 type nopNoise struct{}
+
+// HoldObserver is an optional extension of Observer: an Observer that also
+// has HeldBack is told of every lock held back from the next waiter after
+// its holder ended without a release.
+type HoldObserver interface {
+	// HeldBack: a holder's lock is kept from the next waiter for a while;
+	// cause is HeldBackReset or HeldBackLockDelay.
+	HeldBack(cause string)
+}
+
+// The causes of HoldObserver.HeldBack. A hold is logged as "holder gone
+// without a release; lock held back" whatever its cause; the metric tells
+// them apart.
+const (
+	// HeldBackReset: the holder's connection ended with a TCP reset (its
+	// lock is kept for the rest of its lease, or the lock delay if longer).
+	HeldBackReset = "reset"
+	// HeldBackLockDelay: the holder went silent past its lease and
+	// --lock-delay keeps its lock that much longer.
+	HeldBackLockDelay = "lock_delay"
+)
+
+type nopHolds struct{}
+
+func (nopHolds) HeldBack(string) {}
 
 func (nopNoise) AcceptFailed()       {}
 func (nopNoise) TLSHandshakeFailed() {}
