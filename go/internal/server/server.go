@@ -586,9 +586,22 @@ type LockStatus struct {
 // holder and waiters. Sessions that end while the snapshot is taken may be
 // listed without remote address and identity.
 func (s *Server) LockStatus() []LockStatus {
-	snap := s.table.Snapshot()
-	out := make([]LockStatus, 0, len(snap))
-	for _, l := range snap {
+	return s.lockStatus(s.table.Snapshot())
+}
+
+// LockPage is one page of LockStatus: up to limit locks whose names sort
+// after after ("" for the first page), in name order, and whether more
+// follow. Only the page is built, never the whole table. Pages are read
+// one at a time, not as one snapshot: a lock taken or freed meanwhile
+// may be missing or extra, but no name is listed twice or out of order.
+func (s *Server) LockPage(after string, limit int) (page []LockStatus, more bool) {
+	locks, more := s.table.Page(after, limit)
+	return s.lockStatus(locks), more
+}
+
+func (s *Server) lockStatus(locks []locktable.LockInfo) []LockStatus {
+	out := make([]LockStatus, 0, len(locks))
+	for _, l := range locks {
 		st := LockStatus{Name: l.Name, Blocked: l.Blocked, Waiters: make([]SessionInfo, 0, len(l.Waiters))}
 		if l.Holder != nil {
 			h := s.sessionInfo(*l.Holder)
