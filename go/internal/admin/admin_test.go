@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -672,4 +673,58 @@ func TestListingsAtOnceAreCapped(t *testing.T) {
 	go func() { <-bs.entered }()
 	code, _, _ = getBody(t, hs.URL+"/v1/locks")
 	assert.Equal(t, http.StatusOK, code)
+}
+
+// Over the limit, a connection is closed at once, before it is read,
+// and counted; the ones below it are served; a closed one frees its place.
+func TestLimitListenerClosesOverTheLimit(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var refused atomic.Int64
+	ln := admin.LimitListener(inner, 2, func() { refused.Add(1) })
+	hs := &http.Server{Handler: admin.Handler(admin.Config{Server: start(t, "").srv.Server})}
+	go func() { _ = hs.Serve(ln) }()
+	t.Cleanup(func() { hs.Close() })
+
+	healthz := func(c net.Conn) (string, error) {
+		require.NoError(t, c.SetDeadline(time.Now().Add(wait)))
+		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"); err != nil {
+			return "", err
+		}
+		b := make([]byte, 4096)
+		n, err := c.Read(b)
+		return string(b[:n]), err
+	}
+	dial := func() net.Conn {
+		c, err := net.DialTimeout("tcp", inner.Addr().String(), wait)
+		require.NoError(t, err)
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	held := []net.Conn{dial(), dial()}
+	for _, c := range held {
+		got, err := healthz(c)
+		require.NoError(t, err)
+		assert.Contains(t, got, "HTTP/1.1 200 OK")
+	}
+	for range 5 {
+		got, err := healthz(dial())
+		assert.Empty(t, got, "closed before any answer")
+		assert.Error(t, err)
+	}
+	assert.Equal(t, int64(5), refused.Load())
+
+	held[0].Close()
+	// The server sees the close when it reads next: until then the place is
+	// taken, so try until it is free.
+	deadline := time.Now().Add(wait)
+	for {
+		got, err := healthz(dial())
+		if err == nil {
+			assert.Contains(t, got, "HTTP/1.1 200 OK")
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the closed connection's place was not freed")
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -88,7 +88,7 @@ func New() *Metrics {
 		}, []string{"code"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "monolock_connections_refused_total",
-			Help: "Connections closed before any reply because a connection limit was reached.",
+			Help: "Connections closed before any reply because a connection limit was reached: max_sessions, per_address (the lock port), admin_max_connections (the admin API).",
 		}, []string{"reason"}),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "monolock_config_reloads_total",
@@ -103,6 +103,7 @@ func New() *Metrics {
 	m.refusedN = map[string]prometheus.Counter{
 		server.RefusedMaxSessions: m.refused.WithLabelValues(server.RefusedMaxSessions),
 		server.RefusedPerAddr:     m.refused.WithLabelValues(server.RefusedPerAddr),
+		RefusedAdminConns:         m.refused.WithLabelValues(RefusedAdminConns),
 	}
 	m.reloads.WithLabelValues("ok")
 	m.reloads.WithLabelValues("error")
@@ -232,6 +233,13 @@ func (m *Metrics) HeldBack(cause string) {
 		c.Inc()
 	}
 }
+
+// RefusedAdminConns is the reason of monolock_connections_refused_total
+// for a connection to the admin API over --admin-max-connections.
+const RefusedAdminConns = "admin_max_connections"
+
+// AdminRefused counts a connection the admin API closed at its limit.
+func (m *Metrics) AdminRefused() { m.refusedN[RefusedAdminConns].Inc() }
 
 // Refused implements server.Observer.
 func (m *Metrics) Refused(reason string) {
