@@ -122,6 +122,7 @@ func locksMain(args []string) int {
 		if errors.Is(err, flag.ErrHelp) {
 			return printHelp(fs, "usage: monolock locks [flags]\n\n"+
 				"Lists every lock: its holder, then its waiters in the order they will be granted it.\n"+
+				"A long listing is read page by page (not one snapshot) and ends with \"N locks in M pages\".\n"+
 				"A server of an HA cell (--etcd) first gets a line with its role, the active server\n"+
 				"and the grace left; a standalone server gets none.")
 		}
@@ -150,6 +151,10 @@ func locksMain(args []string) int {
 		return 0
 	}
 	writeLocks(os.Stdout, out, time.Now())
+	if out.pages > 1 {
+		// The listing was read page by page, not as one snapshot: say so.
+		fmt.Fprintf(os.Stdout, "%d locks in %d pages\n", len(out.Locks), out.pages)
+	}
 	return 0
 }
 
@@ -158,6 +163,7 @@ func locksMain(args []string) int {
 type locksOutput struct {
 	Locks []admin.Lock `json:"locks"`
 	Cell  cellView     `json:"cell"`
+	pages int          // GET /v1/locks pages read
 }
 
 // The modes of a cellView.
@@ -181,14 +187,14 @@ type cellView struct {
 // fetchLocks reads the locks, then the cell state. Only the locks are
 // needed: a cell state that cannot be read is reported in Cell.
 func fetchLocks(ctx context.Context, c *admin.Client) (locksOutput, error) {
-	locks, err := c.Locks(ctx)
+	locks, pages, err := c.LockPages(ctx, 0)
 	if err != nil {
 		return locksOutput{}, err
 	}
 	if locks == nil {
 		locks = []admin.Lock{}
 	}
-	out := locksOutput{Locks: locks}
+	out := locksOutput{Locks: locks, pages: pages}
 	cell, err := c.Cell(ctx)
 	switch {
 	case err == nil:

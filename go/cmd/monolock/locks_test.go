@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -101,11 +103,23 @@ func keys[V any](m map[string]V) []string {
 
 // fakeServer is what the admin API reads, with or without an HA cell.
 type fakeServer struct {
-	cell *server.CellStatus // nil: standalone
+	cell  *server.CellStatus  // nil: standalone
+	locks []server.LockStatus // sorted by name; nil: one lock, jobs/a
 }
 
-func (f fakeServer) LockStatus() []server.LockStatus {
-	return []server.LockStatus{{Name: "jobs/a", Holder: &server.SessionInfo{ID: 1, Token: 5, Lease: time.Second}}}
+func (f fakeServer) LockPage(after string, limit int) ([]server.LockStatus, bool) {
+	locks := f.locks
+	if locks == nil {
+		locks = []server.LockStatus{{Name: "jobs/a", Holder: &server.SessionInfo{ID: 1, Token: 5, Lease: time.Second}}}
+	}
+	i, _ := slices.BinarySearchFunc(locks, after, func(l server.LockStatus, name string) int {
+		return strings.Compare(l.Name, name)
+	})
+	if i < len(locks) && locks[i].Name == after {
+		i++
+	}
+	end := min(i+limit, len(locks))
+	return locks[i:end], end < len(locks)
 }
 func (f fakeServer) Kick(uint64) bool { return false }
 func (f fakeServer) Ready() bool      { return true }
@@ -152,7 +166,7 @@ func TestFetchLocksCellStates(t *testing.T) {
 		want      cellView
 		errHas    string
 	}{
-		{"ha", serve(admin.Handler(admin.Config{Server: fakeServer{&server.CellStatus{Role: "leader", Leader: "10.0.0.1:7117", Grace: grace}}})),
+		{"ha", serve(admin.Handler(admin.Config{Server: fakeServer{cell: &server.CellStatus{Role: "leader", Leader: "10.0.0.1:7117", Grace: grace}}})),
 			cellView{Mode: cellHA, Role: "leader", Leader: "10.0.0.1:7117", GraceRemainingMS: 1400}, ""},
 		{"standalone", serve(admin.Handler(admin.Config{Server: fakeServer{}})), cellView{Mode: cellStandalone}, ""},
 		{"older server", oldAdminAPI(t).URL, cellView{Mode: cellUnknown}, "no /v1/cell"},
@@ -192,4 +206,38 @@ func TestLocksCommandOnOlderServer(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(stdout), &out), stdout)
 	require.Len(t, out.Locks, 1)
 	assert.Equal(t, cellView{Mode: cellUnknown, Error: admin.ErrNoCellAPI.Error()}, out.Cell)
+}
+
+// More locks than one page: monolock locks follows "next" to the end,
+// lists each lock once and in order, and says how many pages it took;
+// --json keeps its shape, with every lock.
+func TestLocksCommandPagesThroughTheListing(t *testing.T) {
+	const n = 2*admin.DefaultPageLimit + 17
+	locks := make([]server.LockStatus, n)
+	for i := range locks {
+		locks[i] = server.LockStatus{Name: fmt.Sprintf("jobs/%04d", i),
+			Holder: &server.SessionInfo{ID: uint64(i + 1), Token: uint64(i + 1), Lease: time.Second, Since: time.Now()}}
+	}
+	hs := httptest.NewServer(admin.Handler(admin.Config{Server: fakeServer{locks: locks}}))
+	t.Cleanup(hs.Close)
+
+	code, stdout, stderr := command(t, nil, "locks", "--admin", hs.URL)
+	require.Equal(t, 0, code, stderr)
+	lines := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
+	require.Len(t, lines, 1+n+1, "header, one row per lock, the count")
+	assert.Regexp(t, `^LOCK\s+STATE`, lines[0])
+	for i := range n {
+		require.Regexp(t, fmt.Sprintf(`^jobs/%04d\s+held\s+%d\s`, i, i+1), lines[1+i])
+	}
+	assert.Equal(t, fmt.Sprintf("%d locks in 3 pages", n), lines[len(lines)-1])
+
+	code, stdout, stderr = command(t, nil, "locks", "--admin", hs.URL, "--json")
+	require.Equal(t, 0, code, stderr)
+	var out struct {
+		Locks []admin.Lock `json:"locks"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &out))
+	require.Len(t, out.Locks, n)
+	assert.Equal(t, "jobs/0000", out.Locks[0].Name)
+	assert.Equal(t, fmt.Sprintf("jobs/%04d", n-1), out.Locks[n-1].Name)
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/monolock/monolock/go/internal/acl"
 	"github.com/monolock/monolock/go/internal/admin"
 	"github.com/monolock/monolock/go/internal/ha"
+	"github.com/monolock/monolock/go/internal/lograte"
 	"github.com/monolock/monolock/go/internal/metrics"
 	"github.com/monolock/monolock/go/internal/runcmd"
 	"github.com/monolock/monolock/go/internal/server"
@@ -53,6 +54,7 @@ type serveFlags struct {
 	etcdTTL                      time.Duration
 	etcdCA, etcdCert, etcdKey    string
 	adminAllowedHosts            string
+	adminMaxConns                int
 }
 
 // serveSetup is everything serve builds from its flags before it starts.
@@ -63,6 +65,8 @@ type serveSetup struct {
 	acl        *acl.Authorizer     // nil without an ACL
 	adminToken string
 	adminHosts []string // Host names the admin API answers to, besides loopback
+
+	adminRefusals *lograte.Line // "admin connection limit reached"; nil without the admin API
 }
 
 // usageError is a bad flag, environment variable or file: one line, exit 2.
@@ -96,6 +100,8 @@ func newServeFlagSet(f *serveFlags) *flag.FlagSet {
 	fs.BoolVar(&f.adminTLS, "admin-tls", false, "serve the admin API over TLS with --tls-cert and --tls-key")
 	fs.StringVar(&f.adminAllowedHosts, "admin-allowed-hosts", "",
 		"`hosts` (names or IP addresses, comma-separated) the admin API answers to besides loopback and its listen host")
+	fs.IntVar(&f.adminMaxConns, "admin-max-connections", defaultAdminConns,
+		fmt.Sprintf("close admin API connections beyond this many open at once (1 to %d, counted in the %d descriptors --max-sessions leaves)", maxAdminConns, fdReserve))
 	fs.StringVar(&f.logFormat, "log-format", "text", "log `format`: text or json")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.IntVar(&f.maxSessions, "max-sessions", defaultMaxSessions(),
@@ -168,6 +174,9 @@ func setUp(f serveFlags, stderr io.Writer) (*serveSetup, error) {
 		return nil, badUsage("--lock-delay must not be negative, got %v", f.lockDelay)
 	case f.maxSessions < 0 || f.maxPerAddr < 0:
 		return nil, badUsage("--max-sessions and --max-sessions-per-addr must not be negative")
+	case f.adminMaxConns < 1 || f.adminMaxConns > maxAdminConns:
+		return nil, badUsage("--admin-max-connections must be 1 to %d (it is counted in the %d file descriptors --max-sessions leaves), got %d",
+			maxAdminConns, fdReserve, f.adminMaxConns)
 	case f.perAddrV6Prefix < 1 || f.perAddrV6Prefix > 128:
 		return nil, badUsage("--max-sessions-per-addr-ipv6-prefix must be 1 to 128, got %d", f.perAddrV6Prefix)
 	}
@@ -227,6 +236,30 @@ func setUp(f serveFlags, stderr io.Writer) (*serveSetup, error) {
 // SIGHUP, stdio, the runtime's poller, and one spare to accept and close a
 // connection over the limit rather than fail the accept.
 const fdReserve = 64
+
+// The admin API's connections count in fdReserve: its listener closes any
+// connection beyond --admin-max-connections at once, so it holds at most
+// that many descriptors plus the one it is closing, and no number of
+// admin connections can take the lock port's. maxAdminConns is half the
+// reserve; the other half covers the rest of the list above (about 20:
+// 3 stdio, 2 listeners, the poller, 3-4 data-directory files, up to 4
+// files of a reload, the spare, etcd connections with --etcd) with room.
+const (
+	defaultAdminConns = 16 // scrapers, health probes, monolock locks/kick: a handful at a time
+	maxAdminConns     = fdReserve / 2
+)
+
+// Timeouts of the admin API's HTTP server. None of its requests has a
+// body, and each answer is small (a listing page is at most about 1.2 MB):
+// a peer that sends or reads slower than this is cut, so that it holds
+// neither a connection nor a listing's memory for longer.
+const (
+	adminHeaderTimeout = 10 * time.Second
+	adminReadTimeout   = 10 * time.Second
+	adminWriteTimeout  = 10 * time.Second
+	adminIdleTimeout   = time.Minute
+	adminMaxHeader     = 64 << 10 // a bearer token and a few headers; the default is 1 MB per connection
+)
 
 // defaultMaxSessions is the open file limit (RLIMIT_NOFILE; Go raises the
 // soft limit to the hard one at start-up) less fdReserve, at least 1: a
@@ -411,6 +444,9 @@ wait:
 	}
 	leaveCell()
 	<-served
+	if s.adminRefusals != nil {
+		s.adminRefusals.Flush()
+	}
 	log.Info("stopped")
 	return code
 }
@@ -434,6 +470,13 @@ func startAdmin(s *serveSetup, srv *server.Server, m *metrics.Metrics) (*http.Se
 		log.Error("cannot listen for the admin API", "addr", f.adminAddr, "err", err)
 		return nil, 1
 	}
+	// The limit comes first, before anything reads the connection.
+	s.adminRefusals = lograte.New(log, slog.LevelWarn, "admin connection limit reached; closing connections",
+		lograte.DefaultBurst, lograte.DefaultInterval)
+	aln = admin.LimitListener(aln, f.adminMaxConns, func() {
+		m.AdminRefused()
+		s.adminRefusals.Log("max_connections", f.adminMaxConns)
+	})
 	aln = admin.NotHTTPListener(aln) // a lock client on the wrong port hears so at once
 	if f.adminTLS {
 		aln = tls.NewListener(aln, s.tls.Admin())
@@ -442,8 +485,11 @@ func startAdmin(s *serveSetup, srv *server.Server, m *metrics.Metrics) (*http.Se
 		Addr: f.adminAddr, AllowedHosts: s.adminHosts})
 	hs := &http.Server{
 		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       time.Minute,
+		ReadHeaderTimeout: adminHeaderTimeout,
+		ReadTimeout:       adminReadTimeout,
+		WriteTimeout:      adminWriteTimeout,
+		IdleTimeout:       adminIdleTimeout,
+		MaxHeaderBytes:    adminMaxHeader,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	go func() {
@@ -451,7 +497,8 @@ func startAdmin(s *serveSetup, srv *server.Server, m *metrics.Metrics) (*http.Se
 			log.Error("admin API failed", "err", err)
 		}
 	}()
-	log.Info("admin listening", "addr", aln.Addr().String(), "tls", f.adminTLS, "token", s.adminToken != "")
+	log.Info("admin listening", "addr", aln.Addr().String(), "tls", f.adminTLS, "token", s.adminToken != "",
+		"max_connections", f.adminMaxConns)
 	return hs, 0
 }
 

@@ -1,12 +1,15 @@
 // Package admin is the lock server's HTTP admin API, served on a listener of
 // its own:
 //
-//	GET  /v1/locks                  every lock: holder and waiters in queue order (JSON)
+//	GET  /v1/locks?limit=N&after=X  a page of locks, by name: holder and waiters in queue order (JSON)
 //	GET  /v1/cell                   HA: this server's role, the active server, the grace left (JSON; 404 NotInCell without HA)
 //	POST /v1/sessions/{id}/kick     end a session with ERROR 0x02; its lock goes to the next waiter
 //	GET  /metrics                   Prometheus metrics
 //	GET  /healthz                   200 while the process runs
 //	GET  /readyz                    200 while the server accepts sessions, else 503
+//
+// A listing is paged so that no request builds the whole lock table in
+// memory, and at most MaxListings are built at once.
 //
 // With a bearer token configured, /v1/ and /metrics require the header
 // "Authorization: Bearer TOKEN"; the health checks never do.
@@ -33,11 +36,14 @@ import (
 	"time"
 
 	"github.com/monolock/monolock/go/internal/server"
+	"github.com/monolock/monolock/go/pkg/protocol"
 )
 
 // Server is what the admin API reads and acts on; *server.Server has it.
 type Server interface {
-	LockStatus() []server.LockStatus
+	// LockPage is up to limit locks named after after, in name order,
+	// and whether more follow.
+	LockPage(after string, limit int) (page []server.LockStatus, more bool)
 	Kick(sessionID uint64) bool
 	Ready() bool
 }
@@ -76,10 +82,22 @@ type Lock struct {
 	Blocked bool      `json:"blocked,omitempty"` // held back: its holder went silent (lock delay), or a restart waits out a holder of the previous run
 }
 
-// LocksResponse is the body of GET /v1/locks.
+// LocksResponse is the body of GET /v1/locks: one page.
 type LocksResponse struct {
 	Locks []Lock `json:"locks"`
+	// Next is set when more locks follow: the name of the last lock of
+	// this page, to pass as after for the next one. Absent on the last page.
+	Next string `json:"next,omitempty"`
 }
+
+// Listing limits. A page of MaxPageLimit locks with 255-byte names is
+// about 1.2 MB of JSON; MaxListings of them at once bound what listings
+// hold in memory, however many clients ask and however slowly they read.
+const (
+	DefaultPageLimit = 500  // locks per page without ?limit=
+	MaxPageLimit     = 2000 // the largest ?limit= accepted
+	MaxListings      = 4    // listings built or written at once; more get 503
+)
 
 // KickResponse is the body of a successful kick.
 type KickResponse struct {
@@ -111,7 +129,7 @@ func Handler(cfg Config) http.Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	a := &api{srv: cfg.Server, log: log}
+	a := &api{srv: cfg.Server, log: log, listings: make(chan struct{}, MaxListings)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", a.readyz)
@@ -249,8 +267,9 @@ func ParseAllowedHosts(list string) ([]string, error) {
 }
 
 type api struct {
-	srv Server
-	log *slog.Logger
+	srv      Server
+	log      *slog.Logger
+	listings chan struct{} // a semaphore: one token per listing in progress
 }
 
 func (a *api) readyz(w http.ResponseWriter, _ *http.Request) {
@@ -261,8 +280,27 @@ func (a *api) readyz(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprintln(w, "ready")
 }
 
-func (a *api) locks(w http.ResponseWriter, _ *http.Request) {
-	status := a.srv.LockStatus()
+func (a *api) locks(w http.ResponseWriter, r *http.Request) {
+	after, limit, err := pageParams(r.URL.RawQuery)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, ErrorResponse{err.Error()})
+		return
+	}
+	// The slot is held until the page is written: a client that does not
+	// read keeps its page in memory until the write timeout.
+	select {
+	case a.listings <- struct{}{}:
+		defer func() { <-a.listings }()
+	default:
+		// At once, not queued; and the connection goes, so that a burst
+		// of refused clients does not hold admin connections either.
+		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Connection", "close")
+		writeJSON(w, http.StatusServiceUnavailable, ErrorResponse{fmt.Sprintf(
+			"%d lock listings are in progress, the most at once; retry shortly", MaxListings)})
+		return
+	}
+	status, more := a.srv.LockPage(after, limit)
 	resp := LocksResponse{Locks: make([]Lock, 0, len(status))}
 	for _, l := range status {
 		out := Lock{Name: l.Name, Blocked: l.Blocked, Waiters: make([]Session, 0, len(l.Waiters))}
@@ -275,7 +313,37 @@ func (a *api) locks(w http.ResponseWriter, _ *http.Request) {
 		}
 		resp.Locks = append(resp.Locks, out)
 	}
+	if more && len(resp.Locks) > 0 {
+		resp.Next = resp.Locks[len(resp.Locks)-1].Name
+	}
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// pageParams reads ?limit=N&after=NAME of GET /v1/locks. Other parameters
+// are ignored, as by every endpoint.
+func pageParams(rawQuery string) (after string, limit int, err error) {
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return "", 0, fmt.Errorf("bad query string: %v", err)
+	}
+	for _, k := range []string{"limit", "after"} {
+		if len(q[k]) > 1 {
+			return "", 0, fmt.Errorf("%s given %d times; give it once", k, len(q[k]))
+		}
+	}
+	limit = DefaultPageLimit
+	if v, ok := q["limit"]; ok {
+		n, err := strconv.Atoi(v[0])
+		if err != nil || n < 1 || n > MaxPageLimit {
+			return "", 0, fmt.Errorf("limit %q: want a number of locks from 1 to %d", v[0], MaxPageLimit)
+		}
+		limit = n
+	}
+	after = q.Get("after")
+	if len(after) > protocol.MaxNameLen {
+		return "", 0, fmt.Errorf("after: %d bytes; want a lock name (at most %d bytes), the \"next\" of the previous page", len(after), protocol.MaxNameLen)
+	}
+	return after, limit, nil
 }
 
 func session(s server.SessionInfo) Session {

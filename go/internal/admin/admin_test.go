@@ -9,7 +9,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,6 +26,7 @@ import (
 	"github.com/monolock/monolock/go/internal/metrics"
 	"github.com/monolock/monolock/go/internal/server"
 	"github.com/monolock/monolock/go/internal/testserver"
+	"github.com/monolock/monolock/go/pkg/protocol"
 )
 
 const wait = 10 * time.Second // turns a hang into a failure; never reached when things work
@@ -499,4 +502,229 @@ func TestCellEndpointAndClient(t *testing.T) {
 	require.ErrorAs(t, err, &se)
 	assert.Equal(t, http.StatusServiceUnavailable, se.Code)
 	assert.EqualError(t, err, "admin API: etcd unreachable (503 Service Unavailable)")
+}
+
+// A holder that resets its connection (SO_LINGER 0) is counted in
+// monolock_locks_held_back_total{cause="reset"}, as its lock is held back;
+// one that closes with a FIN releases and is not counted.
+func TestResetHolderIsCounted(t *testing.T) {
+	s := start(t, "")
+	assert.Zero(t, value(t, scrape(t, s), "monolock_locks_held_back_total", "cause", "reset"))
+	hold := func(name string) *net.TCPConn {
+		c, err := net.DialTimeout("tcp", s.addr, wait)
+		require.NoError(t, err)
+		require.NoError(t, c.SetDeadline(time.Now().Add(wait)))
+		frame, err := protocol.AppendAcquire(nil, name, 60000)
+		require.NoError(t, err)
+		_, err = c.Write(frame)
+		require.NoError(t, err)
+		var typ [1]byte
+		_, err = io.ReadFull(c, typ[:])
+		require.NoError(t, err)
+		require.Equal(t, protocol.MsgAcquired, typ[0])
+		_, err = protocol.ReadAcquiredBody(c)
+		require.NoError(t, err)
+		return c.(*net.TCPConn)
+	}
+	closer := hold("closed")
+	require.NoError(t, closer.Close())
+	resetter := hold("reset")
+	require.NoError(t, resetter.SetLinger(0))
+	require.NoError(t, resetter.Close()) // a reset, not a FIN
+
+	fams := scrape(t, s)
+	for deadline := time.Now().Add(wait); value(t, fams, "monolock_locks_held_back_total", "cause", "reset") < 1 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+		fams = scrape(t, s)
+	}
+	assert.Equal(t, 1.0, value(t, fams, "monolock_locks_held_back_total", "cause", "reset"))
+	assert.Zero(t, value(t, fams, "monolock_locks_held_back_total", "cause", "lock_delay"))
+}
+
+// getBody GETs url and returns the status, the headers and the body.
+func getBody(t *testing.T, url string) (int, http.Header, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+// GET /v1/locks pages by name: ?limit=N locks after ?after=NAME, "next"
+// on every page but the last; the client follows it to the end. Bad
+// parameters are a 400 that says what is wanted.
+func TestLocksArePaged(t *testing.T) {
+	s := start(t, "")
+	c, err := client.New(client.WithServers(s.addr), client.WithLease(10*time.Second))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	names := []string{"a", "b/1", "b/2", "c", "d", "e", "é"} // byte order
+	for _, i := range []int{4, 0, 6, 2, 1, 5, 3} {
+		l, err := c.Acquire(ctx, names[i])
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = l.Release() })
+	}
+	var got []string
+	after, pages := "", 0
+	for {
+		code, _, body := getBody(t, s.admin.URL+"/v1/locks?limit=3&after="+url.QueryEscape(after))
+		require.Equal(t, http.StatusOK, code, body)
+		var page admin.LocksResponse
+		require.NoError(t, json.Unmarshal([]byte(body), &page))
+		pages++
+		for _, l := range page.Locks {
+			got = append(got, l.Name)
+		}
+		if page.Next == "" {
+			assert.NotContains(t, body, `"next"`, "absent on the last page")
+			break
+		}
+		assert.Len(t, page.Locks, 3)
+		assert.Equal(t, page.Locks[2].Name, page.Next)
+		after = page.Next
+	}
+	assert.Equal(t, names, got)
+	assert.Equal(t, 3, pages)
+
+	all, n, err := admin.NewClient(s.admin.URL, "", nil, wait).LockPages(ctx, 2)
+	require.NoError(t, err)
+	assert.Len(t, all, len(names))
+	assert.Equal(t, 4, n)
+	code, _, body := getBody(t, s.admin.URL+"/v1/locks")
+	require.Equal(t, http.StatusOK, code)
+	assert.NotContains(t, body, `"next"`, "the default page holds them all")
+
+	for q, want := range map[string]string{
+		"limit=0":                           `limit \"0\": want a number of locks from 1 to 2000`,
+		"limit=-3":                          `limit \"-3\": want a number`,
+		"limit=ten":                         `limit \"ten\": want a number`,
+		"limit=2001":                        `limit \"2001\": want a number of locks from 1 to 2000`,
+		"limit=99999999999999999999":        `want a number of locks`,
+		"limit=1&limit=2":                   `limit given 2 times`,
+		"after=a&after=b":                   `after given 2 times`,
+		"after=" + strings.Repeat("x", 256): `after: 256 bytes; want a lock name (at most 255 bytes)`,
+		"after=%zz":                         `bad query string`,
+	} {
+		code, _, body := getBody(t, s.admin.URL+"/v1/locks?"+q)
+		assert.Equal(t, http.StatusBadRequest, code, q)
+		assert.Contains(t, body, want, q)
+	}
+}
+
+// blockingServer is an admin.Server whose listings wait until released,
+// to hold listings in progress.
+type blockingServer struct {
+	admin.Server
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (b blockingServer) LockPage(after string, limit int) ([]server.LockStatus, bool) {
+	b.entered <- struct{}{}
+	<-b.release
+	return b.Server.LockPage(after, limit)
+}
+
+// At most MaxListings listings are in progress; one more gets a 503 at
+// once, with Retry-After and the connection closed, not a place in a
+// queue. Once they are done, listing works again.
+func TestListingsAtOnceAreCapped(t *testing.T) {
+	s := start(t, "")
+	bs := blockingServer{Server: s.srv.Server, entered: make(chan struct{}), release: make(chan struct{})}
+	hs := httptest.NewServer(admin.Handler(admin.Config{Server: bs}))
+	defer hs.Close()
+	done := make(chan int, admin.MaxListings)
+	for range admin.MaxListings {
+		go func() {
+			resp, err := http.Get(hs.URL + "/v1/locks")
+			if err != nil {
+				done <- 0
+				return
+			}
+			resp.Body.Close()
+			done <- resp.StatusCode
+		}()
+	}
+	for range admin.MaxListings {
+		select {
+		case <-bs.entered:
+		case <-time.After(wait):
+			t.Fatal("the listings did not start")
+		}
+	}
+	resp, err := http.Get(hs.URL + "/v1/locks")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	assert.Equal(t, "1", resp.Header.Get("Retry-After"))
+	assert.True(t, resp.Close, "the refused request's connection is closed")
+	assert.Contains(t, string(body), "4 lock listings are in progress")
+	code, _, _ := getBody(t, hs.URL+"/healthz")
+	assert.Equal(t, http.StatusOK, code, "only listings are capped")
+
+	close(bs.release)
+	for range admin.MaxListings {
+		assert.Equal(t, http.StatusOK, <-done)
+	}
+	go func() { <-bs.entered }()
+	code, _, _ = getBody(t, hs.URL+"/v1/locks")
+	assert.Equal(t, http.StatusOK, code)
+}
+
+// Over the limit, a connection is closed at once, before it is read,
+// and counted; the ones below it are served; a closed one frees its place.
+func TestLimitListenerClosesOverTheLimit(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var refused atomic.Int64
+	ln := admin.LimitListener(inner, 2, func() { refused.Add(1) })
+	hs := &http.Server{Handler: admin.Handler(admin.Config{Server: start(t, "").srv.Server})}
+	go func() { _ = hs.Serve(ln) }()
+	t.Cleanup(func() { hs.Close() })
+
+	healthz := func(c net.Conn) (string, error) {
+		require.NoError(t, c.SetDeadline(time.Now().Add(wait)))
+		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"); err != nil {
+			return "", err
+		}
+		b := make([]byte, 4096)
+		n, err := c.Read(b)
+		return string(b[:n]), err
+	}
+	dial := func() net.Conn {
+		c, err := net.DialTimeout("tcp", inner.Addr().String(), wait)
+		require.NoError(t, err)
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	held := []net.Conn{dial(), dial()}
+	for _, c := range held {
+		got, err := healthz(c)
+		require.NoError(t, err)
+		assert.Contains(t, got, "HTTP/1.1 200 OK")
+	}
+	for range 5 {
+		got, err := healthz(dial())
+		assert.Empty(t, got, "closed before any answer")
+		assert.Error(t, err)
+	}
+	assert.Equal(t, int64(5), refused.Load())
+
+	held[0].Close()
+	// The server sees the close when it reads next: until then the place is
+	// taken, so try until it is free.
+	deadline := time.Now().Add(wait)
+	for {
+		got, err := healthz(dial())
+		if err == nil {
+			assert.Contains(t, got, "HTTP/1.1 200 OK")
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the closed connection's place was not freed")
+		time.Sleep(10 * time.Millisecond)
+	}
 }

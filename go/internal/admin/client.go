@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -36,13 +38,46 @@ func NewClient(addr, token string, tlsCfg *tls.Config, timeout time.Duration) *C
 	return &Client{base: base, token: token, http: &http.Client{Transport: tr, Timeout: timeout}}
 }
 
-// Locks fetches the lock listing.
+// Locks fetches every lock, page by page.
 func (c *Client) Locks(ctx context.Context) ([]Lock, error) {
-	var resp LocksResponse
-	if err := c.do(ctx, http.MethodGet, "/v1/locks", &resp); err != nil {
-		return nil, err
+	locks, _, err := c.LockPages(ctx, 0)
+	return locks, err
+}
+
+// LockPages fetches every lock, following "next" from page to page, and
+// returns them with the number of pages it took. limit is the page size
+// to ask for (0: the server's default). A server older than paging
+// answers everything in one page, which ends the walk too.
+func (c *Client) LockPages(ctx context.Context, limit int) (locks []Lock, pages int, err error) {
+	after := ""
+	for {
+		q := url.Values{}
+		if limit > 0 {
+			q.Set("limit", strconv.Itoa(limit))
+		}
+		if after != "" {
+			q.Set("after", after)
+		}
+		path := "/v1/locks"
+		if len(q) > 0 {
+			path += "?" + q.Encode()
+		}
+		var resp LocksResponse
+		if err := c.do(ctx, http.MethodGet, path, &resp); err != nil {
+			return nil, pages, err
+		}
+		pages++
+		locks = append(locks, resp.Locks...)
+		if resp.Next == "" {
+			return locks, pages, nil
+		}
+		// Names only grow from page to page; a server that repeats
+		// itself would otherwise keep this loop going until the timeout.
+		if resp.Next <= after {
+			return nil, pages, fmt.Errorf("admin API: page %d ends at %q, not after %q: the listing does not advance", pages, resp.Next, after)
+		}
+		after = resp.Next
 	}
-	return resp.Locks, nil
 }
 
 // ErrStandalone is Cell's error for a server that is not part of an HA cell.

@@ -9,7 +9,10 @@
 package locktable
 
 import (
+	"cmp"
+	"container/heap"
 	"errors"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -332,18 +335,85 @@ func (t *Table) Snapshot() []LockInfo {
 	defer t.mu.Unlock()
 	out := make([]LockInfo, 0, len(t.locks))
 	for name, l := range t.locks {
-		info := LockInfo{Name: name, Blocked: l.blocked}
-		if h := l.holder; h != nil {
-			info.Holder = &Entry{Session: h.Session, Token: h.token.Load(), Since: time.Unix(0, h.since)}
-		}
-		info.Waiters = make([]Entry, 0, int(l.waiters))
-		for w := l.head; w != nil; w = w.next {
-			info.Waiters = append(info.Waiters, Entry{Session: w.Session, Since: time.Unix(0, w.since)})
-		}
-		out = append(out, info)
+		out = append(out, t.infoLocked(name, l))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// Page returns up to limit live locks whose names sort after after (all of
+// them from the start for ""), in name order, as Snapshot describes them;
+// more reports whether further locks follow the last one.
+//
+// The table is a hash map, not a sorted index, on purpose: Acquire and
+// Release run for every claim and stay O(1), while a listing is a rare
+// operator's read. A page is therefore a selection: one pass over the map
+// keeps the limit+1 smallest names above after in a bounded max-heap, so a
+// page costs O(n log limit) time under the mutex (15,000 locks: about a
+// millisecond) and O(limit) memory, never a copy of the whole table. A
+// walk through every page costs n/limit passes; the admin API caps how
+// many run at once.
+func (t *Table) Page(after string, limit int) (page []LockInfo, more bool) {
+	if limit <= 0 {
+		return nil, false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h := make(pageHeap, 0, min(limit+1, len(t.locks)))
+	for name, l := range t.locks {
+		if name <= after {
+			continue
+		}
+		if len(h) <= limit {
+			heap.Push(&h, pageEntry{name, l})
+		} else if name < h[0].name {
+			h[0] = pageEntry{name, l}
+			heap.Fix(&h, 0)
+		}
+	}
+	if len(h) > limit {
+		heap.Pop(&h) // the largest: only says that more follow
+		more = true
+	}
+	slices.SortFunc(h, func(a, b pageEntry) int { return cmp.Compare(a.name, b.name) })
+	page = make([]LockInfo, 0, len(h))
+	for _, e := range h {
+		page = append(page, t.infoLocked(e.name, e.lock))
+	}
+	return page, more
+}
+
+// pageEntry is a lock selected for a page.
+type pageEntry struct {
+	name string
+	lock *lock
+}
+
+// pageHeap is a max-heap by name: its root is the largest name kept.
+type pageHeap []pageEntry
+
+func (h pageHeap) Len() int           { return len(h) }
+func (h pageHeap) Less(i, j int) bool { return h[i].name > h[j].name }
+func (h pageHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *pageHeap) Push(x any)        { *h = append(*h, x.(pageEntry)) }
+func (h *pageHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
+// infoLocked describes l for a snapshot or a page. Caller holds t.mu.
+func (t *Table) infoLocked(name string, l *lock) LockInfo {
+	info := LockInfo{Name: name, Blocked: l.blocked}
+	if h := l.holder; h != nil {
+		info.Holder = &Entry{Session: h.Session, Token: h.token.Load(), Since: time.Unix(0, h.since)}
+	}
+	info.Waiters = make([]Entry, 0, int(l.waiters))
+	for w := l.head; w != nil; w = w.next {
+		info.Waiters = append(info.Waiters, Entry{Session: w.Session, Since: time.Unix(0, w.since)})
+	}
+	return info
 }
 
 // Counts returns the number of live locks, of held locks and of queued

@@ -314,3 +314,47 @@ func TestBlockOfAHeldLockOutlastsItsHolder(t *testing.T) {
 	_, _ = tab.Release(waiter)
 	assert.Equal(t, 0, tab.Len())
 }
+
+// Pages walk the table in name order from a cursor: every lock once, as
+// Snapshot has it, whatever the page size; more is false on the last page.
+func TestPageWalksInNameOrder(t *testing.T) {
+	tab := New(&counter{})
+	const n = 103
+	for i := range n {
+		_, err := tab.Acquire(claim(uint64(i+1), fmt.Sprintf("lock/%03d", (i*37)%n)))
+		require.NoError(t, err)
+	}
+	_, err := tab.Acquire(claim(1000, "lock/050")) // a waiter is listed with its lock
+	require.NoError(t, err)
+	want := tab.Snapshot()
+	for _, limit := range []int{1, 7, 50, n, n + 1, 1000} {
+		var got []LockInfo
+		after, pages := "", 0
+		for {
+			page, more := tab.Page(after, limit)
+			pages++
+			require.LessOrEqual(t, len(page), limit)
+			got = append(got, page...)
+			if !more {
+				break
+			}
+			require.Len(t, page, limit, "only the last page is short")
+			after = page[len(page)-1].Name
+		}
+		assert.Equal(t, want, got, "limit %d", limit)
+		assert.Equal(t, (n+limit-1)/limit, pages, "limit %d", limit)
+	}
+	page, more := tab.Page("lock/050", 1)
+	require.Len(t, page, 1)
+	assert.Equal(t, "lock/051", page[0].Name, "after is exclusive")
+	assert.True(t, more)
+	page, more = tab.Page("lock/049", 1)
+	require.Len(t, page[0].Waiters, 1)
+	assert.True(t, more)
+	page, more = tab.Page("zzz", 10)
+	assert.Empty(t, page)
+	assert.False(t, more)
+	page, more = tab.Page("", 0)
+	assert.Empty(t, page)
+	assert.False(t, more)
+}

@@ -45,11 +45,13 @@ type Metrics struct {
 	// Failures any peer can cause; their log lines are rate-limited.
 	acceptErrs  prometheus.Counter
 	tlsFailures prometheus.Counter
+	heldBack    map[string]prometheus.Counter // by cause, pre-resolved
 }
 
 var (
 	_ server.Observer      = (*Metrics)(nil)
 	_ server.NoiseObserver = (*Metrics)(nil)
+	_ server.HoldObserver  = (*Metrics)(nil)
 )
 
 // New returns the metrics; call SetSource before the first scrape so the
@@ -86,7 +88,7 @@ func New() *Metrics {
 		}, []string{"code"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "monolock_connections_refused_total",
-			Help: "Connections closed before any reply because a connection limit was reached.",
+			Help: "Connections closed before any reply because a connection limit was reached: max_sessions, per_address (the lock port), admin_max_connections (the admin API).",
 		}, []string{"reason"}),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "monolock_config_reloads_total",
@@ -101,6 +103,7 @@ func New() *Metrics {
 	m.refusedN = map[string]prometheus.Counter{
 		server.RefusedMaxSessions: m.refused.WithLabelValues(server.RefusedMaxSessions),
 		server.RefusedPerAddr:     m.refused.WithLabelValues(server.RefusedPerAddr),
+		RefusedAdminConns:         m.refused.WithLabelValues(RefusedAdminConns),
 	}
 	m.reloads.WithLabelValues("ok")
 	m.reloads.WithLabelValues("error")
@@ -115,6 +118,17 @@ func New() *Metrics {
 		Help: "Connections to the lock port that failed their TLS handshake: no acceptable client certificate, or not TLS. The log shows the first few per 10 s.",
 	})
 	m.reg.MustRegister(m.acceptErrs, m.tlsFailures)
+	// The cause label takes the server's constants only: nothing a client
+	// sends can add a series.
+	held := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "monolock_locks_held_back_total",
+		Help: "Locks kept from the next waiter after their holder ended without a release, by cause: reset (the holder's connection was reset; kept for the rest of its lease) or lock_delay (the holder went silent; --lock-delay). The log line is rate-limited; this counts every one.",
+	}, []string{"cause"})
+	m.heldBack = map[string]prometheus.Counter{
+		server.HeldBackReset:     held.WithLabelValues(server.HeldBackReset),
+		server.HeldBackLockDelay: held.WithLabelValues(server.HeldBackLockDelay),
+	}
+	m.reg.MustRegister(held)
 	return m
 }
 
@@ -211,6 +225,21 @@ func (m *Metrics) AcceptFailed() { m.acceptErrs.Inc() }
 
 // TLSHandshakeFailed implements server.NoiseObserver.
 func (m *Metrics) TLSHandshakeFailed() { m.tlsFailures.Inc() }
+
+// HeldBack implements server.HoldObserver. An unknown cause is not
+// counted: the label set stays fixed.
+func (m *Metrics) HeldBack(cause string) {
+	if c := m.heldBack[cause]; c != nil {
+		c.Inc()
+	}
+}
+
+// RefusedAdminConns is the reason of monolock_connections_refused_total
+// for a connection to the admin API over --admin-max-connections.
+const RefusedAdminConns = "admin_max_connections"
+
+// AdminRefused counts a connection the admin API closed at its limit.
+func (m *Metrics) AdminRefused() { m.refusedN[RefusedAdminConns].Inc() }
 
 // Refused implements server.Observer.
 func (m *Metrics) Refused(reason string) {

@@ -124,3 +124,30 @@ func TestFloodCountersAreExported(t *testing.T) {
 	assert.Equal(t, 101.0, got["monolock_accept_errors_total"])
 	assert.Equal(t, 202.0, got["monolock_tls_handshake_failures_total"])
 }
+
+// Held-back locks count by cause, from the server's constants only: a
+// cause this version does not know adds no series. Both series exist
+// from the start, so a rate() over them has a zero to begin from.
+func TestHeldBackCountsByFixedCause(t *testing.T) {
+	m := New()
+	assert.Zero(t, counter(t, m.heldBack[server.HeldBackReset]))
+	allocs := testing.AllocsPerRun(100, func() {
+		m.HeldBack(server.HeldBackReset)
+		m.HeldBack(server.HeldBackReset)
+		m.HeldBack(server.HeldBackLockDelay)
+	})
+	assert.Zero(t, allocs)
+	m.HeldBack("something a client sent")
+	fams, err := m.Registry().Gather()
+	require.NoError(t, err)
+	got := map[string]float64{}
+	for _, f := range fams {
+		if f.GetName() == "monolock_locks_held_back_total" {
+			for _, s := range f.GetMetric() {
+				require.Len(t, s.GetLabel(), 1)
+				got[s.GetLabel()[0].GetName()+"="+s.GetLabel()[0].GetValue()] = s.GetCounter().GetValue()
+			}
+		}
+	}
+	assert.Equal(t, map[string]float64{"cause=reset": 202, "cause=lock_delay": 101}, got)
+}

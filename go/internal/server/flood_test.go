@@ -206,10 +206,13 @@ func TestSessionLimitReachedIsLoggedRateLimited(t *testing.T) {
 // A client that acquires and resets, connection after connection, gets
 // each lock held back (a reset is no release), but the line that says so
 // is rate-limited like every other line a peer can cause: the first few,
-// then one summary with the count (here at shutdown's flush).
+// then one summary with the count (here at shutdown's flush). The
+// observer counts every one, as a reset; a holder that closes is not
+// counted.
 func TestResetHoldersAreLoggedRateLimited(t *testing.T) {
 	var logs logBuffer
-	srv, err := New(Config{DataDir: t.TempDir(), Logger: logs.logger()})
+	obs := newCountingObserver()
+	srv, err := New(Config{DataDir: t.TempDir(), Logger: logs.logger(), Observer: obs})
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -223,6 +226,10 @@ func TestResetHoldersAreLoggedRateLimited(t *testing.T) {
 		require.NoError(t, c.conn.SetLinger(0))
 		require.NoError(t, c.conn.Close())
 	}
+	closer := dial(t, ln.Addr().String())
+	closer.acquire("closed", 60000)
+	closer.expectAcquired()
+	require.NoError(t, closer.conn.Close()) // a FIN: a release, nothing held back
 	require.Eventually(t, func() bool {
 		blocked := 0
 		for _, l := range srv.Locks() {
@@ -236,6 +243,7 @@ func TestResetHoldersAreLoggedRateLimited(t *testing.T) {
 	defer cancel()
 	require.NoError(t, srv.Shutdown(ctx))
 	<-served
+	assert.Equal(t, map[string]int{HeldBackReset: resets}, obs.snapshot().heldBack)
 	assert.Equal(t, lograte.DefaultBurst, logs.count(`msg="holder gone without a release; lock held back" lock=`), logs.String())
 	assert.Contains(t, logs.String(), fmt.Sprintf(`msg="holder gone without a release; lock held back: similar lines suppressed" suppressed=%d`, resets-lograte.DefaultBurst))
 }

@@ -26,13 +26,14 @@ type observed struct {
 	expired  int
 	errors   map[uint8]int
 	refused  map[string]int
+	heldBack map[string]int // by cause
 
 	tokenFailures int
 	bursts        int
 }
 
 func newCountingObserver() *countingObserver {
-	return &countingObserver{observed: observed{errors: map[uint8]int{}, refused: map[string]int{}}}
+	return &countingObserver{observed: observed{errors: map[uint8]int{}, refused: map[string]int{}, heldBack: map[string]int{}}}
 }
 
 func (o *countingObserver) Granted() { o.mu.Lock(); o.granted++; o.mu.Unlock() }
@@ -46,12 +47,17 @@ func (o *countingObserver) ErrorSent(code uint8)    { o.mu.Lock(); o.errors[code
 func (o *countingObserver) Refused(r string)        { o.mu.Lock(); o.refused[r]++; o.mu.Unlock() }
 func (o *countingObserver) HeartbeatBurst(n int)    { o.mu.Lock(); o.bursts += n; o.mu.Unlock() }
 func (o *countingObserver) TokenReservationFailed() { o.mu.Lock(); o.tokenFailures++; o.mu.Unlock() }
+func (o *countingObserver) HeldBack(cause string)   { o.mu.Lock(); o.heldBack[cause]++; o.mu.Unlock() }
 
 func (o *countingObserver) snapshot() observed {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	c := observed{granted: o.granted, promoted: append([]time.Duration(nil), o.promoted...),
-		expired: o.expired, errors: map[uint8]int{}, refused: map[string]int{}, tokenFailures: o.tokenFailures, bursts: o.bursts}
+		expired: o.expired, errors: map[uint8]int{}, refused: map[string]int{}, heldBack: map[string]int{},
+		tokenFailures: o.tokenFailures, bursts: o.bursts}
+	for k, v := range o.heldBack {
+		c.heldBack[k] = v
+	}
 	for k, v := range o.errors {
 		c.errors[k] = v
 	}
@@ -163,6 +169,7 @@ func TestLockDelayAfterSilence(t *testing.T) {
 	eventually(t, "the promotion to be observed", func() bool { return len(obs.snapshot().promoted) == 1 })
 	s := obs.snapshot()
 	assert.Equal(t, 1, s.expired)
+	assert.Equal(t, map[string]int{HeldBackLockDelay: 1}, s.heldBack, "a silent holder is held back by the lock delay, not a reset")
 	assert.GreaterOrEqual(t, s.promoted[0], delay, "handoff latency includes the lock delay")
 }
 

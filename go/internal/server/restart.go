@@ -59,9 +59,9 @@ func (s *Server) HoldBack(name string, until time.Time) { s.holdBack(name, until
 // start is when the lock was let go, for the promotion's latency.
 func (s *Server) holdUntil(name string, until, start time.Time) {
 	s.holdsMu.Lock()
-	prev, armed := s.holds[name]
+	prev, armed := s.holdEnds[name]
 	if !armed || until.After(prev) {
-		s.holds[name] = until
+		s.holdEnds[name] = until
 	}
 	s.holdsMu.Unlock()
 	if !armed {
@@ -72,12 +72,12 @@ func (s *Server) holdUntil(name string, until, start time.Time) {
 // unhold unblocks name once its longest hold has passed.
 func (s *Server) unhold(name string, start time.Time) {
 	s.holdsMu.Lock()
-	if wait := time.Until(s.holds[name]); wait > 0 {
+	if wait := time.Until(s.holdEnds[name]); wait > 0 {
 		s.holdsMu.Unlock()
 		time.AfterFunc(wait, func() { s.unhold(name, start) })
 		return
 	}
-	delete(s.holds, name)
+	delete(s.holdEnds, name)
 	// Under holdsMu, so that a hold that comes next blocks the lock anew
 	// rather than finding it still blocked and ending unenforced.
 	promoted, failed := s.table.Unblock(name)

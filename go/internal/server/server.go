@@ -134,13 +134,15 @@ type Server struct {
 	// are held back by name (see holdBack).
 	restartUntil time.Time
 	table        *locktable.Table
-	// holds are the blocked locks' ends (holdUntil); the longest decides.
-	holdsMu sync.Mutex
-	holds   map[string]time.Time
+	// holdEnds are the blocked locks' ends (holdUntil); the longest
+	// decides.
+	holdsMu  sync.Mutex
+	holdEnds map[string]time.Time
 
 	// What a peer can cause at will, without credentials: counted, and
 	// logged at a bounded rate.
 	noise NoiseObserver
+	holds HoldObserver
 	lines noisyLines
 	sleep func(time.Duration) // time.Sleep; tests record the accept back-off
 
@@ -222,13 +224,17 @@ func New(cfg Config) (*Server, error) {
 		table:            locktable.New(tokens),
 		listeners:        make(map[net.Listener]struct{}),
 		sessions:         make(map[uint64]*session),
-		holds:            make(map[string]time.Time),
+		holdEnds:         make(map[string]time.Time),
 		perAddr:          make(map[netip.Addr]int),
 		drained:          make(chan struct{}),
 	}
 	s.noise, _ = obs.(NoiseObserver)
 	if s.noise == nil {
 		s.noise = nopNoise{}
+	}
+	s.holds, _ = obs.(HoldObserver)
+	if s.holds == nil {
+		s.holds = nopHolds{}
 	}
 	s.lines = newNoisyLines(log)
 	s.sleep = time.Sleep
@@ -596,9 +602,22 @@ type LockStatus struct {
 // holder and waiters. Sessions that end while the snapshot is taken may be
 // listed without remote address and identity.
 func (s *Server) LockStatus() []LockStatus {
-	snap := s.table.Snapshot()
-	out := make([]LockStatus, 0, len(snap))
-	for _, l := range snap {
+	return s.lockStatus(s.table.Snapshot())
+}
+
+// LockPage is one page of LockStatus: up to limit locks whose names sort
+// after after ("" for the first page), in name order, and whether more
+// follow. Only the page is built, never the whole table. Pages are read
+// one at a time, not as one snapshot: a lock taken or freed meanwhile
+// may be missing or extra, but no name is listed twice or out of order.
+func (s *Server) LockPage(after string, limit int) (page []LockStatus, more bool) {
+	locks, more := s.table.Page(after, limit)
+	return s.lockStatus(locks), more
+}
+
+func (s *Server) lockStatus(locks []locktable.LockInfo) []LockStatus {
+	out := make([]LockStatus, 0, len(locks))
+	for _, l := range locks {
 		st := LockStatus{Name: l.Name, Blocked: l.Blocked, Waiters: make([]SessionInfo, 0, len(l.Waiters))}
 		if l.Holder != nil {
 			h := s.sessionInfo(*l.Holder)
@@ -703,6 +722,31 @@ type NoiseObserver interface {
 }
 
 type nopNoise struct{}
+
+// HoldObserver is an optional extension of Observer: an Observer that also
+// has HeldBack is told of every lock held back from the next waiter after
+// its holder ended without a release.
+type HoldObserver interface {
+	// HeldBack: a holder's lock is kept from the next waiter for a while;
+	// cause is HeldBackReset or HeldBackLockDelay.
+	HeldBack(cause string)
+}
+
+// The causes of HoldObserver.HeldBack. A hold is logged as "holder gone
+// without a release; lock held back" whatever its cause; the metric tells
+// them apart.
+const (
+	// HeldBackReset: the holder's connection ended with a TCP reset (its
+	// lock is kept for the rest of its lease, or the lock delay if longer).
+	HeldBackReset = "reset"
+	// HeldBackLockDelay: the holder went silent past its lease and
+	// --lock-delay keeps its lock that much longer.
+	HeldBackLockDelay = "lock_delay"
+)
+
+type nopHolds struct{}
+
+func (nopHolds) HeldBack(string) {}
 
 func (nopNoise) AcceptFailed()       {}
 func (nopNoise) TLSHandshakeFailed() {}

@@ -254,7 +254,7 @@ func (ss *session) finish(err error, until time.Time) {
 		ss.endAndHandOver(pe, "")
 	case errors.Is(err, errSilent):
 		ss.srv.log.Debug("session expired", "session", ss.id(), "remote", ss.conn.RemoteAddr())
-		if ss.endHoldingBack(nil, "", ss.srv.lockDelay) {
+		if ss.endHoldingBack(nil, "", ss.srv.lockDelay, HeldBackLockDelay) {
 			ss.srv.obs.Expired()
 		}
 	case errors.Is(err, errReset):
@@ -262,7 +262,7 @@ func (ss *session) finish(err error, until time.Time) {
 		// sent it, and the holder may not know yet. Its lock is kept until
 		// the lease would have run out, as for a silent holder.
 		ss.srv.log.Debug("session reset", "session", ss.id(), "remote", ss.conn.RemoteAddr())
-		ss.endHoldingBack(nil, "", max(time.Until(until), ss.srv.lockDelay))
+		ss.endHoldingBack(nil, "", max(time.Until(until), ss.srv.lockDelay), HeldBackReset)
 	default:
 		// Peer closed, handshake timeout, or ended by someone else: close
 		// without a message. This is how every session ends, so the Debug
@@ -507,16 +507,17 @@ func (ss *session) writeLocked(frame []byte) error {
 // connection. Either way a blocked reader wakes up. It reports whether this
 // call ended the session.
 func (ss *session) endAndHandOver(final *protocol.Error, reason string) bool {
-	return ss.endHoldingBack(final, reason, 0)
+	return ss.endHoldingBack(final, reason, 0, "")
 }
 
 // endHoldingBack is endAndHandOver, but a positive hold keeps the session's
 // lock from the next waiter for that long (the lock delay after a silent
-// holder, the rest of the lease after a reset).
+// holder, the rest of the lease after a reset); cause (HeldBackReset or
+// HeldBackLockDelay) says which, for the metrics.
 //
 // The final ERROR is written before the claim is dropped: a kicked holder
 // must be told before the next waiter is granted its lock.
-func (ss *session) endHoldingBack(final *protocol.Error, reason string, hold time.Duration) bool {
+func (ss *session) endHoldingBack(final *protocol.Error, reason string, hold time.Duration, cause string) bool {
 	ss.wmu.Lock()
 	if ss.ended() {
 		ss.wmu.Unlock()
@@ -529,7 +530,7 @@ func (ss *session) endHoldingBack(final *protocol.Error, reason string, hold tim
 
 	written := final != nil && ss.writeFinal(final, reason)
 	if hold > 0 {
-		ss.srv.dropClaimHeldBack(&ss.claim, hold)
+		ss.srv.dropClaimHeldBack(&ss.claim, hold, cause)
 	} else {
 		ss.srv.dropClaim(&ss.claim)
 	}
@@ -567,11 +568,13 @@ func (s *Server) dropClaim(c *locktable.Claim) {
 }
 
 // dropClaimHeldBack takes c out of the lock table; if c held the lock, the
-// next waiter is granted it only after delay.
-func (s *Server) dropClaimHeldBack(c *locktable.Claim, delay time.Duration) {
+// next waiter is granted it only after delay, and the hold is counted
+// under cause (one of the server's constants, never client text).
+func (s *Server) dropClaimHeldBack(c *locktable.Claim, delay time.Duration, cause string) {
 	if !s.table.ReleaseBlocked(c) {
 		return
 	}
+	s.holds.HeldBack(cause)
 	start := time.Now()
 	name := c.Name
 	if rec := s.leaseRecord(); rec != nil {
