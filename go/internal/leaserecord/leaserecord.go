@@ -113,7 +113,7 @@ type leaseName struct {
 	// write is under way, a lease prev covers needs no wait.
 	prev    time.Duration
 	prevSeq uint64
-	dirty     bool
+	dirty   bool
 }
 
 // Open opens the record in the data directory dir: see OpenFile.
