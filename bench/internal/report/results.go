@@ -82,11 +82,15 @@ type OverlapInfo struct {
 type FailoverSection struct {
 	TTL      time.Duration `json:"ttl_ns"`
 	Lease    time.Duration `json:"lease_ns"`
-	Monolock []float64     `json:"monolock_s"`    // kill -9 of the active server -> the waiter's grant
-	Raft     []float64     `json:"etcd_raft_s"`   // kill -9 of etcd's raft leader -> a new leader
-	Recipe   []float64     `json:"etcd_recipe_s"` // an election recipe's leader vanishes -> the next one elected
-	Separate bool          `json:"separate,omitempty"`
-	Err      string        `json:"err,omitempty"`
+	Monolock []float64     `json:"monolock_s"` // kill -9 of the active server -> the waiter's grant
+	// LongLease is the lease of another lock held during the BesideLong
+	// runs, whose figures are Monolock's with that lock held too.
+	LongLease  time.Duration `json:"long_lease_ns,omitempty"`
+	BesideLong []float64     `json:"beside_long_s,omitempty"`
+	Raft       []float64     `json:"etcd_raft_s"`   // kill -9 of etcd's raft leader -> a new leader
+	Recipe     []float64     `json:"etcd_recipe_s"` // an election recipe's leader vanishes -> the next one elected
+	Separate   bool          `json:"separate,omitempty"`
+	Err        string        `json:"err,omitempty"`
 }
 
 // ThroughputCell is workload 1 for one system and worker count.
