@@ -7,7 +7,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/monolock/monolock/go/client"
 	"github.com/monolock/monolock/go/internal/testbin"
@@ -293,6 +296,64 @@ func TestHAGracefulStopHandsOverWithoutGrace(t *testing.T) {
 		"granted before the lease of a holder that may not have heard of the stop")
 	require.NoError(t, l.Release())
 	require.NoError(t, granted.Release())
+}
+
+// An ACQUIRE that the ACL or --max-lease refuses leaves the cell's lease
+// record in etcd as it was: a client with no rights cannot make the next
+// leader wait (here: 49.7 days on any lock, or 40 s on one).
+func TestHARefusedAcquiresLeaveTheCellRecordAlone(t *testing.T) {
+	endpoint := testetcd.Start(t)
+	addr := testetcd.FreePort(t)
+	aclPath := filepath.Join(t.TempDir(), "acl")
+	require.NoError(t, os.WriteFile(aclPath, []byte("anonymous public/*\n"), 0o600))
+	cmd := exec.Command(binary, "serve", "--data-dir", t.TempDir(), "--listen", addr, "--advertise", addr,
+		"--admin", "off", "--etcd", endpoint, "--etcd-prefix", "/test-cell/", "--etcd-ttl", "2s",
+		"--acl", aclPath, "--max-lease", "1m")
+	cmd.Env = cleanEnv()
+	srv := testbin.Start(t, wait, cmd)
+	srv.WaitLog(0, wait, "ha: leading the cell")
+
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: wait})
+	require.NoError(t, err)
+	defer cli.Close()
+	record := func() map[string]string {
+		resp, err := cli.Get(context.Background(), "/test-cell/", clientv3.WithPrefix())
+		require.NoError(t, err)
+		kv := make(map[string]string)
+		for _, k := range resp.Kvs {
+			if !strings.HasPrefix(string(k.Key), "/test-cell/election/") {
+				kv[string(k.Key)] = string(k.Value)
+			}
+		}
+		return kv
+	}
+	before := record()
+	for _, refused := range []struct {
+		name    string
+		leaseMS uint32
+		code    uint8
+	}{
+		{"jobs/x", 4294967295, protocol.ErrInvalidLease.Code}, // over --max-lease
+		{"jobs/x", 40000, protocol.ErrNotAuthorized.Code},     // the ACL
+		{"jobs/y", 5000, protocol.ErrNotAuthorized.Code},
+	} {
+		c := rawAcquire(t, addr, refused.name, refused.leaseMS)
+		typ, _, code, _, err := readFrame(t, c, wait)
+		require.NoError(t, err)
+		require.Equal(t, protocol.MsgError, typ)
+		assert.Equal(t, refused.code, code)
+	}
+	assert.Equal(t, before, record(), "a refused ACQUIRE changed the cell's record")
+	assert.NotContains(t, before, "/test-cell/max-lease-ms")
+
+	// An accepted long lease is recorded by name, before its ACQUIRED.
+	c := rawAcquire(t, addr, "public/z", 40000)
+	typ, _, _, _, err := readFrame(t, c, wait)
+	require.NoError(t, err)
+	require.Equal(t, protocol.MsgAcquired, typ)
+	after := record()
+	assert.Equal(t, "40960", after["/test-cell/leases/lock/public/z"], "40 s on the record's grid")
+	assert.Equal(t, "40960", after["/test-cell/max-lease-ms"], "for servers of earlier versions")
 }
 
 // cellStatus reads GET /v1/cell from an admin address.
