@@ -27,6 +27,7 @@ import (
 	"github.com/monolock/monolock/go/internal/admin"
 	"github.com/monolock/monolock/go/internal/testbin"
 	"github.com/monolock/monolock/go/internal/testcerts"
+	"github.com/monolock/monolock/go/internal/tokenstore"
 	"github.com/monolock/monolock/go/pkg/protocol"
 )
 
@@ -464,7 +465,7 @@ func TestDeletedTokenMarkRefusesToStart(t *testing.T) {
 	p.WaitLog(0, wait, `msg="admin API off"`)
 	mark, err := os.ReadFile(filepath.Join(dir, "token-hwm"))
 	require.NoError(t, err)
-	assert.Contains(t, string(mark), "1001000", "the first block starts above the floor")
+	assert.Contains(t, string(mark), fmt.Sprintf("\n%d\n", 1000000+tokenstore.DefaultBlockSize), "the first block starts above the floor")
 	require.NoError(t, again.Process.Signal(syscall.SIGTERM))
 	<-p.Exited()
 }

@@ -30,8 +30,13 @@ const FileName = "token-hwm"
 // the same time, which would break monotonicity.
 const lockFileName = "lock"
 
-// DefaultBlockSize is how many tokens the first fsync reserves.
-const DefaultBlockSize = 1000
+// DefaultBlockSize is how many tokens the first fsync reserves. Half of
+// it is the head start of the next reservation: 32,768 grants, seconds at
+// any rate the server sustains, where an fsync on a loaded disk can take
+// hundreds of milliseconds (with 1,000, a burst of fresh claims on a
+// loaded 2-core machine ran a new server's first block out and was
+// answered WAITING). Tokens are 64 bits: what a crash skips is no cost.
+const DefaultBlockSize = 1 << 16
 
 // MaxBlockSize bounds the growth of blocks (see Store): at most this many
 // tokens are skipped by a crash.
