@@ -184,7 +184,7 @@ func (Test) Gen() error { return runIn(".", "go", "run", "./tools/specgen", "-ch
 
 // Go checks that the generated files are up to date (test:gen), then runs go
 // vet and the race-enabled Go tests of the go, conformance, bench and
-// examples/fencing modules, and go vet of the generator (tools/).
+// examples/fencing modules, and vet and test the generator (tools/).
 func (Test) Go() error {
 	mg.Deps(Build, Deps) // tests of the real binary use MONOLOCK_BIN; HA tests run etcd
 	// Every module is checked even after a failure, as test:all does with
@@ -195,6 +195,9 @@ func (Test) Go() error {
 	}
 	if err := runIn(".", "go", "vet", "./tools/..."); err != nil {
 		errs = append(errs, fmt.Errorf("tools: go vet: %w", err))
+	}
+	if err := runIn(".", "go", "test", "-count=1", "./tools/..."); err != nil {
+		errs = append(errs, fmt.Errorf("tools: go test: %w", err))
 	}
 	for _, dir := range []string{"go", "conformance", "bench", "examples/fencing"} {
 		if err := runIn(dir, "go", "vet", "./..."); err != nil {
