@@ -184,7 +184,7 @@ func (Test) Gen() error { return runIn(".", "go", "run", "./tools/specgen", "-ch
 
 // Go checks that the generated files are up to date (test:gen), then runs go
 // vet and the race-enabled Go tests of the go, conformance, bench and
-// examples/fencing modules, and vet and test the generator (tools/).
+// examples/fencing modules, and vets and tests the generator (tools/).
 func (Test) Go() error {
 	mg.Deps(Build, Deps) // tests of the real binary use MONOLOCK_BIN; HA tests run etcd
 	// Every module is checked even after a failure, as test:all does with
