@@ -173,13 +173,32 @@ func Ha() error {
 // Deps installs the system packages the tests need (etcd for the HA tests).
 func Deps() error { return runIn(".", "bash", "scripts/deps.sh") }
 
-// Go runs go vet and the race-enabled Go tests of the go, conformance, bench and
-// examples/fencing modules.
+// Gen writes every client's error table and constants, and the table of
+// docs/errors.md, from spec/errors.json and spec/constants.json
+// (tools/specgen). Run it after changing either file, and commit the result.
+func Gen() error { return runIn(".", "go", "run", "./tools/specgen") }
+
+// Gen fails when a file that gen writes is not what spec/ gives (it writes
+// nothing). test:go runs it first, and so does test:all.
+func (Test) Gen() error { return runIn(".", "go", "run", "./tools/specgen", "-check") }
+
+// Go checks that the generated files are up to date (test:gen), then runs go
+// vet and the race-enabled Go tests of the go, conformance, bench and
+// examples/fencing modules, and vets and tests the generator (tools/).
 func (Test) Go() error {
 	mg.Deps(Build, Deps) // tests of the real binary use MONOLOCK_BIN; HA tests run etcd
 	// Every module is checked even after a failure, as test:all does with
 	// its steps, so one run shows every broken module.
 	var errs []error
+	if err := (Test{}).Gen(); err != nil {
+		errs = append(errs, fmt.Errorf("test:gen: %w", err))
+	}
+	if err := runIn(".", "go", "vet", "./tools/..."); err != nil {
+		errs = append(errs, fmt.Errorf("tools: go vet: %w", err))
+	}
+	if err := runIn(".", "go", "test", "-count=1", "./tools/..."); err != nil {
+		errs = append(errs, fmt.Errorf("tools: go test: %w", err))
+	}
 	for _, dir := range []string{"go", "conformance", "bench", "examples/fencing"} {
 		if err := runIn(dir, "go", "vet", "./..."); err != nil {
 			errs = append(errs, fmt.Errorf("%s: go vet: %w", dir, err))

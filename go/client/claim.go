@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/monolock/monolock/go/client/internal/session"
+	"github.com/monolock/monolock/go/internal/spec"
 )
 
 // claim is one connection: one claim on one lock. It has one reader at a
@@ -115,7 +116,7 @@ func claimLogger(logger *slog.Logger, name string, raw net.Conn) *slog.Logger {
 const readBufferSize = 64
 
 // releaseWait bounds how long a release waits for the server's confirmation.
-const releaseWait = time.Second
+const releaseWait = spec.ReleaseMaxWaitMS * time.Millisecond
 
 // serve reads and acts until the claim ends, or, with untilOutcome, until
 // it has been granted or has failed (decided reports that; the connection

@@ -3,11 +3,11 @@ package client
 import (
 	"errors"
 	"fmt"
-	"math"
 	"net"
 	"strings"
 	"time"
 
+	"github.com/monolock/monolock/go/internal/spec"
 	"github.com/monolock/monolock/go/pkg/protocol"
 )
 
@@ -187,7 +187,7 @@ func (e *inputError) Unwrap() error { return e.canon }
 // leaseError refuses lease d (spec/constants.json, client_defaults.lease_rule).
 func leaseError(d time.Duration) error {
 	return &inputError{canon: protocol.ErrInvalidLease, detail: fmt.Sprintf(
-		"lease must be a whole number of milliseconds from 1 ms to %d ms, got %v", uint32(math.MaxUint32), d)}
+		"lease must be a whole number of milliseconds from %d ms to %d ms, got %v", spec.LeaseMSMin, spec.LeaseMSMax, d)}
 }
 
 // nameTooLongError gives the length and the limit, never the name, which

@@ -5,17 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"net"
 	"net/netip"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/monolock/monolock/go/internal/spec"
 )
 
 // Defaults of a Client.
 const (
-	DefaultServer      = "127.0.0.1:7117"
+	DefaultServer      = spec.ClientDefaultsDefaultServer
 	DefaultLease       = 10 * time.Second
 	DefaultDialTimeout = 5 * time.Second
 )
@@ -32,7 +33,7 @@ type config struct {
 }
 
 // defaultPort is the port of a server address given as a bare host.
-const defaultPort = 7117
+const defaultPort = spec.ClientDefaultsDefaultPort
 
 // Option configures a Client.
 type Option func(*config) error
@@ -172,7 +173,7 @@ func WithLogger(l *slog.Logger) Option {
 // leaseMillis converts a lease to the wire's lease_ms, refusing what the
 // server would refuse (0) and what the wire cannot carry.
 func leaseMillis(d time.Duration) (uint32, error) {
-	if d < time.Millisecond || d%time.Millisecond != 0 || d/time.Millisecond > math.MaxUint32 {
+	if d%time.Millisecond != 0 || d/time.Millisecond < spec.LeaseMSMin || d/time.Millisecond > spec.LeaseMSMax {
 		return 0, leaseError(d)
 	}
 	return uint32(d / time.Millisecond), nil

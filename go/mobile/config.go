@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/monolock/monolock/go/client"
+	"github.com/monolock/monolock/go/internal/spec"
 )
 
 // Config holds the settings of a Client. Create it with NewConfig (in Java
@@ -71,7 +72,7 @@ func (c *Config) options() ([]client.Option, error) {
 		servers[i] = strings.TrimSpace(servers[i])
 	}
 	// Range-check here: the millisecond count could overflow a Duration.
-	if c.LeaseMillis < 1 || c.LeaseMillis > math.MaxUint32 {
+	if c.LeaseMillis < spec.LeaseMSMin || c.LeaseMillis > spec.LeaseMSMax {
 		return nil, leaseError{c.LeaseMillis}
 	}
 	opts := []client.Option{

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/monolock/monolock/go/client"
+	"github.com/monolock/monolock/go/internal/spec"
 	"github.com/monolock/monolock/go/pkg/protocol"
 )
 
@@ -124,7 +125,7 @@ func ErrorTemporary(err error) bool {
 type leaseError struct{ ms int64 }
 
 func (e leaseError) Error() string {
-	return fmt.Sprintf("monolock: lease must be a whole number of milliseconds from 1 ms to 4294967295 ms, got %d ms (0x%02x)", e.ms, protocol.ErrInvalidLease.Code)
+	return fmt.Sprintf("monolock: lease must be a whole number of milliseconds from %d ms to %d ms, got %d ms (0x%02x)", spec.LeaseMSMin, spec.LeaseMSMax, e.ms, protocol.ErrInvalidLease.Code)
 }
 
 func (e leaseError) Unwrap() error { return protocol.ErrInvalidLease }

@@ -1,61 +1,58 @@
 /**
  * Protocol constants of monolock wire protocol version 1.
  *
- * The values mirror `spec/constants.json`; a unit test loads that file and
- * compares every value here against it.
+ * The values come from `spec/constants.json` through the generated
+ * constants.gen.ts; a unit test loads that file and compares every value
+ * here against it.
  *
  * @packageDocumentation
  */
 
+import { ERRORS, SPEC } from "./constants.gen.js";
+
 /** Protocol version this client speaks. */
-export const PROTOCOL_VERSION = 1;
+export const PROTOCOL_VERSION = SPEC.protocolVersion;
 
 /** Message type bytes, client to server and server to client. */
 export const MessageType = {
   /** `[0x01][version u8][lease_ms u32][name_len u16][name]` */
-  ACQUIRE: 0x01,
+  ACQUIRE: SPEC.messageTypes.ACQUIRE,
   /** `[0x02]` */
-  HEARTBEAT: 0x02,
+  HEARTBEAT: SPEC.messageTypes.HEARTBEAT,
   /** `[0x11]` */
-  WAITING: 0x11,
+  WAITING: SPEC.messageTypes.WAITING,
   /** `[0x12][token u64]` */
-  ACQUIRED: 0x12,
+  ACQUIRED: SPEC.messageTypes.ACQUIRED,
   /** `[0x13][code u8][reason_len u8][reason]` */
-  ERROR: 0x13,
+  ERROR: SPEC.messageTypes.ERROR,
 } as const;
 
 /** Largest lock name, in bytes of UTF-8. A protocol constant, not a setting. */
-export const MAX_NAME_LEN = 255;
+export const MAX_NAME_LEN = SPEC.maxNameLen;
 
 /** Smallest lease the protocol accepts, in milliseconds. */
-export const MIN_LEASE_MS = 1;
+export const MIN_LEASE_MS = SPEC.leaseMs.min;
 
 /** Largest lease the wire format can carry (uint32), in milliseconds. */
-export const MAX_LEASE_MS = 0xffff_ffff;
+export const MAX_LEASE_MS = SPEC.leaseMs.max;
 
 /** First ERROR code that is terminal; every code below it is temporary. */
-export const FIRST_TERMINAL_CODE = 0x10;
+export const FIRST_TERMINAL_CODE = ERRORS.firstTerminalCode;
 
 /** Heartbeat schedule factors (see {@link HeartbeatSchedule}). */
-export const HEARTBEAT = {
-  baseIntervalFactor: 0.25,
-  clientTimeoutFactor: 0.8,
-  srttAlpha: 0.2,
-  safeRttFactor: 2,
-  minIntervalMs: 1,
-} as const;
+export const HEARTBEAT = SPEC.heartbeat;
 
 /** Backoff between attempts of a waiting acquisition (the policy is `RetryPlan` in plan.ts). */
-export const RETRY = {
-  initialMs: 50,
-  maxMs: 2000,
-  multiplier: 2,
-  /** A claim queued at least this long before it failed starts the backoff again. */
-  resetAfterQueuedMs: 2000,
-} as const;
+export const RETRY = SPEC.retry;
 
 /** Port of `monolock serve` when an address names none. */
-export const DEFAULT_PORT = 7117;
+export const DEFAULT_PORT = SPEC.clientDefaults.defaultPort;
 
 /** The server a client talks to when given none: where `monolock serve` listens. */
-export const DEFAULT_SERVER = "127.0.0.1:7117";
+export const DEFAULT_SERVER = SPEC.clientDefaults.defaultServer;
+
+/**
+ * Longest a release waits for the server to close its end, in milliseconds
+ * (also at most the client timeout).
+ */
+export const RELEASE_WAIT_MS = SPEC.release.maxWaitMs;

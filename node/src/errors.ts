@@ -7,183 +7,24 @@
  * @packageDocumentation
  */
 
-import { FIRST_TERMINAL_CODE } from "./constants.js";
+import { ERRORS } from "./constants.gen.js";
+import * as generated from "./errors.gen.js";
+import { type ErrorOrigin, MonolockError, type MonolockErrorOptions, ServerError } from "./server-error.js";
 
-/** Options shared by the constructors of every monolock error. */
-export interface MonolockErrorOptions {
-  /** The underlying error, if any (kept as the standard `cause`). */
-  cause?: unknown;
-}
+// The class of each code (ShuttingDownError, ...) is generated from
+// spec/errors.json; the base classes are in server-error.ts.
+export * from "./errors.gen.js";
+export type { ErrorOrigin, MonolockErrorOptions } from "./server-error.js";
+export { canonicalText, isTemporaryCode, MonolockError, ServerError } from "./server-error.js";
 
-/**
- * Base class of every error raised by this package.
- *
- * `temporary` tells whether trying again (a new acquisition, possibly later)
- * may succeed. It never means the client retried or will retry by itself.
- */
-export class MonolockError extends Error {
-  override name = "MonolockError";
-  /** The protocol's ERROR code, or `null` when the error has none. */
-  readonly code: number | null;
-  /** Whether a later attempt may succeed. */
-  readonly temporary: boolean;
+type CodeClass = (typeof generated)[keyof typeof generated];
 
-  /** @internal */
-  constructor(message: string, code: number | null, temporary: boolean, options?: MonolockErrorOptions) {
-    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
-    this.code = code;
-    this.temporary = temporary;
-  }
-}
-
-/** Where a {@link ServerError} came from. */
-export type ErrorOrigin = "server" | "client";
-
-/**
- * An error with a protocol ERROR code: either received in an ERROR frame
- * (`origin: "server"`) or raised by this client before sending anything,
- * because the server would have answered with exactly this code
- * (`origin: "client"`, see the validation rules).
- *
- * Codes this version does not know are raised as a plain `ServerError`,
- * `temporary` when the code is below 0x10.
- */
-export class ServerError extends MonolockError {
-  override name = "ServerError";
-  /** The wire code (always set for this class). */
-  declare readonly code: number;
-  /**
-   * The reason text from the ERROR frame; for a check before sending, what
-   * was wrong (such as the name's length and the limit); else the canonical
-   * text of the code.
-   */
-  readonly reason: string;
-  /** `"server"` for an ERROR frame, `"client"` for a check before sending. */
-  readonly origin: ErrorOrigin;
-
-  /** Creates an error for `code`; prefer {@link errorForCode} to get the right subclass. */
-  constructor(code: number, reason = "", origin: ErrorOrigin = "server", options?: MonolockErrorOptions) {
-    const text = reason !== "" ? reason : (canonicalText(code) ?? "unknown error");
-    super(`monolock: ${text} (${hexCode(code)})`, code, isTemporaryCode(code), options);
-    this.reason = reason !== "" ? reason : (canonicalText(code) ?? "");
-    this.origin = origin;
-  }
-}
-
-/** 0x01: the server is shutting down. Temporary. */
-export class ShuttingDownError extends ServerError {
-  override name = "ShuttingDownError";
-  /** The wire code of this class. */
-  static readonly CODE = 0x01;
-}
-/** 0x02: an administrator closed the session. Temporary. */
-export class AdminClosedError extends ServerError {
-  override name = "AdminClosedError";
-  /** The wire code of this class. */
-  static readonly CODE = 0x02;
-}
-/** 0x10: the server does not speak this protocol version. Terminal. */
-export class UnsupportedVersionError extends ServerError {
-  override name = "UnsupportedVersionError";
-  /** The wire code of this class. */
-  static readonly CODE = 0x10;
-}
-/** 0x11: the first message was not ACQUIRE (a client bug). Terminal. */
-export class ExpectedAcquireError extends ServerError {
-  override name = "ExpectedAcquireError";
-  /** The wire code of this class. */
-  static readonly CODE = 0x11;
-}
-/** 0x12: a second ACQUIRE on one connection (a client bug). Terminal. */
-export class DuplicateAcquireError extends ServerError {
-  override name = "DuplicateAcquireError";
-  /** The wire code of this class. */
-  static readonly CODE = 0x12;
-}
-/** 0x13: an unknown message type reached the server. Terminal. */
-export class UnknownMessageError extends ServerError {
-  override name = "UnknownMessageError";
-  /** The wire code of this class. */
-  static readonly CODE = 0x13;
-}
-/** 0x14: the lock name is empty. Terminal; raised before sending. */
-export class EmptyNameError extends ServerError {
-  override name = "EmptyNameError";
-  /** The wire code of this class. */
-  static readonly CODE = 0x14;
-}
-/** 0x15: the lock name is over 255 bytes of UTF-8. Terminal; raised before sending. */
-export class NameTooLongError extends ServerError {
-  override name = "NameTooLongError";
-  /** The wire code of this class. */
-  static readonly CODE = 0x15;
-}
-/** 0x16: the lock name is not valid UTF-8. Terminal; raised before sending. */
-export class NameNotUtf8Error extends ServerError {
-  override name = "NameNotUtf8Error";
-  /** The wire code of this class. */
-  static readonly CODE = 0x16;
-}
-/** 0x17: the lease is outside 1..4294967295 ms. Terminal; raised before sending. */
-export class InvalidLeaseError extends ServerError {
-  override name = "InvalidLeaseError";
-  /** The wire code of this class. */
-  static readonly CODE = 0x17;
-}
-/** 0x18: this identity may not take this lock name. Terminal. */
-export class NotAuthorizedError extends ServerError {
-  override name = "NotAuthorizedError";
-  /** The wire code of this class. */
-  static readonly CODE = 0x18;
-}
-
-type ServerErrorClass = new (
-  code: number,
-  reason?: string,
-  origin?: ErrorOrigin,
-  options?: MonolockErrorOptions,
-) => ServerError;
-
-interface CodeEntry {
-  readonly name: string;
-  readonly text: string;
-  readonly cls: ServerErrorClass & { readonly CODE: number };
-}
-
-/**
- * Every known code: the spec's name, canonical text and class, keyed by the
- * class's `CODE` so that each code is written once. A unit test compares
- * this table with `spec/errors.json`.
- */
-const CODES: ReadonlyMap<number, CodeEntry> = new Map(
-  [
-    { name: "SHUTTING_DOWN", text: "server shutting down", cls: ShuttingDownError },
-    { name: "ADMIN_CLOSED", text: "closed by administrator", cls: AdminClosedError },
-    { name: "UNSUPPORTED_VERSION", text: "unsupported protocol version", cls: UnsupportedVersionError },
-    { name: "EXPECTED_ACQUIRE", text: "first message must be ACQUIRE", cls: ExpectedAcquireError },
-    { name: "DUPLICATE_ACQUIRE", text: "duplicate ACQUIRE", cls: DuplicateAcquireError },
-    { name: "UNKNOWN_MESSAGE", text: "unknown message type", cls: UnknownMessageError },
-    { name: "EMPTY_NAME", text: "empty lock name", cls: EmptyNameError },
-    { name: "NAME_TOO_LONG", text: "lock name too long", cls: NameTooLongError },
-    { name: "NAME_NOT_UTF8", text: "lock name is not valid UTF-8", cls: NameNotUtf8Error },
-    { name: "INVALID_LEASE", text: "lease must be positive", cls: InvalidLeaseError },
-    { name: "NOT_AUTHORIZED", text: "not authorized for lock", cls: NotAuthorizedError },
-  ].map((e): [number, CodeEntry] => [e.cls.CODE, e]),
-);
+/** Every generated class, keyed by its `CODE`. */
+const CLASSES: ReadonlyMap<number, CodeClass> = new Map(Object.values(generated).map((cls) => [cls.CODE, cls]));
 
 /** Known wire codes with their spec name and canonical text. */
 export function knownCodes(): { code: number; name: string; text: string }[] {
-  return [...CODES].map(([code, e]) => ({ code, name: e.name, text: e.text }));
-}
-
-/** Whether a code is temporary: by range, so unknown codes are classified too. */
-export function isTemporaryCode(code: number): boolean {
-  return code < FIRST_TERMINAL_CODE;
-}
-
-/** The canonical text of a known code, or `undefined`. */
-export function canonicalText(code: number): string | undefined {
-  return CODES.get(code)?.text;
+  return ERRORS.codes.map(({ code, name, text }) => ({ code, name, text }));
 }
 
 /**
@@ -191,12 +32,8 @@ export function canonicalText(code: number): string | undefined {
  * a plain {@link ServerError} for an unknown one.
  */
 export function errorForCode(code: number, reason = "", origin: ErrorOrigin = "server"): ServerError {
-  const cls = CODES.get(code)?.cls ?? ServerError;
+  const cls = CLASSES.get(code) ?? ServerError;
   return new cls(code, reason, origin);
-}
-
-function hexCode(code: number): string {
-  return `0x${code.toString(16).padStart(2, "0")}`;
 }
 
 /** `tryAcquire` found the lock held by someone else. Temporary. */

@@ -6,6 +6,15 @@
 import { HEARTBEAT } from "./constants.js";
 
 /**
+ * How long an acknowledged send keeps a grant valid: `0.8 * lease` (the
+ * spec's client_timeout_factor). Also the release wait's first bound and the
+ * wait that a "no reply" error reports.
+ */
+export function clientTimeoutMs(leaseMs: number): number {
+  return leaseMs * HEARTBEAT.clientTimeoutFactor;
+}
+
+/**
  * Heartbeat arithmetic for one connection. With `lease` the lease in ms:
  * `base = lease/4`, `clientTimeout = 0.8*lease`, `srtt` an EWMA of RTT
  * samples (alpha 0.2, the first sample initialises it) and
@@ -22,7 +31,7 @@ export class HeartbeatSchedule {
   /** @param leaseMs the connection's lease, in milliseconds */
   constructor(leaseMs: number) {
     this.baseIntervalMs = leaseMs * HEARTBEAT.baseIntervalFactor;
-    this.clientTimeoutMs = leaseMs * HEARTBEAT.clientTimeoutFactor;
+    this.clientTimeoutMs = clientTimeoutMs(leaseMs);
   }
 
   /** The smoothed RTT, or `undefined` before the first sample. */

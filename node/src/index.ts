@@ -20,31 +20,22 @@ export {
   MIN_LEASE_MS,
   PROTOCOL_VERSION,
 } from "./constants.js";
+// One class per code of spec/errors.json (ShuttingDownError, ...).
+export * from "./errors.gen.js";
 export type { ConnectionPhase, ErrorOrigin, LostKind, MonolockErrorOptions } from "./errors.js";
 export {
   AcquireAbortedError,
   AcquireTimeoutError,
-  AdminClosedError,
   ConnectionError,
-  DuplicateAcquireError,
-  EmptyNameError,
-  ExpectedAcquireError,
   errorForCode,
-  InvalidLeaseError,
   isTemporaryCode,
   LockBusyError,
   LockLostError,
   LockReleasedError,
   MonolockError,
-  NameNotUtf8Error,
-  NameTooLongError,
-  NotAuthorizedError,
   NotMonolockError,
   ServerEndedError,
   ServerError,
-  ShuttingDownError,
-  UnknownMessageError,
-  UnsupportedVersionError,
 } from "./errors.js";
 export type { LockState } from "./lock.js";
 export { Lock } from "./lock.js";

@@ -9,6 +9,7 @@
 import * as net from "node:net";
 import * as tls from "node:tls";
 import { formatAddress, type ServerAddress } from "./address.js";
+import { RELEASE_WAIT_MS } from "./constants.js";
 import { type Action, type Cause, SessionCore } from "./core.js";
 import {
   ConnectionError,
@@ -19,6 +20,7 @@ import {
   NotMonolockError,
   ServerEndedError,
 } from "./errors.js";
+import { clientTimeoutMs } from "./heartbeat.js";
 import { startTimer, type Timer } from "./timers.js";
 
 /** What a session reports. Nothing is reported after the core closed the claim. */
@@ -63,9 +65,6 @@ const NOT_TLS_CODES = new Set([
   "ERR_SSL_UNEXPECTED_RECORD",
   "ERR_SSL_RECORD_LAYER_FAILURE",
 ]);
-
-/** Upper bound of the wait for the server to confirm a release (spec: release.max_wait_ms). */
-export const RELEASE_WAIT_MS = 1000;
 
 /** The socket side of one claim. */
 export class Session {
@@ -218,7 +217,11 @@ export class Session {
       return;
     }
     this.socket.end();
-    const cap = startTimer(Math.min(0.8 * this.options.leaseMs, RELEASE_WAIT_MS), () => this.socket.destroy(), false);
+    const cap = startTimer(
+      Math.min(clientTimeoutMs(this.options.leaseMs), RELEASE_WAIT_MS),
+      () => this.socket.destroy(),
+      false,
+    );
     void this.closed.then(() => cap.cancel());
   }
 
@@ -229,7 +232,7 @@ export class Session {
           return new ServerEndedError(`${this.where()} ended the session with an ERROR (its code did not arrive)`);
         return errorForCode(cause.code, cause.reason, "server");
       case "timeout": {
-        const waited = Math.round(0.8 * this.options.leaseMs);
+        const waited = Math.round(clientTimeoutMs(this.options.leaseMs));
         return new ConnectionError(`no reply from ${this.where()} within ${waited} ms`, "open");
       }
       case "protocol":

@@ -4,10 +4,11 @@
 use std::fmt;
 use std::net::Ipv6Addr;
 
+use crate::constants_gen as spec;
 use crate::error::Error;
 
 /// The port of a server address given without one (`locks.internal`).
-pub const DEFAULT_PORT: u16 = 7117;
+pub const DEFAULT_PORT: u16 = spec::CLIENT_DEFAULTS_DEFAULT_PORT as u16;
 
 /// A server address: `HOST:PORT`, `[IPV6]:PORT`, or a bare host (`HOST`,
 /// `[IPV6]`, or an IPv6 literal without brackets) on [`DEFAULT_PORT`].

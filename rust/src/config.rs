@@ -10,7 +10,7 @@ use crate::core::codec::{invalid_lease, MAX_LEASE_MS};
 use crate::error::Error;
 
 /// The server used when none is configured.
-pub const DEFAULT_SERVER: &str = "127.0.0.1:7117";
+pub const DEFAULT_SERVER: &str = crate::constants_gen::CLIENT_DEFAULTS_DEFAULT_SERVER;
 /// The lease used when none is configured: how long the server keeps a
 /// silent session. Heartbeats go out every quarter of it.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(10);

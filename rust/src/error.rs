@@ -8,25 +8,11 @@ use std::fmt;
 use std::io;
 use std::sync::Arc;
 
-/// Codes below this value are server conditions a reconnect may cure; from
-/// it on the request itself is at fault (see `spec/errors.json`).
-pub(crate) const FIRST_TERMINAL_CODE: u8 = 0x10;
-
-/// The wire codes of `spec/errors.json`, under the spec's names: the only
-/// place that spells them (the table test pins them to the spec).
-pub(crate) mod code {
-    pub(crate) const SHUTTING_DOWN: u8 = 0x01;
-    pub(crate) const ADMIN_CLOSED: u8 = 0x02;
-    pub(crate) const UNSUPPORTED_VERSION: u8 = 0x10;
-    pub(crate) const EXPECTED_ACQUIRE: u8 = 0x11;
-    pub(crate) const DUPLICATE_ACQUIRE: u8 = 0x12;
-    pub(crate) const UNKNOWN_MESSAGE: u8 = 0x13;
-    pub(crate) const EMPTY_NAME: u8 = 0x14;
-    pub(crate) const NAME_TOO_LONG: u8 = 0x15;
-    pub(crate) const NAME_NOT_UTF8: u8 = 0x16;
-    pub(crate) const INVALID_LEASE: u8 = 0x17;
-    pub(crate) const NOT_AUTHORIZED: u8 = 0x18;
-}
+pub(crate) use crate::constants_gen::FIRST_TERMINAL_CODE;
+use crate::error_gen::with_codes;
+/// The wire codes of `spec/errors.json` under the spec's names, and their
+/// canonical texts: generated (error_gen.rs), the only place that spells them.
+pub(crate) use crate::error_gen::{code, CANONICAL};
 
 /// Where a wire-coded error was detected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,119 +63,139 @@ impl Reason {
     }
 }
 
-/// Everything that can go wrong when acquiring or holding a lock.
-///
-/// The first group of variants maps one-to-one to the wire protocol's ERROR
-/// codes ([`Error::code`] returns it). [`Error::UnknownCode`] covers codes
-/// this version does not know yet; they are classified by range like all
-/// others. The rest are client-side conditions without a code.
-///
-/// ```
-/// use monolock::Error;
-///
-/// let err = Error::from_code(0x01, "server shutting down");
-/// assert!(matches!(err, Error::ShuttingDown(_)));
-/// assert_eq!(err.code(), Some(0x01));
-/// assert!(err.is_temporary());
-///
-/// // Codes from a newer server are classified by range.
-/// assert!(Error::from_code(0x05, "").is_temporary());
-/// assert!(!Error::from_code(0x7e, "future").is_temporary());
-/// ```
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub enum Error {
-    /// 0x01: the server is shutting down. Temporary.
-    ShuttingDown(Reason),
-    /// 0x02: an administrator closed the session. Temporary.
-    AdminClosed(Reason),
-    /// 0x10: the server does not speak this protocol version.
-    UnsupportedVersion(Reason),
-    /// 0x11: the first message was not ACQUIRE (a client bug).
-    ExpectedAcquire(Reason),
-    /// 0x12: a second ACQUIRE on one connection (a client bug).
-    DuplicateAcquire(Reason),
-    /// 0x13: a byte that is not a client message type.
-    UnknownMessage(Reason),
-    /// 0x14: the lock name is empty.
-    EmptyName(Reason),
-    /// 0x15: the lock name is longer than 255 bytes.
-    NameTooLong(Reason),
-    /// 0x16: the lock name is not valid UTF-8.
-    NameNotUtf8(Reason),
-    /// 0x17: the lease is outside 1..=4294967295 milliseconds.
-    InvalidLease(Reason),
-    /// 0x18: this client's identity may not take this lock name.
-    NotAuthorized(Reason),
-    /// An ERROR code this version of the protocol does not know.
-    UnknownCode {
-        /// The wire code.
-        code: u8,
-        /// What the server said about it.
-        reason: Reason,
-    },
-    /// Try-acquire found the lock held by someone else.
-    Busy,
-    /// The caller's deadline passed while acquiring; or, as the cause of
-    /// [`Error::Lost`], no acknowledgement arrived within the client timeout.
-    ///
-    /// When the deadline passed after an attempt had failed (a server that
-    /// is down, a refused connection, a failed TLS handshake), that last
-    /// failure is kept here and is also the error's
-    /// [`source`](std::error::Error::source). It is `None` when the last
-    /// attempt was still in the server's queue: the lock stayed busy.
-    Timeout(Option<Box<Error>>),
-    /// The caller cancelled a pending acquire.
-    Cancelled,
-    /// A held lock was lost; the cause says why. Never re-acquired silently.
-    Lost(Box<Error>),
-    /// A connection could not be made, or failed.
-    Io(Arc<io::Error>),
-    /// The server sent bytes that break the protocol (an unknown message
-    /// type, or a reply the client did not ask for). The connection is
-    /// dropped, like after an I/O failure.
-    Protocol(String),
-    /// The server's first reply starts no monolock message: the address
-    /// is some other service (such as the server's HTTP admin port, or a
-    /// TLS port spoken to without TLS). A protocol violation, but not a
-    /// temporary one: the acquisition does not ask that server again, and
-    /// fails at once when no other server is left.
-    NotMonolock {
-        /// The server address, as `host:port`.
-        server: String,
-        /// The first bytes it sent (at most 64).
-        sent: Vec<u8>,
-    },
-    /// The server ended the session with an ERROR whose code had not
-    /// arrived when its type byte was read. An ERROR is the last message of
-    /// a session, so the session ends at that byte and the client does not
-    /// wait for the rest. Without a code there is no class: temporary, like
-    /// a dropped connection (a waiting acquire queues again).
-    ServerEnded,
-    /// The client's configuration is invalid, for example a server address
-    /// that does not parse. Raised by the builder's `build`; never
-    /// temporary.
-    Config(String),
+/// Defines [`Error`] with one variant per code of `spec/errors.json` (the
+/// list is generated: error_gen.rs's `with_codes`) and the functions that
+/// map codes to variants and back, so that a new code in the spec is a new
+/// variant everywhere at once.
+macro_rules! define_error {
+    ($($(#[doc = $doc:literal])* $variant:ident = $code:ident,)*) => {
+        /// Everything that can go wrong when acquiring or holding a lock.
+        ///
+        /// The first group of variants maps one-to-one to the wire protocol's ERROR
+        /// codes ([`Error::code`] returns it). [`Error::UnknownCode`] covers codes
+        /// this version does not know yet; they are classified by range like all
+        /// others. The rest are client-side conditions without a code.
+        ///
+        /// ```
+        /// use monolock::Error;
+        ///
+        /// let err = Error::from_code(0x01, "server shutting down");
+        /// assert!(matches!(err, Error::ShuttingDown(_)));
+        /// assert_eq!(err.code(), Some(0x01));
+        /// assert!(err.is_temporary());
+        ///
+        /// // Codes from a newer server are classified by range.
+        /// assert!(Error::from_code(0x05, "").is_temporary());
+        /// assert!(!Error::from_code(0x7e, "future").is_temporary());
+        /// ```
+        #[derive(Debug, Clone)]
+        #[non_exhaustive]
+        pub enum Error {
+            $($(#[doc = $doc])* $variant(Reason),)*
+            /// An ERROR code this version of the protocol does not know.
+            UnknownCode {
+                /// The wire code.
+                code: u8,
+                /// What the server said about it.
+                reason: Reason,
+            },
+            /// Try-acquire found the lock held by someone else.
+            Busy,
+            /// The caller's deadline passed while acquiring; or, as the cause of
+            /// [`Error::Lost`], no acknowledgement arrived within the client timeout.
+            ///
+            /// When the deadline passed after an attempt had failed (a server that
+            /// is down, a refused connection, a failed TLS handshake), that last
+            /// failure is kept here and is also the error's
+            /// [`source`](std::error::Error::source). It is `None` when the last
+            /// attempt was still in the server's queue: the lock stayed busy.
+            Timeout(Option<Box<Error>>),
+            /// The caller cancelled a pending acquire.
+            Cancelled,
+            /// A held lock was lost; the cause says why. Never re-acquired silently.
+            Lost(Box<Error>),
+            /// A connection could not be made, or failed.
+            Io(Arc<io::Error>),
+            /// The server sent bytes that break the protocol (an unknown message
+            /// type, or a reply the client did not ask for). The connection is
+            /// dropped, like after an I/O failure.
+            Protocol(String),
+            /// The server's first reply starts no monolock message: the address
+            /// is some other service (such as the server's HTTP admin port, or a
+            /// TLS port spoken to without TLS). A protocol violation, but not a
+            /// temporary one: the acquisition does not ask that server again, and
+            /// fails at once when no other server is left.
+            NotMonolock {
+                /// The server address, as `host:port`.
+                server: String,
+                /// The first bytes it sent (at most 64).
+                sent: Vec<u8>,
+            },
+            /// The server ended the session with an ERROR whose code had not
+            /// arrived when its type byte was read. An ERROR is the last message of
+            /// a session, so the session ends at that byte and the client does not
+            /// wait for the rest. Without a code there is no class: temporary, like
+            /// a dropped connection (a waiting acquire queues again).
+            ServerEnded,
+            /// The client's configuration is invalid, for example a server address
+            /// that does not parse. Raised by the builder's `build`; never
+            /// temporary.
+            Config(String),
+        }
+
+        impl Error {
+            fn with_reason(code: u8, reason: Reason) -> Error {
+                match code {
+                    $(code::$code => Error::$variant(reason),)*
+                    code => Error::UnknownCode { code, reason },
+                }
+            }
+
+            /// The wire code of this error, or `None` for conditions without one.
+            /// For [`Error::Lost`] it is the code of the cause.
+            pub fn code(&self) -> Option<u8> {
+                Some(match self {
+                    $(Error::$variant(_) => code::$code,)*
+                    Error::UnknownCode { code, .. } => *code,
+                    Error::Lost(cause) => return cause.code(),
+                    Error::Busy
+                    | Error::Timeout(_)
+                    | Error::Cancelled
+                    | Error::Io(_)
+                    | Error::Protocol(_)
+                    | Error::ServerEnded
+                    | Error::NotMonolock { .. }
+                    | Error::Config(_) => return None,
+                })
+            }
+
+            /// The reason of a wire-coded error (sent by the server or raised by the
+            /// client), or `None` for other conditions.
+            pub fn reason(&self) -> Option<&Reason> {
+                match self {
+                    $(Error::$variant(r) => Some(r),)*
+                    Error::UnknownCode { reason: r, .. } => Some(r),
+                    Error::Lost(cause) => cause.reason(),
+                    _ => None,
+                }
+            }
+
+            /// The spec's name of a known code's variant (tests).
+            #[cfg(test)]
+            fn spec_name(&self) -> Option<&'static str> {
+                match self {
+                    $(Error::$variant(_) => Some(stringify!($code)),)*
+                    _ => None,
+                }
+            }
+        }
+    };
 }
+
+with_codes!(define_error);
 
 /// How many bytes of a stranger's reply an error message quotes.
 const QUOTED_BYTES: usize = 12;
-
-/// Canonical text of every known wire code, in code order. Pinned against
-/// `spec/errors.json` by a test.
-pub(crate) const CANONICAL: [(u8, &str); 11] = [
-    (code::SHUTTING_DOWN, "server shutting down"),
-    (code::ADMIN_CLOSED, "closed by administrator"),
-    (code::UNSUPPORTED_VERSION, "unsupported protocol version"),
-    (code::EXPECTED_ACQUIRE, "first message must be ACQUIRE"),
-    (code::DUPLICATE_ACQUIRE, "duplicate ACQUIRE"),
-    (code::UNKNOWN_MESSAGE, "unknown message type"),
-    (code::EMPTY_NAME, "empty lock name"),
-    (code::NAME_TOO_LONG, "lock name too long"),
-    (code::NAME_NOT_UTF8, "lock name is not valid UTF-8"),
-    (code::INVALID_LEASE, "lease must be positive"),
-    (code::NOT_AUTHORIZED, "not authorized for lock"),
-];
 
 /// The canonical text of a wire code, if this version knows the code.
 pub(crate) fn canonical_text(code: u8) -> Option<&'static str> {
@@ -215,51 +221,6 @@ impl Error {
         Error::with_reason(code, Reason::client(text))
     }
 
-    fn with_reason(code: u8, reason: Reason) -> Error {
-        match code {
-            code::SHUTTING_DOWN => Error::ShuttingDown(reason),
-            code::ADMIN_CLOSED => Error::AdminClosed(reason),
-            code::UNSUPPORTED_VERSION => Error::UnsupportedVersion(reason),
-            code::EXPECTED_ACQUIRE => Error::ExpectedAcquire(reason),
-            code::DUPLICATE_ACQUIRE => Error::DuplicateAcquire(reason),
-            code::UNKNOWN_MESSAGE => Error::UnknownMessage(reason),
-            code::EMPTY_NAME => Error::EmptyName(reason),
-            code::NAME_TOO_LONG => Error::NameTooLong(reason),
-            code::NAME_NOT_UTF8 => Error::NameNotUtf8(reason),
-            code::INVALID_LEASE => Error::InvalidLease(reason),
-            code::NOT_AUTHORIZED => Error::NotAuthorized(reason),
-            code => Error::UnknownCode { code, reason },
-        }
-    }
-
-    /// The wire code of this error, or `None` for conditions without one.
-    /// For [`Error::Lost`] it is the code of the cause.
-    pub fn code(&self) -> Option<u8> {
-        Some(match self {
-            Error::ShuttingDown(_) => code::SHUTTING_DOWN,
-            Error::AdminClosed(_) => code::ADMIN_CLOSED,
-            Error::UnsupportedVersion(_) => code::UNSUPPORTED_VERSION,
-            Error::ExpectedAcquire(_) => code::EXPECTED_ACQUIRE,
-            Error::DuplicateAcquire(_) => code::DUPLICATE_ACQUIRE,
-            Error::UnknownMessage(_) => code::UNKNOWN_MESSAGE,
-            Error::EmptyName(_) => code::EMPTY_NAME,
-            Error::NameTooLong(_) => code::NAME_TOO_LONG,
-            Error::NameNotUtf8(_) => code::NAME_NOT_UTF8,
-            Error::InvalidLease(_) => code::INVALID_LEASE,
-            Error::NotAuthorized(_) => code::NOT_AUTHORIZED,
-            Error::UnknownCode { code, .. } => *code,
-            Error::Lost(cause) => return cause.code(),
-            Error::Busy
-            | Error::Timeout(_)
-            | Error::Cancelled
-            | Error::Io(_)
-            | Error::Protocol(_)
-            | Error::ServerEnded
-            | Error::NotMonolock { .. }
-            | Error::Config(_) => return None,
-        })
-    }
-
     /// Whether trying again (a new connection, a new ACQUIRE) may help.
     ///
     /// For coded errors this is `code < 0x10`, also for unknown codes.
@@ -278,27 +239,6 @@ impl Error {
             Error::Cancelled | Error::NotMonolock { .. } | Error::Config(_) => false,
             Error::Lost(cause) => cause.is_temporary(),
             coded => coded.code().is_some_and(|c| c < FIRST_TERMINAL_CODE),
-        }
-    }
-
-    /// The reason of a wire-coded error (sent by the server or raised by the
-    /// client), or `None` for other conditions.
-    pub fn reason(&self) -> Option<&Reason> {
-        match self {
-            Error::ShuttingDown(r)
-            | Error::AdminClosed(r)
-            | Error::UnsupportedVersion(r)
-            | Error::ExpectedAcquire(r)
-            | Error::DuplicateAcquire(r)
-            | Error::UnknownMessage(r)
-            | Error::EmptyName(r)
-            | Error::NameTooLong(r)
-            | Error::NameNotUtf8(r)
-            | Error::InvalidLease(r)
-            | Error::NotAuthorized(r)
-            | Error::UnknownCode { reason: r, .. } => Some(r),
-            Error::Lost(cause) => cause.reason(),
-            _ => None,
         }
     }
 
@@ -464,7 +404,7 @@ mod tests {
                 entry["text"].as_str(),
                 "canonical text of {name}"
             );
-            assert_eq!(variant_name(&err), name, "variant of code {code}");
+            assert_eq!(err.spec_name(), Some(name), "variant of code {code}");
             let refused = Error::refused(code);
             assert_eq!(refused.reason().unwrap().origin(), Origin::Client);
             assert_eq!(
@@ -486,23 +426,6 @@ mod tests {
     fn temporary_is_a_range() {
         for code in 0..=255u8 {
             assert_eq!(Error::from_code(code, "").is_temporary(), code < 0x10);
-        }
-    }
-
-    fn variant_name(err: &Error) -> &'static str {
-        match err {
-            Error::ShuttingDown(_) => "SHUTTING_DOWN",
-            Error::AdminClosed(_) => "ADMIN_CLOSED",
-            Error::UnsupportedVersion(_) => "UNSUPPORTED_VERSION",
-            Error::ExpectedAcquire(_) => "EXPECTED_ACQUIRE",
-            Error::DuplicateAcquire(_) => "DUPLICATE_ACQUIRE",
-            Error::UnknownMessage(_) => "UNKNOWN_MESSAGE",
-            Error::EmptyName(_) => "EMPTY_NAME",
-            Error::NameTooLong(_) => "NAME_TOO_LONG",
-            Error::NameNotUtf8(_) => "NAME_NOT_UTF8",
-            Error::InvalidLease(_) => "INVALID_LEASE",
-            Error::NotAuthorized(_) => "NOT_AUTHORIZED",
-            _ => "other",
         }
     }
 

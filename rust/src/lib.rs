@@ -73,8 +73,10 @@ mod logging;
 mod addr;
 mod blocking;
 mod config;
+mod constants_gen;
 mod core;
 mod error;
+mod error_gen;
 #[cfg(test)]
 mod spec;
 #[cfg(feature = "tls")]

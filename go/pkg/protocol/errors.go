@@ -1,6 +1,10 @@
 package protocol
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/monolock/monolock/go/internal/spec"
+)
 
 // Error is a protocol error: a stable wire code plus its canonical text. The
 // code is what clients branch on, the text is for humans.
@@ -18,27 +22,12 @@ func newError(code uint8, text string) *Error {
 // errorsByCode is filled by newError as the canonical variables initialise.
 var errorsByCode = map[uint8]*Error{}
 
-// Canonical protocol errors, one wire code each. AppendAcquire and
-// ReadAcquireBody return the name and lease ones when validating input; the
-// server sends the code and text of an ERROR message from the same values, so
-// a client can match a received code back to one of them with CodeErr.
-var (
-	ErrShuttingDown       = newError(0x01, "server shutting down")
-	ErrAdminClosed        = newError(0x02, "closed by administrator")
-	ErrUnsupportedVersion = newError(0x10, "unsupported protocol version")
-	ErrExpectedAcquire    = newError(0x11, "first message must be ACQUIRE")
-	ErrDuplicateAcquire   = newError(0x12, "duplicate ACQUIRE")
-	ErrUnknownMessage     = newError(0x13, "unknown message type")
-	ErrEmptyName          = newError(0x14, "empty lock name")
-	ErrNameTooLong        = newError(0x15, "lock name too long")
-	ErrNameNotUTF8        = newError(0x16, "lock name is not valid UTF-8")
-	ErrInvalidLease       = newError(0x17, "lease must be positive")
-	ErrNotAuthorized      = newError(0x18, "not authorized for lock")
-)
+// The canonical errors, one variable per code of spec/errors.json
+// (ErrShuttingDown, ...), are generated into errors_gen.go.
 
 // firstTerminalCode splits the code space: below it are server conditions
 // that a reconnect may cure, from it on are errors in what the client sent.
-const firstTerminalCode = 0x10
+const firstTerminalCode = spec.FirstTerminalCode
 
 // CodeErr returns the canonical Error for a wire code, or nil for a code this
 // version of the protocol does not know.

@@ -29,34 +29,36 @@ import (
 	"fmt"
 	"io"
 	"unicode/utf8"
+
+	"github.com/monolock/monolock/go/internal/spec"
 )
 
 // Client -> server message types.
 const (
-	MsgAcquire   uint8 = 0x01
-	MsgHeartbeat uint8 = 0x02
+	MsgAcquire   uint8 = spec.MessageTypesAcquire
+	MsgHeartbeat uint8 = spec.MessageTypesHeartbeat
 )
 
 // Server -> client message types.
 const (
-	MsgWaiting  uint8 = 0x11
-	MsgAcquired uint8 = 0x12
-	MsgError    uint8 = 0x13
+	MsgWaiting  uint8 = spec.MessageTypesWaiting
+	MsgAcquired uint8 = spec.MessageTypesAcquired
+	MsgError    uint8 = spec.MessageTypesError
 )
 
 // MaxNameLen is the largest accepted lock name, in bytes. It is a protocol
 // constant rather than a knob: client and server enforce the same value, so a
 // name a client can build is a name the server will accept. The wire format
 // carries a uint16 length and can express more, which the server rejects.
-const MaxNameLen = 255
+const MaxNameLen = spec.MaxNameLen
 
 // Version is the protocol version implemented here.
-const Version uint8 = 1
+const Version uint8 = spec.ProtocolVersion
 
 // Frame sizes that callers reading from a stream need to know.
 const (
 	acquireHeaderLen = 1 + 4 + 2 // version, lease_ms, name_len: the body before the name
-	maxReasonLen     = 255
+	maxReasonLen     = spec.MaxReasonLen
 )
 
 // MsgName returns a human readable name for a message type.

@@ -20,36 +20,27 @@ Every exception is a :class:`MonolockError`; see :mod:`monolock.errors`.
 
 from __future__ import annotations
 
+from . import _errors_gen
 from ._config import DEFAULT_LEASE, DEFAULT_PORT, DEFAULT_SERVER, Address
+from ._errors_gen import *  # noqa: F403 (the class of each code, see monolock.errors)
 from ._lock import LostCallback, WaitingCallback
 from .aio import AsyncClient, AsyncLock
 from .client import Client, Lock, lock
 from .errors import (
     AcquireCancelled,
     AcquireTimeout,
-    AdminClosed,
     ConfigError,
     ConnectError,
     ConnectionClosed,
-    DuplicateAcquire,
-    EmptyName,
-    ExpectedAcquire,
     HeartbeatTimeout,
-    InvalidLease,
     LockBusy,
     LockLost,
     LockReleased,
     MonolockError,
-    NameNotUTF8,
-    NameTooLong,
-    NotAuthorized,
     NotMonolock,
     ProtocolViolation,
     ServerEnded,
     ServerError,
-    ShuttingDown,
-    UnknownMessage,
-    UnsupportedVersion,
 )
 
 __version__ = "0.1.0"
@@ -61,35 +52,25 @@ __all__ = [
     "AcquireCancelled",
     "AcquireTimeout",
     "Address",
-    "AdminClosed",
     "AsyncClient",
     "AsyncLock",
     "Client",
     "ConfigError",
     "ConnectError",
     "ConnectionClosed",
-    "DuplicateAcquire",
-    "EmptyName",
-    "ExpectedAcquire",
     "HeartbeatTimeout",
-    "InvalidLease",
     "Lock",
     "LockBusy",
     "LockLost",
     "LockReleased",
     "LostCallback",
     "MonolockError",
-    "NameNotUTF8",
-    "NameTooLong",
-    "NotAuthorized",
     "NotMonolock",
     "ProtocolViolation",
     "ServerEnded",
     "ServerError",
-    "ShuttingDown",
-    "UnknownMessage",
-    "UnsupportedVersion",
     "WaitingCallback",
     "__version__",
     "lock",
 ]
+__all__ += _errors_gen.__all__

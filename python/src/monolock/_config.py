@@ -11,11 +11,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Union
 
+from . import _constants_gen as spec
 from . import _protocol as proto
 from .errors import ConfigError
 
-DEFAULT_PORT = 7117
-DEFAULT_SERVER = f"127.0.0.1:{DEFAULT_PORT}"
+DEFAULT_PORT = spec.CLIENT_DEFAULTS_DEFAULT_PORT
+DEFAULT_SERVER = spec.CLIENT_DEFAULTS_DEFAULT_SERVER
 DEFAULT_LEASE = 10.0
 DEFAULT_CONNECT_TIMEOUT = 5.0
 

@@ -7,6 +7,7 @@ import threading
 import time
 from typing import Any, Callable, Generic, Protocol, TypeVar
 
+from . import _constants_gen as spec
 from ._plan import Failure, logger
 from ._session import Close, Failed, Granted, Lost, Queued, Send, Session, SessionEvent
 from .errors import LockLost, LockReleased, MonolockError, unprefixed
@@ -18,7 +19,7 @@ WaitingCallback = Callable[[str], object]
 """Called with the lock name each time the server queues the claim."""
 
 
-RELEASE_WAIT_MAX = 1.0
+RELEASE_WAIT_MAX = spec.RELEASE_MAX_WAIT_MS / 1000
 """Longest a release waits for the server to close its end, in seconds."""
 
 

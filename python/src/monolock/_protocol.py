@@ -23,6 +23,7 @@ import struct
 from dataclasses import dataclass
 from typing import Union
 
+from . import _constants_gen as spec
 from .errors import (
     EmptyName,
     InvalidLease,
@@ -34,17 +35,18 @@ from .errors import (
     error_for_code,
 )
 
-VERSION = 1
+VERSION = spec.PROTOCOL_VERSION
 
-MSG_ACQUIRE = 0x01
-MSG_HEARTBEAT = 0x02
-MSG_WAITING = 0x11
-MSG_ACQUIRED = 0x12
-MSG_ERROR = 0x13
+MSG_ACQUIRE = spec.MESSAGE_TYPES_ACQUIRE
+MSG_HEARTBEAT = spec.MESSAGE_TYPES_HEARTBEAT
+MSG_WAITING = spec.MESSAGE_TYPES_WAITING
+MSG_ACQUIRED = spec.MESSAGE_TYPES_ACQUIRED
+MSG_ERROR = spec.MESSAGE_TYPES_ERROR
 
-MAX_NAME_LEN = 255
-MIN_LEASE_MS = 1
-MAX_LEASE_MS = 0xFFFFFFFF
+MAX_NAME_LEN = spec.MAX_NAME_LEN
+MAX_REASON_LEN = spec.MAX_REASON_LEN
+MIN_LEASE_MS = spec.LEASE_MS_MIN
+MAX_LEASE_MS = spec.LEASE_MS_MAX
 
 _ACQUIRE_HEADER = struct.Struct(">BBIH")
 _TOKEN = struct.Struct(">Q")
@@ -52,7 +54,9 @@ _TOKEN = struct.Struct(">Q")
 HEARTBEAT_FRAME = bytes([MSG_HEARTBEAT])
 
 
-LEASE_RULE = f"lease must be a whole number of milliseconds from 1 ms to {MAX_LEASE_MS} ms"
+LEASE_RULE = (
+    f"lease must be a whole number of milliseconds from {MIN_LEASE_MS} ms to {MAX_LEASE_MS} ms"
+)
 """The 0x17 message of every client (spec/constants.json, lease_rule)."""
 
 
@@ -121,7 +125,7 @@ def encode_acquired(token: int) -> bytes:
 def encode_error(code: int, reason: str) -> bytes:
     """Build an ERROR frame (used by tests and fake servers). The reason is
     cut to 255 bytes without splitting a character."""
-    raw = reason.encode("utf-8")[:255].decode("utf-8", "ignore").encode("utf-8")
+    raw = reason.encode("utf-8")[:MAX_REASON_LEN].decode("utf-8", "ignore").encode("utf-8")
     return bytes([MSG_ERROR, code, len(raw)]) + raw
 
 

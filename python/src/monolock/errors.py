@@ -24,37 +24,38 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from . import _errors_gen
+from ._errors_gen import *  # noqa: F403 (the class of each code)
+from ._errors_gen import CODE_CLASSES
+from ._server_error import (
+    FIRST_TERMINAL_CODE,
+    KnownServerError,
+    MonolockError,
+    ServerError,
+    is_temporary_code,
+)
+
 __all__ = [
     "FIRST_TERMINAL_CODE",
     "AcquireCancelled",
     "AcquireTimeout",
-    "AdminClosed",
     "ConfigError",
     "ConnectError",
     "ConnectionClosed",
-    "DuplicateAcquire",
-    "EmptyName",
-    "ExpectedAcquire",
     "HeartbeatTimeout",
-    "InvalidLease",
     "LockBusy",
     "LockLost",
     "LockReleased",
     "MonolockError",
-    "NameNotUTF8",
-    "NameTooLong",
-    "NotAuthorized",
     "NotMonolock",
     "ProtocolViolation",
     "ServerEnded",
     "ServerError",
-    "ShuttingDown",
-    "UnknownMessage",
-    "UnsupportedVersion",
     "error_for_code",
     "is_temporary_code",
     "unprefixed",
 ]
+__all__ += _errors_gen.__all__  # one class per code of spec/errors.json
 
 PREFIX = "monolock: "
 """The start of every message of this package, once."""
@@ -67,159 +68,11 @@ def unprefixed(error: BaseException | str) -> str:
     return text[len(PREFIX) :] if text.startswith(PREFIX) else text
 
 
-FIRST_TERMINAL_CODE = 0x10
-"""Codes below this are server conditions a new connection may cure; codes
-from it on are terminal. The split is a range so that codes unknown to this
-version are classified too."""
+# The base classes live in _server_error.py and the class of each code in
+# _errors_gen.py (generated from spec/errors.json), which needs the base
+# before this module can map codes to classes.
 
-
-def is_temporary_code(code: int) -> bool:
-    """Tell whether a wire error code is temporary (``code < 0x10``)."""
-    return code < FIRST_TERMINAL_CODE
-
-
-class MonolockError(Exception):
-    """Base class of every monolock exception.
-
-    ``code`` is the wire error code behind the exception, or ``None`` when
-    there is none (timeouts, connection failures). ``temporary`` tells whether
-    a new attempt may succeed.
-    """
-
-    code: int | None = None
-    temporary: bool = False
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-class ServerError(MonolockError):
-    """An ERROR code of the protocol.
-
-    Raised when the server sends an ERROR frame (``from_server`` is true) or,
-    for invalid names and leases, by the client itself before sending any
-    byte, with the same class and code the server would have sent
-    (``from_server`` is false). ``reason`` is the server's text (or the
-    canonical text); branch on the class or ``code``, never on the text.
-    """
-
-    text: str = "unknown error"
-    """Canonical text of the code."""
-
-    def __init__(self, code: int, reason: str = "", *, from_server: bool = True) -> None:
-        self.code = code
-        self.temporary = is_temporary_code(code)
-        self.reason = reason or self.text
-        self.from_server = from_server
-        super().__init__(f"monolock: {self.reason} (0x{code:02x})")
-
-
-class _KnownServerError(ServerError):
-    """A ServerError whose class fixes the code."""
-
-    def __init__(self, reason: str = "", *, from_server: bool = True) -> None:
-        super().__init__(type(self).code or 0, reason, from_server=from_server)
-
-
-# One class per code of spec/errors.json; tests/test_errors.py checks that
-# this table and the spec agree in code, name, text and temporariness.
-
-
-class ShuttingDown(_KnownServerError):
-    """0x01: the server is stopping. Temporary."""
-
-    code = 0x01
-    text = "server shutting down"
-
-
-class AdminClosed(_KnownServerError):
-    """0x02: an operator closed this session. Temporary."""
-
-    code = 0x02
-    text = "closed by administrator"
-
-
-class UnsupportedVersion(_KnownServerError):
-    """0x10: the server does not speak this protocol version."""
-
-    code = 0x10
-    text = "unsupported protocol version"
-
-
-class ExpectedAcquire(_KnownServerError):
-    """0x11: the first message was not ACQUIRE (a client bug)."""
-
-    code = 0x11
-    text = "first message must be ACQUIRE"
-
-
-class DuplicateAcquire(_KnownServerError):
-    """0x12: a second ACQUIRE on one connection (a client bug)."""
-
-    code = 0x12
-    text = "duplicate ACQUIRE"
-
-
-class UnknownMessage(_KnownServerError):
-    """0x13: the server read a byte that is no client message type."""
-
-    code = 0x13
-    text = "unknown message type"
-
-
-class EmptyName(_KnownServerError):
-    """0x14: the lock name is empty."""
-
-    code = 0x14
-    text = "empty lock name"
-
-
-class NameTooLong(_KnownServerError):
-    """0x15: the lock name is longer than 255 bytes of UTF-8."""
-
-    code = 0x15
-    text = "lock name too long"
-
-
-class NameNotUTF8(_KnownServerError):
-    """0x16: the lock name is not valid UTF-8."""
-
-    code = 0x16
-    text = "lock name is not valid UTF-8"
-
-
-class InvalidLease(_KnownServerError):
-    """0x17: the lease is not a whole number of milliseconds from 1 to
-    4294967295."""
-
-    code = 0x17
-    text = "lease must be positive"
-
-
-class NotAuthorized(_KnownServerError):
-    """0x18: this client's identity may not take the lock name."""
-
-    code = 0x18
-    text = "not authorized for lock"
-
-
-_ERRORS_BY_CODE: dict[int, type[_KnownServerError]] = {
-    cls.code: cls
-    for cls in (
-        ShuttingDown,
-        AdminClosed,
-        UnsupportedVersion,
-        ExpectedAcquire,
-        DuplicateAcquire,
-        UnknownMessage,
-        EmptyName,
-        NameTooLong,
-        NameNotUTF8,
-        InvalidLease,
-        NotAuthorized,
-    )
-}
+_ERRORS_BY_CODE: dict[int, type[KnownServerError]] = {cls.code: cls for cls in CODE_CLASSES}
 
 ERRORS_BY_CODE: Mapping[int, type[ServerError]] = _ERRORS_BY_CODE
 """Every wire code this version knows, mapped to its exception class."""

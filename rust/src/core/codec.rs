@@ -4,21 +4,24 @@
 //! Nothing here does I/O. The decoder is fed whatever a read returned and
 //! hands back complete frames, however the stream was split.
 
+use crate::constants_gen as spec;
 use crate::error::{code, Error};
 
 /// Protocol version spoken by this client.
-pub(crate) const VERSION: u8 = 1;
+pub(crate) const VERSION: u8 = spec::PROTOCOL_VERSION as u8;
 /// Client -> server message types.
-pub(crate) const MSG_ACQUIRE: u8 = 0x01;
-pub(crate) const MSG_HEARTBEAT: u8 = 0x02;
+pub(crate) const MSG_ACQUIRE: u8 = spec::MESSAGE_TYPES_ACQUIRE;
+pub(crate) const MSG_HEARTBEAT: u8 = spec::MESSAGE_TYPES_HEARTBEAT;
 /// Server -> client message types.
-pub(crate) const MSG_WAITING: u8 = 0x11;
-pub(crate) const MSG_ACQUIRED: u8 = 0x12;
-pub(crate) const MSG_ERROR: u8 = 0x13;
+pub(crate) const MSG_WAITING: u8 = spec::MESSAGE_TYPES_WAITING;
+pub(crate) const MSG_ACQUIRED: u8 = spec::MESSAGE_TYPES_ACQUIRED;
+pub(crate) const MSG_ERROR: u8 = spec::MESSAGE_TYPES_ERROR;
 /// Longest lock name, in bytes: a protocol constant, not a setting.
-pub(crate) const MAX_NAME_LEN: usize = 255;
-/// Largest lease the uint32 field can carry, in milliseconds.
-pub(crate) const MAX_LEASE_MS: u64 = u32::MAX as u64;
+pub(crate) const MAX_NAME_LEN: usize = spec::MAX_NAME_LEN as usize;
+/// Smallest and largest lease, in milliseconds (the largest is what the
+/// uint32 field can carry).
+pub(crate) const MIN_LEASE_MS: u64 = spec::LEASE_MS_MIN;
+pub(crate) const MAX_LEASE_MS: u64 = spec::LEASE_MS_MAX;
 
 /// The one-byte HEARTBEAT frame.
 pub(crate) const HEARTBEAT: [u8; 1] = [MSG_HEARTBEAT];
@@ -29,7 +32,7 @@ pub(crate) const HEARTBEAT: [u8; 1] = [MSG_HEARTBEAT];
 /// The name arrives as `&[u8]` so that the UTF-8 rule is checked here too,
 /// even though the public API only accepts `&str`.
 pub(crate) fn validate_acquire(name: &[u8], lease_ms: u64) -> Result<u32, Error> {
-    if lease_ms == 0 || lease_ms > MAX_LEASE_MS {
+    if !(MIN_LEASE_MS..=MAX_LEASE_MS).contains(&lease_ms) {
         return Err(invalid_lease(&format!("{lease_ms} ms")));
     }
     if name.is_empty() {
@@ -52,7 +55,7 @@ pub(crate) fn validate_acquire(name: &[u8], lease_ms: u64) -> Result<u32, Error>
 /// The INVALID_LEASE (0x17) refusal of a lease, with the value as the caller gave it.
 pub(crate) fn invalid_lease(given: &str) -> Error {
     let text = format!(
-        "lease must be a whole number of milliseconds from 1 ms to {MAX_LEASE_MS} ms, got {given}"
+        "lease must be a whole number of milliseconds from {MIN_LEASE_MS} ms to {MAX_LEASE_MS} ms, got {given}"
     );
     Error::refused_with(code::INVALID_LEASE, text)
 }

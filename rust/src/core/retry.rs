@@ -6,13 +6,14 @@ use std::hash::{BuildHasher, Hasher};
 use std::time::{Duration, Instant};
 
 use crate::addr::ServerAddr;
+use crate::constants_gen as spec;
 use crate::error::Error;
 
-const INITIAL_MS: u64 = 50;
-const MAX_MS: u64 = 2000;
-const MULTIPLIER: u64 = 2;
+const INITIAL_MS: u64 = spec::RETRY_INITIAL_MS;
+const MAX_MS: u64 = spec::RETRY_MAX_MS;
+const MULTIPLIER: u64 = spec::RETRY_MULTIPLIER;
 /// A claim queued this long before it failed starts the backoff over.
-const RESET_AFTER_QUEUED: Duration = Duration::from_millis(2000);
+const RESET_AFTER_QUEUED: Duration = Duration::from_millis(spec::RETRY_RESET_AFTER_QUEUED_MS);
 
 /// Exponential backoff with equal jitter: attempt n sleeps uniformly in
 /// `[d/2, d]` with `d = min(max, initial * multiplier^n)`.

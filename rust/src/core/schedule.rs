@@ -3,14 +3,16 @@
 
 use std::time::Duration;
 
-const BASE_INTERVAL_FACTOR: f64 = 0.25;
-const CLIENT_TIMEOUT_FACTOR: f64 = 0.8;
-const SRTT_ALPHA: f64 = 0.2;
-const SAFE_RTT_FACTOR: f64 = 2.0;
-const MIN_INTERVAL_MS: f64 = 1.0;
+use crate::constants_gen as spec;
+
+const BASE_INTERVAL_FACTOR: f64 = spec::HEARTBEAT_BASE_INTERVAL_FACTOR;
+const CLIENT_TIMEOUT_FACTOR: f64 = spec::HEARTBEAT_CLIENT_TIMEOUT_FACTOR;
+const SRTT_ALPHA: f64 = spec::HEARTBEAT_SRTT_ALPHA;
+const SAFE_RTT_FACTOR: f64 = spec::HEARTBEAT_SAFE_RTT_FACTOR as f64;
+const MIN_INTERVAL_MS: f64 = spec::HEARTBEAT_MIN_INTERVAL_MS as f64;
 /// The longest a release waits for the server to close its side
 /// (spec/constants.json `release.max_wait_ms`).
-const RELEASE_WAIT_MAX: Duration = Duration::from_secs(1);
+const RELEASE_WAIT_MAX: Duration = Duration::from_millis(spec::RELEASE_MAX_WAIT_MS);
 
 /// Heartbeat timing for one connection, in milliseconds as `f64` so that
 /// the arithmetic matches `spec/vectors/heartbeat.json` exactly.

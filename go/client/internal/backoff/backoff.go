@@ -6,14 +6,15 @@ package backoff
 import (
 	"math/rand/v2"
 	"time"
+
+	"github.com/monolock/monolock/go/internal/spec"
 )
 
-// The retry policy; spec/constants.json ("retry") holds the same values and a
-// test compares them.
+// The retry policy of spec/constants.json ("retry").
 const (
-	Initial    = 50 * time.Millisecond
-	Max        = 2 * time.Second
-	Multiplier = 2
+	Initial    = spec.RetryInitialMS * time.Millisecond
+	Max        = spec.RetryMaxMS * time.Millisecond
+	Multiplier = spec.RetryMultiplier
 )
 
 // Backoff yields the delays before successive retries. The zero value uses the

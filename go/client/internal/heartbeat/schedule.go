@@ -3,16 +3,28 @@
 // pure (no clock, no I/O) so it can be checked against spec/vectors/heartbeat.json.
 package heartbeat
 
-import "time"
+import (
+	"time"
 
-// The factors of the schedule. spec/constants.json ("heartbeat") holds the
-// same values; a test compares them.
+	"github.com/monolock/monolock/go/internal/spec"
+)
+
+// The factors of the schedule, from spec/constants.json ("heartbeat").
 const (
-	BaseIntervalFactor  = 0.25 // baseInterval = lease * 0.25
-	ClientTimeoutFactor = 0.8  // clientTimeout = lease * 0.8
-	SRTTAlpha           = 0.2  // weight of a new RTT sample in the smoothed RTT
-	SafeRTTFactor       = 2    // safeRTT = srtt * 2
-	MinInterval         = time.Millisecond
+	BaseIntervalFactor  = spec.HeartbeatBaseIntervalFactor  // baseInterval = lease * 0.25
+	ClientTimeoutFactor = spec.HeartbeatClientTimeoutFactor // clientTimeout = lease * 0.8
+	SRTTAlpha           = spec.HeartbeatSRTTAlpha           // weight of a new RTT sample in the smoothed RTT
+	SafeRTTFactor       = spec.HeartbeatSafeRTTFactor       // safeRTT = srtt * 2
+	MinInterval         = spec.HeartbeatMinIntervalMS * time.Millisecond
+)
+
+// The factors times one millisecond. Go evaluates constant expressions
+// exactly, so lease/ms * these is lease * factor without rounding for a
+// lease of whole milliseconds (and a factor that does not give whole
+// nanoseconds per millisecond does not compile).
+const (
+	basePerMS    time.Duration = BaseIntervalFactor * 1e6
+	timeoutPerMS time.Duration = ClientTimeoutFactor * 1e6
 )
 
 // Schedule computes the heartbeat interval of one connection from its lease
@@ -29,8 +41,8 @@ type Schedule struct {
 // milliseconds, 1 ms .. 2^32-1 ms), so the divisions below are exact.
 func New(lease time.Duration) *Schedule {
 	return &Schedule{
-		base:    lease / 4,
-		timeout: lease * 4 / 5,
+		base:    lease / time.Millisecond * basePerMS,
+		timeout: lease / time.Millisecond * timeoutPerMS,
 	}
 }
 

@@ -8,11 +8,12 @@ import (
 	"time"
 
 	"github.com/monolock/monolock/go/client/internal/backoff"
+	"github.com/monolock/monolock/go/internal/spec"
 )
 
 // ResetAfterQueued is how long an attempt must have been queued (after
 // WAITING) to show a healthy server, which starts the backoff again.
-const ResetAfterQueued = 2 * time.Second
+const ResetAfterQueued = spec.RetryResetAfterQueuedMS * time.Millisecond
 
 // Outcome is how an attempt ended.
 type Outcome uint8

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/monolock/monolock/go/internal/spec"
 	"github.com/monolock/monolock/go/pkg/protocol"
 )
 
@@ -19,7 +20,7 @@ type frame struct {
 
 // maxFrame is the longest server message: an ERROR (type, code, length)
 // with a reason of 255 bytes, the most its length byte can say.
-const maxFrame = 3 + 255
+const maxFrame = 3 + spec.MaxReasonLen
 
 // decoder reassembles server frames from a byte stream: a frame may come
 // split over many reads, several may come in one. It keeps at most one
