@@ -437,10 +437,12 @@ func TestHAEtcdQuorumLost(t *testing.T) {
 	// campaigned on a lease lost in the outage wins and steps down at once.
 	takeovers := strings.Count(a.LogText(), "ha: leading the cell") + strings.Count(b.LogText(), "ha: leading the cell")
 	assert.Equal(t, 2, takeovers, "one takeover before the outage and one after it")
-	// The first grant: a TTL for the election keys of the outage's terms
-	// (revoked as soon as etcd answers, else expired), the grace (the 1 s
-	// lease, 1024 ms on the lease record's grid), and 1 s for the retry
-	// of a term that ended in the outage and for the takeover itself.
+	// The first grant, the target TTL + grace + 1 s: a term that
+	// ended in the outage tries again within TTL/2 + 0.5 s (its grant's
+	// timeout and the retry), old election keys go as each server's next
+	// term revokes them (at the latest a TTL after etcd is back), then the
+	// takeover, the grace (the 1 s lease, 1024 ms on the record's grid)
+	// and the client's retry onto the new leader.
 	grace := 1024 * time.Millisecond
 	assert.Less(t, next.at.Sub(healedAt), 2*time.Second+grace+time.Second, "the first grant after etcd healed came late")
 	assert.Greater(t, next.lock.Token(), holder.Token())

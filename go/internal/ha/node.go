@@ -227,6 +227,12 @@ func (n *Node) Failure() error {
 
 func (n *Node) key(name string) string { return n.cfg.Prefix + name }
 
+// retryTerm spaces the terms of a server that cannot reach etcd: with the
+// grant's timeout (TTL/2), a server tries again within TTL/2 + retryTerm
+// of etcd's return, and that is most of the time from a healed quorum to
+// the next leader.
+const retryTerm = 500 * time.Millisecond
+
 // Run campaigns, leads while it can, and campaigns again, until ctx ends.
 func (n *Node) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
@@ -236,7 +242,7 @@ func (n *Node) Run(ctx context.Context) error {
 		}
 		n.log.Warn("ha: term ended; campaigning again", "err", err)
 		select {
-		case <-time.After(time.Second):
+		case <-time.After(retryTerm):
 		case <-ctx.Done():
 		}
 	}
@@ -254,7 +260,7 @@ func (n *Node) term(ctx context.Context) error {
 	defer end(nil)
 	ttl := n.cfg.TTL
 	sent := time.Now()
-	gctx, gcancel := context.WithTimeout(ctx, ttl)
+	gctx, gcancel := context.WithTimeout(ctx, ttl/2)
 	grant, err := n.cli.Grant(gctx, int64(ttl/time.Second))
 	gcancel()
 	if err != nil {

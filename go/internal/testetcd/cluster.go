@@ -183,6 +183,12 @@ func (c *Cluster) stopLocked(m *member) {
 	_ = m.cmd.Process.Kill()
 	<-m.exited
 	m.cmd = nil
+	if m.cli != nil {
+		// A client that saw the member die backs off its reconnects for
+		// seconds: the health check of the restarted member dials afresh.
+		m.cli.Close()
+		m.cli = nil
+	}
 }
 
 // Len is the number of members.
