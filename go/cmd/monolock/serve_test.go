@@ -156,6 +156,8 @@ func TestBadConfigGivesOneLineAndStatus2(t *testing.T) {
 		{nil, []string{"serve", "--tls-cert", cert, "--tls-key", key, "--tls-client-ca", notPEM}, "no PEM certificate"},
 		{nil, []string{"serve", "--admin", "0.0.0.0:7118"}, "refusing to serve the admin API on non-loopback 0.0.0.0:7118"},
 		{nil, []string{"serve", "--admin-tls"}, "--admin-tls needs --tls-cert"},
+		{nil, []string{"serve", "--ready-file", filepath.Join(dir, "missing", "ready.json")}, "missing: no such file"},
+		{nil, []string{"serve", "--ready-file", dir}, "is a directory"},
 		{[]string{"MONOLOCK_MAX_SESSIONS=lots"}, []string{"serve"}, `invalid value "lots" for MONOLOCK_MAX_SESSIONS`},
 		{[]string{"MONOLOCK_LOCK_DELAY=-1s"}, []string{"serve"}, "--lock-delay must not be negative"},
 		{nil, []string{"locks", "--nope"}, "flag provided but not defined"},
