@@ -290,7 +290,7 @@ func TestHALocksShowsRoleLeaderAndGrace(t *testing.T) {
 	adminA, adminB := testetcd.FreePort(t), testetcd.FreePort(t)
 	a := cellServer(t, etcd, addrA, adminA)
 	a.WaitLog(0, wait, "ha: leading the cell")
-	a.WaitLog(0, wait, "admin listening")
+	require.Equal(t, adminA, a.AdminAddr, "ready with its admin API")
 	// A 30 s lease, written to etcd before it is acknowledged: whoever
 	// takes over from A waits 30 s before it grants (the test does not).
 	holder := rawAcquire(t, addrA, "jobs/x", 30000)
@@ -298,7 +298,7 @@ func TestHALocksShowsRoleLeaderAndGrace(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, protocol.MsgAcquired, typ)
 	b := cellServer(t, etcd, addrB, adminB)
-	b.WaitLog(0, wait, "admin listening")
+	require.Equal(t, adminB, b.AdminAddr, "ready with its admin API")
 
 	type locksJSON struct {
 		Locks []struct {

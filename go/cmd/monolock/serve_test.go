@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -28,6 +27,7 @@ import (
 	"github.com/monolock/monolock/go/internal/testbin"
 	"github.com/monolock/monolock/go/internal/testcerts"
 	"github.com/monolock/monolock/go/pkg/protocol"
+	"github.com/monolock/monolock/go/testkit/launch"
 )
 
 // wait turns a hang into a failure; it is never reached when things work.
@@ -82,10 +82,8 @@ type serverProc struct {
 	admin string // admin API address, "" when off
 }
 
-var addrRE = regexp.MustCompile(`addr=(\S+)`)
-
 // startServe starts monolock serve with args (plus a fresh --data-dir) and
-// waits until it listens, and for the admin API unless it is off.
+// waits until it is ready: its lock port and admin API (unless off) listen.
 func startServe(t *testing.T, env []string, args ...string) *serverProc {
 	t.Helper()
 	args = append([]string{"serve", "--data-dir", t.TempDir()}, args...)
@@ -100,9 +98,7 @@ func startServe(t *testing.T, env []string, args ...string) *serverProc {
 		case <-time.After(wait):
 		}
 	})
-	if line := p.waitLog(`msg="admin listening"`, `msg="admin API off"`); strings.Contains(line, "admin listening") {
-		p.admin = addrRE.FindStringSubmatch(line)[1]
-	}
+	p.admin = p.AdminAddr
 	return p
 }
 
@@ -475,17 +471,17 @@ func TestDeletedTokenMarkRefusesToStart(t *testing.T) {
 func TestClosedStderrKeepsServing(t *testing.T) {
 	r, w, err := os.Pipe()
 	require.NoError(t, err)
-	cmd := exec.Command(binary, "serve", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--admin", "off")
+	readyFile := filepath.Join(t.TempDir(), "ready.json")
+	cmd := exec.Command(binary, "serve", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--admin", "off",
+		"--ready-file", readyFile)
 	cmd.Env = cleanEnv()
 	cmd.Stderr = w
 	require.NoError(t, cmd.Start())
 	w.Close()
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	line, err := bufio.NewReader(r).ReadString('\n') // the listening line
+	ready, err := launch.WaitFile(context.Background(), readyFile, wait, nil)
 	require.NoError(t, err)
-	addr := addrRE.FindStringSubmatch(line)
-	require.Len(t, addr, 2, "no address in %q", line)
-	holder, err := net.Dial("tcp", addr[1])
+	holder, err := net.Dial("tcp", ready.LockAddr)
 	require.NoError(t, err)
 	defer holder.Close()
 	frame, err := protocol.AppendAcquire(nil, "kept", 60000)
@@ -500,7 +496,7 @@ func TestClosedStderrKeepsServing(t *testing.T) {
 	r.Close()                                              // the log reader is gone
 	require.NoError(t, cmd.Process.Signal(syscall.SIGHUP)) // makes the server log
 	time.Sleep(200 * time.Millisecond)
-	other, err := net.Dial("tcp", addr[1])
+	other, err := net.Dial("tcp", ready.LockAddr)
 	require.NoError(t, err, "the server died with its log reader")
 	defer other.Close()
 	frame, _ = protocol.AppendAcquire(nil, "kept", 60000)
