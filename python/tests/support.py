@@ -151,9 +151,10 @@ class RealServer:
                 break
             time.sleep(0.02)
         status = self.proc.poll()
+        why = "was not ready within 15 s" if status is None else f"exited with status {status}"
+        tail = self._log_tail()  # before stop removes the log
         self.stop()
-        why = "did not write its ready file within 15 s" if status is None else f"exited with status {status}"
-        raise RuntimeError(f"monolock serve {why}; its stderr:\n{self._log_tail()}")
+        raise RuntimeError(f"monolock serve {why}; its stderr:\n{tail}")
 
     def _log_tail(self, limit: int = 16384) -> str:
         text = self._log_path.read_text(errors="replace")
