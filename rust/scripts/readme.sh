@@ -10,6 +10,7 @@ cd "$(dirname "$0")/.."
 crate="$(pwd)"
 : "${MONOLOCK_BIN:?set MONOLOCK_BIN to the monolock server binary}"
 source ../scripts/lib/system-tools.sh
+source ../scripts/lib/ready.sh
 openssl=$(tool_path openssl) # the TLS example's certificates
 
 # Kept between runs so that the dependencies build once.
