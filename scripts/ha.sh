@@ -13,6 +13,7 @@ bin=${1:-bin/monolock}
 [ -x "$bin" ] || { echo "ha: $bin missing: run go run mage.go build" >&2; exit 1; }
 bash scripts/deps.sh
 source scripts/lib/system-tools.sh
+source scripts/lib/ready.sh
 etcd=$(tool_path etcd)
 dir=$(mktemp -d "${TMPDIR:-/tmp}/monolock-ha.XXXXXX")
 pids=()
@@ -45,9 +46,14 @@ echo "ha: etcd members on $endpoints"
 for i in 0 1 2; do
 	addr=127.0.0.1:72$((1 + i))7
 	"$bin" serve --listen "$addr" --advertise "$addr" --admin off --data-dir "$dir/s$i" \
-		--etcd "$endpoints" --etcd-prefix /monolock/local/ --etcd-ttl 2s 2>"$dir/s$i.log" &
+		--etcd "$endpoints" --etcd-prefix /monolock/local/ --etcd-ttl 2s \
+		--ready-file "$dir/s$i.ready" 2>"$dir/s$i.log" &
 	pids+=($!)
 	echo "ha: server $addr (pid $!, log $dir/s$i.log)"
+done
+# Ready means listening (leading comes later, for one of them).
+for i in 0 1 2; do
+	wait_ready "$dir/s$i.ready" "${pids[-3 + i]}" "$dir/s$i.log" >/dev/null
 done
 echo "ha: try: $bin run --server 127.0.0.1:7217,127.0.0.1:7227,127.0.0.1:7237 jobs/demo -- sleep 30"
 echo "ha: Ctrl-C stops the cell"

@@ -1,19 +1,18 @@
 package runner
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/monolock/monolock/conformance/scenario"
 	"github.com/monolock/monolock/conformance/tlscerts"
+	"github.com/monolock/monolock/go/testkit/launch"
 )
 
 // BuildServer returns the server binary: $MONOLOCK_BIN if set, else it
@@ -33,21 +32,18 @@ func BuildServer(ctx context.Context, root string) (string, error) {
 
 // server is one running real server.
 type server struct {
-	cmd       *exec.Cmd
+	proc      *launch.Server
 	dataDir   string
 	addr      string
 	adminAddr string
 	filesDir  string          // certificates and ACL, or ""
 	certs     *tlscerts.Files // nil without TLS
-	mu        sync.Mutex
-	log       strings.Builder
 }
 
 // startServer starts `monolock serve` on a free loopback port, with its
 // admin API on another, a fresh data directory and, as the scenario's
 // server object asks, a fresh PKI for TLS and mutual TLS and an ACL file.
-// It waits for the "msg=listening addr=..." and "msg=\"admin listening\"
-// addr=..." lines.
+// It waits (up to 15 s) for the server's ready file.
 func startServer(ctx context.Context, bin string, cfg *scenario.Server) (*server, error) {
 	dataDir, err := os.MkdirTemp("", "monolock-conformance-")
 	if err != nil {
@@ -59,58 +55,14 @@ func startServer(ctx context.Context, bin string, cfg *scenario.Server) (*server
 		s.removeFiles()
 		return nil, err
 	}
-	s.cmd = exec.Command(bin, args...)
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stderr, err := s.cmd.StderrPipe()
-	if err != nil {
+	cmd := exec.Command(bin, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if s.proc, err = launch.Start(ctx, cmd, launch.Options{Wait: 15 * time.Second}); err != nil {
 		s.removeFiles()
 		return nil, err
 	}
-	s.cmd.Stdout = nil
-	if err := s.cmd.Start(); err != nil {
-		s.removeFiles()
-		return nil, err
-	}
-	addrc := make(chan [2]string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		var addr, admin string
-		sent := false
-		for sc.Scan() {
-			line := sc.Text()
-			s.mu.Lock()
-			if s.log.Len() < 64<<10 {
-				s.log.WriteString(line + "\n")
-			}
-			s.mu.Unlock()
-			switch {
-			case strings.Contains(line, "msg=listening"):
-				addr = field(line, "addr")
-			case strings.Contains(line, `msg="admin listening"`):
-				admin = field(line, "addr")
-			}
-			if !sent && addr != "" && admin != "" {
-				addrc <- [2]string{addr, admin}
-				sent = true
-			}
-		}
-		close(addrc)
-	}()
-	select {
-	case a, ok := <-addrc:
-		if !ok {
-			s.stop()
-			return nil, fmt.Errorf("server exited without listening:\n%s", s.logs())
-		}
-		s.addr, s.adminAddr = a[0], a[1]
-		return s, nil
-	case <-ctx.Done():
-		s.stop()
-		return nil, fmt.Errorf("server did not report listening:\n%s", s.logs())
-	case <-time.After(15 * time.Second):
-		s.stop()
-		return nil, fmt.Errorf("server did not report listening within 15s:\n%s", s.logs())
-	}
+	s.addr, s.adminAddr = s.proc.LockAddr, s.proc.AdminAddr
+	return s, nil
 }
 
 // configure writes the files the server needs into its data directory's
@@ -152,27 +104,11 @@ func (s *server) configure(cfg *scenario.Server) ([]string, error) {
 	return args, nil
 }
 
-// field returns the value of key=value in a slog text line.
-func field(line, key string) string {
-	for _, f := range strings.Fields(line) {
-		if v, ok := strings.CutPrefix(f, key+"="); ok {
-			return strings.Trim(v, `"`)
-		}
-	}
-	return ""
-}
-
-func (s *server) logs() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.log.String()
-}
-
 // stop terminates the server, then its data directory.
 func (s *server) stop() {
-	if s.cmd.Process != nil {
-		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-		_ = s.cmd.Wait()
+	if s.proc != nil {
+		_ = syscall.Kill(-s.proc.PID(), syscall.SIGKILL)
+		<-s.proc.Exited()
 	}
 	s.removeFiles()
 }

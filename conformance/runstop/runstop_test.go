@@ -1,14 +1,12 @@
 package runstop
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +20,7 @@ import (
 	"github.com/monolock/monolock/conformance/proxy"
 	"github.com/monolock/monolock/conformance/wire"
 	"github.com/monolock/monolock/go/client"
+	"github.com/monolock/monolock/go/testkit/launch"
 )
 
 const (
@@ -167,43 +166,14 @@ type server struct {
 	addr string
 }
 
-var listening = regexp.MustCompile(`msg=listening addr=(\S+)`)
-
 // startServer runs `monolock serve` on a free loopback port, without the
 // admin API, until the test ends.
 func startServer(t *testing.T) *server {
-	cmd := exec.Command(monolockBin, "serve", "--listen", "127.0.0.1:0", "--admin", "off", "--data-dir", t.TempDir())
-	stderr, err := cmd.StderrPipe()
+	cmd := launch.Command(monolockBin, "--listen", "127.0.0.1:0", "--admin", "off", "--data-dir", t.TempDir())
+	srv, err := launch.Start(context.Background(), cmd, launch.Options{Wait: slack})
 	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	exited := make(chan struct{})
-	addr := make(chan string, 1)
-	go func() {
-		defer close(exited)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
-				select {
-				case addr <- m[1]:
-				default:
-				}
-			}
-		}
-		_ = cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
-	select {
-	case a := <-addr:
-		return &server{addr: a}
-	case <-exited:
-		t.Fatal("monolock serve exited without listening")
-	case <-time.After(slack):
-		t.Fatal("monolock serve did not listen")
-	}
-	return nil
+	t.Cleanup(srv.Kill)
+	return &server{addr: srv.LockAddr}
 }
 
 // runProc is one `monolock run`, its output in a file: no pipe that a

@@ -5,17 +5,14 @@ package fencing_test
 // `monolock serve` for the tokens.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/monolock/monolock/examples/fencing"
+	"github.com/monolock/monolock/go/testkit/launch"
 )
 
 // wait bounds every wait of these tests.
@@ -154,64 +152,45 @@ type server struct {
 	addr, admin string
 }
 
-var listening = regexp.MustCompile(`msg=listening addr=(\S+)|msg="admin listening" addr=(\S+)`)
-
 // startMonolock starts `monolock serve` on loopback ports of the kernel's
-// choice, for the test: $MONOLOCK_BIN, else a build of ../../go.
+// choice, for the test: $MONOLOCK_BIN, else a build of ../../go. Its
+// addresses come from its ready file (launch.Start).
 func startMonolock(t *testing.T) server {
 	t.Helper()
 	bin := monolockBinary(t)
-	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--data-dir", t.TempDir())
-	stderr, err := cmd.StderrPipe()
+	cmd := launch.Command(bin, "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--data-dir", t.TempDir())
+	log := &lockedBuffer{}
+	cmd.Stderr = log
+	srv, err := launch.Start(context.Background(), cmd, launch.Options{Wait: wait})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var logMu sync.Mutex
-	var logText strings.Builder
-	found := make(chan [2]string, 1)
-	go func() {
-		var s [2]string
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			logMu.Lock()
-			logText.WriteString(sc.Text() + "\n")
-			logMu.Unlock()
-			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
-				if m[1] != "" {
-					s[0] = m[1]
-				} else {
-					s[1] = m[2]
-				}
-				if s[0] != "" && s[1] != "" {
-					found <- s
-				}
-			}
-		}
-		_, _ = io.Copy(io.Discard, stderr)
-	}()
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
+		srv.Kill()
 		if t.Failed() {
-			logMu.Lock()
-			t.Logf("monolock serve log:\n%s", logText.String())
-			logMu.Unlock()
+			t.Logf("monolock serve log:\n%s", log.String())
 		}
 	})
-	select {
-	case s := <-found:
-		return server{addr: s[0], admin: s[1]}
-	case <-exited:
-		t.Fatal("monolock serve exited before listening")
-	case <-time.After(wait):
-		t.Fatal("monolock serve did not log its addresses")
-	}
-	return server{}
+	return server{addr: srv.LockAddr, admin: srv.AdminAddr}
+}
+
+// lockedBuffer is the server's log, written by exec's copier and read by
+// the test.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 var buildOnce sync.Once

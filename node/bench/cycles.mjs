@@ -26,7 +26,7 @@
 //       [--targets "old=/tmp/old-node,new=."]   (default: this folder)
 //       [--node-args "--cpu-prof --cpu-prof-dir=/tmp/prof"]  (Node drivers)
 import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { createInterface } from "node:readline";
@@ -39,20 +39,29 @@ let secs = Number(args.secs);
 
 async function startServer(bin) {
   const dir = mkdtempSync(join(tmpdir(), "monolock-cycles-"));
-  const child = spawn(bin, ["serve", "--listen", "127.0.0.1:0", "--data-dir", dir], {
-    stdio: ["ignore", "ignore", "pipe"],
-  });
-  const lines = createInterface({ input: child.stderr });
-  for await (const line of lines) {
-    const m = / msg=listening .*addr=(\S+)/.exec(line) ?? /addr=(\S+).*msg=listening/.exec(line);
-    if (m) {
-      lines.on("line", () => {});
+  const ready = join(dir, "ready.json");
+  const child = spawn(
+    bin,
+    ["serve", "--listen", "127.0.0.1:0", "--data-dir", join(dir, "data"), "--ready-file", ready],
+    {
+      stdio: ["ignore", "ignore", "pipe"],
+    },
+  );
+  let stderr = ""; // read to the end, so that the server never blocks on its log
+  child.stderr.on("data", (d) => (stderr = (stderr + d).slice(-16384)));
+  let exited = false;
+  child.once("exit", () => (exited = true));
+  // The server renames its ready file into place whole (docs/operating.md).
+  for (const deadline = Date.now() + 15000; Date.now() < deadline && !exited; ) {
+    if (existsSync(ready)) {
       const stop = () => child.kill("SIGTERM");
       process.on("exit", stop); // also when a driver fails and this throws
-      return { addr: m[1], stop };
+      return { addr: JSON.parse(readFileSync(ready, "utf8")).lock_addr, stop };
     }
+    await new Promise((r) => setTimeout(r, 20));
   }
-  throw new Error("monolock serve exited before listening");
+  child.kill("SIGKILL");
+  throw new Error(`monolock serve ${exited ? "exited before it was ready" : "was not ready within 15 s"}:\n${stderr}`);
 }
 
 /** CPU time (ms) of a process: this one, or a child by pid. */

@@ -22,15 +22,10 @@ trap cleanup EXIT
 npm_quiet=(--no-audit --no-fund --loglevel=error --prefer-offline)
 
 data_dir="$work/data"
-"$MONOLOCK_BIN" serve --listen 127.0.0.1:0 --admin off --data-dir "$data_dir" 2> "$work/server.log" &
+"$MONOLOCK_BIN" serve --listen 127.0.0.1:0 --admin off --data-dir "$data_dir" --ready-file "$work/ready.json" 2> "$work/server.log" &
 server_pid=$!
-addr=""
-for _ in $(seq 1 150); do
-  addr="$(grep -o 'msg=listening addr=[^ ]*' "$work/server.log" | head -n 1 | sed 's/.*addr=//')" || true
-  [ -n "$addr" ] && break
-  sleep 0.1
-done
-if [ -z "$addr" ]; then cat "$work/server.log" >&2; echo "server did not start" >&2; exit 1; fi
+source ../scripts/lib/ready.sh
+addr="$(wait_ready "$work/ready.json" "$server_pid" "$work/server.log")"
 
 # The README's quick start (the first ```ts block after "## Quick start",
 # pointed at our server) and its tsconfig (the first ```json block there).

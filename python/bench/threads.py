@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -50,25 +50,27 @@ def start_server() -> tuple[subprocess.Popen[str], str]:
     # grants and measure the disk instead of the client.
     shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
     data_dir = tempfile.mkdtemp(prefix="monolock-bench-", dir=shm)
+    ready = os.path.join(data_dir, "ready.json")
+    args = ["serve", "--listen", "127.0.0.1:0", "--admin", "off", "--data-dir", data_dir]
     proc = subprocess.Popen(
-        [binary, "serve", "--listen", "127.0.0.1:0", "--admin", "off", "--data-dir", data_dir],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+        [binary, *args, "--ready-file", ready],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
         text=True,
     )
-    assert proc.stdout is not None
+    assert proc.stderr is not None
+    # Keep draining its log so the server never blocks on a pipe.
+    log: list[str] = []
+    threading.Thread(target=lambda: log.extend(proc.stderr or []), daemon=True).start()
+    # The server renames its ready file into place whole (docs/operating.md).
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        found = re.search(r"\baddr=(127\.0\.0\.1:[1-9]\d*)", line)
-        if found:
-            # Keep draining its output so the server never blocks on a pipe.
-            threading.Thread(target=proc.stdout.read, daemon=True).start()
-            return proc, found.group(1)
+    while time.monotonic() < deadline and proc.poll() is None:
+        if os.path.exists(ready):
+            with open(ready, encoding="utf-8") as f:
+                return proc, str(json.load(f)["lock_addr"])
+        time.sleep(0.02)
     proc.kill()
-    raise SystemExit("monolock serve did not report its address")
+    raise SystemExit("monolock serve was not ready:\n" + "".join(log[-50:]))
 
 
 def proc_cpu(pid: int | None) -> float:

@@ -32,15 +32,10 @@ if [[ -z $bin ]]; then
     bin=$PWD/../bin/monolock
 fi
 : >"$work/server.log"
-"$bin" serve --listen 127.0.0.1:0 --data-dir "$work/data" 2>"$work/server.log" &
+"$bin" serve --listen 127.0.0.1:0 --data-dir "$work/data" --ready-file "$work/ready.json" 2>"$work/server.log" &
 server_pid=$!
-addr=
-for _ in $(seq 100); do
-    addr=$(sed -n 's/.*msg=listening addr=\([^ ]*\).*/\1/p' "$work/server.log")
-    [[ -n $addr ]] && break
-    sleep 0.1
-done
-[[ -n $addr ]] || { cat "$work/server.log"; echo "server did not start" >&2; exit 1; }
+source ../scripts/lib/ready.sh
+addr=$(wait_ready "$work/ready.json" "$server_pid" "$work/server.log" 10)
 
 pythons=(python3)
 oldest=$(command -v python3.9 || true)

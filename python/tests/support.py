@@ -8,7 +8,6 @@ import asyncio
 import concurrent.futures
 import json
 import os
-import re
 import shutil
 import signal
 import socket
@@ -117,6 +116,7 @@ class RealServer:
     def __init__(self) -> None:
         self._dir = tempfile.TemporaryDirectory(prefix="monolock-py-")
         self._log_path = Path(self._dir.name) / "server.log"
+        self._ready_path = Path(self._dir.name) / "ready.json"
         data_dir = Path(self._dir.name) / "data"
         with open(self._log_path, "wb") as log:
             self.proc = subprocess.Popen(
@@ -129,6 +129,8 @@ class RealServer:
                     "127.0.0.1:0",
                     "--data-dir",
                     str(data_dir),
+                    "--ready-file",
+                    str(self._ready_path),
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -138,18 +140,25 @@ class RealServer:
         """The lock protocol's address, and the admin HTTP API's."""
 
     def _wait_for_addresses(self) -> tuple[str, str]:
+        """Wait for the server's --ready-file (docs/operating.md): it is
+        renamed into place whole, so once it exists it parses."""
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
-            text = self._log_path.read_text(errors="replace")
-            listening = re.search(r"msg=listening addr=(\S+)", text)
-            admin = re.search(r'msg="admin listening" addr=(\S+)', text)
-            if listening and admin:
-                return listening.group(1), admin.group(1)
+            if self._ready_path.exists():
+                ready = json.loads(self._ready_path.read_text(encoding="utf-8"))
+                return ready["lock_addr"], ready["admin_addr"]
             if self.proc.poll() is not None:
                 break
             time.sleep(0.02)
+        status = self.proc.poll()
+        why = "was not ready within 15 s" if status is None else f"exited with status {status}"
+        tail = self._log_tail()  # before stop removes the log
         self.stop()
-        raise RuntimeError(f"monolock serve did not start:\n{self.log}")
+        raise RuntimeError(f"monolock serve {why}; its stderr:\n{tail}")
+
+    def _log_tail(self, limit: int = 16384) -> str:
+        text = self._log_path.read_text(errors="replace")
+        return text[-limit:]
 
     @property
     def log(self) -> str:

@@ -10,6 +10,7 @@ cd "$(dirname "$0")/.."
 crate="$(pwd)"
 : "${MONOLOCK_BIN:?set MONOLOCK_BIN to the monolock server binary}"
 source ../scripts/lib/system-tools.sh
+source ../scripts/lib/ready.sh
 openssl=$(tool_path openssl) # the TLS example's certificates
 
 # Kept between runs so that the dependencies build once.
@@ -59,17 +60,15 @@ printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\nex
 start() {
   local name=$1; shift
   mkdir "$work/$name"
-  "$MONOLOCK_BIN" serve --listen 127.0.0.1:0 --admin off --data-dir "$work/$name" "$@" 2>"$work/$name.log" &
+  "$MONOLOCK_BIN" serve --listen 127.0.0.1:0 --admin off --data-dir "$work/$name" \
+    --ready-file "$work/$name.ready" "$@" 2>"$work/$name.log" &
   pids+=($!)
+  eval "pid_$name=$!"
 }
+# wait_addr NAME prints the address of server NAME, from its ready file.
 wait_addr() {
-  local addr=""
-  for _ in $(seq 100); do
-    addr="$(grep -o 'msg=listening addr=[^ ]*' "$work/$1.log" | head -n1 | sed 's/.*addr=//')" || true
-    [[ -n "$addr" ]] && { echo "$addr"; return; }
-    sleep 0.1
-  done
-  echo "server $1 did not start:" >&2; cat "$work/$1.log" >&2; exit 1
+  local pid_var="pid_$1"
+  wait_ready "$work/$1.ready" "${!pid_var}" "$work/$1.log" || exit 1
 }
 start plain
 start tls --tls-cert "$work/cert.pem" --tls-key "$work/key.pem"

@@ -24,17 +24,12 @@ cargo test --all-features
 echo "== examples against a real server"
 data_dir="$(mktemp -d)"
 log="$data_dir/server.log"
-"$MONOLOCK_BIN" serve --listen 127.0.0.1:0 --admin off --data-dir "$data_dir" 2>"$log" &
+"$MONOLOCK_BIN" serve --listen 127.0.0.1:0 --admin off --data-dir "$data_dir" --ready-file "$data_dir/ready.json" 2>"$log" &
 server_pid=$!
 cleanup() { kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; rm -rf "$data_dir"; }
 trap cleanup EXIT
-addr=""
-for _ in $(seq 100); do
-  addr="$(grep -o 'msg=listening addr=[^ ]*' "$log" | head -n1 | sed 's/.*addr=//')" || true
-  [[ -n "$addr" ]] && break
-  sleep 0.1
-done
-[[ -n "$addr" ]] || { echo "server did not start:"; cat "$log"; exit 1; }
+source ../scripts/lib/ready.sh
+addr="$(wait_ready "$data_dir/ready.json" "$server_pid" "$log" 10)"
 cargo run --quiet --example hold -- "$addr" example/blocking 1
 cargo run --quiet --features tokio --example hold_async -- "$addr" example/tokio 1
 

@@ -23,15 +23,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monolock/monolock/go/internal/admin"
-	"github.com/monolock/monolock/go/internal/testbin"
 	"github.com/monolock/monolock/go/pkg/protocol"
 )
-
-// adminOf is the admin API address a server logged.
-func adminOf(t *testing.T, p *testbin.Server) string {
-	t.Helper()
-	return addrRE.FindStringSubmatch(p.WaitLog(0, wait, `msg="admin listening"`))[1]
-}
 
 // tokenFile writes an admin token and returns its file.
 func tokenFile(t *testing.T, token string) string {
@@ -87,7 +80,7 @@ func TestIdleAdminConnectionsLeaveTheLockPortItsDescriptors(t *testing.T) {
 	token := "s3cret"
 	p := serveWithFileLimit(t, nofile, "--admin", "127.0.0.1:0", "--admin-token-file", tokenFile(t, token))
 	p.WaitLog(0, wait, fmt.Sprintf(`msg="session limit" max_sessions=%d `, maxSessions))
-	adminAddr := adminOf(t, p)
+	adminAddr := p.AdminAddr
 
 	conns := make([]net.Conn, 0, adminConns)
 	t.Cleanup(func() {

@@ -508,7 +508,7 @@ func TestHALocksShowsRoleLeaderAndGrace(t *testing.T) {
 	adminA, adminB := testetcd.FreePort(t), testetcd.FreePort(t)
 	a := cellServer(t, etcd, addrA, adminA)
 	a.WaitLog(0, wait, "ha: leading the cell")
-	a.WaitLog(0, wait, "admin listening")
+	require.Equal(t, adminA, a.AdminAddr, "ready with its admin API")
 	// A 30 s lease on jobs/x and a 5 s one on jobs/y, each written to
 	// etcd before it is acknowledged: whoever takes over from A holds
 	// jobs/x back for 30 s (by name, as the lease is above 10 s) and every
@@ -520,7 +520,7 @@ func TestHALocksShowsRoleLeaderAndGrace(t *testing.T) {
 		require.Equal(t, protocol.MsgAcquired, typ)
 	}
 	b := cellServer(t, etcd, addrB, adminB)
-	b.WaitLog(0, wait, "admin listening")
+	require.Equal(t, adminB, b.AdminAddr, "ready with its admin API")
 
 	type locksJSON struct {
 		Locks []struct {

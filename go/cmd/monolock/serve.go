@@ -55,6 +55,7 @@ type serveFlags struct {
 	etcdCA, etcdCert, etcdKey    string
 	adminAllowedHosts            string
 	adminMaxConns                int
+	readyFile                    string
 }
 
 // serveSetup is everything serve builds from its flags before it starts.
@@ -122,6 +123,8 @@ func newServeFlagSet(f *serveFlags) *flag.FlagSet {
 	fs.StringVar(&f.etcdKey, "etcd-key", "", "PEM private key `file` of --etcd-cert")
 	runcmd.DurationVar(fs, &f.maxLease, "max-lease", 0, "refuse leases longer than this `duration` with ERROR 0x17 (0: no limit, the protocol's 49.7 days)")
 	fs.Uint64Var(&f.tokenFloor, "token-floor", 0, "issue only tokens above `N`: to restart a data directory whose token-hwm was lost, give N at least the largest token ever issued")
+	fs.StringVar(&f.readyFile, "ready-file", "",
+		"once the lock port and the admin API listen, write their addresses as JSON to this `file` (atomically; removed on exit; see docs/operating.md)")
 	fs.BoolVar(&f.checkConfig, "check-config", false, "check the flags and files, print the result and exit")
 	return fs
 }
@@ -185,6 +188,9 @@ func setUp(f serveFlags, stderr io.Writer) (*serveSetup, error) {
 	}
 	if st, err := os.Stat(f.dataDir); err == nil && !st.IsDir() {
 		return nil, badUsage("--data-dir %s is not a directory", f.dataDir)
+	}
+	if err := checkReadyPath(f.readyFile); err != nil {
+		return nil, err
 	}
 	s := &serveSetup{flags: f}
 	var err error
@@ -327,6 +333,12 @@ func serveMain(args []string) int {
 // run starts the lock server and the admin API and serves until a signal.
 func run(s *serveSetup) int {
 	f, log := s.flags, s.log
+	if f.readyFile != "" {
+		if err := clearReadyFile(f.readyFile); err != nil {
+			log.Error("cannot start", "err", err)
+			return 1
+		}
+	}
 	m := metrics.New()
 	cfg := server.Config{
 		DataDir:            f.dataDir,
@@ -359,9 +371,9 @@ func run(s *serveSetup) int {
 		return 1
 	}
 	m.SetSource(srv)
-	// Signals are caught before the "listening" line, which tells tools
-	// that the server is up: a SIGTERM or SIGHUP right after it must not
-	// meet the default action (death, without a drain).
+	// Signals are caught before the "listening" line and the ready file,
+	// which tell tools that the server is up: a SIGTERM or SIGHUP right
+	// after them must not meet the default action (death, without a drain).
 	// A reader of stderr that goes away (`monolock serve 2>&1 | logger`, a
 	// restarted log collector) must not take every lock with it: with
 	// SIGPIPE ignored, a log write fails with EPIPE instead of killing us.
@@ -383,7 +395,8 @@ func run(s *serveSetup) int {
 	if s.tls != nil {
 		ln = tls.NewListener(ln, s.tls.Server())
 	}
-	// Tests and tools read the bound address from this exact line.
+	// Tests and tools read the bound addresses from --ready-file, not from
+	// this line.
 	log.Info("listening", "addr", ln.Addr().String())
 	if node != nil {
 		log.Info("token store: the HA cell's, in etcd", "etcd", f.etcd, "prefix", f.etcdPrefix, "advertise", node.Advertise())
@@ -398,7 +411,7 @@ func run(s *serveSetup) int {
 	}
 	log.Info("session limit", "max_sessions", f.maxSessions, "max_sessions_per_addr", f.maxPerAddr)
 
-	adminSrv, code := startAdmin(s, srv, m)
+	adminSrv, adminAddr, code := startAdmin(s, srv, m)
 	if code != 0 {
 		ln.Close()
 		return code
@@ -418,6 +431,17 @@ func run(s *serveSetup) int {
 		go func() { defer close(nodeDone); node.Run(nodeCtx) }()
 	} else {
 		close(nodeDone)
+	}
+	// Ready means listening, also in an HA cell (leading comes later).
+	if f.readyFile != "" {
+		info := readyInfo{LockAddr: ln.Addr().String(), AdminAddr: adminAddr, PID: os.Getpid(), Version: version}
+		if err := writeReadyFile(f.readyFile, info); err != nil {
+			log.Error("cannot write the ready file", "err", err)
+			shutdown(srv, adminSrv, f.drainTimeout, log)
+			<-served
+			return 1
+		}
+		defer removeReadyFile(f.readyFile, info.PID)
 	}
 	// Reloads run off this loop: a file that blocks its reader (a FIFO, a
 	// hung network mount) must not keep SIGTERM from stopping the server.
@@ -454,21 +478,21 @@ wait:
 // startAdmin starts the admin API unless it is off. If the default address
 // is taken (another server on this machine, a test run), the lock server
 // runs without it and says so; an address given explicitly must work.
-func startAdmin(s *serveSetup, srv *server.Server, m *metrics.Metrics) (*http.Server, int) {
+func startAdmin(s *serveSetup, srv *server.Server, m *metrics.Metrics) (hs *http.Server, addr string, code int) {
 	f, log := s.flags, s.log
 	if f.adminAddr == admin.Off {
 		log.Info("admin API off")
-		return nil, 0
+		return nil, "", 0
 	}
 	aln, err := net.Listen("tcp", f.adminAddr)
 	if err != nil {
 		if !f.adminExplicit {
 			log.Warn("admin API not started: default address unavailable; set --admin to another address or \"off\"",
 				"addr", f.adminAddr, "err", err)
-			return nil, 0
+			return nil, "", 0
 		}
 		log.Error("cannot listen for the admin API", "addr", f.adminAddr, "err", err)
-		return nil, 1
+		return nil, "", 1
 	}
 	// The limit comes first, before anything reads the connection.
 	s.adminRefusals = lograte.New(log, slog.LevelWarn, "admin connection limit reached; closing connections",
@@ -483,7 +507,7 @@ func startAdmin(s *serveSetup, srv *server.Server, m *metrics.Metrics) (*http.Se
 	}
 	h := admin.Handler(admin.Config{Server: srv, Metrics: m.Handler(), Token: s.adminToken, Logger: log,
 		Addr: f.adminAddr, AllowedHosts: s.adminHosts})
-	hs := &http.Server{
+	hs = &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: adminHeaderTimeout,
 		ReadTimeout:       adminReadTimeout,
@@ -499,7 +523,7 @@ func startAdmin(s *serveSetup, srv *server.Server, m *metrics.Metrics) (*http.Se
 	}()
 	log.Info("admin listening", "addr", aln.Addr().String(), "tls", f.adminTLS, "token", s.adminToken != "",
 		"max_connections", f.adminMaxConns)
-	return hs, 0
+	return hs, aln.Addr().String(), 0
 }
 
 // reloader runs reloads one at a time in a goroutine of their own. A

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -29,6 +28,7 @@ import (
 	"github.com/monolock/monolock/go/internal/testcerts"
 	"github.com/monolock/monolock/go/internal/tokenstore"
 	"github.com/monolock/monolock/go/pkg/protocol"
+	"github.com/monolock/monolock/go/testkit/launch"
 )
 
 // wait turns a hang into a failure; it is never reached when things work.
@@ -83,10 +83,8 @@ type serverProc struct {
 	admin string // admin API address, "" when off
 }
 
-var addrRE = regexp.MustCompile(`addr=(\S+)`)
-
 // startServe starts monolock serve with args (plus a fresh --data-dir) and
-// waits until it listens, and for the admin API unless it is off.
+// waits until it is ready: its lock port and admin API (unless off) listen.
 func startServe(t *testing.T, env []string, args ...string) *serverProc {
 	t.Helper()
 	args = append([]string{"serve", "--data-dir", t.TempDir()}, args...)
@@ -101,9 +99,7 @@ func startServe(t *testing.T, env []string, args ...string) *serverProc {
 		case <-time.After(wait):
 		}
 	})
-	if line := p.waitLog(`msg="admin listening"`, `msg="admin API off"`); strings.Contains(line, "admin listening") {
-		p.admin = addrRE.FindStringSubmatch(line)[1]
-	}
+	p.admin = p.AdminAddr
 	return p
 }
 
@@ -159,6 +155,8 @@ func TestBadConfigGivesOneLineAndStatus2(t *testing.T) {
 		{nil, []string{"serve", "--admin-tls"}, "--admin-tls needs --tls-cert"},
 		{nil, []string{"serve", "--admin-max-connections", "0"}, "--admin-max-connections must be 1 to 32 (it is counted in the 64 file descriptors --max-sessions leaves), got 0"},
 		{[]string{"MONOLOCK_ADMIN_MAX_CONNECTIONS=33"}, []string{"serve"}, "--admin-max-connections must be 1 to 32"},
+		{nil, []string{"serve", "--ready-file", filepath.Join(dir, "missing", "ready.json")}, "missing: no such file"},
+		{nil, []string{"serve", "--ready-file", dir}, "is a directory"},
 		{[]string{"MONOLOCK_MAX_SESSIONS=lots"}, []string{"serve"}, `invalid value "lots" for MONOLOCK_MAX_SESSIONS`},
 		{[]string{"MONOLOCK_LOCK_DELAY=-1s"}, []string{"serve"}, "--lock-delay must not be negative"},
 		{nil, []string{"locks", "--nope"}, "flag provided but not defined"},
@@ -476,17 +474,17 @@ func TestDeletedTokenMarkRefusesToStart(t *testing.T) {
 func TestClosedStderrKeepsServing(t *testing.T) {
 	r, w, err := os.Pipe()
 	require.NoError(t, err)
-	cmd := exec.Command(binary, "serve", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--admin", "off")
+	readyFile := filepath.Join(t.TempDir(), "ready.json")
+	cmd := exec.Command(binary, "serve", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--admin", "off",
+		"--ready-file", readyFile)
 	cmd.Env = cleanEnv()
 	cmd.Stderr = w
 	require.NoError(t, cmd.Start())
 	w.Close()
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	line, err := bufio.NewReader(r).ReadString('\n') // the listening line
+	ready, err := launch.WaitFile(context.Background(), readyFile, wait, nil)
 	require.NoError(t, err)
-	addr := addrRE.FindStringSubmatch(line)
-	require.Len(t, addr, 2, "no address in %q", line)
-	holder, err := net.Dial("tcp", addr[1])
+	holder, err := net.Dial("tcp", ready.LockAddr)
 	require.NoError(t, err)
 	defer holder.Close()
 	frame, err := protocol.AppendAcquire(nil, "kept", 60000)
@@ -501,7 +499,7 @@ func TestClosedStderrKeepsServing(t *testing.T) {
 	r.Close()                                              // the log reader is gone
 	require.NoError(t, cmd.Process.Signal(syscall.SIGHUP)) // makes the server log
 	time.Sleep(200 * time.Millisecond)
-	other, err := net.Dial("tcp", addr[1])
+	other, err := net.Dial("tcp", ready.LockAddr)
 	require.NoError(t, err, "the server died with its log reader")
 	defer other.Close()
 	frame, _ = protocol.AppendAcquire(nil, "kept", 60000)

@@ -1,12 +1,12 @@
 // Package testbin gives integration tests the real monolock binary and runs
 // `monolock serve` from it, so that every test finds the binary and learns
-// the server's address the same way.
+// the server's addresses the same way (launch.Start: its ready file).
 package testbin
 
 import (
-	"bufio"
+	"bytes"
+	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/monolock/monolock/go/testkit/launch"
 )
 
 // Build compiles the monolock command of this source tree into dir and
@@ -66,62 +68,75 @@ func Run(m *testing.M, find func(dir string) (string, error), bin *string) int {
 	return m.Run()
 }
 
-// ListeningLine is the log line `monolock serve` writes on stderr once it
-// accepts connections; its group is the address.
-var ListeningLine = regexp.MustCompile(`level=INFO msg=listening addr=(\S+)`)
-
 // Server is a running `monolock serve` whose stderr is kept line by line.
 type Server struct {
-	Cmd  *exec.Cmd // to signal it; Start reaps it, so wait on Exited, not Cmd.Wait
-	Addr string    // the lock protocol address, from the listening line
+	*launch.Server        // Cmd, AdminAddr and the rest of its ready file, Signal, Stop
+	Addr           string // the lock protocol address (LockAddr)
 
 	t      testing.TB
 	mu     sync.Mutex
 	lines  []string
+	part   []byte        // a line not yet ended
 	more   chan struct{} // closed and replaced when a line arrives
-	exited chan struct{}
+	exited chan struct{} // closed once the process is reaped and every line is in
 }
 
 // Start starts cmd, a `monolock serve` the caller has set up (arguments,
-// environment), and returns once it has logged its address; wait bounds that
-// and every WaitLog. The process is killed when the test ends, and its log
-// is shown if the test failed.
+// environment), and returns once it is ready (launch.Start: its ready file
+// is written); wait bounds that and every WaitLog. The process is killed
+// when the test ends, and its log is shown if the test failed.
 func Start(t testing.TB, wait time.Duration, cmd *exec.Cmd) *Server {
 	t.Helper()
-	stderr, err := cmd.StderrPipe()
+	s := &Server{t: t, more: make(chan struct{}), exited: make(chan struct{})}
+	cmd.Stderr = (*lineWriter)(s)
+	ls, err := launch.Start(context.Background(), cmd, launch.Options{Wait: wait})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s := &Server{Cmd: cmd, t: t, more: make(chan struct{}), exited: make(chan struct{})}
-	go s.readLog(stderr)
+	s.Server, s.Addr = ls, ls.LockAddr
+	go func() {
+		<-ls.Exited()
+		s.mu.Lock()
+		if len(s.part) > 0 {
+			s.addLine(string(s.part))
+		}
+		s.mu.Unlock()
+		close(s.exited)
+	}()
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
+		ls.Kill()
 		<-s.exited
 		if t.Failed() {
 			t.Logf("server log:\n%s", s.LogText())
 		}
 	})
-	s.Addr = ListeningLine.FindStringSubmatch(s.WaitLogLine(0, wait, ListeningLine))[1]
 	return s
 }
 
-// readLog keeps reading to the end so that the process never blocks on its
-// log, then reaps it.
-func (s *Server) readLog(r io.Reader) {
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		s.mu.Lock()
-		s.lines = append(s.lines, sc.Text())
-		close(s.more)
-		s.more = make(chan struct{})
-		s.mu.Unlock()
+// lineWriter is a Server's stderr: it cuts what the process writes into
+// lines.
+type lineWriter Server
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	s := (*Server)(w)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.part = append(s.part, p...)
+	for {
+		i := bytes.IndexByte(s.part, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		s.addLine(string(s.part[:i]))
+		s.part = s.part[i+1:]
 	}
-	_, _ = io.Copy(io.Discard, r)
-	_ = s.Cmd.Wait()
-	close(s.exited)
+}
+
+// addLine records a line; s.mu is held.
+func (s *Server) addLine(l string) {
+	s.lines = append(s.lines, l)
+	close(s.more)
+	s.more = make(chan struct{})
 }
 
 // Log returns the stderr lines so far.
@@ -140,12 +155,9 @@ func (s *Server) LogText() string {
 	return b.String()
 }
 
-// Exited is closed once the process has exited and been reaped.
+// Exited is closed once the process has exited and been reaped, and all
+// of its log is in.
 func (s *Server) Exited() <-chan struct{} { return s.exited }
-
-// ExitCode is the process's exit status once Exited is closed; -1 if a
-// signal ended it.
-func (s *Server) ExitCode() int { return s.Cmd.ProcessState.ExitCode() }
 
 // WaitExit waits up to d for the process to exit and returns its status.
 func (s *Server) WaitExit(d time.Duration) int {

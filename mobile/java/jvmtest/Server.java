@@ -7,7 +7,6 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Comparator;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -15,10 +14,15 @@ import java.util.stream.Stream;
 
 /** The real monolock server ($MONOLOCK_BIN) on a loopback port, for one test. */
 public final class Server implements AutoCloseable {
-	private static final Pattern ADDR = Pattern.compile("msg=listening addr=(\\S+)");
+	// The server writes its ready file with Go's encoding/json: a string
+	// field is "name":"value" (docs/operating.md, "The ready file").
+	private static final Pattern LOCK_ADDR = Pattern.compile("\"lock_addr\":\"([^\"]*)\"");
+	private static final long READY_TIMEOUT_MS = 20_000;
+	private static final int TAIL_CHARS = 16 << 10;
 
 	private final Process process;
-	private final Path dataDir;
+	private final Path dataDir; // the test's directory: the data directory and the ready file
+	private final StringBuilder stderr = new StringBuilder(); // its tail, for failure messages
 	public final String addr;
 
 	public Server() throws Exception {
@@ -27,29 +31,59 @@ public final class Server implements AutoCloseable {
 			throw new IllegalStateException("MONOLOCK_BIN is not set (mobile/scripts/jvm.sh sets it)");
 		}
 		dataDir = Files.createTempDirectory("monolock-jvmtest");
-		ProcessBuilder pb = new ProcessBuilder(bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir.toString())
+		Path ready = dataDir.resolve("ready.json");
+		ProcessBuilder pb = new ProcessBuilder(bin, "serve", "--listen", "127.0.0.1:0",
+				"--data-dir", dataDir.resolve("data").toString(), "--ready-file", ready.toString())
 				.redirectOutput(ProcessBuilder.Redirect.DISCARD);
 		pb.environment().remove("LD_PRELOAD"); // libjsig is for this JVM, not for the server
 		process = pb.start();
-		CompletableFuture<String> found = new CompletableFuture<>();
 		// Reads stderr to the end, so the server never blocks on a full pipe.
 		Thread reader = new Thread(() -> {
 			try (BufferedReader r = new BufferedReader(new InputStreamReader(process.getErrorStream(), StandardCharsets.UTF_8))) {
 				String line;
 				while ((line = r.readLine()) != null) {
-					Matcher m = ADDR.matcher(line);
-					if (m.find()) {
-						found.complete(m.group(1));
+					synchronized (stderr) {
+						stderr.append(line).append('\n');
+						if (stderr.length() > 2 * TAIL_CHARS) {
+							stderr.delete(0, stderr.length() - TAIL_CHARS);
+						}
 					}
 				}
 			} catch (IOException ignored) {
 				// the process ended
 			}
-			found.completeExceptionally(new IllegalStateException("server exited without a listening line"));
 		}, "server-stderr");
 		reader.setDaemon(true);
 		reader.start();
-		addr = found.get(20, TimeUnit.SECONDS);
+		addr = waitReady(ready);
+	}
+
+	/** Polls for the ready file, which the server renames into place whole. */
+	private String waitReady(Path ready) throws Exception {
+		long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(READY_TIMEOUT_MS);
+		while (true) {
+			if (Files.exists(ready)) {
+				String json = Files.readString(ready, StandardCharsets.UTF_8);
+				Matcher m = LOCK_ADDR.matcher(json);
+				if (!m.find()) {
+					throw new IllegalStateException("no lock_addr in the ready file: " + json);
+				}
+				return m.group(1);
+			}
+			String why = null;
+			if (!process.isAlive()) {
+				why = "exited with status " + process.exitValue() + " before it was ready";
+			} else if (System.nanoTime() > deadline) {
+				why = "was not ready within " + READY_TIMEOUT_MS + " ms";
+			}
+			if (why != null) {
+				close(); // kills it and removes its files
+				synchronized (stderr) {
+					throw new IllegalStateException("monolock serve " + why + "; its stderr:\n" + stderr);
+				}
+			}
+			Thread.sleep(20);
+		}
 	}
 
 	/** Graceful stop (SIGTERM): every session gets ERROR 0x01. */

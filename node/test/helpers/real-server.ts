@@ -1,7 +1,7 @@
 // Starts the real Go server (`monolock serve`) for integration tests.
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { once } from "node:events";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { packageDir } from "./spec.js";
@@ -17,49 +17,72 @@ export function serverBinary(): string {
   return bin;
 }
 
+/** What `monolock serve --ready-file` writes once it listens (docs/operating.md, "The ready file"). */
+interface ReadyFile {
+  lock_addr: string;
+  admin_addr: string; // "" when the admin API is not running
+  pid: number;
+  version: string;
+}
+
+/** How long start waits for the ready file. */
+const readyTimeoutMs = 15_000;
+
 /** A running `monolock serve` on 127.0.0.1 with a private data directory. */
 export class RealServer {
   private constructor(
     readonly process: ChildProcess,
-    readonly address: string,
-    private readonly dataDir: string,
+    private readonly ready: ReadyFile,
+    private readonly dir: string,
     private readonly log: () => string,
   ) {}
 
+  /** The lock protocol address, from the ready file. */
+  get address(): string {
+    return this.ready.lock_addr;
+  }
+
   /** Starts `monolock serve` with `extraArgs` after the listen address and data directory. */
   static async start(extraArgs: readonly string[] = []): Promise<RealServer> {
-    const dataDir = mkdtempSync(join(tmpdir(), "monolock-node-it-"));
-    const args = ["serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir, ...extraArgs];
-    const child = spawn(serverBinary(), args, {
+    const dir = mkdtempSync(join(tmpdir(), "monolock-node-it-"));
+    const readyPath = join(dir, "ready.json");
+    const args = ["serve", "--listen", "127.0.0.1:0", "--data-dir", join(dir, "data"), ...extraArgs];
+    const child = spawn(serverBinary(), [...args, "--ready-file", readyPath], {
       stdio: ["ignore", "ignore", "pipe"],
     });
     let stderr = "";
-    const address = await new Promise<string>((resolveAddr, reject) => {
-      const timer = setTimeout(() => reject(new Error(`server did not start:\n${stderr}`)), 15_000);
-      child.stderr?.on("data", (d: Buffer) => {
-        stderr += d.toString();
-        const m = /msg=listening addr=(\S+)/.exec(stderr);
-        if (m?.[1]) {
-          clearTimeout(timer);
-          resolveAddr(m[1]);
-        }
-      });
-      child.once("exit", (code) => {
-        clearTimeout(timer);
-        reject(new Error(`server exited with ${code}:\n${stderr}`));
-      });
+    child.stderr?.on("data", (d: Buffer) => {
+      stderr += d.toString();
     });
-    return new RealServer(child, address, dataDir, () => stderr);
+    let exitCode: number | null | undefined;
+    child.once("exit", (code) => {
+      exitCode = code;
+    });
+    const tail = () => stderr.slice(-16_384);
+    // The server renames the file into place whole: once it exists, it parses.
+    const deadline = Date.now() + readyTimeoutMs;
+    for (;;) {
+      if (existsSync(readyPath)) {
+        const ready = JSON.parse(readFileSync(readyPath, "utf8")) as ReadyFile;
+        return new RealServer(child, ready, dir, () => stderr);
+      }
+      if (exitCode !== undefined) {
+        rmSync(dir, { recursive: true, force: true });
+        throw new Error(`monolock serve exited with ${exitCode} before it was ready; its stderr:\n${tail()}`);
+      }
+      if (Date.now() > deadline) {
+        child.kill("SIGKILL");
+        rmSync(dir, { recursive: true, force: true });
+        throw new Error(`monolock serve was not ready within ${readyTimeoutMs} ms; its stderr:\n${tail()}`);
+      }
+      await new Promise((r) => setTimeout(r, 20));
+    }
   }
 
-  /** The admin API's address, once the server has logged it (start it with `--admin 127.0.0.1:0`). */
+  /** The admin API's address, from the ready file (start it with `--admin 127.0.0.1:0`). */
   async adminAddress(): Promise<string> {
-    for (let i = 0; i < 150; i++) {
-      const m = /msg="admin listening" addr=(\S+)/.exec(this.log());
-      if (m?.[1]) return m[1];
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    throw new Error(`the admin API did not start within 15 s:\n${this.log()}`);
+    if (!this.ready.admin_addr) throw new Error(`the admin API is not running:\n${this.log()}`);
+    return this.ready.admin_addr;
   }
 
   /** The server's stderr so far (for failure messages). */
@@ -74,6 +97,6 @@ export class RealServer {
       this.process.kill(signal);
       await exited;
     }
-    rmSync(this.dataDir, { recursive: true, force: true });
+    rmSync(this.dir, { recursive: true, force: true });
   }
 }

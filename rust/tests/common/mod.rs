@@ -7,7 +7,7 @@ use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -112,7 +112,8 @@ impl Server {
     }
 
     fn launch(flags: &[&std::ffi::OsStr], with_admin: bool) -> Server {
-        let data = TempDir::new();
+        let dir = TempDir::new();
+        let ready_path = dir.0.join("ready.json");
         // No admin API unless asked for (a later --admin wins): tests run
         // many servers at once, and the default admin port is one fixed
         // port.
@@ -125,48 +126,46 @@ impl Server {
                 "127.0.0.1:0",
                 "--data-dir",
             ])
-            .arg(&data.0)
+            .arg(dir.0.join("data"))
             .args(flags)
+            .arg("--ready-file")
+            .arg(&ready_path)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .expect("start monolock serve");
+        // Keep draining stderr so that the server never blocks on a full
+        // pipe; its tail is for the failure message.
         let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        // Parse the listen (and admin) addresses, then keep draining stderr
-        // so that the server never blocks on a full pipe.
+        let log = Arc::new(std::sync::Mutex::new(String::new()));
+        let sink = Arc::clone(&log);
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
-                let admin = line.contains("msg=\"admin listening\"");
-                if !admin && !line.contains("msg=listening") {
-                    continue;
-                }
-                let addr = line
-                    .split_whitespace()
-                    .find_map(|f| f.strip_prefix("addr="));
-                if let Some(addr) = addr {
-                    let _ = tx.send((admin, addr.to_owned()));
+                let mut log = sink.lock().unwrap();
+                log.push_str(&line);
+                log.push('\n');
+                if log.len() > 32 << 10 {
+                    let cut = log.len() - (16 << 10);
+                    let cut = (cut..log.len()).find(|&i| log.is_char_boundary(i)).unwrap();
+                    log.drain(..cut);
                 }
             }
         });
-        let (mut addr, mut admin) = (None, None);
-        while addr.is_none() || (with_admin && admin.is_none()) {
-            let (is_admin, a) = rx
-                .recv_timeout(Duration::from_secs(30))
-                .expect("server printed its listen addresses");
-            if is_admin {
-                admin = Some(a);
-            } else {
-                addr = Some(a);
-            }
-        }
+        let ready =
+            wait_ready(&ready_path, &mut child, Duration::from_secs(30)).unwrap_or_else(|why| {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("monolock serve {why}; its stderr:\n{}", log.lock().unwrap())
+            });
+        let field = |name: &str| ready[name].as_str().unwrap_or_default().to_owned();
+        let admin = field("admin_addr");
         Server {
-            addr: addr.unwrap(),
-            admin,
+            addr: field("lock_addr"),
+            admin: (with_admin && !admin.is_empty()).then_some(admin),
             child,
-            _data: data,
+            _data: dir,
         }
     }
 
@@ -188,6 +187,30 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// Waits up to `limit` for the ready file that `monolock serve
+/// --ready-file` writes once it listens (docs/operating.md). The server
+/// renames it into place whole, so once it exists it parses.
+fn wait_ready(
+    path: &std::path::Path,
+    child: &mut Child,
+    limit: Duration,
+) -> Result<serde_json::Value, String> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            return serde_json::from_str(&text)
+                .map_err(|e| format!("wrote a bad ready file ({e}): {text}"));
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!("exited ({status}) before it was ready"));
+        }
+        if Instant::now() > deadline {
+            return Err(format!("was not ready within {limit:?}"));
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
