@@ -30,6 +30,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"github.com/monolock/monolock/go/internal/leaserecord"
 	"github.com/monolock/monolock/go/internal/server"
@@ -114,6 +116,12 @@ func New(cfg Config) (*Node, error) {
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints: cfg.Endpoints, DialTimeout: cfg.TTL, TLS: cfg.TLS,
 		Logger: nil, // etcd's zap logger: its defaults are fine and quiet enough
+		// gRPC's reconnect back-off grows to 2 minutes while etcd is down;
+		// each second of it is a second without a leader once etcd is back.
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: cfg.TTL,
+		})},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ha: etcd: %w", err)
@@ -227,10 +235,10 @@ func (n *Node) Failure() error {
 
 func (n *Node) key(name string) string { return n.cfg.Prefix + name }
 
-// retryTerm spaces the terms of a server that cannot reach etcd: with the
-// grant's timeout (TTL/2), a server tries again within TTL/2 + retryTerm
-// of etcd's return, and that is most of the time from a healed quorum to
-// the next leader.
+// retryTerm spaces the terms of a server that cannot reach etcd. A grant
+// that waits for a quorum completes once the quorum is back; one that
+// timed out (after a TTL: a loaded etcd can take over a second to commit
+// one) is tried again retryTerm later.
 const retryTerm = 500 * time.Millisecond
 
 // Run campaigns, leads while it can, and campaigns again, until ctx ends.
@@ -260,7 +268,7 @@ func (n *Node) term(ctx context.Context) error {
 	defer end(nil)
 	ttl := n.cfg.TTL
 	sent := time.Now()
-	gctx, gcancel := context.WithTimeout(ctx, ttl/2)
+	gctx, gcancel := context.WithTimeout(ctx, ttl)
 	grant, err := n.cli.Grant(gctx, int64(ttl/time.Second))
 	gcancel()
 	if err != nil {
