@@ -15,10 +15,11 @@
 // "Authorization: Bearer TOKEN"; the health checks never do.
 //
 // A web page must not drive the API through the browser of someone who can
-// reach it: /v1/ and /metrics answer only requests whose Host is loopback,
-// the API's own listen host, or one the operator allowed (DNS rebinding
-// carries the attacker's name), and a POST is refused if it has a foreign
-// Origin or a content type an HTML form can send (cross-site requests).
+// reach it: everything but the health checks answers only requests whose
+// Host is loopback, the API's own listen host, or one the operator allowed
+// (DNS rebinding carries the attacker's name), and a POST is refused unless
+// its Origin (when it has one) is the API's own origin, and unless it has no
+// body type or JSON's (an HTML form cannot send that to another site).
 package admin
 
 import (
@@ -208,19 +209,11 @@ func (p hostPolicy) allowedHost(hostport string) bool {
 	return p.anyIP && err == nil
 }
 
-// formTypes are the content types an HTML form (or a fetch without a CORS
-// preflight) can send to another site.
-var formTypes = map[string]bool{
-	"application/x-www-form-urlencoded": true,
-	"multipart/form-data":               true,
-	"text/plain":                        true,
-}
-
 // sameSite refuses what a browser could send on behalf of another site:
 // a foreign Host (421) on anything but the health checks, which say
 // nothing and must answer probes by any name, and a state-changing request
-// with a foreign Origin or a form content type (403). The monolock
-// commands send neither an Origin nor a body.
+// from another origin or with a body type other than JSON (403; see
+// crossSite). The monolock commands send neither an Origin nor a body.
 func sameSite(p hostPolicy, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		health := r.URL.Path == "/healthz" || r.URL.Path == "/readyz"
@@ -230,23 +223,61 @@ func sameSite(p hostPolicy, next http.Handler) http.Handler {
 			return
 		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			if o := r.Header.Get("Origin"); o != "" {
-				u, err := url.Parse(o)
-				if err != nil || u.Host == "" || !p.allowed(u.Hostname()) {
-					writeJSON(w, http.StatusForbidden, ErrorResponse{fmt.Sprintf("cross-origin request from %q refused", o)})
-					return
-				}
-			}
-			if ct := r.Header.Get("Content-Type"); ct != "" {
-				mt, _, err := mime.ParseMediaType(ct)
-				if err != nil || formTypes[mt] {
-					writeJSON(w, http.StatusForbidden, ErrorResponse{fmt.Sprintf("content type %q refused: the API takes no form posts", ct)})
-					return
-				}
+			if reason := crossSite(r); reason != "" {
+				writeJSON(w, http.StatusForbidden, ErrorResponse{reason})
+				return
 			}
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// crossSite says why a state-changing request may come from another
+// site's page, or "" when it cannot. Browsers send Origin with every POST
+// (fetch and forms alike) and Sec-Fetch-Site with every request; the
+// monolock commands send neither. The Host has passed hostPolicy, so an
+// Origin equal to it is the API's own page (the dashboard); a page on
+// another port of the same host is another origin, and refused.
+func crossSite(r *http.Request) string {
+	if o := r.Header.Get("Origin"); o != "" && !sameOrigin(o, r.Host) {
+		return fmt.Sprintf("cross-origin request from %q refused: only the API's own origin may change things", o)
+	}
+	if sfs := r.Header.Get("Sec-Fetch-Site"); sfs != "" && sfs != "same-origin" && sfs != "none" {
+		return fmt.Sprintf("cross-origin request (Sec-Fetch-Site: %s) refused", sfs)
+	}
+	// The form types (urlencoded, multipart, text/plain) are the ones a
+	// page may send to another site without asking first; JSON is not.
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || mt != "application/json" {
+			return fmt.Sprintf("content type %q refused: the API takes no form posts, only JSON or no body", ct)
+		}
+	}
+	return ""
+}
+
+// sameOrigin reports whether origin ("scheme://host[:port]") names the
+// same host and port as the request's Host header. A missing port is the
+// scheme's default on both sides: a browser leaves it out of Host exactly
+// then. The scheme is not compared, so that a TLS-terminating proxy that
+// passes Host on (its Origin is https, the API's request http) still works.
+func sameOrigin(origin, reqHost string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" || u.User != nil || u.Path != "" || u.RawQuery != "" {
+		return false
+	}
+	def := map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	if def == "" {
+		return false
+	}
+	norm := func(hostport string) string {
+		host, port, err := net.SplitHostPort(hostport)
+		if err != nil {
+			host, port = hostport, def
+		}
+		return net.JoinHostPort(canonicalHost(host), port)
+	}
+	return norm(u.Host) == norm(reqHost)
 }
 
 // ParseAllowedHosts reads the --admin-allowed-hosts list: host names or IP
@@ -405,6 +436,9 @@ func requireToken(token string, next http.Handler) http.Handler {
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
+	// Not to be run as a script or embedded by another site's page.
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Cross-Origin-Resource-Policy", "same-origin")
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
