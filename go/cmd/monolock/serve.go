@@ -482,7 +482,7 @@ func startAdmin(s *serveSetup, srv *server.Server, m *metrics.Metrics) (*http.Se
 		aln = tls.NewListener(aln, s.tls.Admin())
 	}
 	h := admin.Handler(admin.Config{Server: srv, Metrics: m.Handler(), Token: s.adminToken, Logger: log,
-		Addr: f.adminAddr, AllowedHosts: s.adminHosts})
+		Stats: statsOf(srv, m), Addr: f.adminAddr, AllowedHosts: s.adminHosts})
 	hs := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: adminHeaderTimeout,
@@ -500,6 +500,17 @@ func startAdmin(s *serveSetup, srv *server.Server, m *metrics.Metrics) (*http.Se
 	log.Info("admin listening", "addr", aln.Addr().String(), "tls", f.adminTLS, "token", s.adminToken != "",
 		"max_connections", f.adminMaxConns)
 	return hs, 0
+}
+
+// statsOf reads the dashboard's totals (GET /v1/stats) from the server and
+// the metrics' counters.
+func statsOf(srv *server.Server, m *metrics.Metrics) func() admin.Stats {
+	return func() admin.Stats {
+		locks, holders, waiters := srv.Counts()
+		t := m.Totals()
+		return admin.Stats{Sessions: srv.Sessions(), Locks: locks, Holders: holders, Waiters: waiters,
+			Grants: t.Grants, Expiries: t.Expiries, Kicks: t.Kicks}
+	}
 }
 
 // reloader runs reloads one at a time in a goroutine of their own. A

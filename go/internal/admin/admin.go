@@ -3,10 +3,12 @@
 //
 //	GET  /v1/locks?limit=N&after=X  a page of locks, by name: holder and waiters in queue order (JSON)
 //	GET  /v1/cell                   HA: this server's role, the active server, the grace left (JSON; 404 NotInCell without HA)
+//	GET  /v1/stats                  totals for the dashboard: sessions, locks, grants, expiries, kicks (JSON)
 //	POST /v1/sessions/{id}/kick     end a session with ERROR 0x02; its lock goes to the next waiter
 //	GET  /metrics                   Prometheus metrics
 //	GET  /healthz                   200 while the process runs
 //	GET  /readyz                    200 while the server accepts sessions, else 503
+//	GET  /                          the dashboard: a static page whose script reads the JSON endpoints
 //
 // A listing is paged so that no request builds the whole lock table in
 // memory, and at most MaxListings are built at once.
@@ -20,6 +22,9 @@
 // (DNS rebinding carries the attacker's name), and a POST is refused unless
 // its Origin (when it has one) is the API's own origin, and unless it has no
 // body type or JSON's (an HTML form cannot send that to another site).
+//
+// The dashboard page and its files carry no data and need no token; the
+// data comes from the JSON endpoints, which keep every guard.
 package admin
 
 import (
@@ -55,6 +60,7 @@ type Config struct {
 	Metrics http.Handler // nil: /metrics answers 404
 	Token   string       // "": no authentication
 	Logger  *slog.Logger // nil: discard
+	Stats   func() Stats // nil: /v1/stats answers 404
 
 	// Addr is the address the API listens on. A non-loopback host there is
 	// an allowed Host too; an unspecified one (0.0.0.0, ::) allows every IP
@@ -100,6 +106,25 @@ const (
 	MaxListings      = 4    // listings built or written at once; more get 503
 )
 
+// Stats are the server's totals, as /metrics has them.
+type Stats struct {
+	Sessions int `json:"sessions"` // open sessions, holders, waiters and those not past their ACQUIRE
+	Locks    int `json:"locks"`    // lock names with a holder or waiters
+	Holders  int `json:"holders"`
+	Waiters  int `json:"waiters"`
+	// Counters since the server started: a rate is the difference of two
+	// samples over the difference of their Now.
+	Grants   uint64 `json:"grants_total"`
+	Expiries uint64 `json:"expiries_total"`
+	Kicks    uint64 `json:"kicks_total"`
+}
+
+// StatsResponse is the body of GET /v1/stats.
+type StatsResponse struct {
+	Now time.Time `json:"now"` // the server's clock when it read the totals
+	Stats
+}
+
 // KickResponse is the body of a successful kick.
 type KickResponse struct {
 	Kicked uint64 `json:"kicked"`
@@ -130,13 +155,16 @@ func Handler(cfg Config) http.Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	a := &api{srv: cfg.Server, log: log, listings: make(chan struct{}, MaxListings)}
+	a := &api{srv: cfg.Server, log: log, stats: cfg.Stats, listings: make(chan struct{}, MaxListings)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", a.readyz)
+	mux.HandleFunc("GET /{$}", serveUI)
+	mux.HandleFunc("GET /ui/{file}", serveUI)
 	protected := http.NewServeMux()
 	protected.HandleFunc("GET /v1/locks", a.locks)
 	protected.HandleFunc("GET /v1/cell", a.cell)
+	protected.HandleFunc("GET /v1/stats", a.statsHandler)
 	protected.HandleFunc("POST /v1/sessions/{id}/kick", a.kick)
 	protected.HandleFunc("/v1/", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusNotFound, ErrorResponse{"no such endpoint"})
@@ -300,6 +328,7 @@ func ParseAllowedHosts(list string) ([]string, error) {
 type api struct {
 	srv      Server
 	log      *slog.Logger
+	stats    func() Stats
 	listings chan struct{} // a semaphore: one token per listing in progress
 }
 
@@ -399,6 +428,16 @@ func (a *api) cell(w http.ResponseWriter, _ *http.Request) {
 	// Rounded up: 0 means the active server grants now.
 	writeJSON(w, http.StatusOK, CellResponse{Role: st.Role, Leader: st.Leader,
 		GraceRemainingMS: (st.Grace + time.Millisecond - 1).Milliseconds()})
+}
+
+// statsHandler answers the totals the dashboard shows, so that it need not
+// parse the Prometheus text format.
+func (a *api) statsHandler(w http.ResponseWriter, _ *http.Request) {
+	if a.stats == nil {
+		writeJSON(w, http.StatusNotFound, ErrorResponse{"no statistics on this server"})
+		return
+	}
+	writeJSON(w, http.StatusOK, StatsResponse{Now: time.Now().UTC(), Stats: a.stats()})
 }
 
 func (a *api) kick(w http.ResponseWriter, r *http.Request) {
