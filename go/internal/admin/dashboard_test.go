@@ -110,3 +110,36 @@ func TestJSONAnswersAreNotSniffed(t *testing.T) {
 	assert.Equal(t, "same-origin", resp.Header.Get("Cross-Origin-Resource-Policy"))
 	assert.True(t, strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json"))
 }
+
+// A POST is the API's own origin's only: Origin's host and port must be
+// Host's, a missing port being the scheme's default.
+func TestKickOnlyFromTheAPIsOwnOrigin(t *testing.T) {
+	s := start(t, "")
+	h := admin.Handler(admin.Config{Server: s.srv.Server})
+	for _, c := range []struct {
+		host, origin string
+		want         int
+	}{
+		{"127.0.0.1:7118", "", http.StatusNotFound}, // the commands: no Origin
+		{"127.0.0.1:7118", "http://127.0.0.1:7118", http.StatusNotFound},
+		{"[::1]:7118", "http://[::1]:7118", http.StatusNotFound},
+		{"[::1]:7118", "http://[0:0:0:0:0:0:0:1]:7118", http.StatusNotFound},
+		{"LOCALHOST:7118", "http://localhost:7118", http.StatusNotFound},
+		{"localhost", "http://localhost", http.StatusNotFound},
+		{"localhost", "http://localhost:80", http.StatusNotFound},
+		{"127.0.0.1:7118", "http://127.0.0.1:7119", http.StatusForbidden},
+		{"127.0.0.1:7118", "http://127.0.0.2:7118", http.StatusForbidden},
+		{"127.0.0.1:7118", "http://localhost:7118", http.StatusForbidden},
+		{"127.0.0.1:7118", "null", http.StatusForbidden},
+		{"127.0.0.1:7118", "http://user@127.0.0.1:7118", http.StatusForbidden},
+		{"127.0.0.1:7118", "file://", http.StatusForbidden},
+		{"localhost", "http://localhost:8080", http.StatusForbidden},
+	} {
+		var hdr []string
+		if c.origin != "" {
+			hdr = []string{"Origin", c.origin}
+		}
+		code, body := do(t, h, http.MethodPost, "/v1/sessions/99/kick", c.host, hdr...)
+		assert.Equal(t, c.want, code, "Host %s, Origin %s: %s", c.host, c.origin, body)
+	}
+}
