@@ -95,7 +95,7 @@ func newServeFlagSet(f *serveFlags) *flag.FlagSet {
 	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM `file` with the private key of --tls-cert")
 	fs.StringVar(&f.tlsClientCA, "tls-client-ca", "", "PEM `file` of CAs; require client certificates signed by them (mutual TLS)")
 	fs.StringVar(&f.aclPath, "acl", "", "ACL `file` mapping client identities to lock-name patterns (reloaded on SIGHUP)")
-	fs.StringVar(&f.adminAddr, "admin", admin.DefaultAddr, "admin HTTP `address` (locks, kick, metrics, health), or \"off\"")
+	fs.StringVar(&f.adminAddr, "admin", admin.DefaultAddr, "admin HTTP `address` (dashboard, locks, kick, metrics, health), or \"off\"")
 	fs.StringVar(&f.adminTokenFile, "admin-token-file", "", "`file` holding a bearer token the admin API requires")
 	fs.BoolVar(&f.adminTLS, "admin-tls", false, "serve the admin API over TLS with --tls-cert and --tls-key")
 	fs.StringVar(&f.adminAllowedHosts, "admin-allowed-hosts", "",
