@@ -222,14 +222,39 @@ func sessionsByIdentity(t *testing.T, adminAddr, token string) map[string]uint64
 	return ids
 }
 
+// TestDashboard runs the dashboard's browser tests in one Chromium (it
+// takes seconds to start on a loaded machine), each against its own server.
+func TestDashboard(t *testing.T) {
+	b := newBrowser(t, 90*time.Second)
+	for _, c := range []struct {
+		name string
+		run  func(*testing.T, *browser)
+	}{
+		{"LocksAndKicks", testDashboardLocksAndKicks},
+		{"BearerToken", testDashboardWithBearerToken},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b.use(t)
+			c.run(t, b)
+		})
+	}
+}
+
+// use makes t the test that b's checks report to, with a clean record.
+func (b *browser) use(t *testing.T) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.t = t
+	b.dialogs, b.problems, b.ignore = nil, nil, nil
+}
+
 // The dashboard of a server with mutual TLS, so that identities (the
 // certificates' common names) can carry markup too: it lists every lock
 // across the listing's pages with holder and queue, shows the totals, and
 // its kick button ends the holder and the waiter is shown holding. A lock
 // name and identities made of HTML and script read exactly as written and
 // run nothing. A page of another origin on this machine cannot kick.
-func TestDashboardInABrowser(t *testing.T) {
-	b := newBrowser(t, 60*time.Second)
+func testDashboardLocksAndKicks(t *testing.T, b *browser) {
 	dir := t.TempDir()
 	ca := testcerts.NewCA(t, "dashboard-ca")
 	cert, key := ca.Issue(t, testcerts.Spec{CN: "server", Server: true}).Write(t, dir, "server")
@@ -371,8 +396,7 @@ const url = %[1]q;
 // With a bearer token, the page first says it needs one; with the token
 // pasted it shows the locks; a kick without the token fails and changes
 // nothing; with it, the kick works. The token is never in the URL.
-func TestDashboardWithBearerToken(t *testing.T) {
-	b := newBrowser(t, 45*time.Second)
+func testDashboardWithBearerToken(t *testing.T, b *browser) {
 	const secret = "s3cret-dashboard-token"
 	p := startServe(t, nil, "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--admin-token-file", tokenFile(t, secret))
 	holder := acquireAs(t, p.Addr, "deploy/api", "", nil, protocol.MsgAcquired)
