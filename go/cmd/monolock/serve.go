@@ -96,7 +96,7 @@ func newServeFlagSet(f *serveFlags) *flag.FlagSet {
 	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM `file` with the private key of --tls-cert")
 	fs.StringVar(&f.tlsClientCA, "tls-client-ca", "", "PEM `file` of CAs; require client certificates signed by them (mutual TLS)")
 	fs.StringVar(&f.aclPath, "acl", "", "ACL `file` mapping client identities to lock-name patterns (reloaded on SIGHUP)")
-	fs.StringVar(&f.adminAddr, "admin", admin.DefaultAddr, "admin HTTP `address` (locks, kick, metrics, health), or \"off\"")
+	fs.StringVar(&f.adminAddr, "admin", admin.DefaultAddr, "admin HTTP `address` (dashboard, locks, kick, metrics, health), or \"off\"")
 	fs.StringVar(&f.adminTokenFile, "admin-token-file", "", "`file` holding a bearer token the admin API requires")
 	fs.BoolVar(&f.adminTLS, "admin-tls", false, "serve the admin API over TLS with --tls-cert and --tls-key")
 	fs.StringVar(&f.adminAllowedHosts, "admin-allowed-hosts", "",
@@ -506,7 +506,7 @@ func startAdmin(s *serveSetup, srv *server.Server, m *metrics.Metrics) (hs *http
 		aln = tls.NewListener(aln, s.tls.Admin())
 	}
 	h := admin.Handler(admin.Config{Server: srv, Metrics: m.Handler(), Token: s.adminToken, Logger: log,
-		Addr: f.adminAddr, AllowedHosts: s.adminHosts})
+		Stats: statsOf(srv, m), Addr: f.adminAddr, AllowedHosts: s.adminHosts})
 	hs = &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: adminHeaderTimeout,
@@ -524,6 +524,17 @@ func startAdmin(s *serveSetup, srv *server.Server, m *metrics.Metrics) (hs *http
 	log.Info("admin listening", "addr", aln.Addr().String(), "tls", f.adminTLS, "token", s.adminToken != "",
 		"max_connections", f.adminMaxConns)
 	return hs, aln.Addr().String(), 0
+}
+
+// statsOf reads the dashboard's totals (GET /v1/stats) from the server and
+// the metrics' counters.
+func statsOf(srv *server.Server, m *metrics.Metrics) func() admin.Stats {
+	return func() admin.Stats {
+		locks, holders, waiters := srv.Counts()
+		t := m.Totals()
+		return admin.Stats{Sessions: srv.Sessions(), Locks: locks, Holders: holders, Waiters: waiters,
+			Grants: t.Grants, Expiries: t.Expiries, Kicks: t.Kicks}
+	}
 }
 
 // reloader runs reloads one at a time in a goroutine of their own. A

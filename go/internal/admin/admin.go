@@ -3,10 +3,12 @@
 //
 //	GET  /v1/locks?limit=N&after=X  a page of locks, by name: holder and waiters in queue order (JSON)
 //	GET  /v1/cell                   HA: this server's role, the active server, the grace left (JSON; 404 NotInCell without HA)
+//	GET  /v1/stats                  totals for the dashboard: sessions, locks, grants, expiries, kicks (JSON)
 //	POST /v1/sessions/{id}/kick     end a session with ERROR 0x02; its lock goes to the next waiter
 //	GET  /metrics                   Prometheus metrics
 //	GET  /healthz                   200 while the process runs
 //	GET  /readyz                    200 while the server accepts sessions, else 503
+//	GET  /                          the dashboard: a static page whose script reads the JSON endpoints
 //
 // A listing is paged so that no request builds the whole lock table in
 // memory, and at most MaxListings are built at once.
@@ -15,10 +17,14 @@
 // "Authorization: Bearer TOKEN"; the health checks never do.
 //
 // A web page must not drive the API through the browser of someone who can
-// reach it: /v1/ and /metrics answer only requests whose Host is loopback,
-// the API's own listen host, or one the operator allowed (DNS rebinding
-// carries the attacker's name), and a POST is refused if it has a foreign
-// Origin or a content type an HTML form can send (cross-site requests).
+// reach it: everything but the health checks answers only requests whose
+// Host is loopback, the API's own listen host, or one the operator allowed
+// (DNS rebinding carries the attacker's name), and a POST is refused unless
+// its Origin (when it has one) is the API's own origin, and unless it has no
+// body type or JSON's (an HTML form cannot send that to another site).
+//
+// The dashboard page and its files carry no data and need no token; the
+// data comes from the JSON endpoints, which keep every guard.
 package admin
 
 import (
@@ -54,6 +60,7 @@ type Config struct {
 	Metrics http.Handler // nil: /metrics answers 404
 	Token   string       // "": no authentication
 	Logger  *slog.Logger // nil: discard
+	Stats   func() Stats // nil: /v1/stats answers 404
 
 	// Addr is the address the API listens on. A non-loopback host there is
 	// an allowed Host too; an unspecified one (0.0.0.0, ::) allows every IP
@@ -99,6 +106,25 @@ const (
 	MaxListings      = 4    // listings built or written at once; more get 503
 )
 
+// Stats are the server's totals, as /metrics has them.
+type Stats struct {
+	Sessions int `json:"sessions"` // open sessions, holders, waiters and those not past their ACQUIRE
+	Locks    int `json:"locks"`    // lock names with a holder or waiters
+	Holders  int `json:"holders"`
+	Waiters  int `json:"waiters"`
+	// Counters since the server started: a rate is the difference of two
+	// samples over the difference of their Now.
+	Grants   uint64 `json:"grants_total"`
+	Expiries uint64 `json:"expiries_total"`
+	Kicks    uint64 `json:"kicks_total"`
+}
+
+// StatsResponse is the body of GET /v1/stats.
+type StatsResponse struct {
+	Now time.Time `json:"now"` // the server's clock when it read the totals
+	Stats
+}
+
 // KickResponse is the body of a successful kick.
 type KickResponse struct {
 	Kicked uint64 `json:"kicked"`
@@ -129,13 +155,16 @@ func Handler(cfg Config) http.Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	a := &api{srv: cfg.Server, log: log, listings: make(chan struct{}, MaxListings)}
+	a := &api{srv: cfg.Server, log: log, stats: cfg.Stats, listings: make(chan struct{}, MaxListings)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", a.readyz)
+	mux.HandleFunc("GET /{$}", serveUI)
+	mux.HandleFunc("GET /ui/{file}", serveUI)
 	protected := http.NewServeMux()
 	protected.HandleFunc("GET /v1/locks", a.locks)
 	protected.HandleFunc("GET /v1/cell", a.cell)
+	protected.HandleFunc("GET /v1/stats", a.statsHandler)
 	protected.HandleFunc("POST /v1/sessions/{id}/kick", a.kick)
 	protected.HandleFunc("/v1/", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusNotFound, ErrorResponse{"no such endpoint"})
@@ -208,19 +237,11 @@ func (p hostPolicy) allowedHost(hostport string) bool {
 	return p.anyIP && err == nil
 }
 
-// formTypes are the content types an HTML form (or a fetch without a CORS
-// preflight) can send to another site.
-var formTypes = map[string]bool{
-	"application/x-www-form-urlencoded": true,
-	"multipart/form-data":               true,
-	"text/plain":                        true,
-}
-
 // sameSite refuses what a browser could send on behalf of another site:
 // a foreign Host (421) on anything but the health checks, which say
 // nothing and must answer probes by any name, and a state-changing request
-// with a foreign Origin or a form content type (403). The monolock
-// commands send neither an Origin nor a body.
+// from another origin or with a body type other than JSON (403; see
+// crossSite). The monolock commands send neither an Origin nor a body.
 func sameSite(p hostPolicy, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		health := r.URL.Path == "/healthz" || r.URL.Path == "/readyz"
@@ -230,23 +251,61 @@ func sameSite(p hostPolicy, next http.Handler) http.Handler {
 			return
 		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			if o := r.Header.Get("Origin"); o != "" {
-				u, err := url.Parse(o)
-				if err != nil || u.Host == "" || !p.allowed(u.Hostname()) {
-					writeJSON(w, http.StatusForbidden, ErrorResponse{fmt.Sprintf("cross-origin request from %q refused", o)})
-					return
-				}
-			}
-			if ct := r.Header.Get("Content-Type"); ct != "" {
-				mt, _, err := mime.ParseMediaType(ct)
-				if err != nil || formTypes[mt] {
-					writeJSON(w, http.StatusForbidden, ErrorResponse{fmt.Sprintf("content type %q refused: the API takes no form posts", ct)})
-					return
-				}
+			if reason := crossSite(r); reason != "" {
+				writeJSON(w, http.StatusForbidden, ErrorResponse{reason})
+				return
 			}
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// crossSite says why a state-changing request may come from another
+// site's page, or "" when it cannot. Browsers send Origin with every POST
+// (fetch and forms alike) and Sec-Fetch-Site with every request; the
+// monolock commands send neither. The Host has passed hostPolicy, so an
+// Origin equal to it is the API's own page (the dashboard); a page on
+// another port of the same host is another origin, and refused.
+func crossSite(r *http.Request) string {
+	if o := r.Header.Get("Origin"); o != "" && !sameOrigin(o, r.Host) {
+		return fmt.Sprintf("cross-origin request from %q refused: only the API's own origin may change things", o)
+	}
+	if sfs := r.Header.Get("Sec-Fetch-Site"); sfs != "" && sfs != "same-origin" && sfs != "none" {
+		return fmt.Sprintf("cross-origin request (Sec-Fetch-Site: %s) refused", sfs)
+	}
+	// The form types (urlencoded, multipart, text/plain) are the ones a
+	// page may send to another site without asking first; JSON is not.
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || mt != "application/json" {
+			return fmt.Sprintf("content type %q refused: the API takes no form posts, only JSON or no body", ct)
+		}
+	}
+	return ""
+}
+
+// sameOrigin reports whether origin ("scheme://host[:port]") names the
+// same host and port as the request's Host header. A missing port is the
+// scheme's default on both sides: a browser leaves it out of Host exactly
+// then. The scheme is not compared, so that a TLS-terminating proxy that
+// passes Host on (its Origin is https, the API's request http) still works.
+func sameOrigin(origin, reqHost string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" || u.User != nil || u.Path != "" || u.RawQuery != "" {
+		return false
+	}
+	def := map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	if def == "" {
+		return false
+	}
+	norm := func(hostport string) string {
+		host, port, err := net.SplitHostPort(hostport)
+		if err != nil {
+			host, port = hostport, def
+		}
+		return net.JoinHostPort(canonicalHost(host), port)
+	}
+	return norm(u.Host) == norm(reqHost)
 }
 
 // ParseAllowedHosts reads the --admin-allowed-hosts list: host names or IP
@@ -269,6 +328,7 @@ func ParseAllowedHosts(list string) ([]string, error) {
 type api struct {
 	srv      Server
 	log      *slog.Logger
+	stats    func() Stats
 	listings chan struct{} // a semaphore: one token per listing in progress
 }
 
@@ -370,6 +430,16 @@ func (a *api) cell(w http.ResponseWriter, _ *http.Request) {
 		GraceRemainingMS: (st.Grace + time.Millisecond - 1).Milliseconds()})
 }
 
+// statsHandler answers the totals the dashboard shows, so that it need not
+// parse the Prometheus text format.
+func (a *api) statsHandler(w http.ResponseWriter, _ *http.Request) {
+	if a.stats == nil {
+		writeJSON(w, http.StatusNotFound, ErrorResponse{"no statistics on this server"})
+		return
+	}
+	writeJSON(w, http.StatusOK, StatsResponse{Now: time.Now().UTC(), Stats: a.stats()})
+}
+
 func (a *api) kick(w http.ResponseWriter, r *http.Request) {
 	id, err := strconv.ParseUint(r.PathValue("id"), 10, 64)
 	if err != nil {
@@ -405,6 +475,9 @@ func requireToken(token string, next http.Handler) http.Handler {
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
+	// Not to be run as a script or embedded by another site's page.
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Cross-Origin-Resource-Policy", "same-origin")
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

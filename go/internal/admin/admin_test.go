@@ -334,10 +334,36 @@ func TestCrossOriginFormKickIsRefused(t *testing.T) {
 	require.NotNil(t, locks[0].Holder)
 	assert.Equal(t, held.Token(), locks[0].Holder.Token)
 
-	// A page on this machine (loopback origin) may, like the commands.
-	req, err := http.NewRequest(http.MethodPost, kick, nil)
+	// A page of another origin on this machine (another port) may not:
+	// it is another web application, whatever host it shares.
+	self := s.admin.Listener.Addr().String()
+	_, port, err := net.SplitHostPort(self)
 	require.NoError(t, err)
-	req.Header.Set("Origin", "http://localhost:3000")
+	for _, h := range [][]string{
+		{"Origin", "http://localhost:3000"},
+		{"Origin", "http://127.0.0.1:1"},
+		{"Origin", "http://localhost:" + port}, // the same port by another name is another origin
+		{"Origin", "http://" + self + "/path"},
+		{"Origin", "ftp://" + self},
+		{"Sec-Fetch-Site", "same-site"},
+		{"Sec-Fetch-Site", "cross-site"},
+		{"Content-Type", "text/json"},
+	} {
+		req, err := http.NewRequest(http.MethodPost, kick, nil)
+		require.NoError(t, err)
+		req.Header.Set(h[0], h[1])
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusForbidden, resp.StatusCode, "%v", h)
+	}
+	assert.NoError(t, held.Err(), "the holder keeps its lock")
+
+	// The API's own page (the dashboard) may, like the commands.
+	req, err := http.NewRequest(http.MethodPost, kick, strings.NewReader("{}"))
+	require.NoError(t, err)
+	req.Header.Set("Origin", "http://"+self)
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
@@ -383,10 +409,17 @@ func TestForeignHostIsRefused(t *testing.T) {
 		code, _ := do(t, h, http.MethodGet, "/v1/locks", host)
 		assert.Equal(t, want, code, host)
 	}
-	code, _ := do(t, h, http.MethodPost, "/v1/sessions/99/kick", "locks.internal", "Origin", "http://locks.internal:8080")
-	assert.Equal(t, http.StatusNotFound, code, "an allowed origin reaches the API")
+	code, _ := do(t, h, http.MethodPost, "/v1/sessions/99/kick", "locks.internal:8080", "Origin", "http://locks.internal:8080")
+	assert.Equal(t, http.StatusNotFound, code, "the API's own origin reaches the API")
+	code, _ = do(t, h, http.MethodPost, "/v1/sessions/99/kick", "Locks.Internal", "Origin", "https://locks.internal")
+	assert.Equal(t, http.StatusNotFound, code, "a TLS proxy that passes Host on: no port is the scheme's default")
+	code, _ = do(t, h, http.MethodPost, "/v1/sessions/99/kick", "locks.internal", "Origin", "http://locks.internal:443")
+	assert.Equal(t, http.StatusForbidden, code, "port 443 is not port 80")
+	code, _ = do(t, h, http.MethodPost, "/v1/sessions/99/kick", "locks.internal", "Origin", "http://locks.internal:8080")
+	assert.Equal(t, http.StatusForbidden, code, "an allowed host on another port is another origin")
 
-	// On all interfaces, any IP address is a fine Host, but never an Origin.
+	// On all interfaces, any IP address is a fine Host, but an Origin must
+	// be that same address and port.
 	everywhere := base
 	everywhere.Addr = "0.0.0.0:7118"
 	h = admin.Handler(everywhere)
@@ -396,6 +429,8 @@ func TestForeignHostIsRefused(t *testing.T) {
 	assert.Equal(t, http.StatusMisdirectedRequest, code)
 	code, _ = do(t, h, http.MethodPost, "/v1/sessions/99/kick", "10.1.2.3:7118", "Origin", "http://203.0.113.9")
 	assert.Equal(t, http.StatusForbidden, code)
+	code, _ = do(t, h, http.MethodPost, "/v1/sessions/99/kick", "10.1.2.3:7118", "Origin", "http://10.1.2.3:7118")
+	assert.Equal(t, http.StatusNotFound, code)
 }
 
 func TestParseAllowedHosts(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/monolock/monolock/go/internal/server"
 	"github.com/monolock/monolock/go/pkg/protocol"
@@ -246,4 +247,29 @@ func (m *Metrics) Refused(reason string) {
 	if c := m.refusedN[reason]; c != nil {
 		c.Inc()
 	}
+}
+
+// Totals are the counters the admin dashboard shows, read from the same
+// counters /metrics exports so the two never disagree.
+type Totals struct {
+	Grants   uint64 // monolock_grants_total
+	Expiries uint64 // monolock_expiries_total
+	Kicks    uint64 // monolock_errors_total{code="0x02"}
+}
+
+// Totals reads the counters now.
+func (m *Metrics) Totals() Totals {
+	return Totals{
+		Grants:   counterValue(m.grants),
+		Expiries: counterValue(m.expiries),
+		Kicks:    counterValue(m.byCode[protocol.ErrAdminClosed.Code]),
+	}
+}
+
+func counterValue(c prometheus.Counter) uint64 {
+	var d dto.Metric
+	if c == nil || c.Write(&d) != nil {
+		return 0
+	}
+	return uint64(d.GetCounter().GetValue())
 }

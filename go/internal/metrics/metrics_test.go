@@ -151,3 +151,16 @@ func TestHeldBackCountsByFixedCause(t *testing.T) {
 	}
 	assert.Equal(t, map[string]float64{"cause=reset": 202, "cause=lock_delay": 101}, got)
 }
+
+// Totals reads the very counters /metrics exports.
+func TestTotalsReadTheExportedCounters(t *testing.T) {
+	m := New()
+	m.SetSource(fakeSource{})
+	assert.Equal(t, Totals{}, m.Totals())
+	m.Granted()
+	m.Promoted(time.Millisecond)
+	m.Expired()
+	m.ErrorSent(0x02)
+	m.ErrorSent(0x01) // a shutdown, not a kick
+	assert.Equal(t, Totals{Grants: 2, Expiries: 1, Kicks: 1}, m.Totals())
+}
