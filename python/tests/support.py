@@ -112,9 +112,10 @@ def server_binary() -> str:
 
 
 class RealServer:
-    """A `monolock serve` process on a free loopback port."""
+    """A `monolock serve` process on a free loopback port, with
+    `extra_args` (TLS files, an ACL) after the defaults."""
 
-    def __init__(self) -> None:
+    def __init__(self, *extra_args: str) -> None:
         self._dir = tempfile.TemporaryDirectory(prefix="monolock-py-")
         self._log_path = Path(self._dir.name) / "server.log"
         data_dir = Path(self._dir.name) / "data"
@@ -129,6 +130,7 @@ class RealServer:
                     "127.0.0.1:0",
                     "--data-dir",
                     str(data_dir),
+                    *extra_args,
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
