@@ -111,9 +111,10 @@ def server_binary() -> str:
 
 
 class RealServer:
-    """A `monolock serve` process on a free loopback port."""
+    """A `monolock serve` process on a free loopback port, with
+    `extra_args` (TLS files, an ACL) after the defaults."""
 
-    def __init__(self) -> None:
+    def __init__(self, *extra_args: str) -> None:
         self._dir = tempfile.TemporaryDirectory(prefix="monolock-py-")
         self._log_path = Path(self._dir.name) / "server.log"
         self._ready_path = Path(self._dir.name) / "ready.json"
@@ -131,6 +132,7 @@ class RealServer:
                     str(data_dir),
                     "--ready-file",
                     str(self._ready_path),
+                    *extra_args,
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,

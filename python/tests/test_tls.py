@@ -4,6 +4,7 @@ and a server certificate made by the openssl command for this run."""
 from __future__ import annotations
 
 import ssl
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 from monolock import _protocol as proto
 from monolock import errors
 
-from .support import Api, FakeServer, RealServer, make_certificates, release_with
+from .support import Api, FakeServer, RealServer, make_certificates, release_with, server_binary
 
 
 @pytest.fixture(scope="module")
@@ -153,3 +154,63 @@ def test_tls_to_an_http_port_times_out_with_that_cause(api: Api) -> None:
         f"(last attempt: TLS handshake with {http.address} failed; the server may not speak TLS"
         in str(info.value)
     ), info.value
+
+
+# -- mutual TLS and the ACL against the real server, files by `monolock certs`
+
+
+def monolock_certs(*args: str) -> None:
+    subprocess.run([server_binary(), "certs", *args], check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def mtls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, RealServer]]:
+    """`monolock serve` with mutual TLS and an ACL that lets cn:deployer
+    take deploy/*; every file made by `monolock certs`."""
+    pki = tmp_path_factory.mktemp("pki")
+    monolock_certs("init", str(pki))
+    monolock_certs("server", "--dir", str(pki), "--host", "127.0.0.1", "--host", "localhost")
+    monolock_certs("client", "--dir", str(pki), "--cn", "deployer")
+    monolock_certs("client", "--dir", str(pki), "--cn", "intruder")
+    acl = pki / "acl"
+    acl.write_text("cn:deployer deploy/*\n")
+    server = RealServer(
+        "--tls-cert", str(pki / "server.crt"), "--tls-key", str(pki / "server.key"),
+        "--tls-client-ca", str(pki / "ca.crt"), "--acl", str(acl),
+    )  # fmt: skip
+    yield pki, server
+    server.stop()
+
+
+def mtls_context(pki: Path, name: str) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+    ctx.load_cert_chain(pki / f"{name}.crt", pki / f"{name}.key")
+    return ctx
+
+
+def test_mtls_acl_allows_the_deployer(api: Api, mtls_server: tuple[Path, RealServer]) -> None:
+    pki, server = mtls_server
+    for hostname in (None, "localhost"):  # the IP SAN, then the DNS SAN
+        fut = api.acquire(
+            server.address,
+            f"deploy/{api.kind}",
+            lease=2,
+            ssl_context=mtls_context(pki, "deployer"),
+            server_hostname=hostname,
+        )
+        handle = fut.result(10)
+        assert handle.token > 0
+        handle.release()
+
+
+def test_mtls_acl_refuses_a_cn_it_does_not_name(
+    api: Api, mtls_server: tuple[Path, RealServer]
+) -> None:
+    pki, server = mtls_server
+    fut = api.acquire(
+        server.address, f"deploy/{api.kind}-intruder", lease=2,
+        ssl_context=mtls_context(pki, "intruder"), try_only=True,
+    )  # fmt: skip
+    with pytest.raises(errors.NotAuthorized) as info:
+        fut.result(10)
+    assert info.value.code == 0x18

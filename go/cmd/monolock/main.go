@@ -17,6 +17,7 @@ var subcommands = map[string]func(args []string) int{
 	"run":     runMain,
 	"locks":   locksMain,
 	"kick":    kickMain,
+	"certs":   certsMain,
 	"version": func([]string) int { fmt.Println("monolock", version); return 0 },
 }
 
@@ -49,6 +50,7 @@ commands:
   run       hold a lock while a command runs (flock for a fleet)
   locks     list locks, holders and waiters (admin API)
   kick      close a session: its lock goes to the next waiter (admin API)
+  certs     make a CA and TLS certificates for the server and clients (mutual TLS)
   version   print the version (also: monolock --version)
 
 Run "monolock <command> -h" for a command's flags.

@@ -233,7 +233,53 @@ func setUp(f serveFlags, stderr io.Writer) (*serveSetup, error) {
 	if s.adminHosts, err = admin.ParseAllowedHosts(f.adminAllowedHosts); err != nil {
 		return nil, badUsage("--admin-allowed-hosts %v", err)
 	}
+	// The etcd client's files are read here too, so that --check-config
+	// and a start with a broken file fail alike, before anything listens.
+	if f.etcdCA != "" || f.etcdCert != "" || f.etcdKey != "" {
+		if f.etcdCert == "" != (f.etcdKey == "") {
+			return nil, badUsage("etcd client TLS needs both --etcd-cert and --etcd-key")
+		}
+		if _, err := etcdTLS(f.etcdCA, f.etcdCert, f.etcdKey); err != nil {
+			return nil, badUsage("%v", err)
+		}
+	}
 	return s, nil
+}
+
+// summary is what --check-config prints after "configuration OK": the
+// settings an operator most often gets wrong, one per line.
+func (s *serveSetup) summary() string {
+	f := s.flags
+	var b strings.Builder
+	listen := "plain TCP"
+	if s.tls != nil {
+		listen = "TLS"
+		if s.tls.MutualTLS() {
+			listen = "mutual TLS, client CA " + f.tlsClientCA
+		}
+	}
+	fmt.Fprintf(&b, "  listen      %s (%s)\n", f.listen, listen)
+	if s.acl != nil {
+		rules := "rules"
+		if s.acl.Rules().Len() == 1 {
+			rules = "rule"
+		}
+		fmt.Fprintf(&b, "  acl         %s (%d %s)\n", f.aclPath, s.acl.Rules().Len(), rules)
+	} else {
+		fmt.Fprintf(&b, "  acl         none: every client may take every lock\n")
+	}
+	if f.adminAddr == admin.Off {
+		fmt.Fprintf(&b, "  admin       off\n")
+	} else {
+		fmt.Fprintf(&b, "  admin       %s (tls %v, token %v)\n", f.adminAddr, f.adminTLS, s.adminToken != "")
+	}
+	if f.etcd != "" {
+		fmt.Fprintf(&b, "  tokens      HA cell in etcd %s, prefix %s\n", f.etcd, f.etcdPrefix)
+	} else {
+		fmt.Fprintf(&b, "  data dir    %s\n", f.dataDir)
+	}
+	fmt.Fprintf(&b, "  sessions    max %d, per address %d (0: no limit)\n", f.maxSessions, f.maxPerAddr)
+	return b.String()
 }
 
 // fdReserve is how many file descriptors the default --max-sessions leaves
@@ -325,6 +371,7 @@ func serveMain(args []string) int {
 	}
 	if f.checkConfig {
 		fmt.Fprintln(os.Stdout, "monolock serve: configuration OK")
+		fmt.Fprint(os.Stdout, setup.summary())
 		return 0
 	}
 	return run(setup)

@@ -153,6 +153,8 @@ func TestBadConfigGivesOneLineAndStatus2(t *testing.T) {
 		{nil, []string{"serve", "--tls-cert", cert, "--tls-key", key, "--tls-client-ca", notPEM}, "no PEM certificate"},
 		{nil, []string{"serve", "--admin", "0.0.0.0:7118"}, "refusing to serve the admin API on non-loopback 0.0.0.0:7118"},
 		{nil, []string{"serve", "--admin-tls"}, "--admin-tls needs --tls-cert"},
+		{nil, []string{"serve", "--etcd", "127.0.0.1:2379", "--etcd-ca", notPEM}, "--etcd-ca " + notPEM + ": no PEM certificates"},
+		{nil, []string{"serve", "--etcd", "127.0.0.1:2379", "--etcd-cert", cert}, "needs both --etcd-cert and --etcd-key"},
 		{nil, []string{"serve", "--admin-max-connections", "0"}, "--admin-max-connections must be 1 to 32 (it is counted in the 64 file descriptors --max-sessions leaves), got 0"},
 		{[]string{"MONOLOCK_ADMIN_MAX_CONNECTIONS=33"}, []string{"serve"}, "--admin-max-connections must be 1 to 32"},
 		{nil, []string{"serve", "--ready-file", filepath.Join(dir, "missing", "ready.json")}, "missing: no such file"},
@@ -186,9 +188,15 @@ func TestCheckConfigAcceptsGoodFiles(t *testing.T) {
 	code, stdout, stderr := command(t, []string{"MONOLOCK_ACL=" + aclPath},
 		"serve", "--check-config", "--data-dir", filepath.Join(dir, "data"),
 		"--tls-cert", cert, "--tls-key", key, "--tls-client-ca", ca.Write(t, dir, "ca"),
-		"--admin", "0.0.0.0:7118", "--admin-token-file", tokenFile)
+		"--admin", "0.0.0.0:7118", "--admin-token-file", tokenFile, "--max-sessions", "7")
 	assert.Equal(t, 0, code, stderr)
-	assert.Equal(t, "monolock serve: configuration OK\n", stdout)
+	assert.Equal(t, fmt.Sprintf(`monolock serve: configuration OK
+  listen      127.0.0.1:7117 (mutual TLS, client CA %s)
+  acl         %s (1 rule)
+  admin       0.0.0.0:7118 (tls false, token true)
+  data dir    %s
+  sessions    max 7, per address 0 (0: no limit)
+`, filepath.Join(dir, "ca.crt"), aclPath, filepath.Join(dir, "data")), stdout)
 	_, err := os.Stat(filepath.Join(dir, "data"))
 	assert.True(t, os.IsNotExist(err), "--check-config creates nothing")
 }
