@@ -286,7 +286,11 @@ func TestResetHolderKeepsTheLockForItsLease(t *testing.T) {
 // answered WAITING, and the tokens are one run without gaps or repeats.
 func TestFreeLocksAreGrantedAtOnceAcrossTokenBlocks(t *testing.T) {
 	const claims = 3000
-	srv := startServer(t, Config{tokenBlock: 50})
+	// Blocks of 50 double as the grants outrun them; the wait for a block
+	// under way is generous here, since on a loaded machine (a whole CI
+	// run on two cores) one fsync took over the production 250 ms. The old
+	// store answered WAITING as soon as a block ran out, whatever the wait.
+	srv := startServer(t, Config{tokenBlock: 50, tokenStarve: 10 * time.Second})
 	conns := make([]*client, claims)
 	for i := range conns {
 		conns[i] = dial(t, srv.addr)

@@ -103,11 +103,13 @@ type Config struct {
 	TokenFloor uint64
 
 	// tokenBlock overrides the token store's block size, tokenRetry the
-	// interval between failed reservations, namedLease the lease record's
-	// threshold for leases recorded by name (tests).
-	tokenBlock uint64
-	tokenRetry time.Duration
-	namedLease time.Duration
+	// interval between failed reservations, tokenStarve its wait for a
+	// reservation under way, namedLease the lease record's threshold for
+	// leases recorded by name (tests).
+	tokenBlock  uint64
+	tokenRetry  time.Duration
+	tokenStarve time.Duration
+	namedLease  time.Duration
 }
 
 // Server is a monolock server. Create it with New, run it with Serve, stop it
@@ -191,6 +193,7 @@ func New(cfg Config) (*Server, error) {
 			BlockSize:  cfg.tokenBlock,
 			Floor:      cfg.TokenFloor,
 			RetryEvery: cfg.tokenRetry,
+			StarveWait: cfg.tokenStarve,
 			OnReady:    s.Regrant,
 			OnFailure:  s.TokenFailure,
 		})
