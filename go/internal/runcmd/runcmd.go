@@ -68,8 +68,10 @@ run together (no heartbeats while stopped: a stop longer than 0.8 x lease
 loses the lock).
 
 Without --timeout and --no-wait, monolock run waits for the lock as long as
-it takes, and retries (with a warning on stderr) while no server can be
-reached. A duration D is a number of seconds (5, 0.5) or a number with a
+it takes, and retries while no server can be reached: with a warning on
+stderr at once, then the same warning at most every 10 s with the number
+left out. Moving past a passive server of an HA cell is normal and is told
+with -v only. A duration D is a number of seconds (5, 0.5) or a number with a
 unit (250ms, 1m30s).
 
 flags:
@@ -277,10 +279,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if o.verbose {
 		level = slog.LevelInfo
 	}
-	// The client only warns (retries): waiting, grant and loss are told
-	// once, by the runner.
+	// The client only warns (retries, filtered by retryFilter): waiting,
+	// grant and loss are told once, by the runner.
 	r.log = slog.New(newLogHandler(stderr, o.logFormat, level)).With("lock", logName(o.name))
-	r.clientLog = slog.New(newLogHandler(stderr, o.logFormat, slog.LevelWarn)).With("lock", logName(o.name))
+	r.clientLog = slog.New(newRetryFilter(newLogHandler(stderr, o.logFormat, slog.LevelInfo), o.verbose)).With("lock", logName(o.name))
 	return r.run()
 }
 
