@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/monolock/monolock/go/internal/termtext"
 	"github.com/monolock/monolock/go/pkg/protocol"
 )
 
@@ -85,7 +86,7 @@ func kickLockHolder(af adminFlags, name string) int {
 	case name == "":
 		return commandFailed("kick", badUsage("--lock: empty lock name"))
 	case len(name) > protocol.MaxNameLen || !utf8.ValidString(name):
-		return commandFailed("kick", badUsage("--lock %s: not a lock name (at most %d bytes of UTF-8)", displayField(name), protocol.MaxNameLen))
+		return commandFailed("kick", badUsage("--lock %s: not a lock name (at most %d bytes of UTF-8)", termtext.Field(name), protocol.MaxNameLen))
 	}
 	c, err := af.client()
 	if err != nil {
@@ -98,15 +99,15 @@ func kickLockHolder(af adminFlags, name string) int {
 	case err != nil:
 		return commandFailed("kick", err)
 	case !found:
-		return commandFailed("kick", fmt.Errorf("lock %s is unknown to the server: no session holds it or waits for it", displayField(name)))
+		return commandFailed("kick", fmt.Errorf("lock %s is unknown to the server: no session holds it or waits for it", termtext.Field(name)))
 	case l.Holder == nil && l.Blocked:
-		return commandFailed("kick", fmt.Errorf("lock %s is not held: it is delayed (its holder went silent, or a restart waits out a holder of the previous run), %d waiting", displayField(name), len(l.Waiters)))
+		return commandFailed("kick", fmt.Errorf("lock %s is not held: it is delayed (its holder went silent, or a restart waits out a holder of the previous run), %d waiting", termtext.Field(name), len(l.Waiters)))
 	case l.Holder == nil:
-		return commandFailed("kick", fmt.Errorf("lock %s is not held (%d waiting)", displayField(name), len(l.Waiters)))
+		return commandFailed("kick", fmt.Errorf("lock %s is not held (%d waiting)", termtext.Field(name), len(l.Waiters)))
 	}
 	if err := c.Kick(ctx, l.Holder.ID); err != nil {
 		return commandFailed("kick", err)
 	}
-	fmt.Fprintf(os.Stdout, "kicked session %d, the holder of lock %s\n", l.Holder.ID, displayField(name))
+	fmt.Fprintf(os.Stdout, "kicked session %d, the holder of lock %s\n", l.Holder.ID, termtext.Field(name))
 	return 0
 }

@@ -23,6 +23,12 @@ import (
 // does: ERROR 0x01 naming the active server.
 func passiveServer(t *testing.T, active string) string {
 	t.Helper()
+	return errorServer(t, protocol.ErrShuttingDown.Code, "not the active server; the active server is "+active)
+}
+
+// errorServer answers every ACQUIRE with ERROR code and reason.
+func errorServer(t *testing.T, code uint8, reason string) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	t.Cleanup(func() { ln.Close() })
@@ -41,8 +47,7 @@ func passiveServer(t *testing.T, active string) string {
 				if _, _, _, err := protocol.ReadAcquireBody(r); err != nil {
 					return
 				}
-				_, _ = conn.Write(protocol.AppendError(nil, protocol.ErrShuttingDown.Code,
-					"not the active server; the active server is "+active))
+				_, _ = conn.Write(protocol.AppendError(nil, code, reason))
 			}()
 		}
 	}()
@@ -98,4 +103,17 @@ func TestRetryFilterCountsWhatItLeavesOut(t *testing.T) {
 	assert.Equal(t, "monolock run: acquisition failed, retrying: no server available: cannot connect to a:1\n"+
 		"monolock run: acquisition failed, retrying (4 more like this not shown): no server available: cannot connect to a:1\n"+
 		"monolock run: acquisition failed, retrying: something else\n", out.String())
+}
+
+// A server's reason is someone else's text: escaped, it cannot drive the
+// terminal or forge a line.
+func TestRunEscapesServerText(t *testing.T) {
+	addr := errorServer(t, protocol.ErrNotAuthorized.Code, "evil\x1b[31mRED\x1b]0;pwned\x07\r\nFAKE-LINE")
+	code, out := run(t, t.TempDir(), "--server", addr, "x", "--", "true")
+	assert.Equal(t, ExitRefused, code, out)
+	assert.NotContains(t, out, "\x1b")
+	assert.NotContains(t, out, "\x07")
+	assert.NotContains(t, out, "\r")
+	assert.Equal(t, 1, strings.Count(out, "\n"), out)
+	assert.Contains(t, out, `evil\x1b[31mRED\x1b]0;pwned\a\r\nFAKE-LINE`)
 }
