@@ -77,7 +77,7 @@ func TestRunCommandString(t *testing.T) {
 	t.Setenv("SHELL", "/bin/sh")
 	srv := startServer(t)
 	dir := t.TempDir()
-	code, out := run(t, dir, "--server", srv.Addr, "-nw1", "jobs/c", "-c", `echo "$MONOLOCK_NAME" > out; exit 3`)
+	code, out := run(t, dir, "--server", srv.Addr, "-nw30", "jobs/c", "-c", `echo "$MONOLOCK_NAME" > out; exit 3`)
 	assert.Equal(t, 3, code, out)
 	b, err := os.ReadFile(filepath.Join(dir, "out"))
 	require.NoError(t, err)
