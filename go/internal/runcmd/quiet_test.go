@@ -97,12 +97,22 @@ func TestRetryFilterCountsWhatItLeavesOut(t *testing.T) {
 	}
 	now = now.Add(retryLogEvery)
 	log.Warn(retryMsg, "err", down)
-	log.Warn(retryMsg, "err", errors.New("monolock: something else"))
-	log.Warn(retryMsg, "err", &client.ServerError{Code: 0x01, Reason: "not the active server; the active server is b:1"})
+	other := errors.New("monolock: something else")
+	log.Warn(retryMsg, "err", other)
+	log.Warn(retryMsg, "err", down) // in turn with other: each is limited
+	log.Warn(retryMsg, "err", other)
+	passive := &client.ServerError{Code: 0x01, Reason: "not the active server; the active server is b:1"}
+	log.Warn(retryMsg, "err", passive)
 	log.Info("monolock: lock lost", "err", down)
 	assert.Equal(t, "monolock run: acquisition failed, retrying: no server available: cannot connect to a:1\n"+
 		"monolock run: acquisition failed, retrying (4 more like this not shown): no server available: cannot connect to a:1\n"+
 		"monolock run: acquisition failed, retrying: something else\n", out.String())
+
+	// With -v, the passive server is told as what it is.
+	out.Reset()
+	log = slog.New(newRetryFilter(newHumanHandler(&out, slog.LevelInfo), true))
+	log.Warn(retryMsg, "err", passive)
+	assert.Equal(t, "monolock run: trying the next server: server error 0x01: server shutting down: not the active server; the active server is b:1\n", out.String())
 }
 
 // A server's reason is someone else's text: escaped, it cannot drive the

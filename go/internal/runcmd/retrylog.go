@@ -35,15 +35,21 @@ type retryFilter struct {
 }
 
 type retryState struct {
-	mu         sync.Mutex
-	now        func() time.Time // time.Now; tests set a clock
-	last       string           // the error text of the last retry warning written
-	lastAt     time.Time
-	suppressed int // warnings like the last one not written since
+	mu   sync.Mutex
+	now  func() time.Time       // time.Now; tests set a clock
+	seen map[string]*retryCount // by error text: two servers failing in turn are limited each
 }
 
+type retryCount struct {
+	writtenAt  time.Time
+	suppressed int // not written since writtenAt
+}
+
+// maxRetryTexts bounds seen: errors whose text keeps changing start over.
+const maxRetryTexts = 16
+
 func newRetryFilter(next slog.Handler, verbose bool) *retryFilter {
-	return &retryFilter{next: next, verbose: verbose, st: &retryState{now: time.Now}}
+	return &retryFilter{next: next, verbose: verbose, st: &retryState{now: time.Now, seen: map[string]*retryCount{}}}
 }
 
 // Enabled keeps the client's Info lines (a lost lock) out: the runner
@@ -65,31 +71,46 @@ func (f *retryFilter) Handle(ctx context.Context, r slog.Record) error {
 		if !f.verbose {
 			return nil
 		}
-		r.Level = slog.LevelInfo
-		return f.next.Handle(ctx, r)
+		return f.next.Handle(ctx, reworded(r, slog.LevelInfo, "monolock: trying the next server"))
 	}
-	text := fmt.Sprint(err)
-	st := f.st
-	st.mu.Lock()
-	now := st.now()
-	if text == st.last && now.Sub(st.lastAt) < retryLogEvery {
-		st.suppressed++
-		st.mu.Unlock()
+	suppressed, write := f.st.count(fmt.Sprint(err))
+	if !write {
 		return nil
 	}
-	suppressed := 0
-	if text == st.last {
-		suppressed = st.suppressed
-	}
-	st.last, st.lastAt, st.suppressed = text, now, 0
-	st.mu.Unlock()
 	if suppressed > 0 {
-		r2 := slog.NewRecord(r.Time, r.Level, fmt.Sprintf("%s (%d more like this not shown)", retryMsg, suppressed), r.PC)
-		r.Attrs(func(a slog.Attr) bool { r2.AddAttrs(a); return true })
-		r2.AddAttrs(slog.Int("suppressed", suppressed))
-		r = r2
+		r = reworded(r, r.Level, fmt.Sprintf("%s (%d more like this not shown)", retryMsg, suppressed))
+		r.AddAttrs(slog.Int("suppressed", suppressed))
 	}
 	return f.next.Handle(ctx, r)
+}
+
+// count tells whether the warning with this error text is written now,
+// and how many like it were left out since the last one written.
+func (st *retryState) count(text string) (suppressed int, write bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	now := st.now()
+	c := st.seen[text]
+	if c != nil && now.Sub(c.writtenAt) < retryLogEvery {
+		c.suppressed++
+		return 0, false
+	}
+	if c == nil {
+		if len(st.seen) >= maxRetryTexts {
+			clear(st.seen)
+		}
+		c = &retryCount{}
+		st.seen[text] = c
+	}
+	suppressed, c.writtenAt, c.suppressed = c.suppressed, now, 0
+	return suppressed, true
+}
+
+// reworded is r at level with msg, and r's attributes.
+func reworded(r slog.Record, level slog.Level, msg string) slog.Record {
+	r2 := slog.NewRecord(r.Time, level, msg, r.PC)
+	r.Attrs(func(a slog.Attr) bool { r2.AddAttrs(a); return true })
+	return r2
 }
 
 func (f *retryFilter) WithAttrs(attrs []slog.Attr) slog.Handler {
