@@ -25,6 +25,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/monolock/monolock/go/client"
+	"github.com/monolock/monolock/go/internal/termtext"
 	"github.com/monolock/monolock/go/pkg/protocol"
 )
 
@@ -295,7 +296,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "monolock run: %v\nRun 'monolock run -h' for usage.\n", err)
+		fmt.Fprintf(stderr, "monolock run: %s\nRun 'monolock run -h' for usage.\n", termtext.Line(err.Error()))
 		return ExitUsage
 	}
 	r := &runner{o: o}
