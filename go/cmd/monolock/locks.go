@@ -17,6 +17,7 @@ import (
 
 	"github.com/monolock/monolock/go/internal/admin"
 	"github.com/monolock/monolock/go/internal/runcmd"
+	"github.com/monolock/monolock/go/internal/termtext"
 )
 
 // adminFlags are the flags monolock locks and monolock kick share: where the
@@ -95,7 +96,8 @@ func parseAdminCommand(fs *flag.FlagSet, args []string) error {
 // commandFailed prints err in one line and returns the exit status: 2 for
 // usage errors, 1 otherwise.
 func commandFailed(cmd string, err error) int {
-	fmt.Fprintf(os.Stderr, "monolock %s: %v\n", cmd, err)
+	// The error may carry the server's text (its reason, a lock name).
+	fmt.Fprintf(os.Stderr, "monolock %s: %s\n", cmd, termtext.Line(err.Error()))
 	var ue *usageError
 	if errors.As(err, &ue) {
 		return 2
@@ -142,7 +144,7 @@ func locksMain(args []string) int {
 		return commandFailed("locks", err)
 	}
 	if out.Cell.Mode == cellUnknown {
-		fmt.Fprintf(os.Stderr, "monolock locks: HA cell state unknown: %s\n", out.Cell.Error)
+		fmt.Fprintf(os.Stderr, "monolock locks: HA cell state unknown: %s\n", termtext.Line(out.Cell.Error))
 	}
 	if *asJSON {
 		enc := json.NewEncoder(os.Stdout)
@@ -229,6 +231,8 @@ func cellLine(c cellView) string {
 	leader := c.Leader
 	if leader == "" {
 		leader = "none known"
+	} else {
+		leader = termtext.Field(leader)
 	}
 	switch c.Role {
 	case "leader":
@@ -240,7 +244,7 @@ func cellLine(c cellView) string {
 	case "follower":
 		return fmt.Sprintf("role: passive  leader: %s  (the active server lists the locks)", leader)
 	default: // a role this command does not know yet
-		return fmt.Sprintf("role: %s  leader: %s", dash(c.Role), leader)
+		return fmt.Sprintf("role: %s  leader: %s", dash(termtext.Field(c.Role)), leader)
 	}
 }
 
@@ -252,7 +256,9 @@ func secondsText(ms int64) string {
 }
 
 // writeLockTable prints one row per session: the holder first, then the
-// waiters in queue order, under each lock's name.
+// waiters in queue order, under each lock's name. Names, identities and
+// addresses come from clients: termtext.Field shows them quoted and
+// escaped when they are not plain, so that they cannot drive the terminal.
 func writeLockTable(w io.Writer, locks []admin.Lock, now time.Time) {
 	if len(locks) == 0 {
 		fmt.Fprintln(w, "no locks")
@@ -265,11 +271,11 @@ func writeLockTable(w io.Writer, locks []admin.Lock, now time.Time) {
 		if s.Token != 0 {
 			tok = strconv.FormatUint(s.Token, 10)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%v\t%v\n", name, state, s.ID, tok, dash(s.Identity), dash(s.Remote),
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%v\t%v\n", name, state, s.ID, tok, dash(termtext.Field(s.Identity)), dash(termtext.Field(s.Remote)),
 			time.Duration(s.LeaseMS)*time.Millisecond, now.Sub(s.Since).Round(time.Second))
 	}
 	for _, l := range locks {
-		name := l.Name
+		name := termtext.Field(l.Name)
 		switch {
 		case l.Holder != nil:
 			row(name, "held", *l.Holder)

@@ -49,7 +49,7 @@ commands:
   serve     run the lock server
   run       hold a lock while a command runs (flock for a fleet)
   locks     list locks, holders and waiters (admin API)
-  kick      close a session: its lock goes to the next waiter (admin API)
+  kick      close a session, or a lock's holder: its lock goes to the next waiter (admin API)
   certs     make a CA and TLS certificates for the server and clients (mutual TLS)
   version   print the version (also: monolock --version)
 

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/monolock/monolock/go/pkg/protocol"
 )
 
 // Client calls the admin API; monolock locks and monolock kick use it.
@@ -78,6 +80,48 @@ func (c *Client) LockPages(ctx context.Context, limit int) (locks []Lock, pages 
 		}
 		after = resp.Next
 	}
+}
+
+// FindLock fetches the lock named name, with one request of one lock:
+// after=justBelow(name) starts the page at name itself. found is false when
+// the server has no such lock (nobody holds it or waits for it). A server
+// older than paging ignores after and limit and answers every lock, which
+// the search below covers too.
+func (c *Client) FindLock(ctx context.Context, name string) (lock Lock, found bool, err error) {
+	q := url.Values{"limit": {"1"}}
+	if after := justBelow(name); after != "" {
+		q.Set("after", after)
+	}
+	var resp LocksResponse
+	if err := c.do(ctx, http.MethodGet, "/v1/locks?"+q.Encode(), &resp); err != nil {
+		return Lock{}, false, err
+	}
+	for _, l := range resp.Locks {
+		if l.Name == name {
+			return l, true, nil
+		}
+	}
+	return Lock{}, false, nil
+}
+
+// justBelow is the greatest string of at most protocol.MaxNameLen bytes
+// that sorts before name (byte order, as the listing's): name without its
+// last byte if that is 0x00, else with that byte one lower and then 0xff
+// up to the limit. No lock name lies strictly between it and name.
+func justBelow(name string) string {
+	if name == "" {
+		return ""
+	}
+	last := name[len(name)-1]
+	if last == 0 {
+		return name[:len(name)-1]
+	}
+	b := []byte(name[:len(name)-1])
+	b = append(b, last-1)
+	for len(b) < protocol.MaxNameLen {
+		b = append(b, 0xff)
+	}
+	return string(b)
 }
 
 // ErrStandalone is Cell's error for a server that is not part of an HA cell.

@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+
+	"github.com/monolock/monolock/go/internal/termtext"
 )
 
 // humanHandler writes one plain line per record for a person reading
@@ -45,7 +47,9 @@ func (h *humanHandler) Handle(_ context.Context, r slog.Record) error {
 	default:
 		msg += ": " + errText
 	}
-	line := "monolock run: " + msg
+	// The message may carry others' text (a server's reason, a
+	// process's name): escaped, it stays one line of text.
+	line := "monolock run: " + termtext.Line(msg)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	_, err := fmt.Fprintln(h.w, line)

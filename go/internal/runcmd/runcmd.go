@@ -7,6 +7,7 @@
 package runcmd
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -24,6 +25,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/monolock/monolock/go/client"
+	"github.com/monolock/monolock/go/internal/termtext"
 	"github.com/monolock/monolock/go/pkg/protocol"
 )
 
@@ -41,9 +43,11 @@ const (
 )
 
 const usageText = `usage: monolock run [flags] NAME -- CMD [ARGS...]
+       monolock run [flags] NAME -c 'COMMAND STRING'
 
 Hold the lock NAME while CMD runs, like flock(1) for a fleet of machines.
-Flags go before NAME.
+Flags go before NAME; only flock's -c STRING may also follow it. Short
+flags combine and take attached values as with flock: -nw 1, -w1, -n -E1.
 
 CMD runs in its own process group with MONOLOCK_TOKEN (the fencing token of
 the grant, a decimal uint64) and MONOLOCK_NAME in its environment; pass the
@@ -68,8 +72,10 @@ run together (no heartbeats while stopped: a stop longer than 0.8 x lease
 loses the lock).
 
 Without --timeout and --no-wait, monolock run waits for the lock as long as
-it takes, and retries (with a warning on stderr) while no server can be
-reached. A duration D is a number of seconds (5, 0.5) or a number with a
+it takes, and retries while no server can be reached: with a warning on
+stderr at once, then the same warning at most every 10 s with the number
+left out. Moving past a passive server of an HA cell is normal and is told
+with -v only. A duration D is a number of seconds (5, 0.5) or a number with a
 unit (250ms, 1m30s).
 
 flags:
@@ -108,6 +114,8 @@ type options struct {
 	tlsName      string
 	name         string
 	command      []string
+	shellCommand string // -c STRING
+	shellGiven   bool
 }
 
 // serverList is a flag that may be repeated and takes comma-separated lists.
@@ -146,9 +154,10 @@ func parse(args []string, stdout io.Writer) (*options, error) {
 	DurationVar(fset, &o.timeout, "timeout", 0, "give up waiting for the lock after `D`; 0 is --no-wait (default: wait as long as it takes)")
 	fset.BoolVar(&o.noWait, "no-wait", false, "fail at once if the lock is held by someone else")
 	fset.IntVar(&o.conflictCode, "conflict-exit-code", ExitConflict, "exit status `N` when the lock is busy or --timeout expires")
+	fset.StringVar(&o.shellCommand, "command", "", "run `STRING` with $SHELL -c (/bin/sh without $SHELL), as flock -c; also after NAME: NAME -c STRING")
 	DurationVar(fset, &o.grace, "grace", 0, "after a lost lock, wait `D` between SIGTERM and SIGKILL; the kill must be done 0.05 x lease before the server can grant the lock again, so D is at most 0.15 x lease - "+killAllowance.String()+" (default: that much, "+graceRoom(client.DefaultLease).String()+" with the default lease)")
 	DurationVar(fset, &o.dialTimeout, "dial-timeout", client.DefaultDialTimeout, "give up connecting to one server after `D`")
-	fset.BoolVar(&o.verbose, "v", false, "also tell waiting, grant and forwarded signals on stderr")
+	fset.BoolVar(&o.verbose, "v", false, "also tell waiting, grant, forwarded signals and moves past a passive server on stderr")
 	fset.StringVar(&o.logFormat, "log-format", "text", "`FORMAT` of stderr: text (plain lines) or json (one object per line, every detail)")
 	fset.BoolVar(&o.tlsOn, "tls", false, "connect with TLS (implied by the other --tls-* flags)")
 	fset.StringVar(&o.tlsCA, "tls-ca", "", "PEM `FILE` of CA certificates that sign the server's certificate (default: system roots)")
@@ -157,7 +166,7 @@ func parse(args []string, stdout io.Writer) (*options, error) {
 	fset.StringVar(&o.tlsName, "tls-server-name", "", "`NAME` expected in the server's certificate (default: the host of --server)")
 	defineShort(fset)
 
-	if err := fset.Parse(args); err != nil {
+	if err := fset.Parse(flockArgs(fset, args)); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintf(stdout, usageText, flagHelp(fset))
 		}
@@ -168,6 +177,7 @@ func parse(args []string, stdout io.Writer) (*options, error) {
 			o.noWait = true // as flock -w 0
 		}
 		o.graceGiven = o.graceGiven || f.Name == "grace"
+		o.shellGiven = o.shellGiven || f.Name == "command" || f.Name == "c"
 	})
 	rest := fset.Args()
 	if len(rest) == 0 {
@@ -175,13 +185,30 @@ func parse(args []string, stdout io.Writer) (*options, error) {
 	}
 	o.name, rest = rest[0], rest[1:]
 	switch {
+	case len(rest) > 0 && (rest[0] == "-c" || rest[0] == "--command"):
+		// flock NAME -c STRING: exactly one argument, as flock has it.
+		if o.shellGiven || len(rest) != 2 {
+			return nil, fmt.Errorf("%s after NAME takes exactly one argument, the command string, and -c is given once", rest[0])
+		}
+		o.shellCommand, o.shellGiven, rest = rest[1], true, nil
+	case o.shellGiven:
+		if len(rest) > 0 {
+			return nil, fmt.Errorf("-c gives the command: nothing goes after NAME, not %s", rest[0])
+		}
 	case len(rest) > 0 && rest[0] == "--":
 		rest = rest[1:]
 	case len(rest) > 0 && len(rest[0]) > 1 && rest[0][0] == '-':
 		return nil, fmt.Errorf("flags go before the lock name: %s after %s (monolock run [flags] NAME -- CMD [ARGS...])", rest[0], displayName(o.name))
 	}
+	if o.shellGiven {
+		if o.shellCommand == "" {
+			return nil, errors.New("-c: the command string is empty")
+		}
+		// As flock: the user's shell, else /bin/sh.
+		rest = []string{cmp.Or(os.Getenv("SHELL"), "/bin/sh"), "-c", o.shellCommand}
+	}
 	if len(rest) == 0 {
-		return nil, errors.New("missing CMD after NAME --")
+		return nil, errors.New("missing CMD after NAME -- (or -c STRING)")
 	}
 	o.command = rest
 	o.servers = servers.addrs
@@ -269,7 +296,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "monolock run: %v\nRun 'monolock run -h' for usage.\n", err)
+		fmt.Fprintf(stderr, "monolock run: %s\nRun 'monolock run -h' for usage.\n", termtext.Line(err.Error()))
 		return ExitUsage
 	}
 	r := &runner{o: o}
@@ -277,10 +304,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if o.verbose {
 		level = slog.LevelInfo
 	}
-	// The client only warns (retries): waiting, grant and loss are told
-	// once, by the runner.
+	// The client only warns (retries, filtered by retryFilter): waiting,
+	// grant and loss are told once, by the runner.
 	r.log = slog.New(newLogHandler(stderr, o.logFormat, level)).With("lock", logName(o.name))
-	r.clientLog = slog.New(newLogHandler(stderr, o.logFormat, slog.LevelWarn)).With("lock", logName(o.name))
+	r.clientLog = slog.New(newRetryFilter(newLogHandler(stderr, o.logFormat, slog.LevelInfo), o.verbose)).With("lock", logName(o.name))
 	return r.run()
 }
 

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"io"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/monolock/monolock/go/internal/admin"
+	"github.com/monolock/monolock/go/internal/server"
+	"github.com/monolock/monolock/go/pkg/protocol"
+)
+
+// monolock kick --lock NAME kicks that lock's holder, found by name among
+// neighbours whose names sort just below and above it; a lock nobody
+// holds, or one the server does not know, is a clear error.
+func TestKickByLockName(t *testing.T) {
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte("t0ken\n"), 0o600))
+	p := startServe(t, nil, "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--admin-token-file", tokenFile)
+	env := []string{"MONOLOCK_ADMIN=" + p.admin, "MONOLOCK_ADMIN_TOKEN_FILE=" + tokenFile}
+	// Neighbours by byte order: "deploy/we" and "deploy/wea" sort before
+	// "deploy/web", "deploy/web\x00" and "deploy/webb" after it.
+	for _, n := range []string{"deploy/we", "deploy/wea", "deploy/web\x00", "deploy/webb"} {
+		c := rawDial(t, p.Addr)
+		c.acquire(t, n)
+		require.Equal(t, protocol.MsgAcquired, c.readType(t))
+	}
+	holder, waiter := rawDial(t, p.Addr), rawDial(t, p.Addr)
+	holder.acquire(t, "deploy/web")
+	require.Equal(t, protocol.MsgAcquired, holder.readType(t))
+	waiter.acquire(t, "deploy/web")
+	require.Equal(t, protocol.MsgWaiting, waiter.readType(t))
+
+	code, stdout, stderr := command(t, env, "kick", "--lock", "deploy/web")
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, "kicked session 5, the holder of lock deploy/web\n", stdout)
+	var b [1]byte
+	_, err := io.ReadFull(holder.conn, b[:])
+	require.NoError(t, err)
+	require.Equal(t, protocol.MsgError, b[0])
+	errCode, _, err := protocol.ReadErrorBody(holder.conn)
+	require.NoError(t, err)
+	assert.Equal(t, protocol.ErrAdminClosed.Code, errCode)
+	assert.Equal(t, protocol.MsgAcquired, waiter.readType(t), "the waiter is promoted")
+
+	code, stdout, stderr = command(t, env, "kick", "--lock", "nobody/has/it")
+	assert.Equal(t, 1, code)
+	assert.Empty(t, stdout)
+	assert.Equal(t, "monolock kick: lock nobody/has/it is unknown to the server: no session holds it or waits for it\n", stderr)
+
+	code, _, stderr = command(t, env, "kick", "--lock", "deploy/web", "7")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "either session ids or --lock")
+	code, _, stderr = command(t, env, "kick", "--lock", "")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "--lock: empty")
+}
+
+// A lock the server knows but nobody holds: said so, with its waiters;
+// nothing is kicked.
+func TestKickByLockNameNotHeld(t *testing.T) {
+	waiter := server.SessionInfo{ID: 9, Lease: time.Second}
+	hs := httptest.NewServer(admin.Handler(admin.Config{Server: fakeServer{locks: []server.LockStatus{
+		{Name: "jobs/a", Holder: &server.SessionInfo{ID: 1, Lease: time.Second}},
+		{Name: "jobs/delayed", Blocked: true, Waiters: []server.SessionInfo{waiter}},
+		{Name: "jobs/q", Waiters: []server.SessionInfo{waiter, waiter}},
+	}}}))
+	t.Cleanup(hs.Close)
+	code, stdout, stderr := command(t, nil, "kick", "--admin", hs.URL, "--lock", "jobs/q")
+	assert.Equal(t, 1, code)
+	assert.Empty(t, stdout)
+	assert.Equal(t, "monolock kick: lock jobs/q is not held (2 waiting)\n", stderr)
+	code, _, stderr = command(t, nil, "kick", "--admin", hs.URL, "--lock", "jobs/delayed")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "monolock kick: lock jobs/delayed is not held: it is delayed")
+	code, _, stderr = command(t, nil, "kick", "--admin", hs.URL, "--lock", "jobs/b")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "lock jobs/b is unknown to the server")
+
+	// An admin API older than paging answers every lock: still found.
+	code, _, stderr = command(t, nil, "kick", "--admin", oldAdminAPI(t).URL, "--lock", "jobs/a")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "no such endpoint", "found, then the old fake refuses the kick")
+}
