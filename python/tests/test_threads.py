@@ -15,8 +15,8 @@ import pytest
 
 import monolock
 from monolock import _protocol as proto
+from monolock import _reactor, errors
 from monolock import client as sync_client
-from monolock import errors
 
 from .support import FakeServer, RealServer, assert_on_time, unused_address
 
@@ -31,7 +31,7 @@ def unique(prefix: str) -> str:
 
 def keeper_state() -> tuple[int, int]:
     """(connections with a timer, sockets watched besides the wake-up one)."""
-    keeper = sync_client._keeper()
+    keeper = _reactor.keeper()
     return len(keeper._timed), len(keeper._poller) - 1
 
 

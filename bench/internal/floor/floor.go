@@ -15,12 +15,11 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
-	"io"
 	"net"
 	"sync/atomic"
 	"time"
 
+	"github.com/monolock/monolock/bench/internal/rawclient"
 	"github.com/monolock/monolock/go/pkg/protocol"
 )
 
@@ -106,7 +105,7 @@ type Client struct {
 	lease uint32
 	d     net.Dialer
 	frame []byte
-	reply [9]byte
+	raw   rawclient.Conn // the claim in flight's session, reused by the next
 
 	// cur is the connection of the claim in flight, for the watch.
 	cur       atomic.Pointer[net.TCPConn]
@@ -153,41 +152,20 @@ func (c *Client) Acquire(ctx context.Context, name string) (*Claim, error) {
 		c.drop(conn)
 		return nil, err
 	}
-	if _, err := conn.Write(frame); err != nil {
+	c.raw.Reset(conn)
+	token, err := c.raw.Acquire(frame, 0)
+	if err != nil {
 		c.drop(conn)
 		return nil, err
 	}
-	if _, err := io.ReadFull(conn, c.reply[:]); err != nil {
-		c.drop(conn)
-		return nil, fmt.Errorf("reading ACQUIRED: %w", err)
-	}
-	if c.reply[0] != protocol.MsgAcquired {
-		c.drop(conn)
-		return nil, fmt.Errorf("got %s, want ACQUIRED", protocol.MsgName(c.reply[0]))
-	}
-	return &Claim{c: c, conn: conn, Token: binary.BigEndian.Uint64(c.reply[1:])}, nil
+	return &Claim{c: c, conn: conn, Token: token}, nil
 }
 
 // Release half-closes and reads until the server's close: when it returns,
 // the server has let the lock go.
 func (cl *Claim) Release() error {
 	defer cl.c.drop(cl.conn)
-	if err := cl.conn.CloseWrite(); err != nil {
-		return err
-	}
-	var b [16]byte
-	for {
-		n, err := cl.conn.Read(b[:])
-		if n > 0 {
-			return fmt.Errorf("%d unexpected bytes after ACQUIRED", n)
-		}
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-	}
+	return cl.c.raw.Release()
 }
 
 func (c *Client) drop(conn *net.TCPConn) {

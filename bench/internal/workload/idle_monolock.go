@@ -3,12 +3,12 @@ package workload
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/monolock/monolock/bench/internal/rawclient"
 	"github.com/monolock/monolock/go/pkg/protocol"
 )
 
@@ -48,7 +48,7 @@ type IdleSessions struct {
 
 type idleShard struct {
 	mu    sync.Mutex
-	conns []net.Conn
+	conns []*rawclient.Conn
 }
 
 // sourceSubnets hands every OpenIdleSessions a fresh 127.0.x.0/24, so that
@@ -92,7 +92,7 @@ func (s *IdleSessions) Close() {
 	for i := range s.shards {
 		for _, c := range s.shards[i].conns {
 			if c != nil {
-				c.Close()
+				c.TCP.Close()
 			}
 		}
 	}
@@ -105,31 +105,21 @@ func (s *IdleSessions) open(ctx context.Context, addr, name string, source net.I
 	if err != nil {
 		return err
 	}
+	tcp := c.(*net.TCPConn)
 	// Closed with a reset: no TIME_WAIT left behind for the next run.
-	_ = c.(*net.TCPConn).SetLinger(0)
+	_ = tcp.SetLinger(0)
 	frame, _ := protocol.AppendAcquire(nil, name, leaseMS)
-	var reply [9]byte
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err = c.Write(frame); err == nil {
-		_, err = io.ReadFull(c, reply[:1])
-		if err == nil && reply[0] == protocol.MsgWaiting {
-			// The token store was reserving its next block: the grant
-			// follows as soon as the block is durable.
-			_, err = io.ReadFull(c, reply[:1])
-		}
-		if err == nil && reply[0] == protocol.MsgAcquired {
-			_, err = io.ReadFull(c, reply[1:])
-		}
-	}
-	if err == nil && reply[0] != protocol.MsgAcquired {
-		err = fmt.Errorf("reply %s to ACQUIRE", protocol.MsgName(reply[0]))
-	}
-	if err != nil {
-		c.Close()
+	_ = tcp.SetDeadline(time.Now().Add(10 * time.Second))
+	rc := &rawclient.Conn{}
+	rc.Reset(tcp)
+	// One WAITING may come first: the token store was reserving its next
+	// block, and the grant follows as soon as the block is durable.
+	if _, err := rc.Acquire(frame, 1); err != nil {
+		tcp.Close()
 		return err
 	}
 	sh.mu.Lock()
-	sh.conns = append(sh.conns, c)
+	sh.conns = append(sh.conns, rc)
 	sh.mu.Unlock()
 	return nil
 }
@@ -138,8 +128,6 @@ func (s *IdleSessions) open(ctx context.Context, addr, name string, source net.I
 // period, spread evenly over the period, and reads its one-frame ack
 // before the next (so at most one heartbeat is in flight per connection).
 func (s *IdleSessions) heartbeat(ctx context.Context, sh *idleShard) {
-	hb := []byte{protocol.MsgHeartbeat}
-	var ack [9]byte
 	for ctx.Err() == nil {
 		round := time.Now()
 		sh.mu.Lock()
@@ -156,14 +144,10 @@ func (s *IdleSessions) heartbeat(ctx context.Context, sh *idleShard) {
 					return
 				}
 			}
-			_ = c.SetDeadline(time.Now().Add(s.period))
-			_, err := c.Write(hb)
-			if err == nil {
-				_, err = io.ReadFull(c, ack[:])
-			}
-			if err != nil || ack[0] != protocol.MsgAcquired {
+			_ = c.TCP.SetDeadline(time.Now().Add(s.period))
+			if err := c.Heartbeat(); err != nil {
 				s.lost.Add(1)
-				c.Close()
+				c.TCP.Close()
 				conns[j] = nil // the shard's slice shares this array
 				continue
 			}

@@ -15,7 +15,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"log"
 	"net"
 	"net/netip"
@@ -27,6 +26,7 @@ import (
 
 	"github.com/monolock/monolock/bench/internal/monoserver"
 	"github.com/monolock/monolock/bench/internal/procstat"
+	"github.com/monolock/monolock/bench/internal/rawclient"
 	"github.com/monolock/monolock/bench/internal/systems"
 	"github.com/monolock/monolock/bench/internal/workload"
 	"github.com/monolock/monolock/go/pkg/protocol"
@@ -197,36 +197,18 @@ func (r rawSystem) Acquire(ctx context.Context, name string) (systems.Held, erro
 	if err != nil {
 		return nil, err
 	}
-	conn := nc.(*net.TCPConn)
-	if _, err := conn.Write(frame); err != nil {
-		conn.Close()
+	h := &rawHeld{}
+	h.Reset(nc.(*net.TCPConn))
+	if _, err := h.Acquire(frame, rawclient.AnyWaiting); err != nil {
+		h.TCP.Close()
 		return nil, err
 	}
-	var b [1]byte
-	for {
-		if _, err := io.ReadFull(conn, b[:]); err != nil {
-			conn.Close()
-			return nil, err
-		}
-		if b[0] == protocol.MsgWaiting {
-			continue
-		}
-		var tok [8]byte
-		if _, err := io.ReadFull(conn, tok[:]); err != nil || b[0] != protocol.MsgAcquired {
-			conn.Close()
-			return nil, fmt.Errorf("got %s (%v), want ACQUIRED", protocol.MsgName(b[0]), err)
-		}
-		return rawHeld{conn}, nil
-	}
+	return h, nil
 }
 
-type rawHeld struct{ conn *net.TCPConn }
+type rawHeld struct{ rawclient.Conn }
 
-func (h rawHeld) Release() error {
-	defer h.conn.Close()
-	if err := h.conn.CloseWrite(); err != nil {
-		return err
-	}
-	_, err := io.Copy(io.Discard, h.conn)
-	return err
+func (h *rawHeld) Release() error {
+	defer h.TCP.Close()
+	return h.Conn.Release()
 }

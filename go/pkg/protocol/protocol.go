@@ -1,7 +1,9 @@
 // Package protocol implements the monolock binary wire format.
 //
 // All multi-byte integers are big endian. TCP is a byte stream, so every
-// fixed size field is read with io.ReadFull.
+// fixed size field is read with io.ReadFull. A client that reads without
+// blocking feeds what it reads to a Decoder instead, which reassembles the
+// server's messages however the stream was cut.
 //
 // Client -> server:
 //

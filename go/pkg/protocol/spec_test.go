@@ -57,6 +57,12 @@ type frameVectors struct {
 		LeaseMS json.Number `json:"lease_ms"`
 		Code    uint8       `json:"code"`
 	} `json:"client_invalid"`
+	ServerErrorCut []struct {
+		Desc   string `json:"desc"`
+		Hex    string `json:"hex"`
+		Code   *uint8 `json:"code"`
+		Reason string `json:"reason"`
+	} `json:"server_error_cut"`
 }
 
 func TestSpecClientValidFrames(t *testing.T) {
@@ -260,5 +266,39 @@ func TestSpecConstants(t *testing.T) {
 	}
 	if c.LeaseMS.Min != 1 || c.LeaseMS.Max != math.MaxUint32 {
 		t.Fatalf("lease range %+v, package accepts 1..%d", c.LeaseMS, uint32(math.MaxUint32))
+	}
+}
+
+// Every server frame, whole or one byte per read, comes out of the Decoder
+// as the vector says; an ERROR cut short comes out with what had arrived.
+func TestSpecDecoder(t *testing.T) {
+	var v frameVectors
+	loadSpec(t, "vectors/frames.json", &v)
+	if len(v.ServerErrorCut) == 0 {
+		t.Fatal("no server_error_cut vectors")
+	}
+	for _, c := range v.ServerValid {
+		stream := mustHex(t, c.Hex)
+		for _, size := range []int{1, len(stream)} {
+			if c.Type == "ERROR" && size == 1 {
+				continue // an ERROR ends at the end of each read: the cut vectors below
+			}
+			got := decodeChunks(t, stream, size)
+			if len(got) != 1 || MsgName(got[0].Type) != c.Type {
+				t.Fatalf("%s: decoded %+v from reads of %d", c.Desc, got, size)
+			}
+			f := got[0]
+			token, _ := strconv.ParseUint(c.Token, 10, 64)
+			if (c.Type == "ACQUIRED" && f.Token != token) || (c.Type == "ERROR" && (f.Code != c.Code || !f.Coded || f.Reason != c.Reason)) {
+				t.Fatalf("%s: decoded %+v", c.Desc, f)
+			}
+		}
+	}
+	for _, c := range v.ServerErrorCut {
+		var d Decoder
+		f, _, ok, err := d.Next(mustHex(t, c.Hex))
+		if err != nil || !ok || f.Type != MsgError || f.Coded != (c.Code != nil) || f.Reason != c.Reason || (c.Code != nil && f.Code != *c.Code) {
+			t.Fatalf("%s: decoded %+v, %v, %v", c.Desc, f, ok, err)
+		}
 	}
 }

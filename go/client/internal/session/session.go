@@ -96,7 +96,7 @@ type Core struct {
 	lastSend time.Time // send of the newest ACQUIRE or HEARTBEAT
 	acked    time.Time // send of the newest acknowledged request (the ACQUIRE's until then)
 	token    uint64
-	dec      decoder
+	dec      protocol.Decoder
 	heard    bool // a byte has come from the server
 }
 
@@ -169,18 +169,19 @@ func (c *Core) Receive(data []byte, now time.Time) Actions {
 	}
 	var acts Actions
 	for len(data) > 0 {
-		var f frame
+		var f protocol.Frame
 		var ok bool
-		var err *Cause
+		var err error
 		first := data
-		f, data, ok, err = c.dec.next(data)
+		f, data, ok, err = c.dec.Next(data)
 		if err != nil {
+			cause := Cause{Kind: CauseProtocol, Reason: err.Error()}
 			if !c.heard {
 				// Not a monolock server at all (an HTTP port, TLS spoken to
 				// in plaintext): say what it sent.
-				err = &Cause{Kind: CauseNotMonolock, Reason: Quote(first, 12)}
+				cause = Cause{Kind: CauseNotMonolock, Reason: Quote(first, 12)}
 			}
-			acts.merge(c.end(*err))
+			acts.merge(c.end(cause))
 			return acts
 		}
 		c.heard = true
@@ -200,8 +201,8 @@ func (c *Core) Receive(data []byte, now time.Time) Actions {
 // Only the server ending the session (ERROR) or garbage ends the wait.
 func (c *Core) receiveWhileLost(data []byte) Actions {
 	for len(data) > 0 {
-		f, rest, ok, err := c.dec.next(data)
-		if err != nil || (ok && f.typ == protocol.MsgError) {
+		f, rest, ok, err := c.dec.Next(data)
+		if err != nil || (ok && f.Type == protocol.MsgError) {
 			c.state = Closed
 			return Actions{Close: true}
 		}
@@ -307,38 +308,38 @@ func (c *Core) ack(now time.Time) *Cause {
 
 // onFrame applies one frame. Reply accounting: every request gets exactly
 // one reply, and a promotion is one extra ACQUIRED that is never an ack.
-func (c *Core) onFrame(f frame, now time.Time) Actions {
-	if f.typ == protocol.MsgError {
-		return c.end(Cause{Kind: CauseServer, Code: f.code, Coded: f.coded, Reason: f.reason})
+func (c *Core) onFrame(f protocol.Frame, now time.Time) Actions {
+	if f.Type == protocol.MsgError {
+		return c.end(Cause{Kind: CauseServer, Code: f.Code, Coded: f.Coded, Reason: f.Reason})
 	}
 	switch c.state {
 	case Connecting:
 		if err := c.ack(now); err != nil {
 			return c.end(*err)
 		}
-		if f.typ == protocol.MsgWaiting {
+		if f.Type == protocol.MsgWaiting {
 			if c.try {
 				return c.end(Cause{Kind: CauseBusy})
 			}
 			c.state = Waiting
 			return Actions{Waiting: true}
 		}
-		return c.grant(f.token)
+		return c.grant(f.Token)
 	case Waiting:
-		if f.typ == protocol.MsgWaiting {
+		if f.Type == protocol.MsgWaiting {
 			if err := c.ack(now); err != nil {
 				return c.end(*err)
 			}
 			return Actions{}
 		}
 		// The promotion; a pending heartbeat's ack still follows.
-		return c.grant(f.token)
+		return c.grant(f.Token)
 	}
 	// Held: only heartbeat acks, each with our token.
-	if f.typ == protocol.MsgWaiting {
+	if f.Type == protocol.MsgWaiting {
 		return c.end(Cause{Kind: CauseProtocol, Reason: "WAITING for a held lock"})
 	}
-	if f.token != c.token {
+	if f.Token != c.token {
 		return c.end(Cause{Kind: CauseProtocol, Reason: "the token changed"})
 	}
 	if err := c.ack(now); err != nil {

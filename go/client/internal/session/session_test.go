@@ -151,3 +151,18 @@ func cause(c *Cause) string {
 	}
 	return "?"
 }
+
+// A byte that starts no server message, once the server has spoken, is a
+// protocol violation naming the byte (before that, CauseNotMonolock).
+func TestUnknownTypeIsAProtocolError(t *testing.T) {
+	acquire, err := protocol.AppendAcquire(nil, "a", 1000)
+	require.NoError(t, err)
+	c := New(acquire, time.Second, false)
+	now := time.Unix(1_000_000, 0)
+	c.Start(now)
+	c.Receive([]byte{protocol.MsgWaiting}, now)
+	acts := c.Receive([]byte("HTTP/1.1 400"), now)
+	require.NotNil(t, acts.Failed)
+	require.Equal(t, CauseProtocol, acts.Failed.Kind)
+	require.Contains(t, acts.Failed.Reason, "0x48")
+}
