@@ -141,6 +141,38 @@ func TestHAFailoverOnKill(t *testing.T) {
 	require.NoError(t, next.Release())
 }
 
+// grant is what a background Acquire got, and when.
+type grant struct {
+	lock *client.Lock // nil if it failed (the test is failed then)
+	at   time.Time
+}
+
+// holdAndWait has one client, with lease and the cell's servers, take name
+// and then claim it again from a goroutine; it returns once that waiter is
+// queued. The waiter's grant arrives on the channel.
+func holdAndWait(t *testing.T, ctx context.Context, name string, lease time.Duration, servers ...string) (*client.Lock, <-chan grant) {
+	t.Helper()
+	waiting, queued := onQueued()
+	c, err := client.New(client.WithServers(servers...), client.WithLease(lease), waiting)
+	require.NoError(t, err)
+	holder, err := c.Acquire(ctx, name)
+	require.NoError(t, err)
+	next := make(chan grant, 1)
+	go func() {
+		l, err := c.Acquire(ctx, name)
+		if err != nil {
+			t.Errorf("waiter on %s: %v", name, err)
+		}
+		next <- grant{l, time.Now()}
+	}()
+	select {
+	case <-queued:
+	case <-time.After(wait):
+		t.Fatalf("the waiter on %s never queued", name)
+	}
+	return holder, next
+}
+
 // A new leader holds back each lock only for the leases its holders used:
 // the leader is killed while one lock is held on a 1 s lease and another
 // on a 12 s lease (above the 10 s up to which one bound covers every
@@ -156,33 +188,8 @@ func TestHAFailoverWaitsPerLock(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*wait)
 	defer cancel()
-	type grant struct {
-		lock *client.Lock
-		at   time.Time
-	}
-	holdAndWait := func(name string, lease time.Duration) (*client.Lock, <-chan grant) {
-		waiting, queued := onQueued()
-		c, err := client.New(client.WithServers(addrA, addrB), client.WithLease(lease), waiting)
-		require.NoError(t, err)
-		holder, err := c.Acquire(ctx, name)
-		require.NoError(t, err)
-		next := make(chan grant, 1)
-		go func() {
-			l, err := c.Acquire(ctx, name)
-			if err != nil {
-				t.Errorf("waiter on %s: %v", name, err)
-			}
-			next <- grant{l, time.Now()}
-		}()
-		select {
-		case <-queued:
-		case <-time.After(wait):
-			t.Fatalf("the waiter on %s never queued", name)
-		}
-		return holder, next
-	}
-	shortHolder, shortNext := holdAndWait("short", short)
-	longHolder, longNext := holdAndWait("long", long)
+	shortHolder, shortNext := holdAndWait(t, ctx, "short", short, addrA, addrB)
+	longHolder, longNext := holdAndWait(t, ctx, "long", long, addrA, addrB)
 
 	killed := time.Now()
 	require.NoError(t, a.Cmd.Process.Kill())
@@ -240,26 +247,9 @@ func TestHAGracefulStopHandsOverWithoutGrace(t *testing.T) {
 	b := cellServer(t, etcd, addrB)
 	const lease = 8 * time.Second
 
-	waiting, queued := onQueued()
-	c, err := client.New(client.WithServers(addrA, addrB), client.WithLease(lease), waiting)
-	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*wait)
 	defer cancel()
-	holder, err := c.Acquire(ctx, "told")
-	require.NoError(t, err)
-	next := make(chan *client.Lock, 1)
-	go func() {
-		l, err := c.Acquire(ctx, "told")
-		if err != nil {
-			t.Errorf("waiter: %v", err)
-		}
-		next <- l
-	}()
-	select {
-	case <-queued:
-	case <-time.After(wait):
-		t.Fatal("the waiter never queued")
-	}
+	holder, next := holdAndWait(t, ctx, "told", lease, addrA, addrB)
 	deaf := rawAcquire(t, addrA, "deaf", uint32(lease.Milliseconds()))
 	typ, _, _, _, err := readFrame(t, deaf, wait)
 	require.NoError(t, err)
@@ -270,7 +260,8 @@ func TestHAGracefulStopHandsOverWithoutGrace(t *testing.T) {
 	require.NoError(t, a.Cmd.Process.Signal(syscall.SIGTERM))
 	var granted *client.Lock
 	select {
-	case granted = <-next:
+	case g := <-next:
+		granted = g.lock
 	case <-time.After(2 * wait):
 		t.Fatal("no grant after the leader stopped")
 	}
