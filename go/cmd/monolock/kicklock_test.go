@@ -1,7 +1,6 @@
 package main
 
 import (
-	"io"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -40,13 +39,7 @@ func TestKickByLockName(t *testing.T) {
 	code, stdout, stderr := command(t, env, "kick", "--lock", "deploy/web")
 	require.Equal(t, 0, code, stderr)
 	assert.Equal(t, "kicked session 5, the holder of lock deploy/web\n", stdout)
-	var b [1]byte
-	_, err := io.ReadFull(holder.conn, b[:])
-	require.NoError(t, err)
-	require.Equal(t, protocol.MsgError, b[0])
-	errCode, _, err := protocol.ReadErrorBody(holder.conn)
-	require.NoError(t, err)
-	assert.Equal(t, protocol.ErrAdminClosed.Code, errCode)
+	expectKicked(t, holder.conn)
 	assert.Equal(t, protocol.MsgAcquired, waiter.readType(t), "the waiter is promoted")
 
 	code, stdout, stderr = command(t, env, "kick", "--lock", "nobody/has/it")

@@ -413,13 +413,7 @@ func TestLocksAndKickCommands(t *testing.T) {
 	code, stdout, stderr = command(t, env, "kick", "1")
 	require.Equal(t, 0, code, stderr)
 	assert.Equal(t, "kicked session 1\n", stdout)
-	var b [1]byte
-	_, err := io.ReadFull(holder.conn, b[:])
-	require.NoError(t, err)
-	require.Equal(t, protocol.MsgError, b[0])
-	errCode, _, err := protocol.ReadErrorBody(holder.conn)
-	require.NoError(t, err)
-	assert.Equal(t, protocol.ErrAdminClosed.Code, errCode)
+	expectKicked(t, holder.conn)
 	assert.Equal(t, protocol.MsgAcquired, first.readType(t), "the first waiter is promoted")
 
 	code, _, stderr = command(t, env, "kick", "1")
@@ -637,4 +631,17 @@ func blockedOnFIFO(pid int) bool {
 		}
 	}
 	return false
+}
+
+// expectKicked reads the ERROR 0x02 (closed by an administrator) that a
+// kicked session gets.
+func expectKicked(t *testing.T, conn net.Conn) {
+	t.Helper()
+	var b [1]byte
+	_, err := io.ReadFull(conn, b[:])
+	require.NoError(t, err)
+	require.Equal(t, protocol.MsgError, b[0])
+	code, _, err := protocol.ReadErrorBody(conn)
+	require.NoError(t, err)
+	assert.Equal(t, protocol.ErrAdminClosed.Code, code)
 }
