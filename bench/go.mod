@@ -14,7 +14,6 @@ require (
 	github.com/monolock/monolock/conformance v0.0.0
 	github.com/monolock/monolock/go v0.0.0
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/stretchr/testify v1.12.1
 	go.etcd.io/etcd/client/v3 v3.5.35
 	go.uber.org/zap v1.28.0
 	golang.org/x/sys v0.49.0
@@ -40,7 +39,6 @@ require (
 	go.etcd.io/etcd/client/pkg/v3 v3.5.35 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	go.uber.org/multierr v1.10.0 // indirect
-	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/net v0.62.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect

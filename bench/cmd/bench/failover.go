@@ -7,9 +7,9 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/monolock/monolock/bench/internal/cell"
 	"github.com/monolock/monolock/bench/internal/report"
 	"github.com/monolock/monolock/go/client"
+	"github.com/monolock/monolock/go/testkit/cell"
 )
 
 // Workload 7's cell: the TTL and lease the failover figures are for, and
@@ -50,12 +50,12 @@ func (rn *runner) failover() error {
 			i, failoverLongLease, beside, d.Round(time.Millisecond))
 	}
 	for range rn.plan.failoverRuns {
-		if d, err := c.ElectEtcd(rn.ctx); err == nil {
+		if d, err := c.Etcd().Elect(rn.ctx); err == nil {
 			sec.Raft = append(sec.Raft, d.Seconds())
 		} else {
 			log.Printf("failover: etcd raft election: %v", err)
 		}
-		if d, err := c.RecipeHandover(rn.ctx, failoverTTL); err == nil {
+		if d, err := c.Etcd().RecipeHandover(rn.ctx, failoverTTL); err == nil {
 			sec.Recipe = append(sec.Recipe, d.Seconds())
 		} else {
 			log.Printf("failover: etcd election recipe: %v", err)

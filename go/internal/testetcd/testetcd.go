@@ -1,48 +1,27 @@
 // Package testetcd runs a real etcd for tests, one member (Start) or a
 // cluster (StartCluster) that tests can kill and restart: Debian's
 // etcd-server package, on free loopback ports, in a temporary directory.
+// It is testing.T's face of go/testkit/cell, which launches the members
+// for the tests, the chaos harness, the benchmark and mage ha alike.
 package testetcd
 
 import (
 	"fmt"
 	"net"
-	"os/exec"
 	"testing"
 	"time"
-
-	"github.com/monolock/monolock/go/internal/testtools"
 )
 
-// Start runs etcd until the test ends and returns its client endpoint. A
-// machine without etcd fails the test with the command that installs it.
+// startWait bounds a new cluster's start, from the first member's start to
+// every member's first linearizable read.
+const startWait = 30 * time.Second
+
+// Start runs a one-member etcd until the test ends and returns its client
+// endpoint, once it serves reads. A machine without etcd fails the test
+// with the command that installs it.
 func Start(t *testing.T) string {
 	t.Helper()
-	bin := testtools.Require(t, "etcd")
-	client, peer := FreePort(t), FreePort(t)
-	clientURL, peerURL := "http://"+client, "http://"+peer
-	cmd := exec.Command(bin,
-		"--name", "test", "--data-dir", t.TempDir(),
-		"--listen-client-urls", clientURL, "--advertise-client-urls", clientURL,
-		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
-		"--initial-cluster", "test="+peerURL, "--initial-cluster-state", "new",
-		"--log-level", "warn")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", client, time.Second)
-		if err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("etcd did not listen on %s: %v", client, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return client
+	return StartCluster(t, ClusterOptions{Members: 1}).Endpoint(0)
 }
 
 // FreePort returns a loopback address that nothing listens on right now.

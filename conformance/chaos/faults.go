@@ -231,21 +231,21 @@ func (s *scheduler) inject(ctx context.Context, kind string) error {
 			cleared() // it still leads: nobody else could take over
 		}
 	case FaultQuorum:
-		lead, err := r.cfg.Cell.EtcdLeader(ctx)
+		lead, err := r.cfg.Cell.Etcd().Leader(ctx)
 		if err != nil {
 			return err
 		}
-		other := (lead + 1) % r.cfg.Cell.EtcdMembers()
+		other := (lead + 1) % r.cfg.Cell.Etcd().Len()
 		d := r.cfg.EtcdTTL + 2*r.cfg.Lease
 		s.record(kind, fmt.Sprintf("etcd %d,%d", lead, other), d, "two of three members")
 		cleared := s.outage(kind)
-		r.cfg.Cell.KillEtcd(lead)
-		r.cfg.Cell.KillEtcd(other)
+		r.cfg.Cell.Etcd().Kill(lead)
+		r.cfg.Cell.Etcd().Kill(other)
 		sleep(ctx, d)
 		defer cleared()
-		return errors.Join(r.cfg.Cell.RestartEtcd(lead), r.cfg.Cell.RestartEtcd(other))
+		return errors.Join(r.cfg.Cell.Etcd().Restart(lead), r.cfg.Cell.Etcd().Restart(other))
 	case FaultEtcdLead:
-		d, err := r.cfg.Cell.ElectEtcd(ctx)
+		d, err := r.cfg.Cell.Etcd().Elect(ctx)
 		if err != nil {
 			return err
 		}

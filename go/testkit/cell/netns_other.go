@@ -1,6 +1,6 @@
 //go:build !linux
 
-package testetcd
+package cell
 
 import (
 	"context"

@@ -10,6 +10,15 @@
 // holds, it writes to a fenced resource kept here, which accepts a token
 // only if it is at least the highest it has accepted. Each worker reaches
 // every server through fault proxies of its own.
+//
+// It lives in the conformance module, beside the driver, proxy, runner and
+// wire packages it is made of, and not in bench/: it is a correctness gate
+// (test:all runs it), and the benchmark module would make that gate build
+// the benchmark's peer clients (Redis, PostgreSQL, ZooKeeper) and its
+// plotting. A module of its own would have to require conformance and go
+// anyway and would add a go.mod for nothing. The cell comes from
+// go/testkit/cell, as it does for the HA tests and the benchmark; its etcd
+// client is the one dependency this package adds to the module.
 package chaos
 
 import (
@@ -21,7 +30,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/monolock/monolock/bench/internal/cell"
 	"github.com/monolock/monolock/conformance/runner"
 )
 
@@ -29,7 +37,7 @@ import (
 type Config struct {
 	Root     string          // repository root: drivers run in their clients' folders
 	Clients  []runner.Client // one worker per entry (repeat an entry for more)
-	Cell     *cell.Cell
+	Cell     *Cell
 	Lease    time.Duration // every worker's lease
 	EtcdTTL  time.Duration // the HA cell's etcd TTL (failover waits for it)
 	Duration time.Duration

@@ -1,4 +1,4 @@
-package testetcd
+package cell
 
 import (
 	"context"
@@ -37,7 +37,7 @@ func netnsDialer(name string) func(context.Context, string) (net.Conn, error) {
 		if err := unix.Setns(int(own.Fd()), unix.CLONE_NEWNET); err != nil {
 			// The thread stays in the wrong namespace: keep it locked, so
 			// that it ends with this goroutine and no other runs on it.
-			panic(fmt.Sprintf("testetcd: cannot leave network namespace %s: %v", name, err))
+			panic(fmt.Sprintf("cell: cannot leave network namespace %s: %v", name, err))
 		}
 		runtime.UnlockOSThread()
 		return conn, dialErr

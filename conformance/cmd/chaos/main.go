@@ -2,7 +2,7 @@
 // (one server, or an HA cell on etcd) while it injects faults, and exits 1
 // if any promise broke. See docs/chaos.md.
 //
-//	cd bench && go run ./cmd/chaos -mode both -duration 10m
+//	cd conformance && go run ./cmd/chaos -mode both -duration 10m
 package main
 
 import (
@@ -17,10 +17,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/monolock/monolock/bench/internal/cell"
-	"github.com/monolock/monolock/bench/internal/chaos"
-	"github.com/monolock/monolock/bench/internal/monoserver"
+	"github.com/monolock/monolock/conformance/chaos"
 	"github.com/monolock/monolock/conformance/runner"
+	"github.com/monolock/monolock/go/testkit/cell"
 )
 
 func main() {
@@ -72,7 +71,7 @@ func main() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(tmp)
-	bin, err := monoserver.Build(filepath.Join(root, "go"), tmp)
+	bin, err := runner.BuildServer(ctx, root)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -88,11 +87,11 @@ func main() {
 	}
 	failed := false
 	for i, m := range modes {
-		o := cell.Options{Bin: bin, Dir: filepath.Join(tmp, m), Servers: 1, EtcdTTL: *ttl}
+		o := cell.Options{Bin: bin, Dir: filepath.Join(tmp, m), Servers: 1, EtcdTTL: *ttl, Prefix: "/monolock/chaos/"}
 		if m == "ha" {
 			o.Servers, o.Etcd = 3, 3
 		}
-		c, err := cell.Start(ctx, o)
+		c, err := chaos.StartCell(ctx, o)
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -121,14 +120,14 @@ func main() {
 // compareEtcd prints etcd's own failover times on the same machine: its
 // raft leader election after a kill -9 of the leader member, and its
 // election recipe's handover after a campaigner vanishes.
-func compareEtcd(ctx context.Context, c *cell.Cell, n int, ttl time.Duration) {
+func compareEtcd(ctx context.Context, c *chaos.Cell, n int, ttl time.Duration) {
 	for range n {
-		if d, err := c.ElectEtcd(ctx); err != nil {
+		if d, err := c.Etcd().Elect(ctx); err != nil {
 			log.Printf("etcd raft election: %v", err)
 		} else {
 			fmt.Printf("etcd raft leader killed: new leader after %.2f s\n", d.Seconds())
 		}
-		if d, err := c.RecipeHandover(ctx, ttl); err != nil {
+		if d, err := c.Etcd().RecipeHandover(ctx, ttl); err != nil {
 			log.Printf("etcd election recipe: %v", err)
 		} else {
 			fmt.Printf("etcd election recipe, TTL %v: the other campaigner won %.2f s after the leader vanished\n", ttl, d.Seconds())
