@@ -1,0 +1,131 @@
+package server
+
+// The server's side of a session's claim: admitting it into the lease
+// record (and, in an HA cell, checking that this server is the active one),
+// taking it out of the lock table, and telling the waiter that the table
+// promoted. Sessions call these; they hold no session state of their own.
+
+import (
+	"errors"
+	"io"
+	"time"
+
+	"github.com/monolock/monolock/go/internal/locktable"
+	"github.com/monolock/monolock/go/pkg/protocol"
+)
+
+// dropClaim takes c out of the lock table and tells the promoted waiter, if
+// any.
+func (s *Server) dropClaim(c *locktable.Claim) {
+	start := time.Now()
+	promoted, failed := s.table.Release(c)
+	s.handOver(promoted, failed, start)
+}
+
+// dropClaimHeldBack takes c out of the lock table; if c held the lock, the
+// next waiter is granted it only after delay, and the hold is counted
+// under cause (one of the server's constants, never client text).
+func (s *Server) dropClaimHeldBack(c *locktable.Claim, delay time.Duration, cause string) {
+	if !s.table.ReleaseBlocked(c) {
+		return
+	}
+	s.holds.HeldBack(cause)
+	start := time.Now()
+	name := c.Name
+	if rec := s.leaseRecord(); rec != nil {
+		rec.Hold(name, start.Add(delay)) // also for the next run (leader)
+	}
+	s.lines.heldBack.Log("lock", name, "delay", delay)
+	s.holdUntil(name, start.Add(delay), start)
+}
+
+// handOver tells the sessions the table promoted (or could not give a
+// token to) after a claim dropped at start.
+func (s *Server) handOver(promoted *locktable.Claim, failed []*locktable.Claim, start time.Time) {
+	for _, f := range failed {
+		if sess := s.session(f.Session); sess != nil {
+			sess.endAndHandOver(protocol.ErrShuttingDown, "cannot issue a fencing token")
+		}
+	}
+	if promoted != nil {
+		if sess := s.session(promoted.Session); sess != nil {
+			s.log.Debug("promoted", "session", sess.id(), "lock", promoted.Name, "token", promoted.Token())
+			if sess.promote() {
+				s.obs.Promoted(time.Since(start))
+			}
+		}
+	}
+}
+
+func (s *Server) session(id uint64) *session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sessions[id]
+}
+
+func errText(e *protocol.Error) string { return protocol.ErrCodeName(e.Code) }
+
+// active returns nil when this server may acknowledge sessions now, else
+// the ERROR 0x01 that sends the client to the active server of its cell.
+// It reads the clock itself, so a server that was paused checks on resume
+// before it writes anything.
+func (s *Server) active() error {
+	if s.gate == nil {
+		return nil
+	}
+	ok, leader := s.gate.Active(time.Now())
+	if ok {
+		return nil
+	}
+	reason := "not the active server"
+	if leader != "" {
+		reason += "; the active server is " + leader
+	}
+	return &wireError{protocol.ErrShuttingDown, reason}
+}
+
+// admit records the lease (in the data directory, or in the cell's etcd)
+// before the session is acknowledged: a server that starts after a crash
+// of this one, or a new leader of the cell, holds name back that long. A
+// failure ends the session with ERROR 0x01, which the client retries.
+func (s *Server) admit(ss *session, name string, lease time.Duration) error {
+	rec, where := s.leases, "in the data directory"
+	if s.gate != nil {
+		if err := s.active(); err != nil {
+			return err
+		}
+		if rec, where = s.gate.Leases(), "in the cell"; rec == nil {
+			return &wireError{protocol.ErrShuttingDown, "not the active server"}
+		}
+	}
+	if rec == nil {
+		return nil // tokens without a record: tests of the table alone
+	}
+	if err := rec.Admit(name, lease); err != nil {
+		s.lines.leaseRecord.Log("err", err, "lease", lease, "where", where)
+		return &wireError{protocol.ErrShuttingDown, "cannot record the lease " + where}
+	}
+	ss.leases = rec
+	return nil
+}
+
+// leaseEnded tells the lease record that a session admitted into it has
+// ended (its reader is done and the connection is closed). A session that
+// ended while the server ran leaves nothing a running server would not
+// give away too: its holder closed, its lease ran out, it was kicked or
+// broke the protocol (its lock went on at once), or it reset (then
+// dropClaimHeldBack keeps the lock's hold). A holder that shutdown told
+// (ERROR 0x01) or cut and that neither closed nor outlived its lease may
+// not have heard (a partitioned holder cannot): its lock keeps its wait
+// in the record until the lease would have run out, also after the clean
+// stop.
+func (s *Server) leaseEnded(ss *session, err error, until time.Time, peerClosed bool) {
+	ms := ss.leaseMS.Load()
+	if ss.leases == nil || ms == 0 {
+		return
+	}
+	if ss.claim.Token() != 0 && !peerClosed && !errors.Is(err, io.EOF) && time.Now().Before(until) && s.isShutdown() {
+		ss.leases.Hold(ss.claim.Name, until)
+	}
+	ss.leases.Done(ss.claim.Name, time.Duration(ms)*time.Millisecond)
+}
