@@ -374,11 +374,12 @@ func serveMain(args []string) int {
 		fmt.Fprint(os.Stdout, setup.summary())
 		return 0
 	}
-	return run(setup)
+	return serve(setup)
 }
 
-// run starts the lock server and the admin API and serves until a signal.
-func run(s *serveSetup) int {
+// serve starts the lock server and the admin API and serves until a
+// signal. (`monolock run`, the command runner, is run.go.)
+func serve(s *serveSetup) int {
 	f, log := s.flags, s.log
 	if f.readyFile != "" {
 		if err := clearReadyFile(f.readyFile); err != nil {
