@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the package the two ways a user does and runs the README's quick
-# start in each against a real `monolock serve`, compiled with the README's
-# tsconfig settings and the types of the installed package, plus a CommonJS
-# require:
+# start in each against a real `monolock serve`: in a fresh `npm init -y`
+# project (CommonJS, npm's default), then the same project as an ES module
+# ("type": "module"), compiled with the README's tsconfig.json as written and
+# the types of the installed package, plus a CommonJS require:
 #   1. the `npm pack` tarball (what the registry would serve);
 #   2. this folder as a fresh clone has it (no node_modules, no dist),
 #      installed with `npm install <folder>` and only node, npm and sh on PATH:
@@ -28,7 +29,8 @@ source ../scripts/lib/ready.sh
 addr="$(wait_ready "$work/ready.json" "$server_pid" "$work/server.log")"
 
 # The README's quick start (the first ```ts block after "## Quick start",
-# pointed at our server) and its tsconfig (the first ```json block there).
+# pointed at our server) and its tsconfig (the first ```json block there),
+# both as the README writes them.
 node -e '
   const fs = require("fs");
   const readme = fs.readFileSync(process.argv[1], "utf8");
@@ -39,31 +41,47 @@ node -e '
   fs.writeFileSync(process.argv[2] + "/quickstart.ts", ts[1].replaceAll("127.0.0.1:7117", process.argv[3]));
   const config = JSON.parse(json[1]);
   if (config.compilerOptions.target !== "ES2022") { console.error("README tsconfig: target must be ES2022"); process.exit(1); }
-  config.compilerOptions.outDir = "out";
-  config.files = ["quickstart.ts"];
-  fs.writeFileSync(process.argv[2] + "/tsconfig.json", JSON.stringify(config, null, 2));
+  fs.writeFileSync(process.argv[2] + "/tsconfig.json", json[1]);
 ' "$pkg_dir/README.md" "$work" "$addr"
 
-ts_version="$(node -p 'require(process.argv[1]).devDependencies.typescript' "$pkg_dir/package.json")"
-types_version="$(node -p 'require(process.argv[1]).devDependencies["@types/node"]' "$pkg_dir/package.json")"
+# What the README tells a reader to install beside monolock, taken from this
+# folder's own dev dependencies (no download): linked into the project after
+# the monolock install, which would otherwise prune them as extraneous.
+link_dev_tools() {
+  mkdir -p node_modules/@types node_modules/.bin
+  ln -s "$pkg_dir/node_modules/typescript" node_modules/typescript
+  ln -s "$pkg_dir/node_modules/@types/node" node_modules/@types/node
+  ln -s ../typescript/bin/tsc node_modules/.bin/tsc
+}
 
-# A fresh project in $1 with `monolock` from $2, then the checks.
+# The quick start as the README says to build and run it: `npx tsc`, then
+# `node quickstart.js`.
+run_quickstart() {
+  rm -f quickstart.js
+  npx --no-install tsc
+  timeout 60 node quickstart.js | tee out.txt
+  grep -q "fencing token" out.txt
+}
+
+# A fresh `npm init -y` project in $1 with `monolock` from $2, then the checks.
 check_install() {
   local app="$1" spec="$2"
   mkdir -p "$app"
   cp "$work/quickstart.ts" "$work/tsconfig.json" "$app/"
   (
     cd "$app"
-    printf '{ "name": "smoke", "private": true, "type": "module" }\n' > package.json
-    # The tools to type-check the quick start first: installing them later
-    # would run a folder dependency's prepare script again.
-    npm install "${npm_quiet[@]}" "typescript@$ts_version" "@types/node@$types_version"
+    npm init -y >/dev/null
+    [ "$(npm pkg get type)" != '"module"' ] || { echo "npm init -y made an ES module project" >&2; exit 1; }
     PATH="$shim_path" npm install "${npm_quiet[@]}" "$spec"
-    echo "-- tsc (types from the installed package)"
-    node_modules/.bin/tsc -p tsconfig.json
-    echo "-- run the quick start"
-    timeout 60 node out/quickstart.js | tee out.txt
-    grep -q "fencing token" out.txt
+    link_dev_tools
+    echo "-- the quick start in npm init's CommonJS project (types from the installed package)"
+    run_quickstart
+    grep -q 'require("monolock")' quickstart.js || { echo "tsc did not emit CommonJS" >&2; exit 1; }
+    echo "-- the same in an ES module project (\"type\": \"module\")"
+    npm pkg set type=module
+    run_quickstart
+    grep -q 'from "monolock"' quickstart.js || { echo "tsc did not emit an ES module" >&2; exit 1; }
+    npm pkg set type=commonjs # back to what npm init made, for the require below
     echo "-- CommonJS require"
     timeout 60 node -e '
       const { Client, LockBusyError } = require("monolock");

@@ -67,10 +67,10 @@ export interface AcquireOptions {
   /** Overrides the client's `leaseMs` for this lock. */
   leaseMs?: number;
   /**
-   * Called each time the server queues this claim (WAITING), again after
-   * every re-queue. Must not throw.
+   * Called with the lock name each time the server queues this claim
+   * (WAITING), again after every re-queue. Must not throw.
    */
-  onWaiting?: () => void;
+  onWaiting?: (name: string) => void;
 }
 
 /** Default lease, in milliseconds. */
@@ -184,7 +184,7 @@ interface AcquisitionSettings {
   readonly mode: Mode;
   readonly signal: AbortSignal | undefined;
   readonly timeoutMs: number | undefined;
-  readonly onWaiting: (() => void) | undefined;
+  readonly onWaiting: ((name: string) => void) | undefined;
   readonly logger: Logger | undefined;
 }
 
@@ -316,7 +316,7 @@ class Acquisition {
       log(this.s.logger, "debug", `monolock: ${JSON.stringify(this.s.name.text)} queued on ${formatAddress(address)}`);
     }
     try {
-      this.s.onWaiting?.();
+      this.s.onWaiting?.(this.s.name.text);
     } catch (err) {
       process.emitWarning(`monolock: onWaiting threw: ${String(err)}`);
     }

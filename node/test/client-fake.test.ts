@@ -123,6 +123,21 @@ describe("acquire against a fake server", () => {
     await lock.release();
   });
 
+  test("onWaiting gets the lock name, also for a name given as bytes", async () => {
+    const client = new Client({ servers: server.address, leaseMs: 1000 });
+    const names: string[] = [];
+    const pending = client.acquire(new TextEncoder().encode("jobs/ünïcode"), {
+      onWaiting: (name) => names.push(name),
+    });
+    const conn = await server.accept();
+    await conn.readAcquire();
+    conn.waiting();
+    conn.acquired(7n);
+    const lock = await pending;
+    assert.deepEqual(names, ["jobs/ünïcode"]);
+    await lock.release();
+  });
+
   test("an ERROR while held loses the lock with its code", async () => {
     const { conn, lock } = await grantedLock(1000);
     conn.error(0x01, "server shutting down");
@@ -263,7 +278,13 @@ describe("waiting, retries and giving up", () => {
   test("a temporary ERROR while waiting re-queues on a new connection", async () => {
     const client = new Client({ servers: server.address, leaseMs: 1000 });
     let waits = 0;
-    const pending = client.acquire("requeue", { onWaiting: () => waits++ });
+    const names: string[] = [];
+    const pending = client.acquire("requeue", {
+      onWaiting: (name) => {
+        waits++;
+        names.push(name);
+      },
+    });
     const first = await server.accept();
     await first.readAcquire();
     first.waiting();
@@ -276,6 +297,7 @@ describe("waiting, retries and giving up", () => {
     const lock = await pending;
     assert.equal(lock.token, 21n);
     assert.equal(waits, 2);
+    assert.deepEqual(names, ["requeue", "requeue"]); // the lock name, as in the other clients
     await lock.release();
   });
 
