@@ -398,7 +398,7 @@ func (ss *session) beat(in *input, src *source, lastSeen time.Time, lease time.D
 				ss.srv.obs.HeartbeatBurst(extra)
 			}
 			if err := ss.reply(); err != nil {
-				return until, err
+				return until, ss.replyFailed(err)
 			}
 		case protocol.MsgAcquire:
 			return until, protocol.ErrDuplicateAcquire
@@ -419,6 +419,23 @@ func (ss *session) readFailed(err error) error {
 		return errReset
 	}
 	return err
+}
+
+// replyFailed says why a heartbeat's acknowledgement was not written. A
+// write that fails (the peer reset the connection while we answered, or
+// stopped reading) is no release: the holder may still count on the
+// acknowledgements it did read, until the lease from the heartbeat before
+// this one, so it ends the session as a reset does. A refusal to
+// acknowledge (a passive server of a cell) stays what it is.
+func (ss *session) replyFailed(err error) error {
+	var we *wireError
+	switch {
+	case ss.ended():
+		return errFinished
+	case errors.As(err, &we), errors.Is(err, errFinished):
+		return err
+	}
+	return errReset
 }
 
 // register puts the session's claim into the lock table, unless the session
