@@ -36,11 +36,22 @@ func TestServerAddressVectors(t *testing.T) {
 			Host string `json:"host"`
 			Port int    `json:"port"`
 		} `json:"ok"`
-		Error []string `json:"error"`
+		Error    []string `json:"error"`
+		Messages []struct {
+			In      string `json:"in"`
+			Message string `json:"message"`
+		} `json:"messages"`
 	}
 	testspec.Load(t, "vectors/addresses.json", &vec)
 	require.NotEmpty(t, vec.OK)
 	require.NotEmpty(t, vec.Error)
+	require.NotEmpty(t, vec.Messages)
+	// The same text in every client: a URL scheme, an empty host.
+	for _, v := range vec.Messages {
+		_, err := New(WithServers(v.In))
+		require.Error(t, err, "%q was accepted", v.In)
+		assert.Equal(t, v.Message, err.Error())
+	}
 	for _, v := range vec.OK {
 		c, err := New(WithServers(v.In))
 		require.NoError(t, err, "%q", v.In)
