@@ -136,9 +136,11 @@ describe("validation", () => {
 });
 
 describe("spec/vectors/addresses.json", () => {
-  const vectors = loadSpec<{ ok: { in: string; host: string; port: number }[]; error: string[] }>(
-    "vectors/addresses.json",
-  );
+  const vectors = loadSpec<{
+    ok: { in: string; host: string; port: number }[];
+    error: string[];
+    messages: { in: string; message: string }[];
+  }>("vectors/addresses.json");
   for (const c of vectors.ok) {
     test(`ok ${JSON.stringify(c.in)}`, () => {
       assert.deepEqual(parseAddress(c.in), { host: c.host, port: c.port });
@@ -151,12 +153,21 @@ describe("spec/vectors/addresses.json", () => {
       // A configuration error at construction, naming the address; never a
       // (temporary) MonolockError.
       const expected = (err: unknown): boolean =>
-        err instanceof TypeError && err.message.startsWith(`monolock: bad server address ${JSON.stringify(address)}: `);
+        err instanceof TypeError && err.message.startsWith(`monolock: server address ${JSON.stringify(address)}: `);
       assert.throws(() => parseAddress(address), expected);
       assert.throws(() => new Client({ servers: ["127.0.0.1:7117", address] }), expected);
     });
   }
-  test("has both kinds", () => assert.ok(vectors.ok.length >= 5 && vectors.error.length >= 5));
+  // The same text in every client: a URL scheme, an empty host.
+  for (const c of vectors.messages) {
+    test(`message ${JSON.stringify(c.in)}`, () => {
+      const expected = (err: unknown): boolean => err instanceof TypeError && err.message === c.message;
+      assert.throws(() => parseAddress(c.in), expected);
+      assert.throws(() => new Client({ servers: c.in }), expected);
+    });
+  }
+  test("has all kinds", () =>
+    assert.ok(vectors.ok.length >= 5 && vectors.error.length >= 5 && vectors.messages.length >= 2));
 });
 
 describe("backoff", () => {
