@@ -467,7 +467,7 @@ mod tests {
             nested,
             refused,
             not_monolock,
-            Error::Config("invalid server address \"a b\"".into()),
+            Error::Config("server address \"a b\"".into()),
         ] {
             let msg = err.to_string();
             assert!(msg.starts_with("monolock: "), "{msg}");
