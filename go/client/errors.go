@@ -169,6 +169,11 @@ func (e *notMonolockError) Error() string {
 
 func (e *notMonolockError) Unwrap() error { return ErrProtocol }
 
+// Temporary is false: the address is wrong, and that server answers the same
+// way next time (spec/vectors/temporary.json). The acquisition still moves
+// on to the other servers of the list.
+func (e *notMonolockError) Temporary() bool { return false }
+
 // inputError refuses a name or a lease before anything is sent. It is the
 // canonical protocol error of the code the server would have sent
 // (errors.Is, and errors.As with *protocol.Error), with a message that says

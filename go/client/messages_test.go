@@ -6,6 +6,7 @@ package client
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"net"
 	"strconv"
 	"strings"
@@ -187,5 +188,36 @@ func TestDeadlineAgainstWrongPortIsUnavailable(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.says)
 			requireOnePrefix(t, err)
 		})
+	}
+}
+
+// spec/vectors/temporary.json: the temporary flag of client errors that
+// carry no ERROR code. An error without a Temporary method is not temporary.
+func TestTemporaryVectors(t *testing.T) {
+	var vec struct {
+		Cases []struct {
+			Error     string `json:"error"`
+			Temporary bool   `json:"temporary"`
+		} `json:"cases"`
+	}
+	testspec.Load(t, "vectors/temporary.json", &vec)
+	require.NotEmpty(t, vec.Cases)
+	temporary := func(err error) bool {
+		var tmp interface{ Temporary() bool }
+		return errors.As(err, &tmp) && tmp.Temporary()
+	}
+	for _, v := range vec.Cases {
+		var err error
+		switch v.Error {
+		case "not_monolock":
+			err = &notMonolockError{addr: "127.0.0.1:7118", sent: "HTTP/1.1 400"}
+			require.ErrorIs(t, err, ErrProtocol)
+		case "config":
+			_, err = New(WithServers("http://127.0.0.1:7117"))
+			require.Error(t, err)
+		default:
+			t.Fatalf("spec/vectors/temporary.json: unknown error %q", v.Error)
+		}
+		assert.Equal(t, v.Temporary, temporary(err), "%s: %v", v.Error, err)
 	}
 }
