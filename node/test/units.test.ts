@@ -5,7 +5,7 @@ import { parseAddress } from "../src/address.js";
 import { backoffDelay } from "../src/backoff.js";
 import { Client } from "../src/client.js";
 import { RETRY } from "../src/constants.js";
-import { ServerError } from "../src/errors.js";
+import { NotMonolockError, ServerError } from "../src/errors.js";
 import { startTimer } from "../src/timers.js";
 import { isWellFormed, validateAcquire } from "../src/validate.js";
 import { loadSpec } from "./helpers/spec.js";
@@ -168,6 +168,34 @@ describe("spec/vectors/addresses.json", () => {
   }
   test("has all kinds", () =>
     assert.ok(vectors.ok.length >= 5 && vectors.error.length >= 5 && vectors.messages.length >= 2));
+});
+
+// The temporary flag of errors that carry no ERROR code. A configuration
+// error is a TypeError, which has no flag: not temporary.
+describe("spec/vectors/temporary.json", () => {
+  const vectors = loadSpec<{ cases: { error: string; temporary: boolean }[] }>("vectors/temporary.json");
+  const build = (name: string): unknown => {
+    switch (name) {
+      case "not_monolock":
+        return new NotMonolockError("127.0.0.1:7118", new TextEncoder().encode("HTTP/1.1 400"));
+      case "config":
+        try {
+          new Client({ servers: "http://127.0.0.1:7117" });
+        } catch (err) {
+          assert.ok(err instanceof TypeError);
+          return err;
+        }
+        assert.fail("the address was accepted");
+    }
+    assert.fail(`spec/vectors/temporary.json: unknown error ${JSON.stringify(name)}`);
+  };
+  for (const c of vectors.cases) {
+    test(c.error, () => {
+      const err = build(c.error) as { temporary?: boolean };
+      assert.equal(err.temporary ?? false, c.temporary);
+    });
+  }
+  test("has cases", () => assert.ok(vectors.cases.length >= 2));
 });
 
 describe("backoff", () => {
