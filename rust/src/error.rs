@@ -500,4 +500,28 @@ mod tests {
         assert!(Error::Timeout(None).source().is_none());
         assert!(err.is_timeout() && err.is_temporary() && err.code().is_none());
     }
+
+    /// spec/vectors/temporary.json: the flag of errors that carry no code.
+    #[test]
+    fn temporary_vectors() {
+        let v = spec::load("vectors/temporary.json");
+        let cases = v["cases"].as_array().unwrap();
+        assert!(cases.len() >= 2);
+        for case in cases {
+            let name = case["error"].as_str().unwrap();
+            let err = match name {
+                "not_monolock" => Error::NotMonolock {
+                    server: "127.0.0.1:7118".into(),
+                    sent: b"HTTP/1.1 400".to_vec(),
+                },
+                "config" => crate::addr::ServerAddr::parse("http://127.0.0.1:7117").unwrap_err(),
+                other => panic!("spec/vectors/temporary.json: unknown error {other:?}"),
+            };
+            assert_eq!(
+                err.is_temporary(),
+                case["temporary"].as_bool().unwrap(),
+                "{name}: {err}"
+            );
+        }
+    }
 }
