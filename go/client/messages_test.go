@@ -221,3 +221,18 @@ func TestTemporaryVectors(t *testing.T) {
 		assert.Equal(t, v.Temporary, temporary(err), "%s: %v", v.Error, err)
 	}
 }
+
+// The client timeout in a loss message is 0.8 x lease exactly, never a
+// float's rounding or an exponent.
+func TestClientTimeoutMessage(t *testing.T) {
+	for lease, want := range map[uint32]string{
+		2000:       "no reply from the server within 1600 ms (0.8 x lease of 2000 ms)",
+		1001:       "no reply from the server within 800.8 ms (0.8 x lease of 1001 ms)",
+		1:          "no reply from the server within 0.8 ms (0.8 x lease of 1 ms)",
+		4294967295: "no reply from the server within 3435973836 ms (0.8 x lease of 4294967295 ms)",
+	} {
+		err := &clientTimeoutError{leaseMS: lease}
+		assert.Equal(t, "monolock: "+want, err.Error())
+		require.ErrorIs(t, err, ErrClientTimeout)
+	}
+}
