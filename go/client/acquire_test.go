@@ -153,5 +153,8 @@ func TestNotMonolockFailsAtOnce(t *testing.T) {
 	require.ErrorIs(t, r.err, ErrProtocol)
 	require.ErrorIs(t, r.err, ErrUnavailable, "no monolock server was reached")
 	require.Equal(t, "monolock: no server available: "+srv.addr()+` does not speak the monolock protocol (it sent "HTTP/1.1 400…"); is this the admin port?`, r.err.Error())
+	var tmp interface{ Temporary() bool }
+	require.ErrorAs(t, r.err, &tmp)
+	assert.False(t, tmp.Temporary(), "not temporary (spec/vectors/temporary.json)")
 	srv.noConnection(200 * time.Millisecond)
 }

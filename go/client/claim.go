@@ -30,6 +30,7 @@ type claim struct {
 	raw       net.Conn // the TCP connection, closed to end the claim
 	addr      string   // the server as configured, for messages
 	name      string
+	leaseMS   uint32 // for the client timeout's message
 	log       *slog.Logger
 	onWaiting func(name string) // the client's hook, or nil
 	exited    chan struct{}     // closed when serving has ended and the connection is closed
@@ -59,6 +60,7 @@ func newClaim(conn, raw net.Conn, addr, name string, acquire []byte, try bool, c
 		raw:       raw,
 		addr:      addr,
 		name:      name,
+		leaseMS:   cfg.leaseMS,
 		log:       claimLogger(cfg.logger, name, raw),
 		onWaiting: cfg.onWaiting,
 		exited:    make(chan struct{}),
@@ -384,7 +386,7 @@ func (cl *claim) causeError(c *session.Cause) error {
 	case session.CauseNotMonolock:
 		return &notMonolockError{addr: cl.addr, sent: c.Reason}
 	case session.CauseTimeout:
-		return ErrClientTimeout
+		return &clientTimeoutError{leaseMS: cl.leaseMS}
 	case session.CauseServer:
 		if !c.Coded {
 			return ErrServerEnded

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,8 +33,9 @@ var (
 	ErrUnavailable = errors.New("monolock: no server available")
 
 	// ErrClientTimeout means no acknowledgement arrived within the client
-	// timeout (0.8 x lease) of the last acknowledged send.
-	ErrClientTimeout = errors.New("monolock: no acknowledgement within the client timeout")
+	// timeout (0.8 x lease) of the last acknowledged send. The error a lock
+	// or an attempt ends with also names the timeout and the lease.
+	ErrClientTimeout = errors.New("monolock: no reply from the server within the client timeout (0.8 x lease)")
 
 	// ErrProtocol means the server sent something the protocol does not allow
 	// at that point (an unknown message type, an unsolicited reply, a changed
@@ -81,6 +83,28 @@ func (e *ServerError) Is(target error) bool {
 		return t != nil && t.Code == e.Code
 	}
 	return false
+}
+
+// clientTimeoutError is ErrClientTimeout for one claim: its message names the
+// timeout and the lease, in the words of every client ("no reply from the
+// server within 1600 ms (0.8 x lease of 2000 ms)"), so that an operator
+// sees which setting to change.
+type clientTimeoutError struct{ leaseMS uint32 }
+
+func (e *clientTimeoutError) Error() string {
+	return fmt.Sprintf("monolock: no reply from the server within %s ms (0.8 x lease of %d ms)", clientTimeoutMS(e.leaseMS), e.leaseMS)
+}
+
+func (e *clientTimeoutError) Unwrap() error { return ErrClientTimeout }
+
+// clientTimeoutMS is 0.8 x lease in milliseconds, exactly: a whole number
+// or one decimal (lease 1001 ms gives "800.8"), never a float's rounding.
+func clientTimeoutMS(leaseMS uint32) string {
+	tenths := uint64(leaseMS) * 8
+	if tenths%10 == 0 {
+		return strconv.FormatUint(tenths/10, 10)
+	}
+	return fmt.Sprintf("%d.%d", tenths/10, tenths%10)
 }
 
 // lostError wraps ErrLockLost together with its cause.
@@ -168,6 +192,11 @@ func (e *notMonolockError) Error() string {
 }
 
 func (e *notMonolockError) Unwrap() error { return ErrProtocol }
+
+// Temporary is false: the address is wrong, and that server answers the same
+// way next time (spec/vectors/temporary.json). The acquisition still moves
+// on to the other servers of the list.
+func (e *notMonolockError) Temporary() bool { return false }
 
 // inputError refuses a name or a lease before anything is sent. It is the
 // canonical protocol error of the code the server would have sent

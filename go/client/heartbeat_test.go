@@ -118,6 +118,8 @@ func TestLostWhenServerGoesSilent(t *testing.T) {
 	err := lock.Err()
 	require.ErrorIs(t, err, ErrLockLost, "Err must report the loss from ValidUntil on")
 	require.ErrorIs(t, err, ErrClientTimeout)
+	// The same words in every client: the timeout and the lease it comes from.
+	assert.Equal(t, "monolock: lock lost: no reply from the server within 320 ms (0.8 x lease of 400 ms)", err.Error())
 
 	done := lockDone(t, lock)
 	assert.Less(t, done.Sub(vu), 300*time.Millisecond, "Done closed long after ValidUntil")

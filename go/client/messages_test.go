@@ -6,6 +6,7 @@ package client
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"net"
 	"strconv"
 	"strings"
@@ -36,11 +37,22 @@ func TestServerAddressVectors(t *testing.T) {
 			Host string `json:"host"`
 			Port int    `json:"port"`
 		} `json:"ok"`
-		Error []string `json:"error"`
+		Error    []string `json:"error"`
+		Messages []struct {
+			In      string `json:"in"`
+			Message string `json:"message"`
+		} `json:"messages"`
 	}
 	testspec.Load(t, "vectors/addresses.json", &vec)
 	require.NotEmpty(t, vec.OK)
 	require.NotEmpty(t, vec.Error)
+	require.NotEmpty(t, vec.Messages)
+	// The same text in every client: a URL scheme, an empty host.
+	for _, v := range vec.Messages {
+		_, err := New(WithServers(v.In))
+		require.Error(t, err, "%q was accepted", v.In)
+		assert.Equal(t, v.Message, err.Error())
+	}
 	for _, v := range vec.OK {
 		c, err := New(WithServers(v.In))
 		require.NoError(t, err, "%q", v.In)
@@ -176,5 +188,51 @@ func TestDeadlineAgainstWrongPortIsUnavailable(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.says)
 			requireOnePrefix(t, err)
 		})
+	}
+}
+
+// spec/vectors/temporary.json: the temporary flag of client errors that
+// carry no ERROR code. An error without a Temporary method is not temporary.
+func TestTemporaryVectors(t *testing.T) {
+	var vec struct {
+		Cases []struct {
+			Error     string `json:"error"`
+			Temporary bool   `json:"temporary"`
+		} `json:"cases"`
+	}
+	testspec.Load(t, "vectors/temporary.json", &vec)
+	require.NotEmpty(t, vec.Cases)
+	temporary := func(err error) bool {
+		var tmp interface{ Temporary() bool }
+		return errors.As(err, &tmp) && tmp.Temporary()
+	}
+	for _, v := range vec.Cases {
+		var err error
+		switch v.Error {
+		case "not_monolock":
+			err = &notMonolockError{addr: "127.0.0.1:7118", sent: "HTTP/1.1 400"}
+			require.ErrorIs(t, err, ErrProtocol)
+		case "config":
+			_, err = New(WithServers("http://127.0.0.1:7117"))
+			require.Error(t, err)
+		default:
+			t.Fatalf("spec/vectors/temporary.json: unknown error %q", v.Error)
+		}
+		assert.Equal(t, v.Temporary, temporary(err), "%s: %v", v.Error, err)
+	}
+}
+
+// The client timeout in a loss message is 0.8 x lease exactly, never a
+// float's rounding or an exponent.
+func TestClientTimeoutMessage(t *testing.T) {
+	for lease, want := range map[uint32]string{
+		2000:       "no reply from the server within 1600 ms (0.8 x lease of 2000 ms)",
+		1001:       "no reply from the server within 800.8 ms (0.8 x lease of 1001 ms)",
+		1:          "no reply from the server within 0.8 ms (0.8 x lease of 1 ms)",
+		4294967295: "no reply from the server within 3435973836 ms (0.8 x lease of 4294967295 ms)",
+	} {
+		err := &clientTimeoutError{leaseMS: lease}
+		assert.Equal(t, "monolock: "+want, err.Error())
+		require.ErrorIs(t, err, ErrClientTimeout)
 	}
 }

@@ -67,6 +67,12 @@ func parseServer(addr string) (string, error) {
 	bad := func(why string) (string, error) {
 		return "", fmt.Errorf("monolock: server address %q: %s (want HOST:PORT, [IPV6]:PORT or a bare host for port %d)", addr, why, defaultPort)
 	}
+	// A URL ("http://host:port", pasted from a browser or a config of
+	// another tool) is the commonest wrong address; say what to drop rather
+	// than what the colons look like (spec/vectors/addresses.json messages).
+	if i := strings.Index(addr, "://"); i >= 0 {
+		return "", fmt.Errorf("monolock: server address %q: drop the scheme %q; give HOST:PORT", addr, addr[:i+3])
+	}
 	host, port, hasPort := addr, "", false
 	switch {
 	case addr == "":
@@ -94,7 +100,8 @@ func parseServer(addr string) (string, error) {
 	default:
 		host, port, hasPort = strings.Cut(addr, ":")
 		if host == "" {
-			return bad("no host")
+			// Refused, not taken as localhost (spec/vectors/addresses.json).
+			return "", fmt.Errorf("monolock: server address %q: no host (an empty host is not taken as localhost); give HOST:PORT", addr)
 		}
 		for _, r := range host {
 			if !(r == '-' || r == '.' || r == '_' || '0' <= r && r <= '9' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z') {

@@ -21,9 +21,14 @@ const HOST_NAME = /^[\p{L}\p{N}._-]+$/u;
  * wrong with it: a configuration error, never worth retrying.
  */
 export function parseAddress(address: string): ServerAddress {
-  const bad = (why: string): TypeError =>
-    new TypeError(`monolock: bad server address ${JSON.stringify(address)}: ${why}`);
+  // "monolock: server address "X": " starts every address error, as in the
+  // other clients.
+  const bad = (why: string): TypeError => new TypeError(`monolock: server address ${JSON.stringify(address)}: ${why}`);
   if (typeof address !== "string") throw new TypeError("monolock: a server address must be a string");
+  // A URL ("http://host:port") is the commonest wrong address: say what to
+  // drop (spec/vectors/addresses.json messages, the same text in every client).
+  const scheme = address.indexOf("://");
+  if (scheme >= 0) throw bad(`drop the scheme ${JSON.stringify(address.slice(0, scheme + 3))}; give HOST:PORT`);
   let host: string;
   let portText: string | undefined;
   if (address.startsWith("[")) {
@@ -42,7 +47,8 @@ export function parseAddress(address: string): ServerAddress {
     const colon = address.indexOf(":");
     host = colon < 0 ? address : address.slice(0, colon);
     portText = colon < 0 ? undefined : address.slice(colon + 1);
-    if (host === "") throw bad("missing host");
+    // Refused, not taken as localhost (spec/vectors/addresses.json).
+    if (host === "") throw bad("no host (an empty host is not taken as localhost); give HOST:PORT");
     if (!HOST_NAME.test(host)) throw bad("the host has characters a host name cannot have");
   }
   if (portText === undefined) return { host, port: DEFAULT_PORT };

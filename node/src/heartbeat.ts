@@ -15,6 +15,17 @@ export function clientTimeoutMs(leaseMs: number): number {
 }
 
 /**
+ * 0.8 x lease in milliseconds for a message, exactly: a whole number or one
+ * decimal ("800.8" for 1001), never a float's rounding (1001 * 0.8 is
+ * 800.8000000000001). The other clients print the same.
+ */
+export function clientTimeoutText(leaseMs: number): string {
+  const tenths = leaseMs * 8; // an integer: leases are whole ms below 2^32
+  const whole = Math.floor(tenths / 10);
+  return tenths % 10 === 0 ? `${whole}` : `${whole}.${tenths % 10}`;
+}
+
+/**
  * Heartbeat arithmetic for one connection. With `lease` the lease in ms:
  * `base = lease/4`, `clientTimeout = 0.8*lease`, `srtt` an EWMA of RTT
  * samples (alpha 0.2, the first sample initialises it) and

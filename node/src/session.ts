@@ -20,7 +20,7 @@ import {
   NotMonolockError,
   ServerEndedError,
 } from "./errors.js";
-import { clientTimeoutMs } from "./heartbeat.js";
+import { clientTimeoutMs, clientTimeoutText } from "./heartbeat.js";
 import { startTimer, type Timer } from "./timers.js";
 
 /** What a session reports. Nothing is reported after the core closed the claim. */
@@ -232,8 +232,12 @@ export class Session {
           return new ServerEndedError(`${this.where()} ended the session with an ERROR (its code did not arrive)`);
         return errorForCode(cause.code, cause.reason, "server");
       case "timeout": {
-        const waited = Math.round(clientTimeoutMs(this.options.leaseMs));
-        return new ConnectionError(`no reply from ${this.where()} within ${waited} ms`, "open");
+        // The same words in every client: the timeout and the lease it comes from.
+        const lease = this.options.leaseMs;
+        return new ConnectionError(
+          `no reply from the server within ${clientTimeoutText(lease)} ms (0.8 x lease of ${lease} ms)`,
+          "open",
+        );
       }
       case "protocol":
         return new ConnectionError(`protocol violation by ${this.where()}: ${cause.detail}`, "open");

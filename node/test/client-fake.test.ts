@@ -187,6 +187,8 @@ describe("acquire against a fake server", () => {
     const lost = await lock.lost;
     assert.equal(lost.kind, "timeout");
     assert.equal(lost.code, null);
+    // The same words in every client: the timeout and the lease it comes from.
+    assert.equal(lost.message, "monolock: lock lost: no reply from the server within 1600 ms (0.8 x lease of 2000 ms)");
     assert.equal(lock.signal.reason, lost, "signal and promise tell the same loss");
     assert.ok(toldAt !== undefined && toldAt >= deadline - 1, "not before the deadline");
     assert.equal(finBeforeTell, undefined, "told before the connection was closed");

@@ -1,7 +1,7 @@
 // Every case of spec/vectors/heartbeat.json.
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { HeartbeatSchedule } from "../src/heartbeat.js";
+import { clientTimeoutText, HeartbeatSchedule } from "../src/heartbeat.js";
 import { loadSpec } from "./helpers/spec.js";
 
 interface Heartbeat {
@@ -38,4 +38,15 @@ describe("spec/vectors/heartbeat.json", () => {
       });
     });
   }
+});
+
+// 0.8 x lease in a loss message: exact, never a float's rounding.
+test("client timeout text", () => {
+  const cases: [number, string][] = [
+    [2000, "1600"],
+    [1001, "800.8"],
+    [1, "0.8"],
+    [4294967295, "3435973836"],
+  ];
+  for (const [lease, text] of cases) assert.equal(clientTimeoutText(lease), text, `lease ${lease}`);
 });

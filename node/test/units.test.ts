@@ -5,7 +5,7 @@ import { parseAddress } from "../src/address.js";
 import { backoffDelay } from "../src/backoff.js";
 import { Client } from "../src/client.js";
 import { RETRY } from "../src/constants.js";
-import { ServerError } from "../src/errors.js";
+import { NotMonolockError, ServerError } from "../src/errors.js";
 import { startTimer } from "../src/timers.js";
 import { isWellFormed, validateAcquire } from "../src/validate.js";
 import { loadSpec } from "./helpers/spec.js";
@@ -136,9 +136,11 @@ describe("validation", () => {
 });
 
 describe("spec/vectors/addresses.json", () => {
-  const vectors = loadSpec<{ ok: { in: string; host: string; port: number }[]; error: string[] }>(
-    "vectors/addresses.json",
-  );
+  const vectors = loadSpec<{
+    ok: { in: string; host: string; port: number }[];
+    error: string[];
+    messages: { in: string; message: string }[];
+  }>("vectors/addresses.json");
   for (const c of vectors.ok) {
     test(`ok ${JSON.stringify(c.in)}`, () => {
       assert.deepEqual(parseAddress(c.in), { host: c.host, port: c.port });
@@ -151,12 +153,49 @@ describe("spec/vectors/addresses.json", () => {
       // A configuration error at construction, naming the address; never a
       // (temporary) MonolockError.
       const expected = (err: unknown): boolean =>
-        err instanceof TypeError && err.message.startsWith(`monolock: bad server address ${JSON.stringify(address)}: `);
+        err instanceof TypeError && err.message.startsWith(`monolock: server address ${JSON.stringify(address)}: `);
       assert.throws(() => parseAddress(address), expected);
       assert.throws(() => new Client({ servers: ["127.0.0.1:7117", address] }), expected);
     });
   }
-  test("has both kinds", () => assert.ok(vectors.ok.length >= 5 && vectors.error.length >= 5));
+  // The same text in every client: a URL scheme, an empty host.
+  for (const c of vectors.messages) {
+    test(`message ${JSON.stringify(c.in)}`, () => {
+      const expected = (err: unknown): boolean => err instanceof TypeError && err.message === c.message;
+      assert.throws(() => parseAddress(c.in), expected);
+      assert.throws(() => new Client({ servers: c.in }), expected);
+    });
+  }
+  test("has all kinds", () =>
+    assert.ok(vectors.ok.length >= 5 && vectors.error.length >= 5 && vectors.messages.length >= 2));
+});
+
+// The temporary flag of errors that carry no ERROR code. A configuration
+// error is a TypeError, which has no flag: not temporary.
+describe("spec/vectors/temporary.json", () => {
+  const vectors = loadSpec<{ cases: { error: string; temporary: boolean }[] }>("vectors/temporary.json");
+  const build = (name: string): unknown => {
+    switch (name) {
+      case "not_monolock":
+        return new NotMonolockError("127.0.0.1:7118", new TextEncoder().encode("HTTP/1.1 400"));
+      case "config":
+        try {
+          new Client({ servers: "http://127.0.0.1:7117" });
+        } catch (err) {
+          assert.ok(err instanceof TypeError);
+          return err;
+        }
+        assert.fail("the address was accepted");
+    }
+    assert.fail(`spec/vectors/temporary.json: unknown error ${JSON.stringify(name)}`);
+  };
+  for (const c of vectors.cases) {
+    test(c.error, () => {
+      const err = build(c.error) as { temporary?: boolean };
+      assert.equal(err.temporary ?? false, c.temporary);
+    });
+  }
+  test("has cases", () => assert.ok(vectors.cases.length >= 2));
 });
 
 describe("backoff", () => {

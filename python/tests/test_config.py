@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import ssl
 from typing import Any
 
@@ -30,8 +31,17 @@ def test_bad_address_vector(text: str) -> None:
             cls(text)
         error = info.value
         assert isinstance(error, ValueError) and not error.temporary and error.code is None
-        assert str(error).startswith(f"monolock: server address {text!r}: ")
+        assert str(error).startswith(f"monolock: server address {json.dumps(text)}: ")
         assert str(error).count("monolock: ") == 1
+
+
+@pytest.mark.parametrize("case", ADDRESSES["messages"], ids=lambda c: c["in"])
+def test_address_message_vector(case: dict[str, str]) -> None:
+    """The same text in every client: a URL scheme, an empty host."""
+    for cls in (monolock.Client, monolock.AsyncClient):
+        with pytest.raises(errors.ConfigError) as info:
+            cls(case["in"])
+        assert str(info.value) == case["message"]
 
 
 @pytest.mark.parametrize(

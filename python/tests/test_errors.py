@@ -141,5 +141,23 @@ def test_not_monolock_message(sent: bytes, quoted: str) -> None:
     assert str(error) == (
         f"monolock: 127.0.0.1:7118 does not speak the monolock protocol (it sent {quoted}"
     )
-    assert isinstance(error, errors.ProtocolViolation) and error.temporary
+    assert isinstance(error, errors.ProtocolViolation) and not error.temporary
     assert error.sent == sent[:12]
+
+
+TEMPORARY = load_spec("vectors/temporary.json")
+
+
+@pytest.mark.parametrize("case", TEMPORARY["cases"], ids=lambda c: c["error"])
+def test_temporary_vector(case: dict[str, Any]) -> None:
+    """spec/vectors/temporary.json: the flag of errors that carry no code."""
+    error: errors.MonolockError
+    if case["error"] == "not_monolock":
+        error = errors.NotMonolock("127.0.0.1:7118", b"HTTP/1.1 400")
+    elif case["error"] == "config":
+        with pytest.raises(errors.ConfigError) as info:
+            monolock.Client("http://127.0.0.1:7117")
+        error = info.value
+    else:
+        pytest.fail(f"spec/vectors/temporary.json: unknown error {case['error']!r}")
+    assert error.temporary is case["temporary"]

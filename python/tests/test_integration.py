@@ -255,6 +255,7 @@ def test_the_admin_port_is_named_and_skipped(real_server: RealServer) -> None:
                 f"monolock: {admin} does not speak the monolock protocol "
                 '(it sent "HTTP/1.1 400…"); is this the admin port?'
             ), key
+            assert not info.value.temporary, key  # spec/vectors/temporary.json
         for fut in listed:
             handle = fut.result(limit)
             assert handle.token > 0

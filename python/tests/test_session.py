@@ -21,6 +21,7 @@ from monolock._session import (
     Send,
     Session,
     SessionEvent,
+    client_timeout_text,
 )
 
 from .support import load_spec
@@ -303,6 +304,10 @@ def test_poll_decides_at_the_deadline_and_the_owner_then_tells() -> None:
     assert s.poll(899 * MS) is None and s.held
     loss = s.poll(900 * MS)  # the owner has not ticked yet
     assert isinstance(loss, errors.LockLost) and isinstance(loss.cause, errors.HeartbeatTimeout)
+    # The same words in every client: the timeout and the lease it comes from.
+    assert str(loss.cause) == (
+        "monolock: no reply from the server within 800 ms (0.8 x lease of 1000 ms)"
+    )
     assert s.phase is Phase.LOST and s.poll(901 * MS) is loss
     assert s.next_wakeup() == 0  # the owner must tell at once
     # An ack the owner reads late (stamped before the deadline) changes nothing.
@@ -352,3 +357,12 @@ def test_polls_from_threads_decide_once() -> None:
         t.join()
     assert len({id(loss) for loss in seen}) == 1 and seen[0] is not None
     assert s.tick(900 * MS) == [Lost(seen[0])]
+
+
+@pytest.mark.parametrize(
+    ("lease_ms", "text"),
+    [(2000, "1600"), (1001, "800.8"), (1, "0.8"), (4294967295, "3435973836")],
+)
+def test_client_timeout_text_is_exact(lease_ms: int, text: str) -> None:
+    """0.8 x lease in a loss message: exact, never rounded or an exponent."""
+    assert client_timeout_text(lease_ms) == text

@@ -260,7 +260,7 @@ mod tests {
             .unwrap_err();
         assert_eq!(
             err.to_string(),
-            "monolock: invalid server address \"host:0\": the port must be a number from 1 to 65535"
+            "monolock: server address \"host:0\": the port must be a number from 1 to 65535"
         );
         let c = builder().server("locks.internal").finish().unwrap();
         assert_eq!(c.servers[0].to_string(), "locks.internal:7117");

@@ -101,8 +101,7 @@ macro_rules! define_error {
             },
             /// Try-acquire found the lock held by someone else.
             Busy,
-            /// The caller's deadline passed while acquiring; or, as the cause of
-            /// [`Error::Lost`], no acknowledgement arrived within the client timeout.
+            /// The caller's deadline passed while acquiring.
             ///
             /// When the deadline passed after an attempt had failed (a server that
             /// is down, a refused connection, a failed TLS handshake), that last
@@ -110,6 +109,15 @@ macro_rules! define_error {
             /// [`source`](std::error::Error::source). It is `None` when the last
             /// attempt was still in the server's queue: the lock stayed busy.
             Timeout(Option<Box<Error>>),
+            /// No reply from the server within the client timeout (0.8 x lease)
+            /// of the last acknowledged send: the cause of [`Error::Lost`], or
+            /// an attempt that was waiting. Its message names the timeout and
+            /// the lease, in the words of every client. [`Error::is_timeout`]
+            /// is true for it.
+            ClientTimeout {
+                /// The session's lease, in milliseconds.
+                lease_ms: u32,
+            },
             /// The caller cancelled a pending acquire.
             Cancelled,
             /// A held lock was lost; the cause says why. Never re-acquired silently.
@@ -160,6 +168,7 @@ macro_rules! define_error {
                     Error::Lost(cause) => return cause.code(),
                     Error::Busy
                     | Error::Timeout(_)
+                    | Error::ClientTimeout { .. }
                     | Error::Cancelled
                     | Error::Io(_)
                     | Error::Protocol(_)
@@ -233,6 +242,7 @@ impl Error {
         match self {
             Error::Busy
             | Error::Timeout(_)
+            | Error::ClientTimeout { .. }
             | Error::Io(_)
             | Error::Protocol(_)
             | Error::ServerEnded => true,
@@ -252,10 +262,11 @@ impl Error {
         matches!(self, Error::Busy)
     }
 
-    /// True for [`Error::Timeout`] (also as the cause of a loss).
+    /// True for [`Error::Timeout`] and [`Error::ClientTimeout`] (also as
+    /// the cause of a loss).
     pub fn is_timeout(&self) -> bool {
         match self {
-            Error::Timeout(_) => true,
+            Error::Timeout(_) | Error::ClientTimeout { .. } => true,
             Error::Lost(cause) => cause.is_timeout(),
             _ => false,
         }
@@ -282,6 +293,11 @@ impl Error {
                 last.describe(f)?;
                 f.write_str(")")
             }
+            Error::ClientTimeout { lease_ms } => write!(
+                f,
+                "no reply from the server within {} ms (0.8 x lease of {lease_ms} ms)",
+                client_timeout_text(*lease_ms)
+            ),
             Error::Cancelled => f.write_str("acquire cancelled"),
             Error::Lost(cause) => {
                 f.write_str("lock lost: ")?;
@@ -356,6 +372,17 @@ pub(crate) fn quote(bytes: &[u8], n: usize) -> String {
         out.push('…');
     }
     out
+}
+
+/// 0.8 x lease in milliseconds for a message, exactly: a whole number or one
+/// decimal ("800.8" for 1001), never a float's rounding (the other clients
+/// print the same).
+fn client_timeout_text(lease_ms: u32) -> String {
+    let tenths = u64::from(lease_ms) * 8;
+    match tenths % 10 {
+        0 => format!("{}", tenths / 10),
+        frac => format!("{}.{frac}", tenths / 10),
+    }
 }
 
 impl std::error::Error for Error {
@@ -467,7 +494,7 @@ mod tests {
             nested,
             refused,
             not_monolock,
-            Error::Config("invalid server address \"a b\"".into()),
+            Error::Config("server address \"a b\"".into()),
         ] {
             let msg = err.to_string();
             assert!(msg.starts_with("monolock: "), "{msg}");
@@ -499,5 +526,50 @@ mod tests {
         assert_eq!(source.to_string(), "monolock: server shutting down (0x01)");
         assert!(Error::Timeout(None).source().is_none());
         assert!(err.is_timeout() && err.is_temporary() && err.code().is_none());
+    }
+
+    /// spec/vectors/temporary.json: the flag of errors that carry no code.
+    #[test]
+    fn temporary_vectors() {
+        let v = spec::load("vectors/temporary.json");
+        let cases = v["cases"].as_array().unwrap();
+        assert!(cases.len() >= 2);
+        for case in cases {
+            let name = case["error"].as_str().unwrap();
+            let err = match name {
+                "not_monolock" => Error::NotMonolock {
+                    server: "127.0.0.1:7118".into(),
+                    sent: b"HTTP/1.1 400".to_vec(),
+                },
+                "config" => crate::addr::ServerAddr::parse("http://127.0.0.1:7117").unwrap_err(),
+                other => panic!("spec/vectors/temporary.json: unknown error {other:?}"),
+            };
+            assert_eq!(
+                err.is_temporary(),
+                case["temporary"].as_bool().unwrap(),
+                "{name}: {err}"
+            );
+        }
+    }
+
+    /// The client timeout in a loss message: 0.8 x lease exactly, never a
+    /// float's rounding, in the words of every client.
+    #[test]
+    fn client_timeout_message() {
+        for (lease_ms, text) in [
+            (2000, "1600"),
+            (1001, "800.8"),
+            (1, "0.8"),
+            (4294967295, "3435973836"),
+        ] {
+            let err = Error::Lost(Box::new(Error::ClientTimeout { lease_ms }));
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "monolock: lock lost: no reply from the server within {text} ms (0.8 x lease of {lease_ms} ms)"
+                )
+            );
+            assert!(err.is_timeout() && err.is_temporary() && err.code().is_none());
+        }
     }
 }

@@ -319,6 +319,14 @@ fn late_acks_tell_the_loss_first_and_keep_the_connection_until_the_lease() {
     let lost_at = Instant::now();
     assert!(lost.is_timeout(), "{lost}");
     assert!(lost_at >= start + Duration::from_millis(LEASE * 8 / 10));
+    // The same words in every client: the timeout and the lease it comes from.
+    assert_eq!(
+        lost.to_string(),
+        format!(
+            "monolock: lock lost: no reply from the server within {} ms (0.8 x lease of {LEASE} ms)",
+            LEASE * 8 / 10
+        )
+    );
     assert!(g.is_lost() && g.check().is_err());
     let closed = rx.recv_timeout(Duration::from_secs(10)).unwrap();
     // The ACQUIRE went out after `start`: the close can come no earlier

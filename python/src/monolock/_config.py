@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ipaddress
+import json
 import math
 import ssl
 import string
@@ -62,6 +63,14 @@ def parse_address(value: ServerAddress) -> Address:
 
 def _parse_text(text: str) -> Address:
     port = ""
+    # A URL ("http://host:port") is the commonest wrong address: say what to
+    # drop (spec/vectors/addresses.json messages, the same text in every client).
+    scheme, sep, _ = text.partition("://")
+    if sep:
+        raise ConfigError(
+            f"monolock: server address {_quote(text)}: drop the scheme "
+            f"{_quote(scheme + sep)}; give HOST:PORT"
+        )
     if not text:
         raise _bad_address(text, "empty")
     if text.startswith("["):
@@ -84,7 +93,11 @@ def _parse_text(text: str) -> Address:
         host, colon, port = text.partition(":")
         has_port = bool(colon)
         if not host:
-            raise _bad_address(text, "no host")
+            # Refused, not taken as localhost (spec/vectors/addresses.json).
+            raise ConfigError(
+                f"monolock: server address {_quote(text)}: no host "
+                "(an empty host is not taken as localhost); give HOST:PORT"
+            )
         bad = next((c for c in host if c not in _HOST_CHARS), None)
         if bad is not None:
             raise _bad_address(text, f"{bad!r} is not allowed in a host name")
@@ -103,9 +116,15 @@ def _is_ipv6(text: str) -> bool:
     return True
 
 
+def _quote(text: str) -> str:
+    """Double quotes, as the Go, Node and Rust clients quote an address."""
+    return json.dumps(text, ensure_ascii=False)
+
+
 def _bad_address(value: ServerAddress, why: str) -> ConfigError:
+    shown = _quote(value) if isinstance(value, str) else repr(value)
     return ConfigError(
-        f"monolock: server address {value!r}: {why} "
+        f"monolock: server address {shown}: {why} "
         f"(want HOST:PORT, [IPV6]:PORT or a bare host for port {DEFAULT_PORT})"
     )
 

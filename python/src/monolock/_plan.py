@@ -194,7 +194,10 @@ def acquisition_plan(
             logger.warning("acquire %r: left out of this acquisition: %s", name, unprefixed(error))
         cursor = _next_live(live, cursor)
         unreached = _is_unreached(error)
-        if error.temporary and (unreached or (try_only and isinstance(error, _REQUEUE))):
+        # A NotMonolock is not temporary (that server answers the same way
+        # again), but the walk still goes on at once to the servers left.
+        movable = error.temporary or isinstance(error, NotMonolock)
+        if movable and (unreached or (try_only and isinstance(error, _REQUEUE))):
             # On at once, until every server left has failed since the last
             # sleep (a try: in its one pass, temporary errors included).
             skipped.append(error)

@@ -44,6 +44,14 @@ from .errors import (
 _SERVER_MESSAGES = (proto.MSG_WAITING, proto.MSG_ACQUIRED, proto.MSG_ERROR)
 
 
+def client_timeout_text(lease_ms: int) -> str:
+    """0.8 x lease in milliseconds for a message, exactly: a whole number or
+    one decimal ("800.8" for 1001), never a float's rounding or an exponent
+    (the Go, Node and Rust clients print the same)."""
+    whole, tenths = divmod(lease_ms * 8, 10)
+    return f"{whole}.{tenths}" if tenths else str(whole)
+
+
 class Phase(enum.Enum):
     """Where a session stands (the values are the states of
     spec/vectors/session.json)."""
@@ -292,9 +300,10 @@ class Session:
         return Send(frame)
 
     def _timeout_error(self) -> HeartbeatTimeout:
+        lease_ms = self.schedule.lease_ms
         return HeartbeatTimeout(
-            f"monolock: no reply from the server within {self.schedule.client_timeout_ms:g} ms "
-            f"(0.8 x lease of {self.schedule.lease_ms} ms)"
+            f"monolock: no reply from the server within {client_timeout_text(lease_ms)} ms "
+            f"(0.8 x lease of {lease_ms} ms)"
         )
 
     def _decide(self, cause: MonolockError) -> None:

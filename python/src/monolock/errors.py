@@ -174,7 +174,11 @@ class NotMonolock(ProtocolViolation):
     the monolock protocol (an HTTP port such as the admin port, a TLS server
     spoken to in plaintext). An acquisition does not ask that server again;
     with no other server left the error goes to the caller. ``sent`` holds
-    the first bytes it sent (at most 12)."""
+    the first bytes it sent (at most 12). Not temporary: the address is
+    wrong, and that server answers the same way next time."""
+
+    # spec/vectors/temporary.json (the other clients say the same).
+    temporary = False
 
     def __init__(self, address: str, sent: bytes) -> None:
         quoted = _quote_bytes(sent, 12)

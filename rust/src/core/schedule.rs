@@ -72,6 +72,11 @@ impl Schedule {
     /// The lease: the server keeps a silent session this long after it
     /// last heard from it, so a lost client may keep its connection open
     /// until `sendTime(last acked) + lease` without shortening anyone's wait.
+    /// The lease in milliseconds, for messages.
+    pub(crate) fn lease_ms(&self) -> u32 {
+        self.lease_ms as u32 // exact: it came from a u32
+    }
+
     pub(crate) fn lease(&self) -> Duration {
         ms(self.lease_ms)
     }

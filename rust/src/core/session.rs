@@ -235,7 +235,8 @@ impl Session {
         match self.phase {
             Phase::Connecting | Phase::Waiting if now >= self.deadline() => {
                 // A promotion after this instant is no grant.
-                self.end(Error::Timeout(None), turn);
+                let lease_ms = self.schedule.lease_ms();
+                self.end(Error::ClientTimeout { lease_ms }, turn);
             }
             Phase::Held(_) if now >= self.deadline() => {
                 turn.lost = Some(self.lose_at_deadline());
@@ -252,7 +253,8 @@ impl Session {
 
     /// Held past the deadline: lost, told, and the connection kept open.
     fn lose_at_deadline(&mut self) -> Error {
-        let loss = Error::Lost(Box::new(Error::Timeout(None)));
+        let lease_ms = self.schedule.lease_ms();
+        let loss = Error::Lost(Box::new(Error::ClientTimeout { lease_ms }));
         self.phase = Phase::Lost;
         self.loss = Some(loss.clone());
         loss
@@ -495,7 +497,7 @@ mod tests {
             other => other,
         };
         match err {
-            Error::Timeout(_) => "timeout".into(),
+            Error::ClientTimeout { .. } => "timeout".into(),
             Error::Io(_) => "io".into(),
             Error::Protocol(_) => "protocol".into(),
             Error::NotMonolock { .. } => "not_monolock".into(),

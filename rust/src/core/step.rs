@@ -135,7 +135,7 @@ mod tests {
         let res = acquire_step(&s, &mut turn, &plan, t0 + ms(850), &mut || {});
         match res {
             Err(Failure::Session {
-                error: Error::Timeout(None),
+                error: Error::ClientTimeout { lease_ms: 1000 },
                 queued,
             }) => assert_eq!(queued, ms(850)),
             other => panic!("{other:?}"),
