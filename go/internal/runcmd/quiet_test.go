@@ -28,6 +28,21 @@ func passiveServer(t *testing.T, active string) string {
 
 // errorServer answers every ACQUIRE with ERROR code and reason.
 func errorServer(t *testing.T, code uint8, reason string) string {
+	return fakeServer(t, func(conn net.Conn) {
+		r := bufio.NewReader(conn)
+		if _, err := r.ReadByte(); err != nil {
+			return
+		}
+		if _, _, _, err := protocol.ReadAcquireBody(r); err != nil {
+			return
+		}
+		_, _ = conn.Write(protocol.AppendError(nil, code, reason))
+	})
+}
+
+// fakeServer listens on loopback and hands every connection to serve on a
+// goroutine of its own, closing it after; it returns the address.
+func fakeServer(t *testing.T, serve func(net.Conn)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -40,14 +55,7 @@ func errorServer(t *testing.T, code uint8, reason string) string {
 			}
 			go func() {
 				defer conn.Close()
-				r := bufio.NewReader(conn)
-				if _, err := r.ReadByte(); err != nil {
-					return
-				}
-				if _, _, _, err := protocol.ReadAcquireBody(r); err != nil {
-					return
-				}
-				_, _ = conn.Write(protocol.AppendError(nil, code, reason))
+				serve(conn)
 			}()
 		}
 	}()

@@ -548,24 +548,14 @@ func TestRunRefusesBadInputClearly(t *testing.T) {
 // A port that is not monolock, or TLS to a plaintext server: one line that
 // says so, and status 69 (no server could be reached).
 func TestRunWrongPortSaysSo(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_, _ = conn.Write([]byte("HTTP/1.1 400 Bad Request\r\n\r\n"))
-			conn.Close()
-		}
-	}()
+	addr := fakeServer(t, func(conn net.Conn) {
+		_, _ = conn.Write([]byte("HTTP/1.1 400 Bad Request\r\n\r\n"))
+	})
 	start := time.Now()
-	code, out := run(t, t.TempDir(), "--server", ln.Addr().String(), "x", "--", "true")
+	code, out := run(t, t.TempDir(), "--server", addr, "x", "--", "true")
 	assert.Equal(t, ExitUnavailable, code, out)
 	assert.Less(t, time.Since(start), wait/2, "waited although the port is not monolock")
-	assert.Contains(t, out, "monolock run: no server available: "+ln.Addr().String()+` does not speak the monolock protocol (it sent "HTTP/1.1 400…"); is this the admin port?`)
+	assert.Contains(t, out, "monolock run: no server available: "+addr+` does not speak the monolock protocol (it sent "HTTP/1.1 400…"); is this the admin port?`)
 	assertHumanLines(t, out)
 
 	srv := startServer(t)
