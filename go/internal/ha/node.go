@@ -274,7 +274,7 @@ func (n *Node) term(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("grant lease: %w", err)
 	}
-	defer n.revoke(grant.ID)
+	defer n.revoke(context.Background(), grant.ID)
 	n.extend(sent)
 	n.revokeStale(ctx)
 	go n.keepAlive(ctx, grant.ID, end)
@@ -320,12 +320,12 @@ func causeOr(ctx context.Context, err error) error {
 // the start of the next term, which can only start once etcd answers: a
 // lease that etcd kept through an outage would otherwise hold this node's
 // old election key, and every campaign behind it, for a TTL.
-func (n *Node) revoke(id clientv3.LeaseID) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+func (n *Node) revoke(ctx context.Context, id clientv3.LeaseID) {
+	rctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	if _, err := n.cli.Revoke(ctx, id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+	if _, err := n.cli.Revoke(rctx, id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		n.mu.Lock()
-		n.stale = append(n.stale, id)
+		n.stale = append(n.stale, id) // its TTL ends it at the latest
 		n.mu.Unlock()
 	}
 }
@@ -337,14 +337,7 @@ func (n *Node) revokeStale(ctx context.Context) {
 	n.stale = nil
 	n.mu.Unlock()
 	for _, id := range stale {
-		rctx, cancel := context.WithTimeout(ctx, time.Second)
-		_, err := n.cli.Revoke(rctx, id)
-		cancel()
-		if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			n.mu.Lock()
-			n.stale = append(n.stale, id) // its TTL ends it at the latest
-			n.mu.Unlock()
-		}
+		n.revoke(ctx, id)
 	}
 }
 
