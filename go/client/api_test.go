@@ -16,12 +16,15 @@ import (
 // API is a deliberate edit of this list (other clients mirror it).
 func TestPublicSurface(t *testing.T) {
 	want := []string{
+		"AcquireOption",
 		"Client", "Client.Acquire", "Client.Lease", "Client.TryAcquire",
 		"DefaultDialTimeout", "DefaultLease", "DefaultServer",
-		"ErrBusy", "ErrClientTimeout", "ErrLockLost", "ErrProtocol", "ErrReleased", "ErrServerEnded", "ErrUnavailable",
+		"ErrBusy", "ErrClientTimeout", "ErrLockLost", "ErrProtocol", "ErrReleased", "ErrServerEnded", "ErrSharedUnsupported", "ErrUnavailable",
+		"Limit",
 		"Lock", "Lock.Context", "Lock.Done", "Lock.Err", "Lock.LeaseEnd", "Lock.Name", "Lock.Release", "Lock.Token", "Lock.ValidUntil",
 		"New", "Option",
 		"ServerError", "ServerError.Error", "ServerError.Is", "ServerError.Temporary",
+		"Shared",
 		"WithDialTimeout", "WithLease", "WithLogger", "WithOnWaiting", "WithServers", "WithTLS",
 	}
 	fset := token.NewFileSet()

@@ -56,8 +56,10 @@ func (c *Client) Lease() time.Duration { return c.cfg.lease }
 //
 // ctx only bounds the wait: once granted, the lock is held until Release or
 // until it is lost, whatever happens to ctx.
-func (c *Client) Acquire(ctx context.Context, name string) (*Lock, error) {
-	return c.acquire(ctx, name, false)
+//
+// With Shared or Limit among opts the claim is shared (see Shared).
+func (c *Client) Acquire(ctx context.Context, name string, opts ...AcquireOption) (*Lock, error) {
+	return c.acquire(ctx, name, false, opts)
 }
 
 // TryAcquire takes the named lock if it is free and returns ErrBusy at once
@@ -67,13 +69,20 @@ func (c *Client) Acquire(ctx context.Context, name string) (*Lock, error) {
 // ErrUnavailable. Before it returns ErrBusy it hands its place in the
 // queue back and waits (one round trip) for the server to drop it, so the
 // holder's release can never promote this abandoned claim.
-func (c *Client) TryAcquire(ctx context.Context, name string) (*Lock, error) {
-	return c.acquire(ctx, name, true)
+//
+// A shared TryAcquire (Shared, Limit) returns ErrBusy when the claim does
+// not fit at once, or would have to wait behind a claim queued before it.
+func (c *Client) TryAcquire(ctx context.Context, name string, opts ...AcquireOption) (*Lock, error) {
+	return c.acquire(ctx, name, true, opts)
 }
 
-func (c *Client) acquire(ctx context.Context, name string, try bool) (*Lock, error) {
+func (c *Client) acquire(ctx context.Context, name string, try bool, opts []AcquireOption) (*Lock, error) {
 	// Validation first: a refused name never costs a connection.
-	frame, err := protocol.AppendAcquire(nil, name, c.cfg.leaseMS)
+	claimOpts, err := applyAcquireOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	frame, err := claimOpts.frame(name, c.cfg.leaseMS)
 	if errors.Is(err, protocol.ErrNameTooLong) {
 		return nil, nameTooLongError(name)
 	}
@@ -135,6 +144,9 @@ func (c *Client) acquire(ctx context.Context, name string, try bool) (*Lock, err
 			return nil, interrupted(name, ctx, nil)
 		}
 		clear(missed)
+		if claimOpts.shared && errors.Is(err, protocol.ErrUnsupportedVersion) {
+			err = &sharedUnsupportedError{addr: addr, cause: err}
+		}
 		lastErr = err
 		switch {
 		case errors.Is(err, ErrBusy):

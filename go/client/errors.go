@@ -49,7 +49,25 @@ var (
 	// a waiting Acquire queues again, as after a dropped connection; a held
 	// lock is lost (Lock.Err wraps ErrLockLost and this).
 	ErrServerEnded = errors.New("monolock: the server ended the session with an ERROR (its code did not arrive)")
+
+	// ErrSharedUnsupported means the server answered a shared claim with
+	// ERROR 0x10: it speaks protocol version 1 only, which has exclusive
+	// locks and no shared locks or semaphores. The error also wraps the
+	// *ServerError. It is terminal: the same server answers the same way.
+	ErrSharedUnsupported = errors.New("monolock: the server does not support shared locks or semaphores (protocol version 2)")
 )
+
+// sharedUnsupportedError is ErrSharedUnsupported from the server at addr.
+type sharedUnsupportedError struct {
+	addr  string
+	cause error // the *ServerError 0x10
+}
+
+func (e *sharedUnsupportedError) Error() string {
+	return fmt.Sprintf("monolock: server %s does not support shared locks or semaphores (it answered a protocol version 2 ACQUIRE with 0x10 unsupported protocol version); use an exclusive lock, or upgrade the server", e.addr)
+}
+
+func (e *sharedUnsupportedError) Unwrap() []error { return []error{ErrSharedUnsupported, e.cause} }
 
 // ServerError is an ERROR frame received from the server. The code is the
 // contract; the reason is free text for humans and may be empty.
@@ -217,6 +235,13 @@ func (e *inputError) Unwrap() error { return e.canon }
 func leaseError(d time.Duration) error {
 	return &inputError{canon: protocol.ErrInvalidLease, detail: fmt.Sprintf(
 		"lease must be a whole number of milliseconds from %d ms to %d ms, got %v", spec.LeaseMSMin, spec.LeaseMSMax, d)}
+}
+
+// limitError refuses a semaphore's limit n (spec/constants.json,
+// client_defaults.limit_rule).
+func limitError(n int) error {
+	return &inputError{canon: protocol.ErrInvalidMode, detail: fmt.Sprintf(
+		"a semaphore's limit must be a whole number from 1 to %d permits, got %d", spec.SharedLimitMax, n)}
 }
 
 // nameTooLongError gives the length and the limit, never the name, which

@@ -3,6 +3,12 @@
 /** Every value of spec/constants.json, under its path (keys in camelCase). */
 export const SPEC = {
   protocolVersion: 1,
+  shared: {
+    protocolVersion: 2,
+    modeExclusive: 0,
+    modeShared: 1,
+    limitMax: 65535,
+  },
   messageTypes: {
     ACQUIRE: 0x01,
     HEARTBEAT: 0x02,
@@ -62,5 +68,7 @@ export const ERRORS = {
     { code: 0x16, name: "NAME_NOT_UTF8", text: "lock name is not valid UTF-8" },
     { code: 0x17, name: "INVALID_LEASE", text: "lease must be positive" },
     { code: 0x18, name: "NOT_AUTHORIZED", text: "not authorized for lock" },
+    { code: 0x19, name: "INVALID_MODE", text: "invalid lock mode" },
+    { code: 0x1a, name: "LIMIT_MISMATCH", text: "limit differs from the lock's" },
   ],
 } as const;

@@ -108,3 +108,25 @@ export class NotAuthorizedError extends ServerError {
   /** The wire code of this class. */
   static readonly CODE = 0x18;
 }
+
+/**
+ * 0x19 INVALID_MODE: "invalid lock mode". Terminal. A version 2 ACQUIRE whose mode is neither 0
+ * (exclusive) nor 1 (shared), or an exclusive one with a non-zero limit. Clients raise it before
+ * sending.
+ */
+export class InvalidModeError extends ServerError {
+  override name = "InvalidModeError";
+  /** The wire code of this class. */
+  static readonly CODE = 0x19;
+}
+
+/**
+ * 0x1a LIMIT_MISMATCH: "limit differs from the lock's". Terminal. A shared claim whose limit differs
+ * from the limit of the shared sessions already on the name (holding or waiting). Every claimant of
+ * one semaphore must state the same number of permits.
+ */
+export class LimitMismatchError extends ServerError {
+  override name = "LimitMismatchError";
+  /** The wire code of this class. */
+  static readonly CODE = 0x1a;
+}

@@ -6,6 +6,10 @@
 #![allow(dead_code)]
 
 pub(crate) const PROTOCOL_VERSION: u64 = 1;
+pub(crate) const SHARED_PROTOCOL_VERSION: u64 = 2;
+pub(crate) const SHARED_MODE_EXCLUSIVE: u64 = 0;
+pub(crate) const SHARED_MODE_SHARED: u64 = 1;
+pub(crate) const SHARED_LIMIT_MAX: u64 = 65535;
 pub(crate) const MESSAGE_TYPES_ACQUIRE: u8 = 0x01;
 pub(crate) const MESSAGE_TYPES_HEARTBEAT: u8 = 0x02;
 pub(crate) const MESSAGE_TYPES_WAITING: u8 = 0x11;

@@ -16,10 +16,12 @@ pub(crate) mod code {
     pub(crate) const NAME_NOT_UTF8: u8 = 0x16;
     pub(crate) const INVALID_LEASE: u8 = 0x17;
     pub(crate) const NOT_AUTHORIZED: u8 = 0x18;
+    pub(crate) const INVALID_MODE: u8 = 0x19;
+    pub(crate) const LIMIT_MISMATCH: u8 = 0x1a;
 }
 
 /// Canonical text of every known wire code, in code order.
-pub(crate) const CANONICAL: [(u8, &str); 11] = [
+pub(crate) const CANONICAL: [(u8, &str); 13] = [
     (code::SHUTTING_DOWN, "server shutting down"),
     (code::ADMIN_CLOSED, "closed by administrator"),
     (code::UNSUPPORTED_VERSION, "unsupported protocol version"),
@@ -31,6 +33,8 @@ pub(crate) const CANONICAL: [(u8, &str); 11] = [
     (code::NAME_NOT_UTF8, "lock name is not valid UTF-8"),
     (code::INVALID_LEASE, "lease must be positive"),
     (code::NOT_AUTHORIZED, "not authorized for lock"),
+    (code::INVALID_MODE, "invalid lock mode"),
+    (code::LIMIT_MISMATCH, "limit differs from the lock's"),
 ];
 
 /// Calls macro `$m` with every code of the spec, in code order, as
@@ -69,6 +73,15 @@ macro_rules! with_codes {
             /// 0x18 NOT_AUTHORIZED: "not authorized for lock". Terminal: the identity may not
             /// take this name. Fix the ACL or the certificate.
             NotAuthorized = NOT_AUTHORIZED,
+            /// 0x19 INVALID_MODE: "invalid lock mode". Terminal. A version 2 ACQUIRE whose mode
+            /// is neither 0 (exclusive) nor 1 (shared), or an exclusive one with a non-zero
+            /// limit. Clients raise it before sending.
+            InvalidMode = INVALID_MODE,
+            /// 0x1a LIMIT_MISMATCH: "limit differs from the lock's". Terminal. A shared claim
+            /// whose limit differs from the limit of the shared sessions already on the name
+            /// (holding or waiting). Every claimant of one semaphore must state the same number
+            /// of permits.
+            LimitMismatch = LIMIT_MISMATCH,
         }
     };
 }

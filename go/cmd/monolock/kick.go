@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/monolock/monolock/go/internal/termtext"
@@ -104,6 +105,13 @@ func kickLockHolder(af adminFlags, name string) int {
 		return commandFailed("kick", fmt.Errorf("lock %s is not held: it is delayed (its holder went silent, or a restart waits out a holder of the previous run), %d waiting", termtext.Field(name), len(l.Waiters)))
 	case l.Holder == nil:
 		return commandFailed("kick", fmt.Errorf("lock %s is not held (%d waiting)", termtext.Field(name), len(l.Waiters)))
+	case len(l.Holders) > 1:
+		// Which of them is meant is the operator's choice, not ours.
+		ids := make([]string, len(l.Holders))
+		for i, h := range l.Holders {
+			ids[i] = strconv.FormatUint(h.ID, 10)
+		}
+		return commandFailed("kick", fmt.Errorf("lock %s has %d shared holders (sessions %s): kick one by its session id", termtext.Field(name), len(l.Holders), strings.Join(ids, ", ")))
 	}
 	if err := c.Kick(ctx, l.Holder.ID); err != nil {
 		return commandFailed("kick", err)

@@ -60,7 +60,7 @@ func TestKickByLockName(t *testing.T) {
 func TestKickByLockNameNotHeld(t *testing.T) {
 	waiter := server.SessionInfo{ID: 9, Lease: time.Second}
 	hs := httptest.NewServer(admin.Handler(admin.Config{Server: fakeServer{locks: []server.LockStatus{
-		{Name: "jobs/a", Holder: &server.SessionInfo{ID: 1, Lease: time.Second}},
+		heldBy("jobs/a", server.SessionInfo{ID: 1, Lease: time.Second}),
 		{Name: "jobs/delayed", Blocked: true, Waiters: []server.SessionInfo{waiter}},
 		{Name: "jobs/q", Waiters: []server.SessionInfo{waiter, waiter}},
 	}}}))

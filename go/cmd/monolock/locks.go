@@ -276,20 +276,46 @@ func writeLockTable(w io.Writer, locks []admin.Lock, now time.Time) {
 	}
 	for _, l := range locks {
 		name := termtext.Field(l.Name)
-		switch {
-		case l.Holder != nil:
-			row(name, "held", *l.Holder)
+		holders := l.Holders
+		if holders == nil && l.Holder != nil {
+			holders = []admin.Session{*l.Holder} // a server from before shared locks
+		}
+		for i, s := range holders {
+			state := "held"
+			if s.Mode == admin.ModeShared {
+				state = "held shared"
+				if i == 0 && l.Limit != nil && *l.Limit > 0 {
+					state += fmt.Sprintf(" (%d of %d)", len(holders)+l.HeldBack, *l.Limit)
+				}
+			}
+			row(name, state, s)
 			name = ""
-		case l.Blocked:
+		}
+		switch {
+		case l.HeldBack > 0 && len(holders) > 0:
+			fmt.Fprintf(tw, "%s\tdelayed (%d silent holder%s)\t-\t-\t-\t-\t-\t-\n", name, l.HeldBack, plural(l.HeldBack))
+			name = ""
+		case l.Blocked || l.HeldBack > 0:
 			fmt.Fprintf(tw, "%s\tdelayed\t-\t-\t-\t-\t-\t-\n", name)
 			name = ""
 		}
 		for i, s := range l.Waiters {
-			row(name, "waiting #"+strconv.Itoa(i+1), s)
+			state := "waiting #" + strconv.Itoa(i+1)
+			if s.Mode == admin.ModeShared {
+				state += " shared"
+			}
+			row(name, state, s)
 			name = ""
 		}
 	}
 	tw.Flush()
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }
 
 func dash(s string) string {

@@ -110,7 +110,7 @@ type fakeServer struct {
 func (f fakeServer) LockPage(after string, limit int) ([]server.LockStatus, bool) {
 	locks := f.locks
 	if locks == nil {
-		locks = []server.LockStatus{{Name: "jobs/a", Holder: &server.SessionInfo{ID: 1, Token: 5, Lease: time.Second}}}
+		locks = []server.LockStatus{heldBy("jobs/a", server.SessionInfo{ID: 1, Token: 5, Lease: time.Second})}
 	}
 	i, _ := slices.BinarySearchFunc(locks, after, func(l server.LockStatus, name string) int {
 		return strings.Compare(l.Name, name)
@@ -121,6 +121,13 @@ func (f fakeServer) LockPage(after string, limit int) ([]server.LockStatus, bool
 	end := min(i+limit, len(locks))
 	return locks[i:end], end < len(locks)
 }
+// heldBy is the listing of lock name with one exclusive holder.
+func heldBy(name string, holder server.SessionInfo) server.LockStatus {
+	l := server.LockStatus{Name: name, Holders: []server.SessionInfo{holder}}
+	l.Holder = &l.Holders[0]
+	return l
+}
+
 func (f fakeServer) Kick(uint64) bool { return false }
 func (f fakeServer) Ready() bool      { return true }
 func (f fakeServer) Cell() (server.CellStatus, bool) {
@@ -215,8 +222,8 @@ func TestLocksCommandPagesThroughTheListing(t *testing.T) {
 	const n = 2*admin.DefaultPageLimit + 17
 	locks := make([]server.LockStatus, n)
 	for i := range locks {
-		locks[i] = server.LockStatus{Name: fmt.Sprintf("jobs/%04d", i),
-			Holder: &server.SessionInfo{ID: uint64(i + 1), Token: uint64(i + 1), Lease: time.Second, Since: time.Now()}}
+		locks[i] = heldBy(fmt.Sprintf("jobs/%04d", i),
+			server.SessionInfo{ID: uint64(i + 1), Token: uint64(i + 1), Lease: time.Second, Since: time.Now()})
 	}
 	hs := httptest.NewServer(admin.Handler(admin.Config{Server: fakeServer{locks: locks}}))
 	t.Cleanup(hs.Close)

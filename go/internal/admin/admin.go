@@ -79,14 +79,31 @@ type Session struct {
 	Token    uint64    `json:"token,omitempty"`
 	LeaseMS  int64     `json:"lease_ms"`
 	Since    time.Time `json:"since"`
+	Mode     string    `json:"mode"` // ModeExclusive or ModeShared
 }
+
+// Modes of a claim and of a held lock, as listings name them.
+const (
+	ModeExclusive = "exclusive"
+	ModeShared    = "shared"
+)
 
 // Lock is one lock in a listing.
 type Lock struct {
-	Name    string    `json:"name"`
+	Name string `json:"name"`
+	// Mode is how the holders hold it; absent while nobody does.
+	Mode string `json:"mode,omitempty"`
+	// Limit is the limit of the shared sessions on the lock (0: none);
+	// absent when there are none.
+	Limit *uint16 `json:"limit,omitempty"`
+	// Holder is the first of Holders, null when there are none.
 	Holder  *Session  `json:"holder"`
-	Waiters []Session `json:"waiters"`
-	Blocked bool      `json:"blocked,omitempty"` // held back: its holder went silent (lock delay), or a restart waits out a holder of the previous run
+	Holders []Session `json:"holders"`
+	// HeldBack counts holders that went silent, whose places are kept for
+	// the lock delay.
+	HeldBack int       `json:"held_back,omitempty"`
+	Waiters  []Session `json:"waiters"`
+	Blocked  bool      `json:"blocked,omitempty"` // nobody is granted it yet: an exclusive holder went silent (lock delay), or a restart waits out a holder of the previous run
 }
 
 // LocksResponse is the body of GET /v1/locks: one page.
@@ -363,10 +380,22 @@ func (a *api) locks(w http.ResponseWriter, r *http.Request) {
 	status, more := a.srv.LockPage(after, limit)
 	resp := LocksResponse{Locks: make([]Lock, 0, len(status))}
 	for _, l := range status {
-		out := Lock{Name: l.Name, Blocked: l.Blocked, Waiters: make([]Session, 0, len(l.Waiters))}
-		if l.Holder != nil {
-			h := session(*l.Holder)
-			out.Holder = &h
+		out := Lock{Name: l.Name, HeldBack: l.HeldBack, Blocked: l.Blocked,
+			Holders: make([]Session, 0, len(l.Holders)), Waiters: make([]Session, 0, len(l.Waiters))}
+		switch {
+		case l.Shared:
+			out.Mode = ModeShared
+		case len(l.Holders) > 0:
+			out.Mode = ModeExclusive
+		}
+		if l.LimitBound {
+			out.Limit = &l.Limit
+		}
+		for _, h := range l.Holders {
+			out.Holders = append(out.Holders, session(h))
+		}
+		if len(out.Holders) > 0 {
+			out.Holder = &out.Holders[0]
 		}
 		for _, s := range l.Waiters {
 			out.Waiters = append(out.Waiters, session(s))
@@ -407,8 +436,12 @@ func pageParams(rawQuery string) (after string, limit int, err error) {
 }
 
 func session(s server.SessionInfo) Session {
+	mode := ModeExclusive
+	if s.Shared {
+		mode = ModeShared
+	}
 	return Session{ID: s.ID, Remote: s.Remote, Identity: s.Identity, Token: s.Token,
-		LeaseMS: s.Lease.Milliseconds(), Since: s.Since.UTC()}
+		LeaseMS: s.Lease.Milliseconds(), Since: s.Since.UTC(), Mode: mode}
 }
 
 // cell describes the HA cell: this server's role, the active server and

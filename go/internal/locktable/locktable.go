@@ -35,38 +35,72 @@ func temporary(err error) bool {
 	return errors.As(err, &t) && t.Temporary()
 }
 
+// ErrLimitMismatch is returned by Acquire for a shared claim whose limit
+// differs from the limit of the shared sessions already on its name.
+var ErrLimitMismatch = errors.New("locktable: limit differs from the lock's")
+
 // Claim is one session's claim on one lock name: holding it or queued for it.
-// The server keeps one per session; the table links it into the lock's queue.
+// The server keeps one per session; the table links it into the lock's
+// holders or its queue.
 type Claim struct {
 	// Session identifies the owning session (for snapshots and kicks).
 	Session uint64
 	// Name is the lock name.
 	Name string
+	// Shared claims hold the lock beside other shared claims, at most
+	// Limit of them at once (0: any number); an exclusive claim holds it
+	// alone. Set before Acquire, never changed after.
+	Shared bool
+	Limit  uint16
 
 	token atomic.Uint64 // 0 while waiting; set once on grant
 	since int64         // when queued, then when granted (UnixNano); guarded by Table.mu
 
 	lock       *lock  // nil when not in the table; guarded by Table.mu
-	prev, next *Claim // waiter queue links; guarded by Table.mu
+	held       bool   // in lock's holders, else in its queue; guarded by Table.mu
+	heldBack   bool   // a holder whose session ended, kept until Release; guarded by Table.mu
+	prev, next *Claim // holder list or waiter queue links; guarded by Table.mu
 }
 
 // Token returns the claim's fencing token, or 0 while it is waiting.
 func (c *Claim) Token() uint64 { return c.token.Load() }
 
-// lock is one named lock: a holder and a FIFO queue of waiters, kept as an
-// intrusive list so that leaving the queue is O(1) and allocation-free.
+// lock is one named lock: its holders and a FIFO queue of waiters, each an
+// intrusive list so that leaving is O(1) and allocation-free.
+//
+// Claims are granted strictly in arrival order: the head of the queue is
+// granted when it fits, then the next while it fits; a claim that does not
+// fit stops the scan, so a waiting exclusive claim is never overtaken by a
+// stream of shared ones.
 type lock struct {
-	holder     *Claim
-	head, tail *Claim
-	waiters    int32 // with blocked, fits the lock in 32 bytes: one per held name
-	// blocked keeps a lock whose holder went silent from being granted until
-	// Unblock (the server's lock delay): a holder that vanished may still be
-	// touching the resource. So does Block, for a holder of the server's
-	// previous run.
+	holders, lastHolder *Claim
+	head, tail          *Claim
+	nHolders            int32 // held back ones included: they still count
+	waiters             int32
+	// shared counts the live shared sessions (holders not held back, and
+	// waiters); while there are any, a shared claim must state limit.
+	shared int32
+	limit  uint16
+	// exclusive: the holders (one) hold exclusively.
+	exclusive bool
+	// blocked keeps the lock from being granted to anyone until Unblock:
+	// a holder of the server's previous run, or of an HA cell's previous
+	// leader, may still count on it.
 	blocked bool
 }
 
-// Table maps lock names to their holder and waiters. It is safe for
+// fits reports whether c may hold l beside its current holders.
+func (l *lock) fits(c *Claim) bool {
+	switch {
+	case l.nHolders == 0:
+		return true
+	case l.exclusive || !c.Shared:
+		return false
+	}
+	return l.limit == 0 || l.nHolders < int32(l.limit)
+}
+
+// Table maps lock names to their holders and waiters. It is safe for
 // concurrent use.
 type Table struct {
 	tokens TokenSource
@@ -82,9 +116,10 @@ func New(tokens TokenSource) *Table {
 	return &Table{tokens: tokens, now: time.Now, locks: make(map[string]*lock)}
 }
 
-// Acquire adds c to the table under c.Name. If the lock is free, c is granted
-// at once and granted is true; otherwise c joins the end of the queue. An
-// error means c was not added: ErrClosed, or the token source failed.
+// Acquire adds c to the table under c.Name. If c fits now and nobody waits
+// before it, c is granted at once and granted is true; otherwise c joins
+// the end of the queue. An error means c was not added: ErrClosed,
+// ErrLimitMismatch, or the token source failed.
 func (t *Table) Acquire(c *Claim) (granted bool, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -99,12 +134,22 @@ func (t *Table) Acquire(c *Claim) (granted bool, err error) {
 		l = &lock{}
 		t.locks[c.Name] = l
 	}
-	if l.holder == nil && !l.blocked && l.head == nil {
+	if c.Shared {
+		if l.shared > 0 && c.Limit != l.limit {
+			return false, ErrLimitMismatch
+		}
+		l.limit = c.Limit
+		l.shared++
+	}
+	if !l.blocked && l.head == nil && l.fits(c) {
 		err := t.grant(l, c)
 		if err == nil {
 			return true, nil
 		}
 		if !temporary(err) {
+			if c.Shared {
+				l.shared--
+			}
 			t.dropIfEmpty(c.Name, l)
 			return false, err
 		}
@@ -124,7 +169,7 @@ func (t *Table) Acquire(c *Claim) (granted bool, err error) {
 	return false, nil
 }
 
-// grant makes c the holder of l with a fresh token. Caller holds t.mu.
+// grant makes c a holder of l with a fresh token. Caller holds t.mu.
 func (t *Table) grant(l *lock, c *Claim) error {
 	tok, err := t.tokens.Next()
 	if err != nil {
@@ -132,64 +177,100 @@ func (t *Table) grant(l *lock, c *Claim) error {
 	}
 	c.token.Store(tok)
 	c.since = t.now().UnixNano()
-	c.lock = l
-	l.holder = c
+	c.lock, c.held = l, true
+	c.prev, c.next = l.lastHolder, nil
+	if l.lastHolder != nil {
+		l.lastHolder.next = c
+	} else {
+		l.holders = c
+	}
+	l.lastHolder = c
+	l.nHolders++
+	l.exclusive = !c.Shared
 	return nil
 }
 
-// Release removes c from the table (a no-op if it is not in it). If c held
-// the lock, the first waiter is granted at once, unless the table is closed.
-// It returns the promoted claim, or nil. Waiters the token source refused are
-// returned in failed: they are out of the table and their sessions must end.
-func (t *Table) Release(c *Claim) (promoted *Claim, failed []*Claim) {
+// Release removes c from the table (a no-op if it is not in it), a holder
+// held back by ReleaseHeldBack included. Whoever fits after it is granted
+// at once, in queue order, unless the table is closed or the lock blocked:
+// a leaving waiter can let those behind it in too (shared claims behind
+// a waiting exclusive one). It returns the promoted claims. Waiters the
+// token source refused are returned in failed: they are out of the table
+// and their sessions must end.
+func (t *Table) Release(c *Claim) (promoted, failed []*Claim) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	l := c.lock
 	if l == nil {
 		return nil, nil
 	}
-	c.lock = nil
-	if l.holder != c {
-		t.unlink(l, c)
-		t.dropIfEmpty(c.Name, l)
-		return nil, nil
-	}
-	l.holder = nil
-	if !l.blocked { // else Unblock grants it
+	t.remove(l, c)
+	if !l.blocked {
 		promoted, failed = t.promote(l)
 	}
 	t.dropIfEmpty(c.Name, l)
 	return promoted, failed
 }
 
-// ReleaseBlocked removes c from the table like Release, except that if c held
-// the lock nobody is granted it until Unblock(c.Name): new claims queue
-// behind the absent holder. It reports whether the lock was blocked (false if
-// c was only waiting, or not in the table).
-func (t *Table) ReleaseBlocked(c *Claim) (blocked bool) {
+// remove takes c out of l's holders or queue. Caller holds t.mu.
+func (t *Table) remove(l *lock, c *Claim) {
+	if c.Shared && !c.heldBack {
+		l.shared--
+	}
+	if !c.held {
+		t.unlink(l, c)
+		c.lock = nil
+		return
+	}
+	if c.prev != nil {
+		c.prev.next = c.next
+	} else {
+		l.holders = c.next
+	}
+	if c.next != nil {
+		c.next.prev = c.prev
+	} else {
+		l.lastHolder = c.prev
+	}
+	c.prev, c.next = nil, nil
+	c.lock, c.held, c.heldBack = nil, false, false
+	l.nHolders--
+}
+
+// ReleaseHeldBack ends c's session in the table: a waiter leaves as with
+// Release, while a holder stays a holder, held back, until Release(c):
+// a holder that went silent may still be touching the resource (the
+// server's lock delay). Nobody who would not fit beside c is granted the
+// lock meanwhile; shared claims that fit still are. It reports whether c
+// was held back, with Release's results for a waiter that left.
+func (t *Table) ReleaseHeldBack(c *Claim) (heldBack bool, promoted, failed []*Claim) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	l := c.lock
 	if l == nil {
-		return false
+		return false, nil, nil
 	}
-	c.lock = nil
-	if l.holder != c {
-		t.unlink(l, c)
+	if !c.held {
+		t.remove(l, c)
+		if !l.blocked {
+			promoted, failed = t.promote(l)
+		}
 		t.dropIfEmpty(c.Name, l)
-		return false
+		return false, promoted, failed
 	}
-	l.holder = nil
-	l.blocked = true
-	return true
+	if !c.heldBack && c.Shared {
+		l.shared-- // no longer a session: its limit binds nobody
+	}
+	c.heldBack = true
+	return true, nil, nil
 }
 
-// Block holds name back as ReleaseBlocked does, although nobody (or a
-// claim that is about to end) holds it: a server restarted after a crash,
-// or a new leader of an HA cell, does this for each lock that a holder it
-// does not know may still count on. New claims queue until Unblock(name);
-// a holder's release leaves the lock blocked. It reports false, and
-// changes nothing, if the lock is blocked already.
+// Block holds name back: nobody is granted it until Unblock(name), whoever
+// holds it now. A server restarted after a crash, or a new leader of an
+// HA cell, does this for each lock that a holder it does not know may
+// still count on. New claims queue; a holder's release leaves the lock
+// blocked. It reports false, and changes nothing, if the lock is blocked
+// already.
 func (t *Table) Block(name string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -205,10 +286,10 @@ func (t *Table) Block(name string) bool {
 	return true
 }
 
-// Unblock ends the block that ReleaseBlocked or Block put on name and
-// grants the lock to the first waiter, unless the table is closed. Its
-// results are those of Release.
-func (t *Table) Unblock(name string) (promoted *Claim, failed []*Claim) {
+// Unblock ends the block that Block put on name and grants the lock to
+// the waiters that fit, unless the table is closed. Its results are those
+// of Release.
+func (t *Table) Unblock(name string) (promoted, failed []*Claim) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	l := t.locks[name]
@@ -216,34 +297,36 @@ func (t *Table) Unblock(name string) (promoted *Claim, failed []*Claim) {
 		return nil, nil
 	}
 	l.blocked = false
-	if l.holder == nil {
-		promoted, failed = t.promote(l)
-	}
+	promoted, failed = t.promote(l)
 	t.dropIfEmpty(name, l)
 	return promoted, failed
 }
 
-// promote grants the free lock l to its first waiter that can get a token.
-// Caller holds t.mu.
-func (t *Table) promote(l *lock) (promoted *Claim, failed []*Claim) {
+// promote grants l to its waiters in queue order while the head fits and
+// gets a token. Caller holds t.mu.
+func (t *Table) promote(l *lock) (promoted, failed []*Claim) {
 	if t.closed {
 		return nil, nil
 	}
-	for l.head != nil {
+	for l.head != nil && l.fits(l.head) {
 		next := l.head
 		t.unlink(l, next)
 		err := t.grant(l, next)
 		if err == nil {
-			return next, failed
+			promoted = append(promoted, next)
+			continue
 		}
 		if temporary(err) {
 			t.pushFront(l, next) // keeps its place; Regrant tries again
-			return nil, failed
+			return promoted, failed
 		}
 		next.lock = nil
+		if next.Shared {
+			l.shared--
+		}
 		failed = append(failed, next)
 	}
-	return nil, failed
+	return promoted, failed
 }
 
 // pushFront puts waiter c back at the head of l's queue. Caller holds t.mu.
@@ -258,21 +341,19 @@ func (t *Table) pushFront(l *lock, c *Claim) {
 	l.waiters++
 }
 
-// Regrant grants every free, unblocked lock that has waiters to its first
-// waiter: after the token source had none to give and has some again. It
-// returns the promoted claims, and the waiters the source refused for good.
+// Regrant grants every unblocked lock to the waiters that fit: after the
+// token source had none to give and has some again. It returns the
+// promoted claims, and the waiters the source refused for good.
 func (t *Table) Regrant() (promoted, failed []*Claim) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for name, l := range t.locks {
-		if l.holder != nil || l.blocked || l.head == nil {
+		if l.blocked || l.head == nil {
 			continue
 		}
 		p, f := t.promote(l)
 		failed = append(failed, f...)
-		if p != nil {
-			promoted = append(promoted, p)
-		}
+		promoted = append(promoted, p...)
 		t.dropIfEmpty(name, l)
 	}
 	return promoted, failed
@@ -297,7 +378,7 @@ func (t *Table) unlink(l *lock, c *Claim) {
 // dropIfEmpty forgets a lock nobody holds or waits for, so the map only
 // holds live names. Caller holds t.mu.
 func (t *Table) dropIfEmpty(name string, l *lock) {
-	if l.holder == nil && l.head == nil && !l.blocked && t.locks[name] == l {
+	if l.nHolders == 0 && l.head == nil && !l.blocked && t.locks[name] == l {
 		delete(t.locks, name)
 	}
 }
@@ -315,16 +396,26 @@ type Entry struct {
 	Session uint64
 	Token   uint64    // 0 for waiters
 	Since   time.Time // granted at (holder) or queued at (waiter)
+	Shared  bool      // a shared claim, else an exclusive one
 }
 
 // LockInfo describes one lock in a snapshot.
 type LockInfo struct {
-	Name    string
-	Holder  *Entry  // nil after shutdown began, or while Blocked
-	Waiters []Entry // in queue order
-	// Blocked: the holder went silent and the lock delay has not passed,
-	// or a holder of the server's previous run may still count on it;
-	// nobody holds the lock and nobody is granted it yet.
+	Name string
+	// Shared: the lock is held by shared claims; Limit is the limit the
+	// shared sessions on it agreed on (0: none).
+	Shared bool
+	Limit  uint16
+	// Holder is the first of Holders, nil when there are none.
+	Holder  *Entry
+	Holders []Entry // every holder whose session is live, in grant order
+	// HeldBack counts the holders whose sessions ended without a release
+	// and whose places are kept for the lock delay.
+	HeldBack int
+	Waiters  []Entry // in queue order
+	// Blocked: nobody may be granted the lock yet, because an exclusive
+	// holder went silent and the lock delay has not passed, or a holder
+	// of the server's previous run may still count on it.
 	Blocked bool
 }
 
@@ -405,29 +496,59 @@ func (h *pageHeap) Pop() any {
 
 // infoLocked describes l for a snapshot or a page. Caller holds t.mu.
 func (t *Table) infoLocked(name string, l *lock) LockInfo {
-	info := LockInfo{Name: name, Blocked: l.blocked}
-	if h := l.holder; h != nil {
-		info.Holder = &Entry{Session: h.Session, Token: h.token.Load(), Since: time.Unix(0, h.since)}
+	info := LockInfo{Name: name, Shared: l.nHolders > 0 && !l.exclusive}
+	if l.shared > 0 || info.Shared {
+		info.Limit = l.limit
 	}
+	info.Holders = make([]Entry, 0, int(l.nHolders))
+	for h := l.holders; h != nil; h = h.next {
+		if h.heldBack {
+			info.HeldBack++
+			continue
+		}
+		info.Holders = append(info.Holders, entry(h))
+	}
+	if len(info.Holders) > 0 {
+		info.Holder = &info.Holders[0]
+	}
+	info.Blocked = l.blocked || (info.HeldBack > 0 && l.exclusive)
 	info.Waiters = make([]Entry, 0, int(l.waiters))
 	for w := l.head; w != nil; w = w.next {
-		info.Waiters = append(info.Waiters, Entry{Session: w.Session, Since: time.Unix(0, w.since)})
+		info.Waiters = append(info.Waiters, entry(w))
 	}
 	return info
 }
 
-// Counts returns the number of live locks, of held locks and of queued
-// waiters, for gauges read at scrape time.
-func (t *Table) Counts() (locks, holders, waiters int) {
+func entry(c *Claim) Entry {
+	return Entry{Session: c.Session, Token: c.token.Load(), Since: time.Unix(0, c.since), Shared: c.Shared}
+}
+
+// Counts returns the number of live locks, of held locks (by a live
+// session) and of queued waiters, for gauges read at scrape time.
+func (t *Table) Counts() (locks, held, waiters int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, l := range t.locks {
-		if l.holder != nil {
-			holders++
+		for h := l.holders; h != nil; h = h.next {
+			if !h.heldBack {
+				held++
+				break
+			}
 		}
 		waiters += int(l.waiters)
 	}
-	return len(t.locks), holders, waiters
+	return len(t.locks), held, waiters
+}
+
+// Limit returns the limit that the shared sessions on name agreed on, and
+// whether there are any (bound false: a shared claim may state any limit).
+func (t *Table) Limit(name string) (limit uint16, bound bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if l := t.locks[name]; l != nil && l.shared > 0 {
+		return l.limit, true
+	}
+	return 0, false
 }
 
 // Len returns the number of live locks.

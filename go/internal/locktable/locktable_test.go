@@ -39,11 +39,11 @@ func TestFirstClaimIsGrantedOthersQueueFIFO(t *testing.T) {
 	for i := 1; i < len(cs); i++ {
 		promoted, failed := tab.Release(cs[i-1])
 		assert.Empty(t, failed)
-		require.Same(t, cs[i], promoted, "FIFO")
-		assert.Equal(t, uint64(i+1), promoted.Token(), "+1 per grant")
+		require.Equal(t, []*Claim{cs[i]}, promoted, "FIFO")
+		assert.Equal(t, uint64(i+1), promoted[0].Token(), "+1 per grant")
 	}
 	promoted, _ := tab.Release(cs[3])
-	assert.Nil(t, promoted)
+	assert.Empty(t, promoted)
 	assert.Zero(t, tab.Len(), "an unused lock is forgotten")
 }
 
@@ -58,16 +58,16 @@ func TestWaiterLeavingKeepsOthersInOrder(t *testing.T) {
 	// Leave from the middle, the tail and the head of the queue.
 	for _, i := range []int{2, 4, 1} {
 		promoted, _ := tab.Release(cs[i])
-		assert.Nil(t, promoted, "a leaving waiter promotes nobody")
+		assert.Empty(t, promoted, "a leaving waiter promotes nobody")
 		promoted, _ = tab.Release(cs[i])
-		assert.Nil(t, promoted, "release is idempotent")
+		assert.Empty(t, promoted, "release is idempotent")
 	}
 	snap := tab.Snapshot()
 	require.Len(t, snap, 1)
 	require.Len(t, snap[0].Waiters, 1)
 	assert.Equal(t, uint64(4), snap[0].Waiters[0].Session)
 	promoted, _ := tab.Release(cs[0])
-	assert.Same(t, cs[3], promoted)
+	assert.Equal(t, []*Claim{cs[3]}, promoted)
 }
 
 func TestLocksAreIndependentAndNamesExact(t *testing.T) {
@@ -90,12 +90,12 @@ func TestClosedTablePromotesNobody(t *testing.T) {
 	_, _ = tab.Acquire(w)
 	tab.Close()
 	promoted, _ := tab.Release(h)
-	assert.Nil(t, promoted)
+	assert.Empty(t, promoted)
 	assert.Zero(t, w.Token())
 	_, err := tab.Acquire(claim(3, "y"))
 	assert.ErrorIs(t, err, ErrClosed)
 	promoted, _ = tab.Release(w)
-	assert.Nil(t, promoted)
+	assert.Empty(t, promoted)
 	assert.Zero(t, tab.Len())
 }
 
@@ -111,7 +111,7 @@ func TestTokenFailure(t *testing.T) {
 
 	src.fail = true
 	promoted, failed := tab.Release(h)
-	assert.Nil(t, promoted)
+	assert.Empty(t, promoted)
 	assert.Equal(t, []*Claim{w1, w2}, failed, "every waiter that could not be granted is handed back")
 	assert.Zero(t, tab.Len())
 
@@ -158,9 +158,10 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	}
 }
 
-// A blocked lock (the holder went silent, lock delay running) grants nobody,
-// not even a newcomer to an empty queue, until Unblock; then FIFO as usual.
-func TestReleaseBlockedHoldsTheLockUntilUnblock(t *testing.T) {
+// A held-back exclusive holder (it went silent, lock delay running) keeps
+// the lock from everybody, even a newcomer to an empty queue, until its
+// Release; then FIFO as usual.
+func TestReleaseHeldBackKeepsTheLockUntilRelease(t *testing.T) {
 	tab := New(&counter{})
 	holder, waiter := claim(1, "a"), claim(2, "a")
 	_, err := tab.Acquire(holder)
@@ -168,40 +169,47 @@ func TestReleaseBlockedHoldsTheLockUntilUnblock(t *testing.T) {
 	_, err = tab.Acquire(waiter)
 	require.NoError(t, err)
 
-	assert.True(t, tab.ReleaseBlocked(holder))
+	heldBack, promoted, _ := tab.ReleaseHeldBack(holder)
+	assert.True(t, heldBack)
+	assert.Empty(t, promoted)
 	late := claim(3, "a")
 	granted, err := tab.Acquire(late)
 	require.NoError(t, err)
-	assert.False(t, granted, "a blocked lock is granted to nobody")
+	assert.False(t, granted, "a held-back lock is granted to nobody")
 	snap := tab.Snapshot()
 	require.Len(t, snap, 1)
 	assert.True(t, snap[0].Blocked)
 	assert.Nil(t, snap[0].Holder)
+	assert.Equal(t, 1, snap[0].HeldBack)
 	assert.Len(t, snap[0].Waiters, 2)
 	_, holders, waiters := tab.Counts()
 	assert.Equal(t, 0, holders)
 	assert.Equal(t, 2, waiters)
 
-	promoted, failed := tab.Unblock("a")
+	heldBack, _, _ = tab.ReleaseHeldBack(holder)
+	assert.True(t, heldBack, "held back already: still its place")
+	promoted, failed := tab.Release(holder)
 	assert.Empty(t, failed)
-	assert.Same(t, waiter, promoted)
+	assert.Equal(t, []*Claim{waiter}, promoted)
 	assert.Equal(t, uint64(2), waiter.Token())
-	p2, _ := tab.Unblock("a")
-	assert.Nil(t, p2, "a second Unblock is a no-op")
+	p2, _ := tab.Release(holder)
+	assert.Empty(t, p2, "a second Release is a no-op")
 }
 
-// Unblocking a lock whose queue emptied meanwhile forgets the name; a
-// waiter's ReleaseBlocked is an ordinary leave.
-func TestUnblockEmptyLockIsForgotten(t *testing.T) {
+// A lock whose queue emptied while its holder was held back is forgotten
+// at the holder's Release; a waiter's ReleaseHeldBack is an ordinary leave.
+func TestHeldBackLockIsForgottenAtRelease(t *testing.T) {
 	tab := New(&counter{})
 	holder, waiter := claim(1, "a"), claim(2, "a")
 	_, _ = tab.Acquire(holder)
 	_, _ = tab.Acquire(waiter)
-	assert.False(t, tab.ReleaseBlocked(waiter))
-	assert.True(t, tab.ReleaseBlocked(holder))
-	assert.Equal(t, 1, tab.Len(), "a blocked lock stays listed")
-	promoted, _ := tab.Unblock("a")
-	assert.Nil(t, promoted)
+	heldBack, _, _ := tab.ReleaseHeldBack(waiter)
+	assert.False(t, heldBack)
+	heldBack, _, _ = tab.ReleaseHeldBack(holder)
+	assert.True(t, heldBack)
+	assert.Equal(t, 1, tab.Len(), "a held-back lock stays listed")
+	promoted, _ := tab.Release(holder)
+	assert.Empty(t, promoted)
 	assert.Equal(t, 0, tab.Len())
 }
 
@@ -225,14 +233,14 @@ func TestBlockHoldsBackAFreeLock(t *testing.T) {
 	assert.Empty(t, promoted, "Regrant does not end a block")
 	p, failed := tab.Unblock("a")
 	assert.Empty(t, failed)
-	assert.Same(t, first, p)
+	assert.Equal(t, []*Claim{first}, p)
 	assert.Equal(t, uint64(1), first.Token())
 	_, _ = tab.Release(first)
 	_, _ = tab.Release(second)
 
 	assert.True(t, tab.Block("b"))
 	p, _ = tab.Unblock("b")
-	assert.Nil(t, p)
+	assert.Empty(t, p)
 	assert.Equal(t, 0, tab.Len(), "unblocked with nobody waiting: forgotten")
 }
 
@@ -271,7 +279,7 @@ func TestNoTokenYetKeepsTheQueue(t *testing.T) {
 	}
 	disk.pending = true
 	promoted, failed := tab.Release(holder)
-	assert.Nil(t, promoted)
+	assert.Empty(t, promoted)
 	assert.Empty(t, failed, "a temporary failure drops nobody")
 	fresh := claim(4, "b")
 	granted, err := tab.Acquire(fresh)
@@ -287,7 +295,7 @@ func TestNoTokenYetKeepsTheQueue(t *testing.T) {
 	require.Len(t, promoted2, 2)
 	assert.ElementsMatch(t, []*Claim{w1, fresh}, promoted2, "the first waiter of each lock")
 	p, _ := tab.Release(w1)
-	assert.Same(t, w2, p, "FIFO kept")
+	assert.Equal(t, []*Claim{w2}, p, "FIFO kept")
 }
 
 // A held lock can be blocked too (a new leader, for a claim of the term
@@ -301,16 +309,16 @@ func TestBlockOfAHeldLockOutlastsItsHolder(t *testing.T) {
 	require.True(t, granted)
 	assert.True(t, tab.Block("a"))
 	p, _ := tab.Unblock("a")
-	assert.Nil(t, p, "Unblock of a held lock grants nobody")
+	assert.Empty(t, p, "Unblock of a held lock grants nobody")
 	assert.True(t, tab.Block("a"))
 	granted, err = tab.Acquire(waiter)
 	require.NoError(t, err)
 	assert.False(t, granted)
 	p, _ = tab.Release(holder)
-	assert.Nil(t, p, "the holder's release left the lock blocked")
+	assert.Empty(t, p, "the holder's release left the lock blocked")
 	assert.Zero(t, waiter.Token())
 	p, _ = tab.Unblock("a")
-	assert.Same(t, waiter, p)
+	assert.Equal(t, []*Claim{waiter}, p)
 	_, _ = tab.Release(waiter)
 	assert.Equal(t, 0, tab.Len())
 }

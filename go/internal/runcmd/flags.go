@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -43,7 +44,8 @@ func (v Duration) String() string {
 }
 
 // shortFlags are the one-letter spellings of flags, as flock has them.
-var shortFlags = map[string]string{"n": "no-wait", "w": "timeout", "E": "conflict-exit-code", "c": "command"}
+var shortFlags = map[string]string{"n": "no-wait", "w": "timeout", "E": "conflict-exit-code", "c": "command",
+	"s": "shared", "x": "exclusive", "e": "exclusive"}
 
 // flockArgs rewrites flock(1)'s short option habits, which the flag
 // package does not parse, into its spellings: the cluster "-nw 1" becomes
@@ -116,9 +118,9 @@ func defineShort(fset *flag.FlagSet) {
 // flagHelp lists the flags GNU style, with their defaults; a short
 // spelling shares its long flag's entry.
 func flagHelp(fset *flag.FlagSet) string {
-	shortOf := map[string]string{}
+	shortOf := map[string][]string{}
 	for short, long := range shortFlags {
-		shortOf[long] = short
+		shortOf[long] = append(shortOf[long], short)
 	}
 	var b strings.Builder
 	fset.VisitAll(func(f *flag.Flag) {
@@ -130,7 +132,9 @@ func flagHelp(fset *flag.FlagSet) string {
 			arg = "D"
 		}
 		b.WriteString("  ")
-		if s, ok := shortOf[f.Name]; ok {
+		shorts := shortOf[f.Name]
+		slices.Sort(shorts)
+		for _, s := range shorts {
 			fmt.Fprintf(&b, "-%s", s)
 			if arg != "" {
 				fmt.Fprintf(&b, " %s", arg)
@@ -146,7 +150,7 @@ func flagHelp(fset *flag.FlagSet) string {
 			fmt.Fprintf(&b, " %s", arg)
 		}
 		fmt.Fprintf(&b, "\n        %s", usage)
-		if f.DefValue != "" && f.DefValue != "0s" && f.DefValue != "false" && f.Name != "server" {
+		if f.DefValue != "" && f.DefValue != "0s" && f.DefValue != "0" && f.DefValue != "false" && f.Name != "server" {
 			fmt.Fprintf(&b, " (default %s)", f.DefValue)
 		}
 		b.WriteString("\n")

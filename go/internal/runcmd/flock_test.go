@@ -65,7 +65,7 @@ func TestParseFlockSpellings(t *testing.T) {
 
 	for _, bad := range [][]string{
 		{"n", "-c"}, {"n", "-c", "a", "b"}, {"-c", "a", "n", "--", "b"}, {"-c", "a", "n", "-c", "b"},
-		{"-c", "", "n"}, {"-nx", "n", "--", "true"}, {"-w", "n", "--", "true"}, {"-E", "x", "n", "--", "true"},
+		{"-c", "", "n"}, {"-nq", "n", "--", "true"}, {"-w", "n", "--", "true"}, {"-E", "x", "n", "--", "true"},
 	} {
 		_, err := parse(bad, nil)
 		assert.Error(t, err, "%q", bad)

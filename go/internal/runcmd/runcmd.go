@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
 	"strconv"
@@ -71,6 +72,13 @@ that CMD can read it and Ctrl-C reaches it; Ctrl-Z stops CMD and monolock
 run together (no heartbeats while stopped: a stop longer than 0.8 x lease
 loses the lock).
 
+With -s (--shared), CMD holds NAME beside other shared holders and never
+while an exclusive one does: readers with -s, writers with the default -x.
+With --limit N, at most N shared holders run at once: a semaphore of N
+permits (every claimant of NAME must give the same N). Claims are granted
+in arrival order, so a reader that comes after a waiting writer waits for
+it. Shared claims need a server with protocol version 2.
+
 Without --timeout and --no-wait, monolock run waits for the lock as long as
 it takes, and retries while no server can be reached: with a warning on
 stderr at once, then the same warning at most every 10 s with the number
@@ -102,6 +110,9 @@ type options struct {
 	timeout      time.Duration
 	noWait       bool
 	conflictCode int
+	shared       bool          // -s, or implied by --limit
+	exclusive    bool          // -x given
+	limit        int           // --limit N; 0: none
 	grace        time.Duration // after parse, as given; after graceFor, what applies
 	graceGiven   bool
 	dialTimeout  time.Duration
@@ -154,6 +165,9 @@ func parse(args []string, stdout io.Writer) (*options, error) {
 	DurationVar(fset, &o.timeout, "timeout", 0, "give up waiting for the lock after `D`; 0 is --no-wait (default: wait as long as it takes)")
 	fset.BoolVar(&o.noWait, "no-wait", false, "fail at once if the lock is held by someone else")
 	fset.IntVar(&o.conflictCode, "conflict-exit-code", ExitConflict, "exit status `N` when the lock is busy or --timeout expires")
+	fset.BoolVar(&o.shared, "shared", false, "hold NAME beside other shared holders, never beside an exclusive one (a reader)")
+	fset.BoolVar(&o.exclusive, "exclusive", false, "hold NAME alone (a writer; the default)")
+	fset.IntVar(&o.limit, "limit", 0, "hold NAME as one of at most `N` shared holders: a semaphore of N permits, 1 to 65535; implies --shared")
 	fset.StringVar(&o.shellCommand, "command", "", "run `STRING` with $SHELL -c (/bin/sh without $SHELL), as flock -c; also after NAME: NAME -c STRING")
 	DurationVar(fset, &o.grace, "grace", 0, "after a lost lock, wait `D` between SIGTERM and SIGKILL; the kill must be done 0.05 x lease before the server can grant the lock again, so D is at most 0.15 x lease - "+killAllowance.String()+" (default: that much, "+graceRoom(client.DefaultLease).String()+" with the default lease)")
 	DurationVar(fset, &o.dialTimeout, "dial-timeout", client.DefaultDialTimeout, "give up connecting to one server after `D`")
@@ -222,12 +236,29 @@ func parse(args []string, stdout io.Writer) (*options, error) {
 		return nil, errors.New("--grace must not be negative")
 	case o.conflictCode < 0 || o.conflictCode > 255:
 		return nil, errors.New("--conflict-exit-code must be 0..255")
+	case o.shared && o.exclusive:
+		return nil, errors.New("--shared (-s) and --exclusive (-x) exclude each other")
+	case o.exclusive && o.limit != 0:
+		return nil, errors.New("--limit makes a shared claim; it does not go with --exclusive (-x)")
+	case o.limit < 0 || o.limit > math.MaxUint16:
+		return nil, fmt.Errorf("--limit must be a number of permits from 1 to %d", math.MaxUint16)
 	case (o.tlsCert == "") != (o.tlsKey == ""):
 		return nil, errors.New("--tls-cert and --tls-key go together")
 	case o.logFormat != "text" && o.logFormat != "json":
 		return nil, fmt.Errorf("--log-format must be text or json, not %q", o.logFormat)
 	}
 	return o, nil
+}
+
+// claimOptions are the client's options for the claim's mode.
+func (o *options) claimOptions() []client.AcquireOption {
+	switch {
+	case o.limit > 0:
+		return []client.AcquireOption{client.Limit(o.limit)}
+	case o.shared:
+		return []client.AcquireOption{client.Shared()}
+	}
+	return nil
 }
 
 // displayName is a lock name for a message: quoted, and cut after 40
@@ -394,9 +425,9 @@ func (r *runner) acquire(c *client.Client, sigs <-chan os.Signal) (*client.Lock,
 		err  error
 	)
 	if r.o.noWait {
-		lock, err = c.TryAcquire(ctx, r.o.name)
+		lock, err = c.TryAcquire(ctx, r.o.name, r.o.claimOptions()...)
 	} else {
-		lock, err = c.Acquire(ctx, r.o.name)
+		lock, err = c.Acquire(ctx, r.o.name, r.o.claimOptions()...)
 	}
 	close(stopWatch)
 	<-watched

@@ -7,49 +7,58 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"io"
+	"strconv"
 	"time"
 
 	"github.com/monolock/monolock/go/internal/locktable"
 	"github.com/monolock/monolock/go/pkg/protocol"
 )
 
-// dropClaim takes c out of the lock table and tells the promoted waiter, if
-// any.
+// dropClaim takes c out of the lock table and tells the promoted waiters,
+// if any.
 func (s *Server) dropClaim(c *locktable.Claim) {
 	start := time.Now()
 	promoted, failed := s.table.Release(c)
 	s.handOver(promoted, failed, start)
 }
 
-// dropClaimHeldBack takes c out of the lock table; if c held the lock, the
-// next waiter is granted it only after delay, and the hold is counted
-// under cause (one of the server's constants, never client text).
+// dropClaimHeldBack takes c's session out of the lock table; if c held the
+// lock, c keeps its place among the holders for delay (the lock delay),
+// so nobody who would not fit beside it is granted the lock before then.
+// The hold is counted under cause (one of the server's constants, never
+// client text).
 func (s *Server) dropClaimHeldBack(c *locktable.Claim, delay time.Duration, cause string) {
-	if !s.table.ReleaseBlocked(c) {
+	start := time.Now()
+	heldBack, promoted, failed := s.table.ReleaseHeldBack(c)
+	s.handOver(promoted, failed, start)
+	if !heldBack {
 		return
 	}
 	s.holds.HeldBack(cause)
-	start := time.Now()
 	name := c.Name
 	if rec := s.leaseRecord(); rec != nil {
 		rec.Hold(name, start.Add(delay)) // also for the next run (leader)
 	}
 	s.lines.heldBack.Log("lock", name, "delay", delay)
-	s.holdUntil(name, start.Add(delay), start)
+	time.AfterFunc(delay, func() {
+		promoted, failed := s.table.Release(c)
+		s.handOver(promoted, failed, start)
+	})
 }
 
 // handOver tells the sessions the table promoted (or could not give a
 // token to) after a claim dropped at start.
-func (s *Server) handOver(promoted *locktable.Claim, failed []*locktable.Claim, start time.Time) {
+func (s *Server) handOver(promoted, failed []*locktable.Claim, start time.Time) {
 	for _, f := range failed {
 		if sess := s.session(f.Session); sess != nil {
 			sess.endAndHandOver(protocol.ErrShuttingDown, "cannot issue a fencing token")
 		}
 	}
-	if promoted != nil {
-		if sess := s.session(promoted.Session); sess != nil {
-			s.log.Debug("promoted", "session", sess.id(), "lock", promoted.Name, "token", promoted.Token())
+	for _, p := range promoted {
+		if sess := s.session(p.Session); sess != nil {
+			s.log.Debug("promoted", "session", sess.id(), "lock", p.Name, "token", p.Token())
 			if sess.promote() {
 				s.obs.Promoted(time.Since(start))
 			}
@@ -61,6 +70,34 @@ func (s *Server) session(id uint64) *session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.sessions[id]
+}
+
+// agreesOnLimit refuses a shared claim whose limit differs from the
+// limit of the shared sessions already on name, before its lease is
+// recorded; the table checks again when the claim enters it.
+func (s *Server) agreesOnLimit(c *locktable.Claim, name string) error {
+	if !c.Shared {
+		return nil
+	}
+	if limit, bound := s.table.Limit(name); bound && limit != c.Limit {
+		return s.limitMismatch(name, c.Limit)
+	}
+	return nil
+}
+
+// limitMismatch is the ERROR 0x1a for a shared claim on name with limit
+// mine.
+func (s *Server) limitMismatch(name string, mine uint16) error {
+	theirs, _ := s.table.Limit(name)
+	return &wireError{protocol.ErrLimitMismatch, fmt.Sprintf("limit %s differs from the limit %s of the shared sessions on this lock", limitText(mine), limitText(theirs))}
+}
+
+// limitText says a shared claim's limit, 0 being none.
+func limitText(limit uint16) string {
+	if limit == 0 {
+		return "0 (none)"
+	}
+	return strconv.Itoa(int(limit))
 }
 
 func errText(e *protocol.Error) string { return protocol.ErrCodeName(e.Code) }

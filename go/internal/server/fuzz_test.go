@@ -51,28 +51,45 @@ func model(data []byte) outcome {
 	if len(data) < 2 {
 		return outcome{}
 	}
-	if data[1] != protocol.Version {
+	// Version 2 has mode and limit between the lease and the name_len,
+	// checked after the lease and before the name.
+	hdr := 8
+	switch data[1] {
+	case protocol.Version:
+	case protocol.VersionShared:
+		hdr = 11
+	default:
 		return outcome{final: protocol.ErrUnsupportedVersion}
 	}
-	if len(data) < 8 {
+	if len(data) < 6 {
 		return outcome{}
 	}
 	lease := binary.BigEndian.Uint32(data[2:6])
-	nameLen := int(binary.BigEndian.Uint16(data[6:8]))
-	switch {
-	case lease == 0:
+	if lease == 0 && len(data) >= hdr {
 		return outcome{final: protocol.ErrInvalidLease}
+	}
+	if len(data) < hdr {
+		return outcome{}
+	}
+	if hdr == 11 {
+		mode, limit := data[6], binary.BigEndian.Uint16(data[7:9])
+		if mode > protocol.ModeShared || (mode == protocol.ModeExclusive && limit != 0) {
+			return outcome{final: protocol.ErrInvalidMode}
+		}
+	}
+	nameLen := int(binary.BigEndian.Uint16(data[hdr-2 : hdr]))
+	switch {
 	case nameLen == 0:
 		return outcome{final: protocol.ErrEmptyName}
 	case nameLen > protocol.MaxNameLen:
 		return outcome{final: protocol.ErrNameTooLong}
-	case len(data) < 8+nameLen:
+	case len(data) < hdr+nameLen:
 		return outcome{}
-	case !utf8.Valid(data[8 : 8+nameLen]):
+	case !utf8.Valid(data[hdr : hdr+nameLen]):
 		return outcome{final: protocol.ErrNameNotUTF8}
 	}
 	out := outcome{granted: true, leaseMS: lease}
-	for _, b := range data[8+nameLen:] {
+	for _, b := range data[hdr+nameLen:] {
 		switch b {
 		case protocol.MsgHeartbeat:
 			out.heartbeats++
@@ -105,6 +122,8 @@ func FuzzSessionByteStream(f *testing.F) {
 	}
 	valid, _ := protocol.AppendAcquire(nil, "fuzz", 60000)
 	f.Add(append(valid, 2, 2, 2, 1, 2), uint8(3))
+	shared, _ := protocol.AppendAcquireV2(nil, "fuzz-shared", 60000, protocol.ModeShared, 0)
+	f.Add(append(shared, 2, 2, 1), uint8(4))
 	f.Add(append(valid, 2, 0x13), uint8(2))
 	f.Add(valid[:5], uint8(0))
 

@@ -53,9 +53,11 @@ func (s *Server) holdBack(name string, until time.Time) {
 // holder under the previous leader may still count on.
 func (s *Server) HoldBack(name string, until time.Time) { s.holdBack(name, until) }
 
-// holdUntil ends the block on name (Block, ReleaseBlocked) at until, or
-// later if another hold of it lasts longer: every block ends here, so a
-// shorter hold (a lock delay) never ends a longer one (a restart's wait).
+// holdUntil ends the block on name (Block) at until, or later if another
+// hold of it lasts longer: every block ends here, so a shorter hold never
+// ends a longer one. A lock delay is no block: the silent holder keeps
+// its place among the holders (dropClaimHeldBack), so it never ends one
+// either.
 // start is when the lock was let go, for the promotion's latency.
 func (s *Server) holdUntil(name string, until, start time.Time) {
 	s.holdsMu.Lock()

@@ -317,12 +317,9 @@ func (s *Server) StepDown(reason string) {
 func (s *Server) Regrant() {
 	start := time.Now()
 	promoted, failed := s.table.Regrant()
-	for _, p := range promoted {
-		s.handOver(p, nil, start)
-	}
-	s.handOver(nil, failed, start)
+	s.handOver(promoted, failed, start)
 	if len(promoted) > 0 {
-		s.log.Info("fencing tokens available again; waiting locks granted", "locks", len(promoted))
+		s.log.Info("fencing tokens available again; waiting claims granted", "claims", len(promoted))
 	}
 }
 
@@ -589,15 +586,25 @@ type SessionInfo struct {
 	Lease    time.Duration // the lease the client asked for
 	Token    uint64        // fencing token; 0 while waiting
 	Since    time.Time     // granted at (holder) or queued at (waiter)
+	Shared   bool          // a shared claim, else an exclusive one
 }
 
 // LockStatus is one lock in the admin listing.
 type LockStatus struct {
-	Name    string
-	Holder  *SessionInfo  // nil while nobody holds it
-	Waiters []SessionInfo // in queue order: the first is promoted next
-	// Blocked: held back by the lock delay (a holder went silent or reset
-	// its connection), or after a restart for a holder of the previous run.
+	Name string
+	// Shared: held by shared claims. Limit is the limit the shared
+	// sessions on the lock agreed on (0: none), LimitBound whether there
+	// are any.
+	Shared     bool
+	Limit      uint16
+	LimitBound bool
+	Holder     *SessionInfo  // the first of Holders; nil while nobody holds it
+	Holders    []SessionInfo // every live holder, in grant order
+	HeldBack   int           // holders that went silent, kept for the lock delay
+	Waiters    []SessionInfo // in queue order: the first is promoted next
+	// Blocked: nobody is granted the lock yet: an exclusive holder went
+	// silent or reset its connection (lock delay), or a holder of the
+	// previous run (or leader) may still count on it.
 	Blocked bool
 }
 
@@ -621,12 +628,17 @@ func (s *Server) LockPage(after string, limit int) (page []LockStatus, more bool
 func (s *Server) lockStatus(locks []locktable.LockInfo) []LockStatus {
 	out := make([]LockStatus, 0, len(locks))
 	for _, l := range locks {
-		st := LockStatus{Name: l.Name, Blocked: l.Blocked, Waiters: make([]SessionInfo, 0, len(l.Waiters))}
-		if l.Holder != nil {
-			h := s.sessionInfo(*l.Holder)
-			st.Holder = &h
+		st := LockStatus{Name: l.Name, Shared: l.Shared, Limit: l.Limit, HeldBack: l.HeldBack, Blocked: l.Blocked,
+			Holders: make([]SessionInfo, 0, len(l.Holders)), Waiters: make([]SessionInfo, 0, len(l.Waiters))}
+		for _, h := range l.Holders {
+			st.Holders = append(st.Holders, s.sessionInfo(h))
+			st.LimitBound = st.LimitBound || h.Shared
+		}
+		if len(st.Holders) > 0 {
+			st.Holder = &st.Holders[0]
 		}
 		for _, w := range l.Waiters {
+			st.LimitBound = st.LimitBound || w.Shared
 			st.Waiters = append(st.Waiters, s.sessionInfo(w))
 		}
 		out = append(out, st)
@@ -635,7 +647,7 @@ func (s *Server) lockStatus(locks []locktable.LockInfo) []LockStatus {
 }
 
 func (s *Server) sessionInfo(e locktable.Entry) SessionInfo {
-	info := SessionInfo{ID: e.Session, Token: e.Token, Since: e.Since}
+	info := SessionInfo{ID: e.Session, Token: e.Token, Since: e.Since, Shared: e.Shared}
 	if sess := s.session(e.Session); sess != nil {
 		info.Remote = sess.conn.RemoteAddr().String()
 		info.Identity = peer.Primary(sess.conn)

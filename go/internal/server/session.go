@@ -330,10 +330,11 @@ func (ss *session) handshake(hs *handshakeInput) error {
 	}
 	// The body is checked field by field in the protocol's validation
 	// order; bytes past the frame stay in hs for the heartbeats.
-	_, leaseMS, name, err := protocol.ReadAcquireBody(hs)
+	acq, err := protocol.ReadAcquire(hs)
 	if err != nil {
 		return err
 	}
+	leaseMS, name := acq.LeaseMS, acq.Name
 	lastSeen := time.Now()
 	lease := time.Duration(leaseMS) * time.Millisecond
 	if limit := ss.srv.maxLease; limit > 0 && lease > limit {
@@ -349,9 +350,14 @@ func (ss *session) handshake(hs *handshakeInput) error {
 			return &wireError{protocol.ErrNotAuthorized, protocol.ErrCodeName(protocol.ErrNotAuthorized.Code) + ": " + err.Error()}
 		}
 	}
+	ss.claim.Shared, ss.claim.Limit = acq.Shared(), acq.Limit
+	if err := ss.srv.agreesOnLimit(&ss.claim, name); err != nil {
+		return err
+	}
 	// Only a claim that will be acknowledged enters the lease record: one
-	// refused above (a lease over --max-lease, the ACL) is nothing a
-	// restart has to wait out.
+	// refused above (a lease over --max-lease, the ACL, a limit the
+	// name's shared sessions do not share) is nothing a restart has to
+	// wait out.
 	if err := ss.srv.admit(ss, name, lease); err != nil {
 		return err
 	}
@@ -453,6 +459,9 @@ func (ss *session) register(name string) error {
 	if err != nil {
 		if errors.Is(err, locktable.ErrClosed) {
 			return protocol.ErrShuttingDown
+		}
+		if errors.Is(err, locktable.ErrLimitMismatch) {
+			return ss.srv.limitMismatch(name, ss.claim.Limit)
 		}
 		ss.srv.log.Error("cannot issue a fencing token", "err", err)
 		return &wireError{protocol.ErrShuttingDown, "cannot issue a fencing token"}

@@ -8,6 +8,10 @@ package spec
 
 const (
 	ProtocolVersion                  = 1                // protocol_version
+	SharedProtocolVersion            = 2                // shared.protocol_version
+	SharedModeExclusive              = 0                // shared.mode_exclusive
+	SharedModeShared                 = 1                // shared.mode_shared
+	SharedLimitMax                   = 65535            // shared.limit_max
 	MessageTypesAcquire              = 0x01             // message_types.ACQUIRE
 	MessageTypesHeartbeat            = 0x02             // message_types.HEARTBEAT
 	MessageTypesWaiting              = 0x11             // message_types.WAITING

@@ -56,4 +56,15 @@ var (
 	// Terminal: the identity may not take this name. Fix the ACL or the
 	// certificate.
 	ErrNotAuthorized = newError(0x18, "not authorized for lock")
+
+	// ErrInvalidMode is 0x19 INVALID_MODE: "invalid lock mode". Terminal. A
+	// version 2 ACQUIRE whose mode is neither 0 (exclusive) nor 1 (shared), or
+	// an exclusive one with a non-zero limit. Clients raise it before sending.
+	ErrInvalidMode = newError(0x19, "invalid lock mode")
+
+	// ErrLimitMismatch is 0x1a LIMIT_MISMATCH: "limit differs from the
+	// lock's". Terminal. A shared claim whose limit differs from the limit of
+	// the shared sessions already on the name (holding or waiting). Every
+	// claimant of one semaphore must state the same number of permits.
+	ErrLimitMismatch = newError(0x1a, "limit differs from the lock's")
 )

@@ -14,6 +14,8 @@ __all__ = [
     "EmptyName",
     "ExpectedAcquire",
     "InvalidLease",
+    "InvalidMode",
+    "LimitMismatch",
     "NameNotUTF8",
     "NameTooLong",
     "NotAuthorized",
@@ -119,6 +121,26 @@ class NotAuthorized(KnownServerError):
     text = "not authorized for lock"
 
 
+class InvalidMode(KnownServerError):
+    """0x19 INVALID_MODE: "invalid lock mode". Terminal. A version 2 ACQUIRE whose mode is
+    neither 0 (exclusive) nor 1 (shared), or an exclusive one with a non-zero limit. Clients
+    raise it before sending."""
+
+    __module__ = "monolock.errors"  # where users import it from
+    code = 0x19
+    text = "invalid lock mode"
+
+
+class LimitMismatch(KnownServerError):
+    """0x1a LIMIT_MISMATCH: "limit differs from the lock's". Terminal. A shared claim whose
+    limit differs from the limit of the shared sessions already on the name (holding or
+    waiting). Every claimant of one semaphore must state the same number of permits."""
+
+    __module__ = "monolock.errors"  # where users import it from
+    code = 0x1A
+    text = "limit differs from the lock's"
+
+
 CODE_CLASSES: tuple[type[KnownServerError], ...] = (
     ShuttingDown,
     AdminClosed,
@@ -131,5 +153,7 @@ CODE_CLASSES: tuple[type[KnownServerError], ...] = (
     NameNotUTF8,
     InvalidLease,
     NotAuthorized,
+    InvalidMode,
+    LimitMismatch,
 )
 """Every class above, in code order."""

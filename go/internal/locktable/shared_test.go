@@ -1,0 +1,185 @@
+package locktable
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func sharedClaim(id uint64, name string, limit uint16) *Claim {
+	return &Claim{Session: id, Name: name, Shared: true, Limit: limit}
+}
+
+// acquire adds every claim and returns which were granted at once.
+func acquire(t *testing.T, tab *Table, cs ...*Claim) []bool {
+	t.Helper()
+	granted := make([]bool, len(cs))
+	for i, c := range cs {
+		g, err := tab.Acquire(c)
+		require.NoError(t, err)
+		granted[i] = g
+	}
+	return granted
+}
+
+func TestSharedClaimsHoldTogetherEachWithItsOwnToken(t *testing.T) {
+	tab := New(&counter{})
+	r1, r2, r3 := sharedClaim(1, "a", 0), sharedClaim(2, "a", 0), sharedClaim(3, "a", 0)
+	assert.Equal(t, []bool{true, true, true}, acquire(t, tab, r1, r2, r3))
+	assert.Equal(t, []uint64{1, 2, 3}, []uint64{r1.Token(), r2.Token(), r3.Token()})
+	snap := tab.Snapshot()
+	require.Len(t, snap, 1)
+	assert.True(t, snap[0].Shared)
+	assert.Len(t, snap[0].Holders, 3)
+	assert.Same(t, &snap[0].Holders[0], snap[0].Holder)
+	_, held, _ := tab.Counts()
+	assert.Equal(t, 1, held, "one held lock")
+}
+
+// A writer waits for every reader, and a reader behind the waiting writer
+// waits too: no barging. The writer's release grants every reader queued
+// before the next writer, in one promotion.
+func TestWriterWaitsForReadersAndReadersDoNotOvertakeIt(t *testing.T) {
+	tab := New(&counter{})
+	r1, r2 := sharedClaim(1, "a", 0), sharedClaim(2, "a", 0)
+	w := claim(3, "a")
+	r3, r4 := sharedClaim(4, "a", 0), sharedClaim(5, "a", 0)
+	w2 := claim(6, "a")
+	r5 := sharedClaim(7, "a", 0)
+	assert.Equal(t, []bool{true, true, false, false, false, false, false}, acquire(t, tab, r1, r2, w, r3, r4, w2, r5))
+
+	p, _ := tab.Release(r1)
+	assert.Empty(t, p, "a reader still holds")
+	p, _ = tab.Release(r2)
+	assert.Equal(t, []*Claim{w}, p, "the last reader's release grants the writer")
+	p, _ = tab.Release(w)
+	assert.Equal(t, []*Claim{r3, r4}, p, "the readers before the next writer, together")
+	assert.Less(t, r3.Token(), r4.Token())
+	p, _ = tab.Release(r3)
+	assert.Empty(t, p)
+	p, _ = tab.Release(r4)
+	assert.Equal(t, []*Claim{w2}, p)
+	p, _ = tab.Release(w2)
+	assert.Equal(t, []*Claim{r5}, p)
+}
+
+// A waiter that leaves from the head lets in those behind it that fit: the
+// readers queued behind a writer that gave up join the readers holding.
+func TestLeavingWaiterLetsTheSharedBehindItIn(t *testing.T) {
+	tab := New(&counter{})
+	r1, w, r2, r3 := sharedClaim(1, "a", 0), claim(2, "a"), sharedClaim(3, "a", 0), sharedClaim(4, "a", 0)
+	assert.Equal(t, []bool{true, false, false, false}, acquire(t, tab, r1, w, r2, r3))
+	p, _ := tab.Release(w)
+	assert.Equal(t, []*Claim{r2, r3}, p)
+	heldBack, p, _ := tab.ReleaseHeldBack(r3)
+	assert.True(t, heldBack, "a holder now, so held back")
+	assert.Empty(t, p)
+}
+
+func TestSemaphoreGrantsAtMostLimit(t *testing.T) {
+	tab := New(&counter{})
+	cs := []*Claim{sharedClaim(1, "s", 3), sharedClaim(2, "s", 3), sharedClaim(3, "s", 3), sharedClaim(4, "s", 3)}
+	assert.Equal(t, []bool{true, true, true, false}, acquire(t, tab, cs...))
+	snap := tab.Snapshot()
+	require.Len(t, snap, 1)
+	assert.Equal(t, uint16(3), snap[0].Limit)
+	assert.Len(t, snap[0].Holders, 3)
+	require.Len(t, snap[0].Waiters, 1)
+	assert.True(t, snap[0].Waiters[0].Shared)
+	p, _ := tab.Release(cs[1])
+	assert.Equal(t, []*Claim{cs[3]}, p, "a freed permit goes to the next claimant")
+}
+
+// Shared sessions agree on the limit while any is on the name; exclusive
+// claims have no say, and once the last shared session is gone a new limit
+// is taken.
+func TestSharedSessionsAgreeOnTheLimit(t *testing.T) {
+	tab := New(&counter{})
+	w := claim(1, "s")
+	s1 := sharedClaim(2, "s", 2)
+	assert.Equal(t, []bool{true, false}, acquire(t, tab, w, s1))
+	_, err := tab.Acquire(sharedClaim(3, "s", 3))
+	assert.ErrorIs(t, err, ErrLimitMismatch, "a waiting shared session binds the limit")
+	_, err = tab.Acquire(sharedClaim(4, "s", 0))
+	assert.ErrorIs(t, err, ErrLimitMismatch, "no limit is a limit too")
+	snap := tab.Snapshot()
+	require.Len(t, snap, 1)
+	assert.Len(t, snap[0].Waiters, 1, "a refused claim is not added")
+
+	p, _ := tab.Release(w)
+	assert.Equal(t, []*Claim{s1}, p)
+	p, _ = tab.Release(s1)
+	assert.Empty(t, p)
+	assert.Zero(t, tab.Len())
+	granted, err := tab.Acquire(sharedClaim(5, "s", 3))
+	require.NoError(t, err, "nobody left: a new limit")
+	assert.True(t, granted)
+}
+
+// A shared holder that went silent keeps its permit until its Release but
+// binds nobody to its limit; claims that fit beside it are still granted,
+// and an exclusive claim waits for it.
+func TestHeldBackSharedHolderKeepsItsPermit(t *testing.T) {
+	tab := New(&counter{})
+	s1, s2 := sharedClaim(1, "s", 2), sharedClaim(2, "s", 2)
+	assert.Equal(t, []bool{true, true}, acquire(t, tab, s1, s2))
+	heldBack, _, _ := tab.ReleaseHeldBack(s1)
+	require.True(t, heldBack)
+	s3 := sharedClaim(3, "s", 2)
+	assert.Equal(t, []bool{false}, acquire(t, tab, s3), "its permit is still taken")
+	p, _ := tab.Release(s2)
+	assert.Equal(t, []*Claim{s3}, p, "a live holder's permit is free again")
+
+	w := claim(4, "s")
+	assert.Equal(t, []bool{false}, acquire(t, tab, w))
+	snap := tab.Snapshot()
+	require.Len(t, snap, 1)
+	assert.Equal(t, 1, snap[0].HeldBack)
+	assert.False(t, snap[0].Blocked, "shared claims that fit are still granted")
+	assert.Len(t, snap[0].Holders, 1)
+	p, _ = tab.Release(s3)
+	assert.Empty(t, p, "the writer waits for the held-back holder too")
+	p, _ = tab.Release(s1)
+	assert.Equal(t, []*Claim{w}, p)
+
+	// With only the held-back holder left, its limit binds nobody.
+	tab2 := New(&counter{})
+	old := sharedClaim(1, "t", 5)
+	acquire(t, tab2, old)
+	tab2.ReleaseHeldBack(old)
+	one := sharedClaim(2, "t", 1)
+	assert.Equal(t, []bool{false}, acquire(t, tab2, one), "a limit of 1 with one permit taken")
+	p, _ = tab2.Release(old)
+	assert.Equal(t, []*Claim{one}, p)
+}
+
+func TestBlockHoldsBackSharedClaims(t *testing.T) {
+	tab := New(&counter{})
+	require.True(t, tab.Block("a"))
+	r1, r2 := sharedClaim(1, "a", 0), sharedClaim(2, "a", 0)
+	assert.Equal(t, []bool{false, false}, acquire(t, tab, r1, r2))
+	p, _ := tab.Regrant()
+	assert.Empty(t, p)
+	p, _ = tab.Unblock("a")
+	assert.Equal(t, []*Claim{r1, r2}, p)
+}
+
+// A token failure in the middle of a promotion drops the claims it cannot
+// grant and keeps the shared count right, so the limit binds nobody after.
+func TestSharedPromotionTokenFailure(t *testing.T) {
+	src := &counter{}
+	tab := New(src)
+	w := claim(1, "a")
+	r1, r2 := sharedClaim(2, "a", 4), sharedClaim(3, "a", 4)
+	acquire(t, tab, w, r1, r2)
+	src.fail = true
+	p, failed := tab.Release(w)
+	assert.Empty(t, p)
+	assert.Equal(t, []*Claim{r1, r2}, failed)
+	assert.Zero(t, tab.Len())
+	src.fail = false
+	granted, err := tab.Acquire(sharedClaim(4, "a", 7))
+	require.NoError(t, err)
+	assert.True(t, granted)
+}
