@@ -121,6 +121,7 @@ func (f fakeServer) LockPage(after string, limit int) ([]server.LockStatus, bool
 	end := min(i+limit, len(locks))
 	return locks[i:end], end < len(locks)
 }
+
 // heldBy is the listing of lock name with one exclusive holder.
 func heldBy(name string, holder server.SessionInfo) server.LockStatus {
 	l := server.LockStatus{Name: name, Holders: []server.SessionInfo{holder}}
