@@ -49,6 +49,27 @@ func NewClient(cfg *Config) (*Client, error) {
 // Errors: KindValidation (bad name), KindServer (a terminal server error),
 // KindTimeout, KindCancelled.
 func (c *Client) Acquire(name string, timeoutMillis int64, cancel *Canceller) (*Lock, error) {
+	return c.acquire(name, timeoutMillis, cancel)
+}
+
+// AcquireShared is Acquire for a shared claim: it holds the lock together
+// with other shared claims, never while an exclusive one holds it. Claims
+// are granted in arrival order, so it waits behind an exclusive claim
+// queued before it. A server without shared locks (protocol version 1
+// only) fails it with KindServer, code 0x10.
+func (c *Client) AcquireShared(name string, timeoutMillis int64, cancel *Canceller) (*Lock, error) {
+	return c.acquire(name, timeoutMillis, cancel, client.Shared())
+}
+
+// AcquireSemaphore is AcquireShared with at most permits shared holders at
+// once (1 to 65535; another number is KindValidation, code 0x19). Every
+// claimant of the name must give the same permits (else KindServer, code
+// 0x1a).
+func (c *Client) AcquireSemaphore(name string, permits int, timeoutMillis int64, cancel *Canceller) (*Lock, error) {
+	return c.acquire(name, timeoutMillis, cancel, client.Limit(permits))
+}
+
+func (c *Client) acquire(name string, timeoutMillis int64, cancel *Canceller, opts ...client.AcquireOption) (*Lock, error) {
 	ctx := context.Background()
 	if cancel != nil {
 		ctx = cancel.context()
@@ -58,7 +79,7 @@ func (c *Client) Acquire(name string, timeoutMillis int64, cancel *Canceller) (*
 		ctx, stop = context.WithTimeout(ctx, time.Duration(timeoutMillis)*time.Millisecond)
 		defer stop()
 	}
-	l, err := c.inner.Acquire(ctx, name)
+	l, err := c.inner.Acquire(ctx, name, opts...)
 	if err != nil {
 		return nil, classify(err)
 	}
@@ -69,7 +90,23 @@ func (c *Client) Acquire(name string, timeoutMillis int64, cancel *Canceller) (*
 // once if another session holds it. It makes a single attempt: a server
 // error is KindServer, an unreachable server KindConnect.
 func (c *Client) TryAcquire(name string) (*Lock, error) {
-	l, err := c.inner.TryAcquire(context.Background(), name)
+	return c.tryAcquire(name)
+}
+
+// TryAcquireShared is TryAcquire for a shared claim (see AcquireShared):
+// KindBusy when it does not fit at once.
+func (c *Client) TryAcquireShared(name string) (*Lock, error) {
+	return c.tryAcquire(name, client.Shared())
+}
+
+// TryAcquireSemaphore is TryAcquire for one of permits shared holders (see
+// AcquireSemaphore): KindBusy when every permit is taken.
+func (c *Client) TryAcquireSemaphore(name string, permits int) (*Lock, error) {
+	return c.tryAcquire(name, client.Limit(permits))
+}
+
+func (c *Client) tryAcquire(name string, opts ...client.AcquireOption) (*Lock, error) {
+	l, err := c.inner.TryAcquire(context.Background(), name, opts...)
 	if err != nil {
 		return nil, classify(err)
 	}

@@ -91,6 +91,31 @@ public final class BindingTests implements AutoCloseable {
 	}
 
 	@Test
+	public void sharedClaimsAndSemaphoresCrossTheBinding() throws Exception {
+		Client c = client(10000);
+		Lock r1 = c.acquireShared("jvm/rw", 10000, null);
+		Lock r2 = c.tryAcquireShared("jvm/rw");
+		try {
+			Check.isTrue(r2.token() > r1.token(), "readers hold together, each with its own token");
+			Exception busy = Check.fails(() -> c.tryAcquire("jvm/rw"), "a writer beside readers");
+			Check.equal(Monolock.KindBusy, Monolock.errorKind(busy), "kind");
+		} finally {
+			r1.unlock();
+			r2.unlock();
+		}
+		Lock permit = c.acquireSemaphore("jvm/pool", 1, 10000, null);
+		try {
+			Exception full = Check.fails(() -> c.tryAcquireSemaphore("jvm/pool", 1), "a second permit of one");
+			Check.equal(Monolock.KindBusy, Monolock.errorKind(full), "kind");
+			Exception mismatch = Check.fails(() -> c.tryAcquireSemaphore("jvm/pool", 2), "another limit");
+			Check.equal(Monolock.KindServer, Monolock.errorKind(mismatch), "kind");
+			Check.equal(0x1aL, Monolock.errorCode(mismatch), "code");
+		} finally {
+			permit.unlock();
+		}
+	}
+
+	@Test
 	public void aWaiterHearsWaitingAndGetsTheLockOnUnlock() throws Exception {
 		Lock holder = client(10000).acquire("jvm/queue", Monolock.NoTimeout, null);
 		BlockingQueue<String> waiting = new ArrayBlockingQueue<>(8);
