@@ -12,6 +12,7 @@ import (
 	"github.com/monolock/monolock/conformance/driver"
 	"github.com/monolock/monolock/conformance/proxy"
 	"github.com/monolock/monolock/conformance/runner"
+	"github.com/monolock/monolock/go/testkit/pipe"
 )
 
 // worker is one client's driver process, contending for the lock in a
@@ -70,21 +71,22 @@ func (w *worker) now() time.Duration { return time.Since(w.start) }
 func (w *worker) run(ctx context.Context) error {
 	for n := 0; ctx.Err() == nil; n++ {
 		id := "c" + strconv.Itoa(n)
-		err := w.proc.Send(map[string]any{"cmd": "acquire", "id": id, "servers": w.addrs(), "name": w.lock,
-			"lease_ms": w.lease.Milliseconds(), "mode": "wait", "timeout_ms": (20 * w.lease).Milliseconds()})
+		lease, timeout := uint64(w.lease.Milliseconds()), (20 * w.lease).Milliseconds()
+		err := w.proc.Send(pipe.Command{Cmd: pipe.Acquire, ID: id, Servers: w.addrs(), Name: &w.lock,
+			LeaseMS: &lease, Mode: pipe.ModeWait, TimeoutMS: &timeout})
 		if err != nil {
 			return fmt.Errorf("%s: %w", w.name, err)
 		}
-		ev, err := w.next(ctx, id, "acquired", "error")
+		ev, err := w.next(ctx, id, pipe.Acquired, pipe.Error)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil // the run is over; quit releases what comes late
 			}
 			return err
 		}
-		if ev.Name == "error" {
+		if ev.Name == pipe.Error {
 			w.mu.Lock()
-			w.failures[fmt.Sprint(ev.Fields["kind"])]++
+			w.failures[ev.Kind]++
 			w.mu.Unlock()
 			if err := w.sleep(ctx, w.lease/4); err != nil {
 				return err
@@ -101,9 +103,9 @@ func (w *worker) run(ctx context.Context) error {
 // hold uses the lock: a write at once, then one every lease/5 until the
 // lost signal or the end of a random hold, then release.
 func (w *worker) hold(ctx context.Context, id string, acquired driver.Event) error {
-	token, err := strconv.ParseUint(fmt.Sprint(acquired.Fields["token"]), 10, 64)
+	token, err := strconv.ParseUint(acquired.Token, 10, 64)
 	if err != nil {
-		return fmt.Errorf("%s: token %v: %w", w.name, acquired.Fields["token"], err)
+		return fmt.Errorf("%s: token %q: %w", w.name, acquired.Token, err)
 	}
 	w.awaitResume(ctx) // a process stopped since it printed the grant writes when it runs again
 	win := w.ledger.grant(w.name, token, acquired.At)
@@ -126,11 +128,11 @@ func (w *worker) hold(ctx context.Context, id string, acquired driver.Event) err
 			if ev.ID != id {
 				continue
 			}
-			if ev.Name == "lost" {
+			if ev.Name == pipe.Lost {
 				w.ledger.end(win, ev.At, true)
 				return w.release(ctx, id)
 			}
-			if ev.Name == "driver_error" {
+			if ev.Name == pipe.DriverError {
 				return fmt.Errorf("%s: %s", w.name, ev.Line)
 			}
 		case <-tick.C:
@@ -153,12 +155,12 @@ func (w *worker) hold(ctx context.Context, id string, acquired driver.Event) err
 // that the end of the run does not shorten: a release that began just
 // before the end (while the server restarts, say) must still be answered.
 func (w *worker) release(ctx context.Context, id string) error {
-	if err := w.proc.Send(map[string]any{"cmd": "release", "id": id}); err != nil {
+	if err := w.proc.Send(pipe.Command{Cmd: pipe.Release, ID: id}); err != nil {
 		return fmt.Errorf("%s: %w", w.name, err)
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second+w.lease)
 	defer cancel()
-	_, err := w.next(ctx, id, "released")
+	_, err := w.next(ctx, id, pipe.Released)
 	return err
 }
 
@@ -168,7 +170,7 @@ func (w *worker) next(ctx context.Context, id string, names ...string) (driver.E
 	for {
 		select {
 		case ev := <-w.events:
-			if ev.Name == "driver_error" {
+			if ev.Name == pipe.DriverError {
 				return ev, fmt.Errorf("%s: %s", w.name, ev.Line)
 			}
 			if ev.ID != id {

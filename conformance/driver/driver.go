@@ -1,13 +1,13 @@
 // Package driver runs one conformance driver process and speaks the pipe
-// protocol of docs/writing-a-client.md with it: JSON commands on its stdin,
-// JSON events on its stdout, each event stamped by the runner when read.
+// protocol of docs/writing-a-client.md with it (the schema is
+// go/testkit/pipe): JSON commands on its stdin, JSON events on its stdout,
+// each event stamped by the runner when read.
 package driver
 
 import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,14 +18,15 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/monolock/monolock/go/testkit/pipe"
 )
 
-// Event is one line the driver printed.
+// Event is one line the driver printed: typed, and as written.
 type Event struct {
-	At     time.Duration  // when the runner read it, since the scenario start
-	Name   string         // the "event" field
-	ID     string         // the "id" field, if any
-	Fields map[string]any // the whole object, numbers as json.Number
+	At time.Duration // when the runner read it, since the scenario start
+	pipe.Event
+	Fields map[string]any // the whole object, numbers as json.Number, for judging
 	Line   string
 }
 
@@ -104,7 +105,7 @@ func launch(ctx context.Context, dir string, argv []string, env []string, start 
 		p.Kill()
 		return p, Event{}, fmt.Errorf("no ready event: %w", err)
 	}
-	if ready.Name != "ready" {
+	if ready.Name != pipe.Ready {
 		p.Kill()
 		return p, Event{}, fmt.Errorf("first event is not ready: %s", ready.Line)
 	}
@@ -125,10 +126,7 @@ func (p *Process) readLoop(r io.Reader) {
 		if len(bytes.TrimSpace([]byte(line))) == 0 {
 			continue
 		}
-		var fields map[string]any
-		dec := json.NewDecoder(bytes.NewReader([]byte(line)))
-		dec.UseNumber()
-		err := dec.Decode(&fields)
+		typed, fields, err := pipe.ParseEvent([]byte(line))
 		var streamed *Event
 		p.mu.Lock()
 		switch {
@@ -137,15 +135,13 @@ func (p *Process) readLoop(r io.Reader) {
 		case err != nil:
 			p.setFault(fmt.Errorf("driver printed a line that is not a JSON object: %q", line))
 		default:
-			name, _ := fields["event"].(string)
-			id, _ := fields["id"].(string)
-			ev := Event{At: at, Name: name, ID: id, Fields: fields, Line: line}
+			ev := Event{At: at, Event: typed, Fields: fields, Line: line}
 			if p.sink != nil && len(p.events) > 0 {
 				streamed = &ev
 			} else {
 				p.events = append(p.events, ev)
 			}
-			if name == "driver_error" {
+			if ev.Name == pipe.DriverError {
 				p.setFault(fmt.Errorf("driver_error: %s", line))
 			}
 		}
@@ -183,12 +179,12 @@ func (p *Process) Fault() error {
 }
 
 // Send writes one command.
-func (p *Process) Send(cmd map[string]any) error {
-	b, err := json.Marshal(cmd)
+func (p *Process) Send(cmd pipe.Command) error {
+	b, err := cmd.MarshalLine()
 	if err != nil {
 		return err
 	}
-	if _, err = p.stdin.Write(append(b, '\n')); err != nil {
+	if _, err = p.stdin.Write(b); err != nil {
 		// Most likely the driver is gone: report why, not the broken pipe.
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
@@ -308,7 +304,7 @@ func (p *Process) Quit(grace time.Duration) error {
 	p.mu.Lock()
 	p.quitting = true
 	p.mu.Unlock()
-	_ = p.Send(map[string]any{"cmd": "quit"})
+	_ = p.Send(pipe.Command{Cmd: pipe.Quit})
 	_ = p.stdin.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/monolock/monolock/go/testkit/pipe"
 )
 
 // StartStream hands every event after ready to the sink, in order, and
@@ -21,7 +23,7 @@ func TestStartStreamSendsEventsToSink(t *testing.T) {
 	if ready.Name != "ready" {
 		t.Fatalf("ready event %q", ready.Line)
 	}
-	if err := p.Send(map[string]any{"cmd": "acquire", "id": "a"}); err != nil {
+	if err := p.Send(pipe.Command{Cmd: pipe.Acquire, ID: "a"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"waiting", "acquired"} {

@@ -13,23 +13,22 @@ import (
 	"time"
 
 	"github.com/monolock/monolock/conformance/scenario"
+	"github.com/monolock/monolock/go/testkit/pipe"
 )
 
 // tlsOf is the tls object of an acquire command: the run's CA, and the
 // client certificate and server name the step asks for.
-func (r *run) tlsOf(st *scenario.StepTLS) map[string]any {
+func (r *run) tlsOf(st *scenario.StepTLS) *pipe.TLS {
 	certs := r.srv.certs
-	t := map[string]any{"ca_file": certs.CA}
+	t := &pipe.TLS{CAFile: certs.CA}
 	if st == nil {
 		return t
 	}
 	if st.Cert != "" {
-		t["cert_file"] = certs.ClientCert[st.Cert]
-		t["key_file"] = certs.ClientKey[st.Cert]
+		t.CertFile = certs.ClientCert[st.Cert]
+		t.KeyFile = certs.ClientKey[st.Cert]
 	}
-	if st.ServerName != nil {
-		t["server_name"] = *st.ServerName
-	}
+	t.ServerName = st.ServerName
 	return t
 }
 

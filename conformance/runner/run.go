@@ -228,12 +228,8 @@ func stderrOf(p *driver.Process) string {
 
 func missingCaps(ready driver.Event, need []string) []string {
 	have := map[string]bool{}
-	if list, ok := ready.Fields["capabilities"].([]any); ok {
-		for _, c := range list {
-			if s, ok := c.(string); ok {
-				have[s] = true
-			}
-		}
+	for _, c := range ready.Capabilities {
+		have[c] = true
 	}
 	var missing []string
 	for _, n := range need {

@@ -14,7 +14,7 @@
 //                      its conformance driver (--via driver: JSON lines
 //                      over a pipe, as the benchmark runs it)
 //   LABEL=cmd:PROGRAM ARGS...   any conformance driver, e.g. the Go
-//                      client's: go=cmd:/path/to/bench driver
+//                      client's: go=cmd:/path/to/bin/drivers/go
 //
 // Besides the rate it reports the CPU time per operation of the process
 // that runs the client (the driver, or this one in process), which is far

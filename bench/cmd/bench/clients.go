@@ -2,15 +2,11 @@ package main
 
 import (
 	"log"
-	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/monolock/monolock/bench/internal/drivers"
 	"github.com/monolock/monolock/bench/internal/report"
-	conformance "github.com/monolock/monolock/conformance/runner"
 )
 
 // clientWarmup is how long each client's driver runs unmeasured cycles
@@ -20,38 +16,9 @@ const clientWarmup = 2 * time.Second
 // wantedClients are the clients workload 5 asks for, in report order.
 var wantedClients = []string{"go", "python-sync", "python-asyncio", "node", "rust-blocking", "rust-tokio"}
 
-// clientSpecs returns the driver of every client: the Go client through
-// this binary's own `driver` subcommand (built with the benchmark, so the
-// Go row never waits on another build), the others as listed in
-// conformance/manifest.json. Rust drivers are built and run in release
-// mode here: a debug build would measure the compiler's settings.
-func clientSpecs(root string) (map[string]conformance.Client, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	specs := map[string]conformance.Client{"go": {Name: "go", Dir: ".", Run: []string{self, "driver"}}}
-	m, err := conformance.LoadManifest(filepath.Join(root, "conformance", "manifest.json"))
-	if err != nil {
-		return specs, err
-	}
-	for _, s := range m.Clients {
-		if len(s.Build) > 1 && s.Build[0] == "cargo" && s.Build[1] == "build" && !slices.Contains(s.Build, "--release") {
-			s.Build = slices.Insert(slices.Clone(s.Build), 2, "--release")
-			s.Run = slices.Clone(s.Run)
-			s.Run[0] = strings.Replace(s.Run[0], "target/debug/", "target/release/", 1)
-		}
-		if s.Name == "go" {
-			continue // the benchmark's own driver, see above
-		}
-		specs[s.Name] = s
-	}
-	return specs, nil
-}
-
 func (rn *runner) runClients() error {
 	root, _ := filepath.Abs("..")
-	specs, err := clientSpecs(root)
+	specs, err := driverSpecs(root, rn.work)
 	if err != nil {
 		log.Printf("clients: %v", err)
 	}

@@ -10,10 +10,10 @@
 // builds monolock from ../go, runs every workload for a bounded time and
 // stops everything it started.
 //
-// The same binary serves as its own helper processes: `bench driver` (the
-// Go client's conformance driver), `bench hold` (a dead-holder workload's
-// holder), `bench floor` (the tcp floor's server, package floor) and
-// `bench append` (the overlap workload's held command, package overlap).
+// The same binary serves as its own helper processes: `bench hold` (a
+// dead-holder workload's holder), `bench floor` (the tcp floor's server,
+// package floor) and `bench append` (the overlap workload's held command,
+// package overlap).
 package main
 
 import (
@@ -41,9 +41,6 @@ import (
 )
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "driver" {
-		os.Exit(driverMain())
-	}
 	if len(os.Args) > 1 && os.Args[1] == "hold" {
 		os.Exit(holdMain(os.Args[2:]))
 	}

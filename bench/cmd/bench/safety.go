@@ -37,32 +37,6 @@ var safetySignals = map[string]string{
 // safetyTarget is monolock's margin target, in leases.
 const safetyTarget = 0.15
 
-// safetySpecs returns every driver of conformance/manifest.json, Rust in
-// release mode as in workload 5, and the Go driver built into this run's
-// work directory instead of the repository's bin/.
-func safetySpecs(root, work string) (map[string]conformance.Client, error) {
-	m, err := conformance.LoadManifest(filepath.Join(root, "conformance", "manifest.json"))
-	if err != nil {
-		return nil, err
-	}
-	specs := map[string]conformance.Client{}
-	for _, s := range m.Clients {
-		s.Build, s.Run = slices.Clone(s.Build), slices.Clone(s.Run)
-		if len(s.Build) > 1 && s.Build[0] == "cargo" && s.Build[1] == "build" && !slices.Contains(s.Build, "--release") {
-			s.Build = slices.Insert(s.Build, 2, "--release")
-			s.Run[0] = strings.Replace(s.Run[0], "target/debug/", "target/release/", 1)
-		}
-		if len(s.Build) > 1 && s.Build[0] == "go" && s.Build[1] == "build" {
-			if i := slices.Index(s.Build, "-o"); i >= 0 && i+1 < len(s.Build) && len(s.Run) > 0 && s.Run[0] == s.Build[i+1] {
-				out := filepath.Join(work, "drivers", s.Name)
-				s.Build[i+1], s.Run[0] = out, out
-			}
-		}
-		specs[s.Name] = s
-	}
-	return specs, nil
-}
-
 // safetyOptions is workload 6's measurement, for the plan and -safety-runs.
 func (rn *runner) safetyOptions() safety.Options {
 	lease := rn.plan.safetyLease
@@ -114,7 +88,7 @@ func (rn *runner) safety() error {
 // safetyMonolock measures every wanted client against a fresh server each.
 func (rn *runner) safetyMonolock(o safety.Options) {
 	root, _ := filepath.Abs("..")
-	specs, specErr := safetySpecs(root, rn.work)
+	specs, specErr := driverSpecs(root, rn.work)
 	for _, name := range rn.safetyClientNames {
 		label := "monolock " + name
 		fail := func(msg string) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/monolock/monolock/conformance/driver"
 	"github.com/monolock/monolock/conformance/runner"
+	"github.com/monolock/monolock/go/testkit/pipe"
 )
 
 // Driver is one running driver process.
@@ -63,13 +64,11 @@ func (d *Driver) exited() <-chan struct{} { return d.p.Exited() }
 
 // failure describes an error, lost or driver_error event.
 func failure(ev driver.Event) error {
-	kind, _ := ev.Fields["kind"].(string)
-	msg, _ := ev.Fields["message"].(string)
-	return fmt.Errorf("%s: %s %s", ev.Name, kind, msg)
+	return fmt.Errorf("%s: %s %s", ev.Name, ev.Kind, ev.Message)
 }
 
 // send writes one command line; the workers of a workload share the pipe.
-func (d *Driver) send(cmd map[string]any) error {
+func (d *Driver) send(cmd pipe.Command) error {
 	d.wmu.Lock()
 	defer d.wmu.Unlock()
 	return d.p.Send(cmd)
@@ -102,7 +101,7 @@ func (d *Driver) wait(ch chan driver.Event, timeout time.Duration, names ...stri
 					return ev, nil
 				}
 			}
-			if ev.Name == "error" || ev.Name == "lost" || ev.Name == "driver_error" {
+			if ev.Failure() {
 				return ev, failure(ev)
 			}
 		case <-d.exited():

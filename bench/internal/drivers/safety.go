@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/monolock/monolock/conformance/driver"
+	"github.com/monolock/monolock/go/testkit/pipe"
 )
 
 // trialSeq numbers the claims of safety trials, so that their ids are
@@ -64,7 +65,7 @@ func (t *SafetyTrial) follow(ch chan driver.Event, rel chan struct{}, on func(dr
 		for {
 			select {
 			case ev := <-ch:
-				if ev.Name == "released" {
+				if ev.Name == pipe.Released {
 					close(rel)
 					return
 				}
@@ -79,15 +80,16 @@ func (t *SafetyTrial) follow(ch chan driver.Event, rel chan struct{}, on func(dr
 }
 
 func (t *SafetyTrial) acquire(id, server string, timeout time.Duration) error {
-	return t.d.send(map[string]any{"cmd": "acquire", "id": id, "servers": []string{server}, "name": t.name,
-		"lease_ms": t.leaseMS, "mode": "wait", "timeout_ms": int(timeout / time.Millisecond), "connect_timeout_ms": 5000})
+	lease, timeoutMS, connectMS := uint64(t.leaseMS), timeout.Milliseconds(), int64(5000)
+	return t.d.send(pipe.Command{Cmd: pipe.Acquire, ID: id, Servers: []string{server}, Name: &t.name,
+		LeaseMS: &lease, Mode: pipe.ModeWait, TimeoutMS: &timeoutMS, ConnectTimeoutMS: &connectMS})
 }
 
 // outcome waits for the first event on c, ctx or the driver's exit.
 func (t *SafetyTrial) outcome(ctx context.Context, c chan driver.Event, want string) error {
 	select {
 	case ev := <-c:
-		if ev.Name == want || ev.Name == "acquired" {
+		if ev.Name == want || ev.Name == pipe.Acquired {
 			return nil
 		}
 		return failure(ev)
@@ -103,9 +105,9 @@ func (t *SafetyTrial) Hold(ctx context.Context, addr string) error {
 	first := make(chan driver.Event, 1)
 	t.follow(t.d.expect(t.hid), t.hrel, func(ev driver.Event) {
 		switch ev.Name {
-		case "lost":
+		case pipe.Lost:
 			t.toldOnce.Do(func() { t.told <- t.d.at(ev) })
-		case "acquired", "error", "driver_error":
+		case pipe.Acquired, pipe.Error, pipe.DriverError:
 			select {
 			case first <- ev:
 			default:
@@ -116,7 +118,7 @@ func (t *SafetyTrial) Hold(ctx context.Context, addr string) error {
 	if err := t.acquire(t.hid, addr, 15*time.Second); err != nil {
 		return err
 	}
-	return t.outcome(ctx, first, "acquired")
+	return t.outcome(ctx, first, pipe.Acquired)
 }
 
 // Compete queues the competitor on the direct address and returns once it
@@ -125,11 +127,11 @@ func (t *SafetyTrial) Compete(ctx context.Context) error {
 	first := make(chan driver.Event, 1)
 	t.follow(t.d.expect(t.cid), t.crel, func(ev driver.Event) {
 		switch ev.Name {
-		case "acquired":
+		case pipe.Acquired:
 			t.grantOnce.Do(func() { t.granted <- t.d.at(ev) })
 		}
 		switch ev.Name {
-		case "waiting", "acquired", "error", "driver_error":
+		case pipe.Waiting, pipe.Acquired, pipe.Error, pipe.DriverError:
 			select {
 			case first <- ev:
 			default:
@@ -141,7 +143,7 @@ func (t *SafetyTrial) Compete(ctx context.Context) error {
 	if err := t.acquire(t.cid, t.direct, 2*time.Minute); err != nil {
 		return err
 	}
-	return t.outcome(ctx, first, "waiting")
+	return t.outcome(ctx, first, pipe.Waiting)
 }
 
 // Close releases both claims (the driver answers release in any state)
@@ -152,7 +154,7 @@ func (t *SafetyTrial) Close() {
 			return
 		}
 		defer t.d.forget(id)
-		if t.d.send(map[string]any{"cmd": "release", "id": id}) != nil {
+		if t.d.send(pipe.Command{Cmd: pipe.Release, ID: id}) != nil {
 			return
 		}
 		select {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/monolock/monolock/bench/internal/stats"
 	"github.com/monolock/monolock/conformance/driver"
+	"github.com/monolock/monolock/go/testkit/pipe"
 )
 
 // eventTimeout bounds every wait for a driver's event.
@@ -18,21 +19,22 @@ const eventTimeout = 15 * time.Second
 // and the acquired event.
 func (d *Driver) acquire(id, server, name string, leaseMS int) (chan driver.Event, driver.Event, error) {
 	ch := d.expect(id)
-	err := d.send(map[string]any{"cmd": "acquire", "id": id, "servers": []string{server}, "name": name,
-		"lease_ms": leaseMS, "mode": "wait", "timeout_ms": int(eventTimeout / time.Millisecond)})
+	lease, timeout := uint64(leaseMS), eventTimeout.Milliseconds()
+	err := d.send(pipe.Command{Cmd: pipe.Acquire, ID: id, Servers: []string{server}, Name: &name,
+		LeaseMS: &lease, Mode: pipe.ModeWait, TimeoutMS: &timeout})
 	if err != nil {
 		return ch, driver.Event{}, err
 	}
-	ev, err := d.wait(ch, eventTimeout+5*time.Second, "acquired")
+	ev, err := d.wait(ch, eventTimeout+5*time.Second, pipe.Acquired)
 	return ch, ev, err
 }
 
 func (d *Driver) release(ch chan driver.Event, id string) error {
 	defer d.forget(id)
-	if err := d.send(map[string]any{"cmd": "release", "id": id}); err != nil {
+	if err := d.send(pipe.Command{Cmd: pipe.Release, ID: id}); err != nil {
 		return err
 	}
-	_, err := d.wait(ch, eventTimeout, "released")
+	_, err := d.wait(ch, eventTimeout, pipe.Released)
 	return err
 }
 

@@ -525,7 +525,7 @@ func writeClients(b *bytes.Buffer, r *Results, chart func(key, alt string)) {
 	p("## 5. Clients\n\n")
 	p("Workloads 1 and 2 through each language's client, against one `monolock serve`. Each client runs as its conformance driver (the JSON-lines pipe of [writing-a-client.md](writing-a-client.md)): ")
 	p("the benchmark sends `acquire` and `release` commands and times the events at its end of the pipe, so every figure includes the driver's JSON handling and two pipe hops, and is slower than the same client called in-process (compare the Go row with the in-process Go figures above). ")
-	p("The Go client runs behind a minimal driver built into the benchmark (`bench driver`), the others as listed in `conformance/manifest.json`; Rust drivers are built with `--release`. ")
+	p("Every driver, Go's included, is the one listed in `conformance/manifest.json`; Rust drivers are built with `--release`. ")
 	if r.ClientWarmup > 0 {
 		p("Each driver first runs %s of unmeasured cycles, so that a runtime with a JIT (Node's V8, the JVM) is measured warm, as a long-lived application runs. ", round(r.ClientWarmup))
 	} else {

@@ -16,12 +16,12 @@ import (
 	"time"
 
 	"github.com/monolock/monolock/go/client"
-	"github.com/monolock/monolock/go/pkg/conformancepipe"
 	"github.com/monolock/monolock/go/pkg/protocol"
+	"github.com/monolock/monolock/go/testkit/pipe"
 )
 
 // tlsConfig builds the client's TLS configuration from the files.
-func tlsConfig(t *conformancepipe.TLS) (*tls.Config, error) {
+func tlsConfig(t *pipe.TLS) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if t.CAFile != "" {
 		pem, err := os.ReadFile(t.CAFile)
@@ -47,15 +47,15 @@ func tlsConfig(t *conformancepipe.TLS) (*tls.Config, error) {
 }
 
 func main() {
-	o := conformancepipe.NewWriter(os.Stdout)
+	o := pipe.NewWriter(os.Stdout)
 	o.Ready("go", "cancel", "invalid_utf8_names", "tls")
 	d := &driver{out: o, claims: map[string]*claim{}}
-	conformancepipe.ReadCommands(os.Stdin, o, d.handle)
+	pipe.ReadCommands(os.Stdin, o, d.handle)
 	d.closeAll()
 }
 
 type driver struct {
-	out    *conformancepipe.Writer
+	out    *pipe.Writer
 	claims map[string]*claim
 }
 
@@ -63,9 +63,9 @@ func (d *driver) driverError(format string, args ...any) {
 	d.out.DriverError(fmt.Sprintf(format, args...))
 }
 
-func (d *driver) handle(c conformancepipe.Command) {
+func (d *driver) handle(c pipe.Command) {
 	switch c.Cmd {
-	case "acquire":
+	case pipe.Acquire:
 		if old := d.claims[c.ID]; old != nil && !old.finished() {
 			d.driverError("id %q is still in use", c.ID)
 			return
@@ -77,13 +77,13 @@ func (d *driver) handle(c conformancepipe.Command) {
 		}
 		d.claims[c.ID] = cl
 		go cl.acquire()
-	case "release", "cancel":
+	case pipe.Release, pipe.Cancel:
 		cl := d.claims[c.ID]
 		if cl == nil {
 			d.driverError("unknown id %q", c.ID)
 			return
 		}
-		if c.Cmd == "release" {
+		if c.Cmd == pipe.Release {
 			cl.release()
 		} else {
 			cl.cancelWait()
@@ -103,7 +103,7 @@ func (d *driver) closeAll() {
 // claim is one acquire command and the lock it leads to.
 type claim struct {
 	id   string
-	out  *conformancepipe.Writer
+	out  *pipe.Writer
 	name string
 	mode string
 	opts []client.Option
@@ -119,12 +119,12 @@ type claim struct {
 	ended   bool // no lock held any more (failed, lost or released)
 }
 
-func newClaim(c conformancepipe.Command, out *conformancepipe.Writer) (*claim, error) {
+func newClaim(c pipe.Command, out *pipe.Writer) (*claim, error) {
 	cl := &claim{id: c.ID, out: out, mode: c.Mode, acquired: make(chan struct{})}
 	switch {
 	case c.ID == "":
 		return nil, errors.New("acquire without id")
-	case c.Mode != "wait" && c.Mode != "try":
+	case c.Mode != pipe.ModeWait && c.Mode != pipe.ModeTry:
 		return nil, fmt.Errorf("acquire %q: mode must be wait or try, not %q", c.ID, c.Mode)
 	case c.LeaseMS == nil:
 		return nil, fmt.Errorf("acquire %q: no lease_ms", c.ID)
@@ -141,7 +141,7 @@ func newClaim(c conformancepipe.Command, out *conformancepipe.Writer) (*claim, e
 	cl.opts = []client.Option{
 		client.WithServers(c.Servers...),
 		client.WithLease(time.Duration(leaseMS) * time.Millisecond),
-		client.WithOnWaiting(func(string) { cl.emit("waiting") }),
+		client.WithOnWaiting(func(string) { cl.emit(pipe.Event{Name: pipe.Waiting}) }),
 	}
 	if c.ConnectTimeoutMS != nil && *c.ConnectTimeoutMS > 0 {
 		cl.opts = append(cl.opts, client.WithDialTimeout(time.Duration(*c.ConnectTimeoutMS)*time.Millisecond))
@@ -160,29 +160,32 @@ func newClaim(c conformancepipe.Command, out *conformancepipe.Writer) (*claim, e
 	return cl, nil
 }
 
-func (cl *claim) emit(event string, kv ...any) {
-	ev := map[string]any{"event": event, "id": cl.id}
-	for i := 0; i+1 < len(kv); i += 2 {
-		ev[kv[i].(string)] = kv[i+1]
-	}
+// emit writes ev as this claim's.
+func (cl *claim) emit(ev pipe.Event) {
+	ev.ID = cl.id
 	cl.out.Emit(ev)
 }
 
 // emitFailure prints an error or lost event with the error's class.
 func (cl *claim) emitFailure(event, kind string, err error) {
+	ev := pipe.Event{Name: event, Kind: kind, Message: err.Error()}
 	var (
-		code      any // null unless there is a wire code
-		temporary any
-		se        *client.ServerError
-		pe        *protocol.Error
+		se *client.ServerError
+		pe *protocol.Error
 	)
+	// code and temporary stay null unless there is a wire code.
 	switch {
 	case errors.As(err, &se):
-		code, temporary = se.Code, se.Temporary()
+		ev.Code, ev.Temporary = wireCode(se.Code, se.Temporary())
 	case errors.As(err, &pe):
-		code, temporary = pe.Code, pe.Temporary()
+		ev.Code, ev.Temporary = wireCode(pe.Code, pe.Temporary())
 	}
-	cl.emit(event, "kind", kind, "code", code, "temporary", temporary, "message", err.Error())
+	cl.emit(ev)
+}
+
+func wireCode(code uint8, temporary bool) (*int, *bool) {
+	c := int(code)
+	return &c, &temporary
 }
 
 // acquireKind classifies the error of a failed acquire.
@@ -227,7 +230,7 @@ func (cl *claim) acquire() {
 	if err != nil {
 		cl.ended = true
 		if !cl.quiet { // a release or quit during the wait ends it silently
-			cl.emitFailure("error", acquireKind(err), err)
+			cl.emitFailure(pipe.Error, acquireKind(err), err)
 		}
 		return
 	}
@@ -238,8 +241,8 @@ func (cl *claim) acquire() {
 	}
 	cl.lock = lock
 	cl.watched = make(chan struct{})
-	cl.emit("acquired", "token", strconv.FormatUint(lock.Token(), 10),
-		"valid_ms", float64(time.Until(lock.ValidUntil()).Microseconds())/1000)
+	valid := float64(time.Until(lock.ValidUntil()).Microseconds()) / 1000
+	cl.emit(pipe.Event{Name: pipe.Acquired, Token: strconv.FormatUint(lock.Token(), 10), ValidMS: &valid})
 	go cl.watch(lock)
 }
 
@@ -249,7 +252,7 @@ func (cl *claim) try() (*client.Lock, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cl.mode == "try" {
+	if cl.mode == pipe.ModeTry {
 		return c.TryAcquire(cl.ctx, cl.name)
 	}
 	return c.Acquire(cl.ctx, cl.name)
@@ -260,7 +263,7 @@ func (cl *claim) watch(lock *client.Lock) {
 	defer close(cl.watched)
 	<-lock.Done()
 	if err := lock.Err(); !errors.Is(err, client.ErrReleased) {
-		cl.emitFailure("lost", lostKind(err), err)
+		cl.emitFailure(pipe.Lost, lostKind(err), err)
 	}
 	cl.mu.Lock()
 	cl.ended = true
@@ -300,7 +303,7 @@ func (cl *claim) stop() {
 // answered with released.
 func (cl *claim) release() {
 	cl.stop()
-	cl.emit("released")
+	cl.emit(pipe.Event{Name: pipe.Released})
 }
 
 // cancelWait answers the cancel command: it ends a pending acquisition

@@ -11,8 +11,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/monolock/monolock/go/pkg/conformancepipe"
 	"github.com/monolock/monolock/go/pkg/protocol"
+	"github.com/monolock/monolock/go/testkit/pipe"
 )
 
 const (
@@ -33,14 +33,14 @@ type claim struct {
 	connectTimeout time.Duration
 	tls            *tls.Config // nil: plain TCP
 	bugs           Bugs
-	o              *conformancepipe.Writer
+	o              *pipe.Writer
 
 	mu   sync.Mutex
 	done bool
 	ctl  chan string // release, cancel, quit
 }
 
-func newClaim(c conformancepipe.Command, bugs Bugs, o *conformancepipe.Writer) (*claim, error) {
+func newClaim(c pipe.Command, bugs Bugs, o *pipe.Writer) (*claim, error) {
 	name, err := c.LockName()
 	if err != nil {
 		return nil, err
@@ -64,20 +64,20 @@ func newClaim(c conformancepipe.Command, bugs Bugs, o *conformancepipe.Writer) (
 	return cl, nil
 }
 
-func (cl *claim) emit(event string, kv ...any) {
-	ev := map[string]any{"event": event, "id": cl.id}
-	for i := 0; i+1 < len(kv); i += 2 {
-		ev[kv[i].(string)] = kv[i+1]
-	}
+// emit writes ev as this claim's.
+func (cl *claim) emit(ev pipe.Event) {
+	ev.ID = cl.id
 	cl.o.Emit(ev)
 }
 
+// fail emits an error or lost event; a negative code is none (null).
 func (cl *claim) fail(event, kind string, code int) {
-	if code < 0 {
-		cl.emit(event, "kind", kind, "code", nil, "temporary", nil, "message", kind)
-		return
+	ev := pipe.Event{Name: event, Kind: kind, Message: kind}
+	if code >= 0 {
+		temporary := code < 0x10
+		ev.Code, ev.Temporary = &code, &temporary
 	}
-	cl.emit(event, "kind", kind, "code", code, "temporary", code < 0x10, "message", kind)
+	cl.emit(ev)
 }
 
 // stop delivers release, cancel or quit to the claim's goroutine.
@@ -86,7 +86,7 @@ func (cl *claim) stop(kind string) {
 	defer cl.mu.Unlock()
 	if cl.done {
 		if kind == "release" {
-			cl.emit("released")
+			cl.emit(pipe.Event{Name: pipe.Released})
 		}
 		return
 	}
@@ -102,7 +102,7 @@ func (cl *claim) finish() {
 		select {
 		case k := <-cl.ctl:
 			if k == "release" {
-				cl.emit("released")
+				cl.emit(pipe.Event{Name: pipe.Released})
 			}
 		default:
 			return
@@ -136,7 +136,7 @@ type failure struct {
 func (cl *claim) run() {
 	defer cl.finish()
 	if code := cl.validate(); code != 0 {
-		cl.fail("error", "validation", code)
+		cl.fail(pipe.Error, "validation", code)
 		return
 	}
 	frame := []byte{msgAcquire, 1}
@@ -148,8 +148,8 @@ func (cl *claim) run() {
 		if !retry {
 			return
 		}
-		if cl.mode == "try" {
-			cl.fail("error", f.kind, f.code)
+		if cl.mode == pipe.ModeTry {
+			cl.fail(pipe.Error, f.kind, f.code)
 			return
 		}
 		// Equal jitter: 50 ms doubling to 2 s, half fixed, half random.
@@ -162,7 +162,7 @@ func (cl *claim) run() {
 		select {
 		case <-time.After(d):
 		case <-deadline:
-			cl.fail("error", "timeout", -1)
+			cl.fail(pipe.Error, "timeout", -1)
 			return
 		case k := <-cl.ctl:
 			cl.stopped(k, false)
@@ -175,9 +175,9 @@ func (cl *claim) run() {
 func (cl *claim) stopped(kind string, held bool) {
 	switch {
 	case kind == "release":
-		cl.emit("released")
+		cl.emit(pipe.Event{Name: pipe.Released})
 	case kind == "cancel" && !held:
-		cl.fail("error", "cancelled", -1)
+		cl.fail(pipe.Error, "cancelled", -1)
 	}
 }
 
@@ -265,12 +265,13 @@ func (cl *claim) session(acquire []byte, addr string) (bool, failure) {
 			hb.Reset(time.Until(lastSend.Add(interval())))
 		}
 	}
-	validMS := func() float64 {
-		return float64(time.Until(validFrom.Add(clientTimeout))) / float64(time.Millisecond)
+	validMS := func() *float64 {
+		v := float64(time.Until(validFrom.Add(clientTimeout))) / float64(time.Millisecond)
+		return &v
 	}
 	ioEnd := func() (bool, failure) {
 		if held {
-			cl.fail("lost", "io", -1)
+			cl.fail(pipe.Lost, "io", -1)
 			return false, failure{}
 		}
 		return true, failure{"connect", -1}
@@ -286,12 +287,12 @@ func (cl *claim) session(acquire []byte, addr string) (bool, failure) {
 			case msgWaiting:
 				ack()
 				if !waiting && !held {
-					if cl.mode == "try" {
-						cl.emit("error", "kind", "busy", "code", nil, "temporary", nil, "message", "busy")
+					if cl.mode == pipe.ModeTry {
+						cl.fail(pipe.Error, "busy", -1)
 						return false, failure{}
 					}
 					waiting = true
-					cl.emit("waiting")
+					cl.emit(pipe.Event{Name: pipe.Waiting})
 				}
 			case msgAcquired:
 				switch {
@@ -301,11 +302,11 @@ func (cl *claim) session(acquire []byte, addr string) (bool, failure) {
 						ack()
 					}
 					waiting, held = false, true
-					cl.emit("acquired", "token", itoa(f.token), "valid_ms", validMS())
+					cl.emit(pipe.Event{Name: pipe.Acquired, Token: itoa(f.token), ValidMS: validMS()})
 				case !held:
 					ack()
 					held = true
-					cl.emit("acquired", "token", itoa(f.token), "valid_ms", validMS())
+					cl.emit(pipe.Event{Name: pipe.Acquired, Token: itoa(f.token), ValidMS: validMS()})
 				default:
 					ack()
 				}
@@ -313,11 +314,11 @@ func (cl *claim) session(acquire []byte, addr string) (bool, failure) {
 				code := f.code // -1: no code (a waiting claim queues again)
 				switch {
 				case held:
-					cl.fail("lost", "server", code)
-				case code < 0x10 && cl.mode == "wait":
+					cl.fail(pipe.Lost, "server", code)
+				case code < 0x10 && cl.mode == pipe.ModeWait:
 					return true, failure{"server", code}
 				default:
-					cl.fail("error", "server", code)
+					cl.fail(pipe.Error, "server", code)
 				}
 				return false, failure{}
 			default:
@@ -334,14 +335,14 @@ func (cl *claim) session(acquire []byte, addr string) (bool, failure) {
 				if cl.bugs.CloseBeforeTell {
 					conn.Close()
 				}
-				cl.fail("lost", "timeout", -1)
+				cl.fail(pipe.Lost, "timeout", -1)
 				cl.holdOn(frames, validFrom.Add(lease))
 				return false, failure{}
 			}
 			return true, failure{"connect", -1}
 		case <-deadline:
 			if !held {
-				cl.fail("error", "timeout", -1)
+				cl.fail(pipe.Error, "timeout", -1)
 				return false, failure{}
 			}
 		case k := <-cl.ctl:

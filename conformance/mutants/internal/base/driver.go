@@ -11,7 +11,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/monolock/monolock/go/pkg/conformancepipe"
+	"github.com/monolock/monolock/go/testkit/pipe"
 )
 
 // Bugs are the deliberate mistakes a mutant can make.
@@ -41,7 +41,7 @@ type Bugs struct {
 
 // tlsConfig builds the TLS configuration; an empty server name is filled in
 // per address by the dialer.
-func tlsConfig(t *conformancepipe.TLS) (*tls.Config, error) {
+func tlsConfig(t *pipe.TLS) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: x509.NewCertPool()}
 	pem, err := os.ReadFile(t.CAFile)
 	if err != nil {
@@ -65,12 +65,12 @@ func tlsConfig(t *conformancepipe.TLS) (*tls.Config, error) {
 
 // Main runs the driver on stdin/stdout until quit or EOF.
 func Main(client string, bugs Bugs) {
-	o := conformancepipe.NewWriter(os.Stdout)
+	o := pipe.NewWriter(os.Stdout)
 	o.Ready(client, "cancel", "invalid_utf8_names", "tls")
 	claims := map[string]*claim{}
-	conformancepipe.ReadCommands(os.Stdin, o, func(c conformancepipe.Command) {
+	pipe.ReadCommands(os.Stdin, o, func(c pipe.Command) {
 		switch c.Cmd {
-		case "acquire":
+		case pipe.Acquire:
 			cl, err := newClaim(c, bugs, o)
 			if err != nil {
 				o.DriverError(err.Error())
@@ -78,7 +78,7 @@ func Main(client string, bugs Bugs) {
 			}
 			claims[c.ID] = cl
 			go cl.run()
-		case "release", "cancel":
+		case pipe.Release, pipe.Cancel:
 			cl := claims[c.ID]
 			if cl == nil {
 				o.DriverError("unknown id " + c.ID)
