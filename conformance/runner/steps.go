@@ -61,7 +61,7 @@ func (r *run) step(ctx context.Context, st scenario.Step) error {
 		lease := uint64(*st.LeaseMS)
 		cmd := pipe.Command{Cmd: pipe.Acquire, ID: st.ID, Servers: []string{r.addr},
 			Name: st.Name, NameHex: st.NameHex, LeaseMS: &lease, Mode: st.Mode,
-			TimeoutMS: st.TimeoutMS, ConnectTimeoutMS: st.ConnectTimeoutMS}
+			TimeoutMS: st.TimeoutMS, ConnectTimeoutMS: st.ConnectTimeoutMS, Shared: st.Shared, Limit: st.Limit}
 		if st.Name != nil {
 			cmd.NameHex = nil // one of the two, name first
 		}

@@ -81,6 +81,8 @@ type Step struct {
 	TimeoutMS        *int64                     `json:"timeout_ms,omitempty"`
 	ConnectTimeoutMS *int64                     `json:"connect_timeout_ms,omitempty"`
 	TLS              *StepTLS                   `json:"tls,omitempty"`
+	Shared           bool                       `json:"shared,omitempty"`
+	Limit            *int                       `json:"limit,omitempty"`
 	Event            string                     `json:"event,omitempty"`
 	Fields           map[string]json.RawMessage `json:"fields,omitempty"`
 	At               *Window                    `json:"at,omitempty"`
@@ -228,6 +230,12 @@ func (s *Scenario) validate() error {
 			}
 			if st.Mode != "wait" && st.Mode != "try" {
 				return bad("mode must be wait or try")
+			}
+			if st.Limit != nil && !st.Shared {
+				return bad("limit makes a semaphore: it needs shared")
+			}
+			if st.Shared && !slices.Contains(s.Requires, "shared") {
+				return bad(`shared needs "requires": ["shared"]`)
 			}
 			if st.TLS != nil {
 				if s.Server == nil || !s.Server.TLS {

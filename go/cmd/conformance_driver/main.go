@@ -48,7 +48,7 @@ func tlsConfig(t *pipe.TLS) (*tls.Config, error) {
 
 func main() {
 	o := pipe.NewWriter(os.Stdout)
-	o.Ready("go", "cancel", "invalid_utf8_names", "tls")
+	o.Ready("go", "cancel", "invalid_utf8_names", "shared", "tls")
 	d := &driver{out: o, claims: map[string]*claim{}}
 	pipe.ReadCommands(os.Stdin, o, d.handle)
 	d.closeAll()
@@ -107,6 +107,7 @@ type claim struct {
 	name string
 	mode string
 	opts []client.Option
+	mine []client.AcquireOption // shared, limit
 	ctx  context.Context
 
 	cancel   context.CancelFunc
@@ -152,6 +153,12 @@ func newClaim(c pipe.Command, out *pipe.Writer) (*claim, error) {
 			return nil, fmt.Errorf("acquire %q: %w", c.ID, err)
 		}
 		cl.opts = append(cl.opts, client.WithTLS(cfg))
+	}
+	switch {
+	case c.Limit != nil && *c.Limit != 0:
+		cl.mine = []client.AcquireOption{client.Limit(*c.Limit)}
+	case c.Shared:
+		cl.mine = []client.AcquireOption{client.Shared()}
 	}
 	cl.ctx, cl.cancel = context.WithCancel(context.Background())
 	if c.TimeoutMS != nil {
@@ -253,9 +260,9 @@ func (cl *claim) try() (*client.Lock, error) {
 		return nil, err
 	}
 	if cl.mode == pipe.ModeTry {
-		return c.TryAcquire(cl.ctx, cl.name)
+		return c.TryAcquire(cl.ctx, cl.name, cl.mine...)
 	}
-	return c.Acquire(cl.ctx, cl.name)
+	return c.Acquire(cl.ctx, cl.name, cl.mine...)
 }
 
 // watch reports the loss of a held lock; a release ends it silently.

@@ -47,6 +47,11 @@ type Command struct {
 	TimeoutMS        *int64   `json:"timeout_ms,omitempty"`
 	ConnectTimeoutMS *int64   `json:"connect_timeout_ms,omitempty"`
 	TLS              *TLS     `json:"tls,omitempty"`
+	// Shared asks for a shared claim (protocol version 2); Limit, with
+	// Shared, for one of at most that many shared holders (a semaphore).
+	// Both are absent for an exclusive claim.
+	Shared bool `json:"shared,omitempty"`
+	Limit  *int `json:"limit,omitempty"`
 }
 
 // TLS is the tls object of an acquire command: PEM files and the name the

@@ -28,6 +28,8 @@ const (
 type claim struct {
 	id, name, mode string
 	leaseMS        uint64
+	shared         bool
+	limit          int
 	servers        []string
 	deadline       time.Time // zero: wait forever
 	connectTimeout time.Duration
@@ -49,6 +51,10 @@ func newClaim(c pipe.Command, bugs Bugs, o *pipe.Writer) (*claim, error) {
 		ctl: make(chan string, 8), connectTimeout: 5 * time.Second}
 	if c.LeaseMS != nil {
 		cl.leaseMS = *c.LeaseMS
+	}
+	cl.shared = c.Shared
+	if c.Limit != nil {
+		cl.limit = *c.Limit
 	}
 	if c.TimeoutMS != nil {
 		cl.deadline = time.Now().Add(time.Duration(*c.TimeoutMS) * time.Millisecond)
@@ -115,6 +121,8 @@ func (cl *claim) validate() int {
 	switch {
 	case cl.leaseMS == 0 || cl.leaseMS > 0xffffffff:
 		return int(protocol.ErrInvalidLease.Code)
+	case cl.limit < 0 || cl.limit > 0xffff:
+		return int(protocol.ErrInvalidMode.Code)
 	case cl.bugs.SkipNameValidation:
 		return 0
 	case len(cl.name) == 0:
@@ -125,6 +133,27 @@ func (cl *claim) validate() int {
 		return int(protocol.ErrNameNotUTF8.Code)
 	}
 	return 0
+}
+
+// acquireFrame is the claim's ACQUIRE: version 1 for an exclusive claim,
+// version 2 (mode, limit) for a shared one.
+func (cl *claim) acquireFrame() []byte {
+	v2 := cl.shared || cl.bugs.SharedFrameForExclusive
+	frame := []byte{msgAcquire, 1}
+	if v2 {
+		frame[1] = 2
+	}
+	frame = binary.BigEndian.AppendUint32(frame, uint32(cl.leaseMS))
+	if v2 {
+		mode := byte(0)
+		if cl.shared {
+			mode = 1
+		}
+		frame = append(frame, mode)
+		frame = binary.BigEndian.AppendUint16(frame, uint16(cl.limit))
+	}
+	frame = binary.BigEndian.AppendUint16(frame, uint16(len(cl.name)))
+	return append(frame, cl.name...)
 }
 
 // failure is why a waiting attempt ended in a way that may be retried.
@@ -139,10 +168,7 @@ func (cl *claim) run() {
 		cl.fail(pipe.Error, "validation", code)
 		return
 	}
-	frame := []byte{msgAcquire, 1}
-	frame = binary.BigEndian.AppendUint32(frame, uint32(cl.leaseMS))
-	frame = binary.BigEndian.AppendUint16(frame, uint16(len(cl.name)))
-	frame = append(frame, cl.name...)
+	frame := cl.acquireFrame()
 	for attempt := 0; ; attempt++ {
 		retry, f := cl.session(frame, cl.servers[attempt%len(cl.servers)])
 		if !retry {
@@ -316,6 +342,8 @@ func (cl *claim) session(acquire []byte, addr string) (bool, failure) {
 				case held:
 					cl.fail(pipe.Lost, "server", code)
 				case code < 0x10 && cl.mode == pipe.ModeWait:
+					return true, failure{"server", code}
+				case code == 0x10 && cl.shared && cl.bugs.RetryUnsupportedShared && cl.mode == pipe.ModeWait:
 					return true, failure{"server", code}
 				default:
 					cl.fail(pipe.Error, "server", code)

@@ -37,6 +37,12 @@ type Bugs struct {
 	// WaitWholeError reads an ERROR to the end of its reason before it
 	// tells anything, so a cut reason leaves it waiting for its deadline.
 	WaitWholeError bool
+	// SharedFrameForExclusive sends every claim as a version 2 ACQUIRE,
+	// exclusive ones too, which a version 1 server refuses.
+	SharedFrameForExclusive bool
+	// RetryUnsupportedShared takes ERROR 0x10 in reply to a shared claim
+	// as a reason to queue again, instead of the terminal error it is.
+	RetryUnsupportedShared bool
 }
 
 // tlsConfig builds the TLS configuration; an empty server name is filled in
@@ -66,7 +72,7 @@ func tlsConfig(t *pipe.TLS) (*tls.Config, error) {
 // Main runs the driver on stdin/stdout until quit or EOF.
 func Main(client string, bugs Bugs) {
 	o := pipe.NewWriter(os.Stdout)
-	o.Ready(client, "cancel", "invalid_utf8_names", "tls")
+	o.Ready(client, "cancel", "invalid_utf8_names", "shared", "tls")
 	claims := map[string]*claim{}
 	pipe.ReadCommands(os.Stdin, o, func(c pipe.Command) {
 		switch c.Cmd {
