@@ -31,7 +31,7 @@ public final class Driver {
 	private static final Map<String, Canceller> cancellers = new ConcurrentHashMap<>();
 
 	public static void main(String[] args) throws Exception {
-		emit("{\"event\":\"ready\",\"client\":\"java-gomobile\",\"capabilities\":[\"cancel\",\"tls\"]}");
+		emit("{\"event\":\"ready\",\"client\":\"java-gomobile\",\"capabilities\":[\"cancel\",\"shared\",\"tls\"]}");
 		BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
 		String line;
 		while ((line = in.readLine()) != null) {
@@ -125,12 +125,26 @@ public final class Driver {
 			Lock lock;
 			try {
 				Client client = new Client(cfg);
+				boolean shared = Boolean.TRUE.equals(cmd.get("shared"));
+				long permits = cmd.get("limit") == null ? 0 : number(cmd.get("limit"), "limit");
 				if ("try".equals(cmd.get("mode"))) {
-					lock = client.tryAcquire(lockName);
+					if (permits != 0) {
+						lock = client.tryAcquireSemaphore(lockName, permits);
+					} else if (shared) {
+						lock = client.tryAcquireShared(lockName);
+					} else {
+						lock = client.tryAcquire(lockName);
+					}
 				} else {
 					Object timeout = cmd.get("timeout_ms");
 					long ms = timeout == null ? Monolock.NoTimeout : Math.max(0, number(timeout, "timeout_ms"));
-					lock = client.acquire(lockName, ms, cancel);
+					if (permits != 0) {
+						lock = client.acquireSemaphore(lockName, permits, ms, cancel);
+					} else if (shared) {
+						lock = client.acquireShared(lockName, ms, cancel);
+					} else {
+						lock = client.acquire(lockName, ms, cancel);
+					}
 				}
 			} catch (Exception e) {
 				long code = Monolock.errorCode(e);
