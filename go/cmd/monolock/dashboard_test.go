@@ -232,6 +232,7 @@ func TestDashboard(t *testing.T) {
 	}{
 		{"LocksAndKicks", testDashboardLocksAndKicks},
 		{"BearerToken", testDashboardWithBearerToken},
+		{"SharedLocks", testDashboardSharedLocks},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b.use(t)
@@ -441,5 +442,33 @@ func testDashboardWithBearerToken(t *testing.T, b *browser) {
 	assert.Empty(t, eval[string](b, "document.cookie"))
 	assert.Zero(t, eval[int](b, "localStorage.length"))
 	assert.Equal(t, secret, eval[string](b, `sessionStorage.getItem("monolock.adminToken")`))
+	b.noProblems()
+}
+
+// A semaphore with two of its three permits taken lists both holders, the
+// permits in use, and a queue with an exclusive and a shared waiter, each
+// with a kick button.
+func testDashboardSharedLocks(t *testing.T, b *browser) {
+	p := startServe(t, nil, "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0")
+	for range 2 {
+		c := rawDial(t, p.Addr)
+		c.acquireShared(t, "pool", 3)
+		require.Equal(t, protocol.MsgAcquired, c.readType(t))
+	}
+	writer := rawDial(t, p.Addr)
+	writer.acquire(t, "pool")
+	require.Equal(t, protocol.MsgWaiting, writer.readType(t))
+	reader := rawDial(t, p.Addr)
+	reader.acquireShared(t, "pool", 3)
+	require.Equal(t, protocol.MsgWaiting, reader.readType(t), "behind the writer")
+
+	b.do(chromedp.Navigate("http://" + p.admin + "/"))
+	b.waitFor("four sessions", `document.querySelectorAll("#rows tr").length === 4`)
+	var states []string
+	for _, r := range b.rows() {
+		states = append(states, r[0]+"|"+r[1])
+	}
+	assert.Equal(t, []string{"pool|held shared (2 of 3)", "|held shared", "|waiting #1", "|waiting #2 shared"}, states)
+	assert.Equal(t, 4, eval[int](b, `document.querySelectorAll("#rows button.kick").length`))
 	b.noProblems()
 }

@@ -130,14 +130,30 @@
     lastStats = st;
   }
 
-  // rowsOf flattens the locks into table rows: the holder (or the lock's
-  // state without one), then its waiters in queue order.
+  // rowsOf flattens the locks into table rows: every holder (or the lock's
+  // state without one), then its waiters in queue order. Shared holders
+  // and waiters say so, and a semaphore's first row says how many of its
+  // permits are taken. A server from before shared locks sends holder only.
   function rowsOf(locks) {
     const rows = [];
     for (const l of locks) {
-      const held = l.holder ? (l.blocked ? "held (delayed)" : "held") : (l.blocked ? "delayed" : "free");
-      rows.push({ lock: l.name, first: true, state: held, s: l.holder, holder: true });
-      (l.waiters || []).forEach((w, i) => rows.push({ lock: l.name, first: false, state: "waiting #" + (i + 1), s: w, holder: false }));
+      const holders = l.holders || (l.holder ? [l.holder] : []);
+      const heldBack = l.held_back || 0;
+      if (holders.length === 0) {
+        rows.push({ lock: l.name, first: true, state: l.blocked || heldBack > 0 ? "delayed" : "free", s: null, holder: true });
+      }
+      holders.forEach((h, i) => {
+        let state = h.mode === "shared" ? "held shared" : "held";
+        if (l.blocked) state += " (delayed)";
+        if (i === 0 && h.mode === "shared" && l.limit) state += " (" + (holders.length + heldBack) + " of " + l.limit + ")";
+        rows.push({ lock: l.name, first: i === 0, state, s: h, holder: true });
+      });
+      if (holders.length > 0 && heldBack > 0) {
+        rows.push({ lock: l.name, first: false, state: "delayed (" + heldBack + " silent)", s: null, holder: true });
+      }
+      (l.waiters || []).forEach((w, i) => rows.push({
+        lock: l.name, first: false, state: "waiting #" + (i + 1) + (w.mode === "shared" ? " shared" : ""), s: w, holder: false,
+      }));
     }
     return rows;
   }
