@@ -58,12 +58,18 @@ type ServerError struct {
 	Reason string
 }
 
+// Error is the server's reason (the code's canonical text when the
+// reason is empty) and the code, in the words of every client:
+// "monolock: not authorized for lock: no ACL rule lets anonymous take it
+// (0x18)". The reason is not prefixed with the code's text: the server's
+// reasons already start with it where it helps, and a second copy said it
+// twice.
 func (e *ServerError) Error() string {
-	name := protocol.ErrCodeName(e.Code)
-	if e.Reason == "" || e.Reason == name {
-		return fmt.Sprintf("monolock: server error 0x%02x: %s", e.Code, name)
+	text := e.Reason
+	if text == "" {
+		text = protocol.ErrCodeName(e.Code)
 	}
-	return fmt.Sprintf("monolock: server error 0x%02x: %s: %s", e.Code, name, e.Reason)
+	return fmt.Sprintf("monolock: %s (0x%02x)", text, e.Code)
 }
 
 // Temporary reports whether trying again may help: codes below 0x10 are
@@ -117,7 +123,7 @@ const prefix = "monolock: "
 
 // errorf is fmt.Errorf for this package's messages: it puts the prefix in
 // front of format, and the error arguments drop theirs, so that a wrapped
-// cause does not repeat it ("monolock: lock lost: server error 0x02: ...").
+// cause does not repeat it ("monolock: lock lost: closed by administrator (0x02)").
 // The arguments are still wrapped: errors.Is and errors.As see them.
 func errorf(format string, args ...any) error {
 	for i, a := range args {

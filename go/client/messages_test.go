@@ -119,7 +119,7 @@ func TestLostByAdministratorOnePrefix(t *testing.T) {
 	lockDone(t, lock)
 	require.ErrorIs(t, lock.Err(), ErrLockLost)
 	require.ErrorIs(t, lock.Err(), protocol.ErrAdminClosed)
-	assert.Equal(t, "monolock: lock lost: server error 0x02: closed by administrator", lock.Err().Error())
+	assert.Equal(t, "monolock: lock lost: closed by administrator (0x02)", lock.Err().Error())
 	require.NoError(t, lock.Release())
 }
 

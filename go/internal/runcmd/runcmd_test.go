@@ -449,6 +449,19 @@ func TestRunKilledTakesCommandAlong(t *testing.T) {
 	require.Eventually(t, func() bool { return !alive(pid) }, wait, 10*time.Millisecond)
 }
 
+// An ACL refusal is said once, with the lock's name: not the code's text
+// twice ("not authorized for lock: not authorized for lock: ...").
+func TestRunACLRefusalNamesTheLockOnce(t *testing.T) {
+	dir := t.TempDir()
+	aclPath := filepath.Join(dir, "acl")
+	require.NoError(t, os.WriteFile(aclPath, []byte("anonymous public/*\n"), 0o600))
+	srv := startServer(t, "--acl", aclPath)
+	code, out := run(t, dir, "--server", srv.Addr, "secret/x", "--", "touch", "ran")
+	assert.Equal(t, ExitRefused, code, out)
+	assert.Equal(t, "monolock run: cannot take the lock \"secret/x\": not authorized for lock: no ACL rule lets anonymous take it (0x18)\n", out)
+	assert.NoFileExists(t, filepath.Join(dir, "ran"))
+}
+
 // TestRunMutualTLSAndACL: run speaks TLS with a client certificate; the
 // server's ACL grants by certificate name, and a refusal is status 76.
 func TestRunMutualTLSAndACL(t *testing.T) {
