@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -67,7 +68,10 @@ type ServerError struct {
 func (e *ServerError) Error() string {
 	text := e.Reason
 	if text == "" {
-		text = protocol.ErrCodeName(e.Code)
+		text = "unknown error"
+		if known := protocol.CodeErr(e.Code); known != nil {
+			text = protocol.ErrCodeName(e.Code)
+		}
 	}
 	return fmt.Sprintf("monolock: %s (0x%02x)", text, e.Code)
 }
@@ -111,6 +115,31 @@ func clientTimeoutMS(leaseMS uint32) string {
 		return strconv.FormatUint(tenths/10, 10)
 	}
 	return fmt.Sprintf("%d.%d", tenths/10, tenths%10)
+}
+
+// timeoutError is an acquisition whose context deadline passed: it names
+// the lock, and the last attempt's failure if there was one, in the words
+// of every client (spec/vectors/messages.json): "monolock: timed out
+// waiting for the lock "jobs/nightly" (last attempt: server shutting down
+// (0x01))". It wraps context.DeadlineExceeded and the last failure.
+type timeoutError struct {
+	name string
+	last error
+}
+
+func (e *timeoutError) Error() string {
+	msg := prefix + "timed out waiting for the lock " + strconv.Quote(e.name)
+	if e.last != nil {
+		msg += " (last attempt: " + strings.TrimPrefix(e.last.Error(), prefix) + ")"
+	}
+	return msg
+}
+
+func (e *timeoutError) Unwrap() []error {
+	if e.last == nil {
+		return []error{context.DeadlineExceeded}
+	}
+	return []error{context.DeadlineExceeded, e.last}
 }
 
 // lostError wraps ErrLockLost together with its cause.
