@@ -432,6 +432,7 @@ func serve(s *serveSetup) int {
 		return 1
 	}
 	m.SetSource(srv)
+	m.SetMaxSessions(f.maxSessions)
 	// Signals are caught before the "listening" line and the ready file,
 	// which tell tools that the server is up: a SIGTERM or SIGHUP right
 	// after them must not meet the default action (death, without a drain).
