@@ -433,6 +433,16 @@ func TestRunRefusesGraceThatCannotFit(t *testing.T) {
 	assert.NoFileExists(t, filepath.Join(dir, "ran"))
 }
 
+// A lease that no round trip fits (1 ms) is refused before anything is
+// sent, with the lease that would fit, instead of a lock lost at once.
+func TestRunRefusesALeaseNoRoundTripFits(t *testing.T) {
+	dir := t.TempDir()
+	code, out := run(t, dir, "--server", "127.0.0.1:1", "--lease", "1ms", "g", "--", "touch", "ran")
+	assert.Equal(t, ExitUsage, code, out)
+	assert.Equal(t, "monolock run: --lease 1ms is too short for monolock run: a lost lock leaves 0.2 x lease = 200µs before the server can grant it to anyone else, less than the 250ms that SIGKILL needs to finish plus the 0.05 x lease = 50µs kept between this command's end and the next holder's start; use --lease 1.667s or more\n", out)
+	assert.NoFileExists(t, filepath.Join(dir, "ran"))
+}
+
 // TestRunKilledTakesCommandAlong: a SIGKILL of monolock run frees the lock
 // on the server, so the command must not go on (Linux: parent-death signal).
 func TestRunKilledTakesCommandAlong(t *testing.T) {
