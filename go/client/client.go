@@ -184,6 +184,9 @@ func retryable(err error) bool {
 
 // interrupted builds the error for an acquisition that ctx ended.
 func interrupted(name string, ctx context.Context, last error) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return &timeoutError{name: name, last: last}
+	}
 	if last == nil {
 		return errorf("acquire %q: %w", name, ctx.Err())
 	}

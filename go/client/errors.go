@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -76,12 +77,21 @@ type ServerError struct {
 	Reason string
 }
 
+// Error is the server's reason (the code's canonical text when the
+// reason is empty) and the code, in the words of every client:
+// "monolock: not authorized for lock: no ACL rule lets anonymous take it
+// (0x18)". The reason is not prefixed with the code's text: the server's
+// reasons already start with it where it helps, and a second copy said it
+// twice.
 func (e *ServerError) Error() string {
-	name := protocol.ErrCodeName(e.Code)
-	if e.Reason == "" || e.Reason == name {
-		return fmt.Sprintf("monolock: server error 0x%02x: %s", e.Code, name)
+	text := e.Reason
+	if text == "" {
+		text = "unknown error"
+		if known := protocol.CodeErr(e.Code); known != nil {
+			text = protocol.ErrCodeName(e.Code)
+		}
 	}
-	return fmt.Sprintf("monolock: server error 0x%02x: %s: %s", e.Code, name, e.Reason)
+	return fmt.Sprintf("monolock: %s (0x%02x)", text, e.Code)
 }
 
 // Temporary reports whether trying again may help: codes below 0x10 are
@@ -125,6 +135,31 @@ func clientTimeoutMS(leaseMS uint32) string {
 	return fmt.Sprintf("%d.%d", tenths/10, tenths%10)
 }
 
+// timeoutError is an acquisition whose context deadline passed: it names
+// the lock, and the last attempt's failure if there was one, in the words
+// of every client (spec/vectors/messages.json): "monolock: timed out
+// waiting for the lock "jobs/nightly" (last attempt: server shutting down
+// (0x01))". It wraps context.DeadlineExceeded and the last failure.
+type timeoutError struct {
+	name string
+	last error
+}
+
+func (e *timeoutError) Error() string {
+	msg := prefix + "timed out waiting for the lock " + strconv.Quote(e.name)
+	if e.last != nil {
+		msg += " (last attempt: " + strings.TrimPrefix(e.last.Error(), prefix) + ")"
+	}
+	return msg
+}
+
+func (e *timeoutError) Unwrap() []error {
+	if e.last == nil {
+		return []error{context.DeadlineExceeded}
+	}
+	return []error{context.DeadlineExceeded, e.last}
+}
+
 // lostError wraps ErrLockLost together with its cause.
 func lostError(cause error) error {
 	return errorf("%w: %w", ErrLockLost, cause)
@@ -135,7 +170,7 @@ const prefix = "monolock: "
 
 // errorf is fmt.Errorf for this package's messages: it puts the prefix in
 // front of format, and the error arguments drop theirs, so that a wrapped
-// cause does not repeat it ("monolock: lock lost: server error 0x02: ...").
+// cause does not repeat it ("monolock: lock lost: closed by administrator (0x02)").
 // The arguments are still wrapped: errors.Is and errors.As see them.
 func errorf(format string, args ...any) error {
 	for i, a := range args {

@@ -119,7 +119,7 @@ func TestLostByAdministratorOnePrefix(t *testing.T) {
 	lockDone(t, lock)
 	require.ErrorIs(t, lock.Err(), ErrLockLost)
 	require.ErrorIs(t, lock.Err(), protocol.ErrAdminClosed)
-	assert.Equal(t, "monolock: lock lost: server error 0x02: closed by administrator", lock.Err().Error())
+	assert.Equal(t, "monolock: lock lost: closed by administrator (0x02)", lock.Err().Error())
 	require.NoError(t, lock.Release())
 }
 
@@ -234,5 +234,43 @@ func TestClientTimeoutMessage(t *testing.T) {
 		err := &clientTimeoutError{leaseMS: lease}
 		assert.Equal(t, "monolock: "+want, err.Error())
 		require.ErrorIs(t, err, ErrClientTimeout)
+	}
+}
+
+// The messages every client gives in the same words: a server's ERROR and
+// an acquisition whose deadline passed (spec/vectors/messages.json).
+func TestMessageVectors(t *testing.T) {
+	var vec struct {
+		ServerErrors []struct {
+			Code    uint8  `json:"code"`
+			Reason  string `json:"reason"`
+			Message string `json:"message"`
+		} `json:"server_errors"`
+		AcquireTimeouts []struct {
+			Name       string `json:"name"`
+			LastCode   *uint8 `json:"last_code"`
+			LastReason string `json:"last_reason"`
+			Message    string `json:"message"`
+		} `json:"acquire_timeouts"`
+	}
+	testspec.Load(t, "vectors/messages.json", &vec)
+	require.NotEmpty(t, vec.ServerErrors)
+	require.NotEmpty(t, vec.AcquireTimeouts)
+	for _, v := range vec.ServerErrors {
+		assert.Equal(t, v.Message, (&ServerError{Code: v.Code, Reason: v.Reason}).Error())
+	}
+	for _, v := range vec.AcquireTimeouts {
+		var last error
+		if v.LastCode != nil {
+			last = &ServerError{Code: *v.LastCode, Reason: v.LastReason}
+		}
+		ctx, cancel := context.WithDeadline(context.Background(), time.Now())
+		err := interrupted(v.Name, ctx, last)
+		cancel()
+		assert.Equal(t, v.Message, err.Error())
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		if last != nil {
+			assert.ErrorIs(t, err, last)
+		}
 	}
 }

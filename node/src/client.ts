@@ -227,7 +227,7 @@ class Acquisition {
       // Referenced: the caller is awaiting this, even between connections.
       this.deadlineTimer = startTimer(
         timeoutMs,
-        () => this.fail(new AcquireTimeoutError(timeoutMs, { cause: this.lastError })),
+        () => this.fail(new AcquireTimeoutError(this.s.name.text, { cause: this.lastError })),
         true,
       );
     }

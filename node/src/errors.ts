@@ -51,14 +51,20 @@ export class LockBusyError extends MonolockError {
 /**
  * The acquisition's `timeoutMs` passed before the lock was granted. `cause`
  * holds the last failure while retrying, if there was one, and the message
- * says what it was (a server that is down is not a busy lock). Temporary.
+ * says what it was (a server that is down is not a busy lock). The message
+ * names the lock, in the words of every client (spec/vectors/messages.json):
+ * `monolock: timed out waiting for the lock "jobs/nightly" (last attempt:
+ * server shutting down (0x01))`. Temporary.
  */
 export class AcquireTimeoutError extends MonolockError {
   override name = "AcquireTimeoutError";
+  /** The lock name that was waited for. */
+  readonly lockName: string;
   /** @internal */
-  constructor(timeoutMs: number, options?: MonolockErrorOptions) {
-    const last = options?.cause instanceof Error ? `; last attempt: ${withoutPrefix(options.cause.message)}` : "";
-    super(`monolock: lock not acquired within ${timeoutMs} ms${last}`, null, true, options);
+  constructor(lockName: string, options?: MonolockErrorOptions) {
+    const last = options?.cause instanceof Error ? ` (last attempt: ${withoutPrefix(options.cause.message)})` : "";
+    super(`monolock: timed out waiting for the lock ${JSON.stringify(lockName)}${last}`, null, true, options);
+    this.lockName = lockName;
   }
 }
 

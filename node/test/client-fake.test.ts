@@ -423,7 +423,7 @@ describe("servers and connections", () => {
         err instanceof AcquireTimeoutError &&
         err.cause instanceof ConnectionError &&
         err.message.startsWith(
-          `monolock: lock not acquired within 300 ms; last attempt: ${dead}: connect ECONNREFUSED`,
+          `monolock: timed out waiting for the lock "x" (last attempt: ${dead}: connect ECONNREFUSED`,
         ),
     );
   });

@@ -204,7 +204,10 @@ describe("pointed at the wrong thing", () => {
     // Waiting, the deadline's error keeps that cause.
     await assert.rejects(client.acquire("it/tls-plain", { timeoutMs: 300 }), (err: unknown) => {
       assert.ok(err instanceof AcquireTimeoutError, String(err));
-      assert.equal(err.message, `monolock: lock not acquired within 300 ms; last attempt: ${expected.slice(10)}`);
+      assert.equal(
+        err.message,
+        `monolock: timed out waiting for the lock "it/tls-plain" (last attempt: ${expected.slice(10)})`,
+      );
       return true;
     });
   });

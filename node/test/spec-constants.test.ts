@@ -163,7 +163,7 @@ describe("spec/errors.json", () => {
     const cause = new Error("root");
     const cases: [errors.MonolockError, string, boolean][] = [
       [new errors.LockBusyError("x"), "LockBusyError", true],
-      [new errors.AcquireTimeoutError(5, { cause }), "AcquireTimeoutError", true],
+      [new errors.AcquireTimeoutError("x", { cause }), "AcquireTimeoutError", true],
       [new errors.AcquireAbortedError({ cause }), "AcquireAbortedError", false],
       [new errors.ConnectionError("boom", "connect", { cause }), "ConnectionError", true],
       [new errors.LockReleasedError(), "LockReleasedError", false],
@@ -187,4 +187,29 @@ describe("spec/errors.json", () => {
 test("release wait bound matches spec/constants.json", () => {
   const spec = loadSpec<{ release: { max_wait_ms: number } }>("constants.json");
   assert.equal(RELEASE_WAIT_MS, spec.release.max_wait_ms);
+});
+
+// The messages every client gives in the same words.
+interface Messages {
+  server_errors: { code: number; reason: string; message: string }[];
+  acquire_timeouts: { name: string; last_code?: number; last_reason?: string; message: string }[];
+}
+const messages = loadSpec<Messages>("vectors/messages.json");
+
+describe("spec/vectors/messages.json", () => {
+  test("a server's ERROR", () => {
+    assert.ok(messages.server_errors.length > 0);
+    for (const v of messages.server_errors) {
+      assert.equal(errors.errorForCode(v.code, v.reason, "server").message, v.message);
+    }
+  });
+
+  test("an acquisition whose deadline passed names the lock", () => {
+    assert.ok(messages.acquire_timeouts.length > 0);
+    for (const v of messages.acquire_timeouts) {
+      const cause =
+        v.last_code === undefined ? undefined : errors.errorForCode(v.last_code, v.last_reason ?? "", "server");
+      assert.equal(new errors.AcquireTimeoutError(v.name, { cause }).message, v.message);
+    }
+  });
 });

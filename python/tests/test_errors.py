@@ -95,11 +95,11 @@ def test_wrapped_causes_drop_their_prefix() -> None:
     refused = connect_error(Address("127.0.0.1", 1), ConnectionRefusedError(111, "refused"))
     timeout = timeout_error("jobs/x", refused)
     assert str(timeout) == (
-        "monolock: timed out waiting for the lock 'jobs/x' "
+        'monolock: timed out waiting for the lock "jobs/x" '
         "(last attempt: cannot connect to 127.0.0.1:1: [Errno 111] refused)"
     )
     assert timeout.__cause__ is refused
-    assert str(timeout_error("jobs/x")) == "monolock: timed out waiting for the lock 'jobs/x'"
+    assert str(timeout_error("jobs/x")) == 'monolock: timed out waiting for the lock "jobs/x"'
     samples: list[errors.MonolockError] = [
         kicked,
         lost,
@@ -161,3 +161,21 @@ def test_temporary_vector(case: dict[str, Any]) -> None:
     else:
         pytest.fail(f"spec/vectors/temporary.json: unknown error {case['error']!r}")
     assert error.temporary is case["temporary"]
+
+
+MESSAGES = load_spec("vectors/messages.json")
+
+
+@pytest.mark.parametrize("case", MESSAGES["server_errors"], ids=lambda c: f"0x{c['code']:02x}")
+def test_server_error_messages(case: dict[str, Any]) -> None:
+    """spec/vectors/messages.json: a server's ERROR in the words of every client."""
+    assert str(errors.error_for_code(case["code"], case["reason"])) == case["message"]
+
+
+@pytest.mark.parametrize("case", MESSAGES["acquire_timeouts"], ids=lambda c: c["message"])
+def test_acquire_timeout_messages(case: dict[str, Any]) -> None:
+    """spec/vectors/messages.json: a passed deadline names the lock."""
+    last = None
+    if "last_code" in case:
+        last = errors.error_for_code(case["last_code"], case["last_reason"])
+    assert str(timeout_error(case["name"], last)) == case["message"]

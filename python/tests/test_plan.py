@@ -191,7 +191,7 @@ def test_deadline_bounds_sleep_and_raises_timeout_with_cause() -> None:
         run(s, deadline=0.2)
     assert isinstance(info.value.__cause__, errors.ShuttingDown)
     assert str(info.value) == (
-        "monolock: timed out waiting for the lock 'jobs/x' "
+        'monolock: timed out waiting for the lock "jobs/x" '
         "(last attempt: server shutting down (0x01))"
     )
     # 0.05 + 0.1, then the rest up to the deadline, never past it.

@@ -108,7 +108,16 @@ macro_rules! define_error {
             /// failure is kept here and is also the error's
             /// [`source`](std::error::Error::source). It is `None` when the last
             /// attempt was still in the server's queue: the lock stayed busy.
-            Timeout(Option<Box<Error>>),
+            /// The message names the lock, in the words of every client
+            /// (spec/vectors/messages.json): `monolock: timed out waiting for
+            /// the lock "jobs/nightly" (last attempt: server shutting down
+            /// (0x01))`.
+            Timeout {
+                /// The lock that was waited for.
+                name: String,
+                /// The last attempt's failure, if it had one.
+                last: Option<Box<Error>>,
+            },
             /// No reply from the server within the client timeout (0.8 x lease)
             /// of the last acknowledged send: the cause of [`Error::Lost`], or
             /// an attempt that was waiting. Its message names the timeout and
@@ -167,7 +176,7 @@ macro_rules! define_error {
                     Error::UnknownCode { code, .. } => *code,
                     Error::Lost(cause) => return cause.code(),
                     Error::Busy
-                    | Error::Timeout(_)
+                    | Error::Timeout { .. }
                     | Error::ClientTimeout { .. }
                     | Error::Cancelled
                     | Error::Io(_)
@@ -241,7 +250,7 @@ impl Error {
     pub fn is_temporary(&self) -> bool {
         match self {
             Error::Busy
-            | Error::Timeout(_)
+            | Error::Timeout { .. }
             | Error::ClientTimeout { .. }
             | Error::Io(_)
             | Error::Protocol(_)
@@ -266,7 +275,7 @@ impl Error {
     /// the cause of a loss).
     pub fn is_timeout(&self) -> bool {
         match self {
-            Error::Timeout(_) | Error::ClientTimeout { .. } => true,
+            Error::Timeout { .. } | Error::ClientTimeout { .. } => true,
             Error::Lost(cause) => cause.is_timeout(),
             _ => false,
         }
@@ -283,15 +292,20 @@ impl Error {
     fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Busy => f.write_str("lock is held by another client"),
-            Error::Timeout(None) => f.write_str("timed out"),
-            // A claim that heard nothing in time, then the deadline.
-            Error::Timeout(Some(last)) if matches!(**last, Error::Timeout(None)) => {
-                f.write_str("timed out (last attempt: the server did not reply in time)")
-            }
-            Error::Timeout(Some(last)) => {
-                f.write_str("timed out (last attempt: ")?;
-                last.describe(f)?;
-                f.write_str(")")
+            Error::Timeout { name, last } => {
+                write!(f, "timed out waiting for the lock {name:?}")?;
+                match last.as_deref() {
+                    None => Ok(()),
+                    // A claim that heard nothing in time, then the deadline.
+                    Some(Error::Timeout { last: None, .. }) => {
+                        f.write_str(" (last attempt: the server did not reply in time)")
+                    }
+                    Some(last) => {
+                        f.write_str(" (last attempt: ")?;
+                        last.describe(f)?;
+                        f.write_str(")")
+                    }
+                }
             }
             Error::ClientTimeout { lease_ms } => write!(
                 f,
@@ -390,7 +404,9 @@ impl std::error::Error for Error {
         match self {
             Error::Io(err) => Some(err.as_ref()),
             Error::Lost(cause) => Some(cause.as_ref()),
-            Error::Timeout(Some(last)) => Some(last.as_ref()),
+            Error::Timeout {
+                last: Some(last), ..
+            } => Some(last.as_ref()),
             _ => None,
         }
     }
@@ -456,6 +472,44 @@ mod tests {
         }
     }
 
+    /// A timeout waiting for the lock "jobs/x".
+    fn timeout(last: Option<Box<Error>>) -> Error {
+        Error::Timeout {
+            name: "jobs/x".into(),
+            last,
+        }
+    }
+
+    /// The messages every client gives in the same words
+    /// (spec/vectors/messages.json).
+    #[test]
+    fn message_vectors() {
+        let v = crate::spec::load("vectors/messages.json");
+        let server_errors = v["server_errors"].as_array().unwrap();
+        assert!(!server_errors.is_empty());
+        for case in server_errors {
+            let code = u8::try_from(case["code"].as_u64().unwrap()).unwrap();
+            let err = Error::from_code(code, case["reason"].as_str().unwrap());
+            assert_eq!(err.to_string(), case["message"].as_str().unwrap());
+        }
+        let timeouts = v["acquire_timeouts"].as_array().unwrap();
+        assert!(!timeouts.is_empty());
+        for case in timeouts {
+            let last = case["last_code"].as_u64().map(|code| {
+                let code = u8::try_from(code).unwrap();
+                Box::new(Error::from_code(
+                    code,
+                    case["last_reason"].as_str().unwrap(),
+                ))
+            });
+            let err = Error::Timeout {
+                name: case["name"].as_str().unwrap().into(),
+                last,
+            };
+            assert_eq!(err.to_string(), case["message"].as_str().unwrap());
+        }
+    }
+
     #[test]
     fn display_uses_reason_or_canonical_text() {
         let e = Error::from_code(0x13, "unknown message type: 0x7f");
@@ -483,12 +537,12 @@ mod tests {
             server: "h:1".into(),
             sent: b"HTTP/1.1 400 Bad Request".to_vec(),
         };
-        let nested = Error::Lost(Box::new(Error::Timeout(Some(Box::new(refused.clone())))));
+        let nested = Error::Lost(Box::new(timeout(Some(Box::new(refused.clone())))));
         for err in [
             Error::Busy,
-            Error::Timeout(None),
-            Error::Timeout(Some(Box::new(refused.clone()))),
-            Error::Timeout(Some(Box::new(not_monolock.clone()))),
+            timeout(None),
+            timeout(Some(Box::new(refused.clone()))),
+            timeout(Some(Box::new(not_monolock.clone()))),
             Error::Lost(Box::new(Error::from_code(0x02, ""))),
             Error::Lost(Box::new(Error::Protocol("x".into()))),
             nested,
@@ -501,12 +555,12 @@ mod tests {
             assert_eq!(msg.matches("monolock:").count(), 1, "{msg}");
         }
         assert_eq!(
-            Error::Timeout(Some(Box::new(Error::from_code(0x01, "")))).to_string(),
-            "monolock: timed out (last attempt: server shutting down (0x01))"
+            timeout(Some(Box::new(Error::from_code(0x01, "")))).to_string(),
+            "monolock: timed out waiting for the lock \"jobs/x\" (last attempt: server shutting down (0x01))"
         );
         assert_eq!(
-            Error::Timeout(Some(Box::new(Error::Timeout(None)))).to_string(),
-            "monolock: timed out (last attempt: the server did not reply in time)"
+            timeout(Some(Box::new(timeout(None)))).to_string(),
+            "monolock: timed out waiting for the lock \"jobs/x\" (last attempt: the server did not reply in time)"
         );
     }
 
@@ -521,10 +575,10 @@ mod tests {
     fn the_timeout_keeps_the_last_failure_as_its_source() {
         use std::error::Error as _;
         let last = Error::from_code(0x01, "");
-        let err = Error::Timeout(Some(Box::new(last)));
+        let err = timeout(Some(Box::new(last)));
         let source = err.source().expect("a source");
         assert_eq!(source.to_string(), "monolock: server shutting down (0x01)");
-        assert!(Error::Timeout(None).source().is_none());
+        assert!(timeout(None).source().is_none());
         assert!(err.is_timeout() && err.is_temporary() && err.code().is_none());
     }
 

@@ -122,8 +122,11 @@ fn acquire_timeout_gives_up_and_leaves_the_queue() {
         .unwrap_err();
     let took = start.elapsed();
     // The lock stayed busy: a timeout without a failed attempt behind it.
-    assert!(matches!(err, Error::Timeout(None)), "{err:?}");
-    assert_eq!(err.to_string(), "monolock: timed out");
+    assert!(matches!(err, Error::Timeout { last: None, .. }), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        "monolock: timed out waiting for the lock \"timeout\""
+    );
     assert!(
         took >= Duration::from_millis(290) && took < Duration::from_secs(5),
         "{took:?}"
@@ -490,7 +493,9 @@ fn unreachable_servers_fail_try_and_time_out_wait() {
         .unwrap_err();
     // The timeout keeps why the attempts failed, as its source too.
     match &err {
-        Error::Timeout(Some(last)) => assert!(
+        Error::Timeout {
+            last: Some(last), ..
+        } => assert!(
             matches!(**last, Error::Io(ref e) if e.kind() == std::io::ErrorKind::ConnectionRefused),
             "{last:?}"
         ),
@@ -498,8 +503,9 @@ fn unreachable_servers_fail_try_and_time_out_wait() {
     }
     let msg = err.to_string();
     assert!(
-        msg.starts_with("monolock: timed out (last attempt: connection failed: ")
-            && msg.contains(&addr)
+        msg.starts_with(
+            "monolock: timed out waiting for the lock \"x\" (last attempt: connection failed: "
+        ) && msg.contains(&addr)
             && msg.matches("monolock").count() == 1,
         "{msg}"
     );

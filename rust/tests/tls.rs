@@ -164,7 +164,10 @@ fn tls_to_a_plaintext_server_says_the_server_may_not_speak_tls() {
     let err = c
         .acquire_timeout("tls", Duration::from_millis(300))
         .unwrap_err();
-    assert!(matches!(err, monolock::Error::Timeout(Some(_))), "{err:?}");
+    assert!(
+        matches!(err, monolock::Error::Timeout { last: Some(_), .. }),
+        "{err:?}"
+    );
     assert!(
         err.to_string().contains("the server may not speak TLS"),
         "{err}"

@@ -103,7 +103,7 @@ async fn acquire_timeout_and_validation() {
         .acquire_timeout("t-timeout", Duration::from_millis(300))
         .await
         .unwrap_err();
-    assert!(matches!(err, Error::Timeout(_)), "{err}");
+    assert!(matches!(err, Error::Timeout { .. }), "{err}");
     let took = start.elapsed();
     assert!(
         took >= Duration::from_millis(290) && took < Duration::from_secs(5),
@@ -377,7 +377,9 @@ async fn a_timeout_keeps_the_last_attempts_cause() {
         .await
         .unwrap_err();
     match &err {
-        Error::Timeout(Some(last)) => assert!(matches!(**last, Error::Io(_)), "{last:?}"),
+        Error::Timeout {
+            last: Some(last), ..
+        } => assert!(matches!(**last, Error::Io(_)), "{last:?}"),
         other => panic!("want a timeout with the refused connect: {other:?}"),
     }
     assert!(err.to_string().contains(&addr), "{err}");

@@ -20,6 +20,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/monolock/monolock/go/internal/flaghelp"
 )
 
 // `monolock certs` makes a small private CA and the certificates that a
@@ -134,8 +136,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
 				fmt.Fprintf(os.Stdout, "usage: %s [flags]\n\n", fs.Name())
-				fs.SetOutput(os.Stdout)
-				fs.PrintDefaults()
+				fmt.Fprint(os.Stdout, flaghelp.Text(fs, flaghelp.Options{}))
 				return nil, err
 			}
 			return nil, badUsage("%v", err)

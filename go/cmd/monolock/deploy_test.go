@@ -112,6 +112,7 @@ func TestDeployMetricsExist(t *testing.T) {
 	metricFamilies(t, adminHA, fams, labels)
 	require.Contains(t, fams, "monolock_ha_active")
 	require.Contains(t, fams, "process_open_fds", "the standard process collector")
+	require.Contains(t, fams, "monolock_max_sessions", "--max-sessions, for the sessions-near-the-limit alert")
 
 	// The alert rules.
 	var rules struct {
@@ -140,6 +141,11 @@ func TestDeployMetricsExist(t *testing.T) {
 				assert.NoError(t, err, "%s: for", r.Alert)
 			}
 			n := checkExpr(t, "alert "+r.Alert, r.Expr, fams, labels)
+			if r.Alert == "MonolockSessionsNearLimit" {
+				// Sessions against --max-sessions, not descriptors against
+				// the file limit: the server's own numbers.
+				assert.Contains(t, r.Expr, `monolock_sessions{job="monolock"} / monolock_max_sessions{job="monolock"}`)
+			}
 			if r.Alert != "MonolockDown" { // up{} is Prometheus's own
 				assert.NotZero(t, n, "%s: uses no metric of the server", r.Alert)
 			}
@@ -169,12 +175,17 @@ func TestDeployMetricsExist(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(b, &dash))
 	require.NotEmpty(t, dash.Panels)
+	limitPanel := false
 	for _, p := range dash.Panels {
 		require.NotEmpty(t, p.Targets, "panel %q has no query", p.Title)
+		for _, tg := range p.Targets {
+			limitPanel = limitPanel || strings.HasPrefix(tg.Expr, "monolock_max_sessions{")
+		}
 		for _, tg := range p.Targets {
 			assert.NotZero(t, checkExpr(t, "panel "+p.Title, tg.Expr, fams, labels), "panel %q: %q", p.Title, tg.Expr)
 		}
 	}
+	assert.True(t, limitPanel, "a panel shows monolock_max_sessions")
 	for _, v := range dash.Templating.List {
 		checkExpr(t, "variable "+v.Name, v.Definition, fams, labels)
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/monolock/monolock/go/internal/admin"
+	"github.com/monolock/monolock/go/internal/flaghelp"
 	"github.com/monolock/monolock/go/internal/runcmd"
 	"github.com/monolock/monolock/go/internal/termtext"
 )
@@ -106,10 +107,9 @@ func commandFailed(cmd string, err error) int {
 }
 
 func printHelp(fs *flag.FlagSet, usage string) int {
-	fs.SetOutput(os.Stdout)
 	fmt.Fprintln(os.Stdout, usage)
 	fmt.Fprintln(os.Stdout)
-	fs.PrintDefaults()
+	fmt.Fprint(os.Stdout, flaghelp.Text(fs, flaghelp.Options{}))
 	return 0
 }
 

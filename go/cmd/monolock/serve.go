@@ -22,12 +22,14 @@ import (
 
 	"github.com/monolock/monolock/go/internal/acl"
 	"github.com/monolock/monolock/go/internal/admin"
+	"github.com/monolock/monolock/go/internal/flaghelp"
 	"github.com/monolock/monolock/go/internal/ha"
 	"github.com/monolock/monolock/go/internal/lograte"
 	"github.com/monolock/monolock/go/internal/metrics"
 	"github.com/monolock/monolock/go/internal/runcmd"
 	"github.com/monolock/monolock/go/internal/server"
 	"github.com/monolock/monolock/go/internal/tlsconfig"
+	"github.com/monolock/monolock/go/internal/tokenstore"
 )
 
 // defaultDrainTimeout bounds how long a graceful stop waits for sessions to
@@ -71,13 +73,18 @@ type serveSetup struct {
 }
 
 // usageError is a bad flag, environment variable or file: one line, exit 2.
-type usageError struct{ msg string }
+// see is where the line points for more, when not at -h: the page that
+// describes a file's format.
+type usageError struct{ msg, see string }
 
 func (e *usageError) Error() string { return e.msg }
 
 func badUsage(format string, args ...any) error {
-	return &usageError{fmt.Sprintf(format, args...)}
+	return &usageError{msg: fmt.Sprintf(format, args...)}
 }
+
+// aclFormat is where a bad ACL line points: the page that describes it.
+const aclFormat = `the format: docs/operating.md, "Authorization (ACL)"`
 
 // envName is the environment variable that sets a flag: MONOLOCK_ and the
 // flag's name in upper case with '_' for '-'.
@@ -207,7 +214,7 @@ func setUp(f serveFlags, stderr io.Writer) (*serveSetup, error) {
 	}
 	if f.aclPath != "" {
 		if s.acl, err = acl.Load(f.aclPath); err != nil {
-			return nil, badUsage("--acl %v", err)
+			return nil, &usageError{msg: fmt.Sprintf("--acl %v", err), see: aclFormat}
 		}
 	}
 	if f.adminTokenFile != "" {
@@ -356,9 +363,7 @@ func serveMain(args []string) int {
 		fmt.Fprintln(os.Stdout, "\nEvery flag can also be set by an environment variable: --max-sessions by MONOLOCK_MAX_SESSIONS, and so on.")
 		fmt.Fprintln(os.Stdout, "The command line wins over the environment. SIGHUP reloads the --acl and TLS files. See docs/operating.md.")
 		fmt.Fprintln(os.Stdout)
-		fs := newServeFlagSet(&serveFlags{})
-		fs.SetOutput(os.Stdout)
-		fs.PrintDefaults()
+		fmt.Fprint(os.Stdout, flaghelp.Text(newServeFlagSet(&serveFlags{}), flaghelp.Options{}))
 		return 0
 	}
 	var setup *serveSetup
@@ -366,7 +371,11 @@ func serveMain(args []string) int {
 		setup, err = setUp(f, os.Stderr)
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "monolock serve: %v (see monolock serve -h)\n", err)
+		see := "see monolock serve -h"
+		if ue := (*usageError)(nil); errors.As(err, &ue) && ue.see != "" {
+			see = ue.see
+		}
+		fmt.Fprintf(os.Stderr, "monolock serve: %v (%s)\n", err, see)
 		return 2
 	}
 	if f.checkConfig {
@@ -414,11 +423,16 @@ func serve(s *serveSetup) int {
 		cfg.Tokens, cfg.Gate = node, node
 	}
 	srv, err := server.New(cfg)
+	if inUse := (*tokenstore.InUseError)(nil); errors.As(err, &inUse) {
+		// Say which setting to change, in the docs' words.
+		err = fmt.Errorf("--data-dir %s is in use by another server (%s is locked): stop that server, or give this one its own --data-dir", f.dataDir, inUse.Lock)
+	}
 	if err != nil {
 		log.Error("cannot start", "err", err)
 		return 1
 	}
 	m.SetSource(srv)
+	m.SetMaxSessions(f.maxSessions)
 	// Signals are caught before the "listening" line and the ready file,
 	// which tell tools that the server is up: a SIGTERM or SIGHUP right
 	// after them must not meet the default action (death, without a drain).

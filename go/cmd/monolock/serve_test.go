@@ -645,3 +645,35 @@ func expectKicked(t *testing.T, conn net.Conn) {
 	require.NoError(t, err)
 	assert.Equal(t, protocol.ErrAdminClosed.Code, code)
 }
+
+// A second server on a data directory is told which flag to change.
+func TestDataDirInUseNamesTheFlag(t *testing.T) {
+	dir := t.TempDir()
+	startServe(t, nil, "--listen", "127.0.0.1:0", "--admin", "off", "--data-dir", dir)
+	code, _, stderr := command(t, nil, "serve", "--listen", "127.0.0.1:0", "--admin", "off", "--data-dir", dir)
+	assert.Equal(t, 1, code, stderr)
+	assert.Contains(t, stderr, "--data-dir "+dir+" is in use by another server ("+filepath.Join(dir, "lock")+" is locked): stop that server, or give this one its own --data-dir")
+	assert.NotContains(t, stderr, "tokenstore:")
+}
+
+// A bad ACL line points at the page that describes the format, not at the
+// flags; the other bad files still point at -h.
+func TestBadACLPointsAtTheACLPage(t *testing.T) {
+	dir := t.TempDir()
+	badACL := filepath.Join(dir, "bad.acl")
+	require.NoError(t, os.WriteFile(badACL, []byte("who-knows jobs/*\n"), 0o600))
+	code, _, stderr := command(t, nil, "serve", "--check-config", "--acl", badACL)
+	assert.Equal(t, 2, code, stderr)
+	assert.Equal(t, "monolock serve: --acl "+badACL+`: line 1: identity "who-knows": want anonymous, *, or a cn:, dns: or uri: prefix (the format: docs/operating.md, "Authorization (ACL)")`+"\n", stderr)
+	_, _, stderr = command(t, nil, "serve", "--check-config", "--admin-token-file", filepath.Join(dir, "missing"))
+	assert.Equal(t, "monolock serve: --admin-token-file: open "+filepath.Join(dir, "missing")+": no such file or directory (see monolock serve -h)\n", stderr)
+}
+
+// serve -h spells the flags as run -h and the docs do: --flag.
+func TestServeHelpSpellsFlagsWithTwoDashes(t *testing.T) {
+	code, stdout, _ := command(t, nil, "serve", "-h")
+	require.Equal(t, 0, code)
+	assert.Contains(t, stdout, "\n  --acl FILE\n")
+	assert.Contains(t, stdout, "\n  --max-sessions N\n")
+	assert.NotRegexp(t, `(?m)^  -[a-z]`, stdout)
+}

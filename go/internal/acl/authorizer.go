@@ -52,7 +52,10 @@ func (a *Authorizer) Authorize(conn net.Conn, name string) error {
 	if a.rules.Load().Allows(ids, name) {
 		return nil
 	}
-	return fmt.Errorf("no ACL rule lets %s take this lock", clip(ids[0], 120))
+	// Short, so that the whole reason ("not authorized for lock: " and
+	// this) comes in a client's first read: the lock's name is the
+	// client's to say, it knows it.
+	return fmt.Errorf("no ACL rule lets %s take it", clip(ids[0], 120))
 }
 
 // clip keeps reasons within the protocol's reason length.

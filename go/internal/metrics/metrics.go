@@ -177,6 +177,22 @@ func (m *Metrics) SetSource(src Source) {
 	)
 }
 
+// SetMaxSessions exports the session limit (--max-sessions) as
+// monolock_max_sessions, for alerts on monolock_sessions /
+// monolock_max_sessions. With no limit (0) there is no gauge: a ratio to
+// 0 would read as over the limit. Call it once.
+func (m *Metrics) SetMaxSessions(limit int) {
+	if limit <= 0 {
+		return
+	}
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "monolock_max_sessions",
+		Help: "The session limit (--max-sessions): connections beyond this many open sessions are refused. Not exported without a limit.",
+	})
+	g.Set(float64(limit))
+	m.reg.MustRegister(g)
+}
+
 // Handler serves the metrics in the Prometheus exposition format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})

@@ -164,3 +164,18 @@ func TestTotalsReadTheExportedCounters(t *testing.T) {
 	m.ErrorSent(0x01) // a shutdown, not a kick
 	assert.Equal(t, Totals{Grants: 2, Expiries: 1, Kicks: 1}, m.Totals())
 }
+
+// monolock_max_sessions is --max-sessions, so that monolock_sessions /
+// monolock_max_sessions is how near the limit a server is; without a
+// limit it is not exported (a ratio to 0 would read as over it).
+func TestMaxSessionsGauge(t *testing.T) {
+	m := New()
+	m.SetSource(fakeSource{})
+	m.SetMaxSessions(19936)
+	assert.Equal(t, 19936.0, gaugeValues(t, m)["monolock_max_sessions"])
+
+	m = New()
+	m.SetSource(fakeSource{})
+	m.SetMaxSessions(0)
+	assert.NotContains(t, gaugeValues(t, m), "monolock_max_sessions")
+}

@@ -4,10 +4,11 @@ import (
 	"flag"
 	"fmt"
 	"regexp"
-	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/monolock/monolock/go/internal/flaghelp"
 )
 
 // Duration is a duration flag that also takes a bare number as seconds, as
@@ -115,45 +116,17 @@ func defineShort(fset *flag.FlagSet) {
 	}
 }
 
-// flagHelp lists the flags GNU style, with their defaults; a short
-// spelling shares its long flag's entry.
+// flagHelp lists the flags as every monolock command does; a short
+// spelling shares its long flag's entry, a duration flag takes D.
 func flagHelp(fset *flag.FlagSet) string {
-	shortOf := map[string][]string{}
-	for short, long := range shortFlags {
-		shortOf[long] = append(shortOf[long], short)
-	}
-	var b strings.Builder
-	fset.VisitAll(func(f *flag.Flag) {
-		if _, isShort := shortFlags[f.Name]; isShort {
-			return
-		}
-		arg, usage := flag.UnquoteUsage(f)
-		if _, isDuration := f.Value.(Duration); isDuration && arg == "value" {
-			arg = "D"
-		}
-		b.WriteString("  ")
-		shorts := shortOf[f.Name]
-		slices.Sort(shorts)
-		for _, s := range shorts {
-			fmt.Fprintf(&b, "-%s", s)
-			if arg != "" {
-				fmt.Fprintf(&b, " %s", arg)
+	return flaghelp.Text(fset, flaghelp.Options{
+		Short: shortFlags,
+		Arg: func(f *flag.Flag, arg string) string {
+			if _, isDuration := f.Value.(Duration); isDuration && arg == "value" {
+				return "D"
 			}
-			b.WriteString(", ")
-		}
-		dash := "--"
-		if len(f.Name) == 1 {
-			dash = "-"
-		}
-		fmt.Fprintf(&b, "%s%s", dash, f.Name)
-		if arg != "" {
-			fmt.Fprintf(&b, " %s", arg)
-		}
-		fmt.Fprintf(&b, "\n        %s", usage)
-		if f.DefValue != "" && f.DefValue != "0s" && f.DefValue != "0" && f.DefValue != "false" && f.Name != "server" {
-			fmt.Fprintf(&b, " (default %s)", f.DefValue)
-		}
-		b.WriteString("\n")
+			return ""
+		},
+		HideDefault: func(f *flag.Flag) bool { return f.Name == "server" },
 	})
-	return b.String()
 }

@@ -43,7 +43,7 @@ func (h *humanHandler) Handle(_ context.Context, r slog.Record) error {
 	switch {
 	case errText == "":
 	case msg == "" || strings.HasPrefix(errText, msg):
-		msg = errText // "lock lost" and "lock lost: server error ..." say it once
+		msg = errText // "lock lost" and "lock lost: closed by administrator (0x02)" say it once
 	default:
 		msg += ": " + errText
 	}

@@ -120,7 +120,7 @@ func TestRetryFilterCountsWhatItLeavesOut(t *testing.T) {
 	out.Reset()
 	log = slog.New(newRetryFilter(newHumanHandler(&out, slog.LevelInfo), true))
 	log.Warn(retryMsg, "err", passive)
-	assert.Equal(t, "monolock run: trying the next server: server error 0x01: server shutting down: not the active server; the active server is b:1\n", out.String())
+	assert.Equal(t, "monolock run: trying the next server: not the active server; the active server is b:1 (0x01)\n", out.String())
 }
 
 // A server's reason is someone else's text: escaped, it cannot drive the

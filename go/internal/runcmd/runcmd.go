@@ -455,7 +455,7 @@ func (r *runner) acquire(c *client.Client, sigs <-chan os.Signal) (*client.Lock,
 		r.log.Info("timed out after " + r.o.timeout.String() + " waiting for the lock " + displayName(r.o.name))
 		return nil, r.o.conflictCode
 	case errors.As(err, &se) && !se.Temporary():
-		r.fail("", err)
+		r.fail("cannot take the lock "+displayName(r.o.name), err)
 		return nil, ExitRefused
 	case errors.As(err, &se), errors.Is(err, client.ErrUnavailable):
 		r.fail("", err)

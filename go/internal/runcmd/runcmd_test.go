@@ -433,6 +433,16 @@ func TestRunRefusesGraceThatCannotFit(t *testing.T) {
 	assert.NoFileExists(t, filepath.Join(dir, "ran"))
 }
 
+// A lease that no round trip fits (1 ms) is refused before anything is
+// sent, with the lease that would fit, instead of a lock lost at once.
+func TestRunRefusesALeaseNoRoundTripFits(t *testing.T) {
+	dir := t.TempDir()
+	code, out := run(t, dir, "--server", "127.0.0.1:1", "--lease", "1ms", "g", "--", "touch", "ran")
+	assert.Equal(t, ExitUsage, code, out)
+	assert.Equal(t, "monolock run: --lease 1ms is too short for monolock run: a lost lock leaves 0.2 x lease = 200µs before the server can grant it to anyone else, less than the 250ms that SIGKILL needs to finish plus the 0.05 x lease = 50µs kept between this command's end and the next holder's start; use --lease 1.667s or more\n", out)
+	assert.NoFileExists(t, filepath.Join(dir, "ran"))
+}
+
 // TestRunKilledTakesCommandAlong: a SIGKILL of monolock run frees the lock
 // on the server, so the command must not go on (Linux: parent-death signal).
 func TestRunKilledTakesCommandAlong(t *testing.T) {
@@ -447,6 +457,19 @@ func TestRunKilledTakesCommandAlong(t *testing.T) {
 	require.NoError(t, p.cmd.Process.Kill())
 	p.status(t)
 	require.Eventually(t, func() bool { return !alive(pid) }, wait, 10*time.Millisecond)
+}
+
+// An ACL refusal is said once, with the lock's name: not the code's text
+// twice ("not authorized for lock: not authorized for lock: ...").
+func TestRunACLRefusalNamesTheLockOnce(t *testing.T) {
+	dir := t.TempDir()
+	aclPath := filepath.Join(dir, "acl")
+	require.NoError(t, os.WriteFile(aclPath, []byte("anonymous public/*\n"), 0o600))
+	srv := startServer(t, "--acl", aclPath)
+	code, out := run(t, dir, "--server", srv.Addr, "secret/x", "--", "touch", "ran")
+	assert.Equal(t, ExitRefused, code, out)
+	assert.Equal(t, "monolock run: cannot take the lock \"secret/x\": not authorized for lock: no ACL rule lets anonymous take it (0x18)\n", out)
+	assert.NoFileExists(t, filepath.Join(dir, "ran"))
 }
 
 // TestRunMutualTLSAndACL: run speaks TLS with a client certificate; the

@@ -19,7 +19,7 @@ func lockDir(path string) (*os.File, error) {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("tokenstore: data directory is in use by another server (%s is locked)", path)
+			return nil, &InUseError{Lock: path}
 		}
 		return nil, fmt.Errorf("tokenstore: lock data directory: %w", err)
 	}

@@ -433,3 +433,13 @@ func writeMark(path string, mark uint64) error {
 	}
 	return nil
 }
+
+// InUseError is a data directory that another server holds: its lock
+// file is locked.
+type InUseError struct {
+	Lock string // the lock file
+}
+
+func (e *InUseError) Error() string {
+	return fmt.Sprintf("tokenstore: data directory is in use by another server (%s is locked)", e.Lock)
+}

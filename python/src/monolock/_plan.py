@@ -10,6 +10,7 @@ caller's deadline.
 
 from __future__ import annotations
 
+import json
 import logging
 import ssl
 import time
@@ -112,7 +113,9 @@ def timeout_error(name: str, last: MonolockError | None = None) -> AcquireTimeou
     """The caller's deadline passed. ``last`` is the last attempt's failure
     when that attempt did not reach the lock; the message quotes it, so that
     a server that is down does not read as a busy lock."""
-    text = f"monolock: timed out waiting for the lock {name!r}"
+    # In the words of every client (spec/vectors/messages.json): the name
+    # in double quotes, as Go, Node and Rust quote it.
+    text = f"monolock: timed out waiting for the lock {json.dumps(name, ensure_ascii=False)}"
     if last is not None:
         text += f" (last attempt: {unprefixed(last)})"
     error = AcquireTimeout(text)

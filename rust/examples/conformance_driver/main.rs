@@ -82,7 +82,7 @@ impl Out {
     fn error(&self, id: &str, err: &Error) {
         let kind = match err {
             Error::Busy => "busy",
-            Error::Timeout(_) | Error::ClientTimeout { .. } => "timeout",
+            Error::Timeout { .. } | Error::ClientTimeout { .. } => "timeout",
             Error::Cancelled => "cancelled",
             Error::ServerEnded => "server", // an ERROR whose code never came: code null
             Error::Io(_) | Error::Protocol(_) | Error::NotMonolock { .. } => "connect",
@@ -104,7 +104,7 @@ impl Out {
             other => other,
         };
         let kind = match cause {
-            Error::Timeout(_) | Error::ClientTimeout { .. } => "timeout",
+            Error::Timeout { .. } | Error::ClientTimeout { .. } => "timeout",
             Error::ServerEnded => "server",
             Error::Io(_) | Error::Protocol(_) => "io",
             _ if cause.code().is_some() => "server",

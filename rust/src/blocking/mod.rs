@@ -145,7 +145,7 @@ impl Client {
         let frame = self.config.acquire_frame(name)?;
         // A deadline too far to represent is no deadline.
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
-        let mut plan = Plan::new(mode, self.config.servers.len(), deadline);
+        let mut plan = Plan::new(mode, self.config.servers.len(), deadline).for_lock(name);
         let attempt = Attempt {
             config: &self.config,
             name,

@@ -133,6 +133,8 @@ pub(crate) struct Plan {
     last: Option<Error>,
     /// The server of the last attempt.
     last_server: usize,
+    /// The lock, for the timeout's message.
+    name: String,
 }
 
 impl Plan {
@@ -150,6 +152,21 @@ impl Plan {
             backoff: Backoff::new(),
             last: None,
             last_server: 0,
+            name: String::new(),
+        }
+    }
+
+    /// The plan for the lock `name`: its timeout names it.
+    pub(crate) fn for_lock(mut self, name: &str) -> Plan {
+        self.name = name.to_owned();
+        self
+    }
+
+    /// The caller's deadline passed; `last` is the last attempt's failure.
+    pub(crate) fn timeout(&self, last: Option<Error>) -> Error {
+        Error::Timeout {
+            name: self.name.clone(),
+            last: last.map(Box::new),
         }
     }
 
@@ -177,7 +194,10 @@ impl Plan {
     pub(crate) fn next(&mut self, now: Instant) -> Next {
         match std::mem::replace(&mut self.then, Then::Connect) {
             Then::GiveUp(err) => Next::GiveUp(err),
-            _ if self.expired(now) => Next::GiveUp(Error::Timeout(self.last.take().map(Box::new))),
+            _ if self.expired(now) => {
+                let last = self.last.take();
+                Next::GiveUp(self.timeout(last))
+            }
             Then::Sleep => {
                 self.unreachable = 0;
                 let delay = self.backoff.next_delay();
@@ -395,7 +415,10 @@ mod tests {
         let mut p = Plan::new(Mode::Wait, 1, Some(deadline));
         assert!(matches!(p.next(now), Next::Connect(0)));
         p.failed(Failure::Session {
-            error: Error::Timeout(None),
+            error: Error::Timeout {
+                name: String::new(),
+                last: None,
+            },
             queued: Duration::ZERO,
         });
         assert!(matches!(p.next(now), Next::Sleep(d) if d <= Duration::from_millis(30)));
@@ -405,7 +428,9 @@ mod tests {
         )));
         // The timeout keeps the last attempt's failure as its cause.
         match p.next(deadline) {
-            Next::GiveUp(Error::Timeout(Some(last))) => assert!(
+            Next::GiveUp(Error::Timeout {
+                last: Some(last), ..
+            }) => assert!(
                 matches!(*last, Error::Io(ref e) if e.kind() == std::io::ErrorKind::ConnectionRefused),
                 "{last:?}"
             ),
@@ -430,7 +455,10 @@ mod tests {
     fn a_timeout_while_queued_has_no_cause() {
         let now = Instant::now();
         let mut p = Plan::new(Mode::Wait, 1, Some(now));
-        p.failed(Failure::Final(Error::Timeout(None)));
-        assert!(matches!(p.next(now), Next::GiveUp(Error::Timeout(None))));
+        p.failed(Failure::Final(p.timeout(None)));
+        assert!(matches!(
+            p.next(now),
+            Next::GiveUp(Error::Timeout { last: None, .. })
+        ));
     }
 }

@@ -9,7 +9,6 @@ use std::time::Instant;
 
 use super::retry::{Failure, Plan};
 use super::session::{Request, Session, Turn};
-use crate::error::Error;
 
 /// What an acquire attempt does after a turn of its session.
 #[derive(Debug, PartialEq, Eq)]
@@ -46,7 +45,7 @@ pub(crate) fn acquire_step(
     }
     if plan.expired(now) {
         // The caller gives up; the closed connection leaves the queue.
-        return Err(Failure::Final(Error::Timeout(None)));
+        return Err(Failure::Final(plan.timeout(None)));
     }
     let mut wake = session.next_wakeup().unwrap_or(now);
     if let Some(deadline) = plan.deadline() {
@@ -63,6 +62,7 @@ mod tests {
     use super::*;
     use crate::core::retry::Mode;
     use crate::core::session::Input;
+    use crate::error::Error;
     use std::time::Duration;
 
     fn ms(n: u64) -> Duration {
@@ -151,7 +151,10 @@ mod tests {
         assert!(matches!(step, AcquireStep::Continue { wake, .. } if wake == t0 + ms(100)));
         let mut turn = s.step(Input::Timer, t0 + ms(100));
         let res = acquire_step(&s, &mut turn, &plan, t0 + ms(100), &mut || {});
-        assert!(matches!(res, Err(Failure::Final(Error::Timeout(None)))));
+        assert!(matches!(
+            res,
+            Err(Failure::Final(Error::Timeout { last: None, .. }))
+        ));
 
         let (mut s, _) = Session::connect("test:1", 1000, Mode::Wait, t0);
         let mut turn = s.step(Input::Bytes(&PROMOTED), t0 + ms(200));

@@ -112,7 +112,7 @@ impl Client {
     ) -> Result<LockGuard, Error> {
         let frame = self.config.acquire_frame(name)?;
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
-        let mut plan = Plan::new(mode, self.config.servers.len(), deadline);
+        let mut plan = Plan::new(mode, self.config.servers.len(), deadline).for_lock(name);
         loop {
             match plan.next(Instant::now()) {
                 Next::Connect(server) => {
