@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs the package the two ways a user does and runs the README's quick
 # start and its shared locks example in each against a real `monolock
-# serve`: in a fresh `npm init -y` project (CommonJS, npm's default), then the same project as an ES module
-# ("type": "module"), compiled with the README's tsconfig.json as written and
-# the types of the installed package, plus a CommonJS require:
+# serve`: in a fresh `npm init -y` project (CommonJS, npm's default), then
+# the same project as an ES module ("type": "module"), compiled with the
+# README's tsconfig.json as written and the types of the installed package,
+# plus a CommonJS require:
 #   1. the `npm pack` tarball (what the registry would serve);
 #   2. this folder as a fresh clone has it (no node_modules, no dist),
 #      installed with `npm install <folder>` and only node, npm and sh on PATH:
