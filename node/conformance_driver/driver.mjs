@@ -168,10 +168,19 @@ function acquire(cmd) {
     if (!controller.signal.aborted) spareControllers.push(controller);
   };
   const timeoutMs = cmd.timeout_ms == null ? undefined : cmd.timeout_ms;
+  // Optional: "shared" (absent = false) and "limit" (absent or 0 = no limit).
+  const shared = cmd.shared == null ? undefined : cmd.shared;
+  const limit = cmd.limit == null || cmd.limit === 0 ? undefined : cmd.limit;
   const attempt =
     cmd.mode === "try"
-      ? client.tryAcquire(name, { signal: controller.signal, timeoutMs })
-      : client.acquire(name, { signal: controller.signal, timeoutMs, onWaiting: () => emit({ event: "waiting", id }) });
+      ? client.tryAcquire(name, { signal: controller.signal, timeoutMs, shared, limit })
+      : client.acquire(name, {
+          signal: controller.signal,
+          timeoutMs,
+          shared,
+          limit,
+          onWaiting: () => emit({ event: "waiting", id }),
+        });
   attempt.then(
     (lock) => {
       settled();

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs the package the two ways a user does and runs the README's quick
-# start in each against a real `monolock serve`: in a fresh `npm init -y`
-# project (CommonJS, npm's default), then the same project as an ES module
-# ("type": "module"), compiled with the README's tsconfig.json as written and
-# the types of the installed package, plus a CommonJS require:
+# start and its shared locks example in each against a real `monolock
+# serve`: in a fresh `npm init -y` project (CommonJS, npm's default), then
+# the same project as an ES module ("type": "module"), compiled with the
+# README's tsconfig.json as written and the types of the installed package,
+# plus a CommonJS require:
 #   1. the `npm pack` tarball (what the registry would serve);
 #   2. this folder as a fresh clone has it (no node_modules, no dist),
 #      installed with `npm install <folder>` and only node, npm and sh on PATH:
@@ -42,6 +43,10 @@ node -e '
   const config = JSON.parse(json[1]);
   if (config.compilerOptions.target !== "ES2022") { console.error("README tsconfig: target must be ES2022"); process.exit(1); }
   fs.writeFileSync(process.argv[2] + "/tsconfig.json", json[1]);
+  // The example of "## Shared locks and semaphores", compiled and run beside it.
+  const shared = /```ts\n([\s\S]*?)```/.exec(readme.slice(readme.indexOf("## Shared locks and semaphores")));
+  if (!shared) { console.error("no shared locks example in README"); process.exit(1); }
+  fs.writeFileSync(process.argv[2] + "/shared.ts", shared[1].replaceAll("127.0.0.1:7117", process.argv[3]));
 ' "$pkg_dir/README.md" "$work" "$addr"
 
 # What the README tells a reader to install beside monolock, taken from this
@@ -55,19 +60,21 @@ link_dev_tools() {
 }
 
 # The quick start as the README says to build and run it: `npx tsc`, then
-# `node quickstart.js`.
+# `node quickstart.js`; `npx tsc` compiles the shared locks example too.
 run_quickstart() {
   rm -f quickstart.js
   npx --no-install tsc
   timeout 60 node quickstart.js | tee out.txt
   grep -q "fencing token" out.txt
+  timeout 60 node shared.js | tee out.txt
+  grep -q "two readers" out.txt && grep -q "both permits of pool/gpu are taken" out.txt
 }
 
 # A fresh `npm init -y` project in $1 with `monolock` from $2, then the checks.
 check_install() {
   local app="$1" spec="$2"
   mkdir -p "$app"
-  cp "$work/quickstart.ts" "$work/tsconfig.json" "$app/"
+  cp "$work/quickstart.ts" "$work/shared.ts" "$work/tsconfig.json" "$app/"
   (
     cd "$app"
     npm init -y >/dev/null

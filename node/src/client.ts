@@ -9,9 +9,12 @@ import {
   AcquireTimeoutError,
   type ConnectionError,
   type InvalidLeaseError,
+  type InvalidModeError,
+  type LimitMismatchError,
   type LockBusyError,
   type MonolockError,
   type ServerError,
+  type SharedUnsupportedError,
   withoutPrefix,
 } from "./errors.js";
 import { Lock } from "./lock.js";
@@ -19,7 +22,7 @@ import { type Logger, log } from "./logger.js";
 import { outcomeOf, RetryPlan } from "./plan.js";
 import { Session } from "./session.js";
 import { startTimer, type Timer } from "./timers.js";
-import { type LockName, type ValidName, validateAcquire } from "./validate.js";
+import { type LockName, type ValidClaim, validateAcquire } from "./validate.js";
 
 /** Settings of a {@link Client}. */
 export interface ClientOptions {
@@ -71,6 +74,27 @@ export interface AcquireOptions {
    * (WAITING), again after every re-queue. Must not throw.
    */
   onWaiting?: (name: string) => void;
+  /**
+   * `true` for a shared claim: it holds the lock together with any other
+   * shared claims, and never while an exclusive claim holds it. Claims are
+   * granted strictly in arrival order, so a shared claim queued behind a
+   * waiting exclusive one waits for it (readers never starve a writer).
+   * Each shared holder gets its own fencing token and is told of a loss as
+   * an exclusive holder is. Default `false`: exclusive.
+   *
+   * A shared claim is sent as a protocol version 2 ACQUIRE; a server that
+   * speaks version 1 only refuses it with {@link SharedUnsupportedError}.
+   */
+  shared?: boolean;
+  /**
+   * Makes the claim a semaphore of `limit` permits: a shared claim (implies
+   * `shared: true`) of at most `limit` holders at once, 1..65535 (anything
+   * else is refused before sending with {@link InvalidModeError}, 0x19).
+   * Every claimant of one name must state the same limit while any shared
+   * claim is on it; the server refuses a different one with
+   * {@link LimitMismatchError} (0x1a). Absent with `shared: true`: no bound.
+   */
+  limit?: number;
 }
 
 /** Default lease, in milliseconds. */
@@ -116,6 +140,8 @@ export class Client {
 
   /**
    * Acquires `name`, waiting in the server's FIFO queue until granted.
+   * Exclusive by default; `{ shared: true }` makes it a shared claim (a
+   * reader lock) and `{ limit: n }` one of n permits of a semaphore.
    *
    * While waiting, temporary errors and connection failures lead to a new
    * connection (and a new place at the end of the queue) on the next server,
@@ -134,7 +160,9 @@ export class Client {
    * temporary error; never sleeps or re-queues. Rejects with
    * {@link LockBusyError} if it is held, or with the last server's error: a
    * {@link ConnectionError} (none could be reached) or a {@link ServerError}
-   * subclass.
+   * subclass. Takes `shared` and `limit` as {@link Client.acquire} does: a
+   * shared claim is busy when an exclusive claim holds or waits for the lock,
+   * a semaphore's when all its permits are taken.
    */
   tryAcquire(name: LockName, options: Omit<AcquireOptions, "onWaiting"> = {}): Promise<Lock> {
     return this.start(name, options, "try");
@@ -142,9 +170,9 @@ export class Client {
 
   private start(name: LockName, options: AcquireOptions, mode: Mode): Promise<Lock> {
     const leaseMs = options.leaseMs ?? this.leaseMs;
-    let valid: ValidName;
+    let valid: ValidClaim;
     try {
-      valid = validateAcquire(name, leaseMs);
+      valid = validateAcquire(name, leaseMs, { shared: options.shared, limit: options.limit });
     } catch (err) {
       return Promise.reject(err);
     }
@@ -180,7 +208,7 @@ interface AcquisitionSettings {
   readonly connectTimeoutMs: number;
   readonly tls: tls.ConnectionOptions | undefined;
   readonly leaseMs: number;
-  readonly name: ValidName;
+  readonly name: ValidClaim;
   readonly mode: Mode;
   readonly signal: AbortSignal | undefined;
   readonly timeoutMs: number | undefined;
@@ -299,6 +327,7 @@ class Acquisition {
         name: this.s.name.bytes,
         lockName: this.s.name.text,
         mode: this.s.mode,
+        shared: this.s.name.shared,
       },
       {
         onWaiting: () => this.onWaiting(address),

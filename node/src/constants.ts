@@ -13,9 +13,21 @@ import { ERRORS, SPEC } from "./constants.gen.js";
 /** Protocol version this client speaks. */
 export const PROTOCOL_VERSION = SPEC.protocolVersion;
 
+/**
+ * Shared locks and semaphores (protocol version 2): the version of the
+ * ACQUIRE that carries a mode and a limit, the mode bytes, and the largest
+ * limit (uint16).
+ */
+export const SHARED = {
+  PROTOCOL_VERSION: SPEC.shared.protocolVersion,
+  MODE_EXCLUSIVE: SPEC.shared.modeExclusive,
+  MODE_SHARED: SPEC.shared.modeShared,
+  LIMIT_MAX: SPEC.shared.limitMax,
+} as const;
+
 /** Message type bytes, client to server and server to client. */
 export const MessageType = {
-  /** `[0x01][version u8][lease_ms u32][name_len u16][name]` */
+  /** `[0x01][version u8][lease_ms u32][name_len u16][name]`; version 2 has `[mode u8][limit u16]` before `name_len` */
   ACQUIRE: SPEC.messageTypes.ACQUIRE,
   /** `[0x02]` */
   HEARTBEAT: SPEC.messageTypes.HEARTBEAT,

@@ -9,8 +9,16 @@
  * on before the input itself: an ack that arrives at the deadline is late.
  */
 
-import { encodeAcquire, encodeHeartbeat, FrameDecoder, FrameError, type ServerFrame } from "./frames.js";
+import {
+  encodeAcquire,
+  encodeAcquireV2,
+  encodeHeartbeat,
+  FrameDecoder,
+  FrameError,
+  type ServerFrame,
+} from "./frames.js";
 import { HeartbeatSchedule } from "./heartbeat.js";
+import type { SharedClaim } from "./validate.js";
 
 /** Why a claim ended. */
 export type Cause =
@@ -50,6 +58,8 @@ export interface CoreOptions {
   readonly name: Uint8Array;
   /** `"try"`: WAITING means busy. */
   readonly mode: "wait" | "try";
+  /** A shared claim (sent as a version 2 ACQUIRE); absent: exclusive, sent as version 1. */
+  readonly shared?: SharedClaim | undefined;
 }
 
 /** The sans-IO state machine of one connection. Times are milliseconds on one monotonic clock. */
@@ -108,7 +118,10 @@ export class SessionCore {
     const out: Action[] = [];
     if (this.current !== "connecting" || this.ackedSendAt !== undefined) return out;
     this.ackedSendAt = now; // no reply within the client timeout means a dead connection
-    this.send(out, "ACQUIRE", encodeAcquire(this.options.name, this.options.leaseMs), now);
+    const { name, leaseMs, shared } = this.options;
+    const frame =
+      shared === undefined ? encodeAcquire(name, leaseMs) : encodeAcquireV2(name, leaseMs, shared.mode, shared.limit);
+    this.send(out, "ACQUIRE", frame, now);
     return out;
   }
 

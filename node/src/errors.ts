@@ -36,6 +36,28 @@ export function errorForCode(code: number, reason = "", origin: ErrorOrigin = "s
   return new cls(code, reason, origin);
 }
 
+/**
+ * The server answered a shared claim (a protocol version 2 ACQUIRE) with
+ * ERROR 0x10: it speaks protocol version 1 only, which has exclusive locks
+ * alone. Terminal, never retried: use an exclusive lock, or upgrade the
+ * server. A subclass of {@link UnsupportedVersionError} (`code` 0x10,
+ * `reason` the server's), so code that handles that error still does.
+ */
+export class SharedUnsupportedError extends generated.UnsupportedVersionError {
+  override name = "SharedUnsupportedError";
+  /** The server, as `host:port`. */
+  readonly address: string;
+  /** @internal */
+  constructor(address: string, reason = "") {
+    super(generated.UnsupportedVersionError.CODE, reason, "server");
+    this.address = address;
+    this.message =
+      `monolock: server ${address} does not support shared locks or semaphores ` +
+      "(it answered a protocol version 2 ACQUIRE with 0x10 unsupported protocol version); " +
+      "use an exclusive lock, or upgrade the server";
+  }
+}
+
 /** `tryAcquire` found the lock held by someone else. Temporary. */
 export class LockBusyError extends MonolockError {
   override name = "LockBusyError";

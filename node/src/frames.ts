@@ -3,7 +3,7 @@
  * decoder for the three server frames.
  */
 
-import { MessageType, PROTOCOL_VERSION } from "./constants.js";
+import { MessageType, PROTOCOL_VERSION, SHARED } from "./constants.js";
 
 /** A frame received from the server. */
 export type ServerFrame =
@@ -26,6 +26,25 @@ export function encodeAcquire(name: Uint8Array, leaseMs: number): Uint8Array {
   view.setUint32(2, leaseMs);
   view.setUint16(6, name.length);
   frame.set(name, 8);
+  return frame;
+}
+
+/**
+ * Encodes a protocol version 2 ACQUIRE for already validated name bytes,
+ * lease, mode and limit: `[0x01][0x02][lease_ms u32][mode u8][limit u16]
+ * [name_len u16][name]`. Clients send it for shared claims only; exclusive
+ * claims go out as version 1 ({@link encodeAcquire}), which every server reads.
+ */
+export function encodeAcquireV2(name: Uint8Array, leaseMs: number, mode: number, limit: number): Uint8Array {
+  const frame = new Uint8Array(11 + name.length);
+  const view = new DataView(frame.buffer);
+  frame[0] = MessageType.ACQUIRE;
+  frame[1] = SHARED.PROTOCOL_VERSION;
+  view.setUint32(2, leaseMs);
+  frame[6] = mode;
+  view.setUint16(7, limit);
+  view.setUint16(9, name.length);
+  frame.set(name, 11);
   return frame;
 }
 

@@ -36,6 +36,7 @@ export {
   NotMonolockError,
   ServerEndedError,
   ServerError,
+  SharedUnsupportedError,
 } from "./errors.js";
 export type { LockState } from "./lock.js";
 export { Lock } from "./lock.js";

@@ -19,9 +19,12 @@ import {
   type MonolockError,
   NotMonolockError,
   ServerEndedError,
+  SharedUnsupportedError,
+  UnsupportedVersionError,
 } from "./errors.js";
 import { clientTimeoutMs, clientTimeoutText } from "./heartbeat.js";
 import { startTimer, type Timer } from "./timers.js";
+import type { SharedClaim } from "./validate.js";
 
 /** What a session reports. Nothing is reported after the core closed the claim. */
 export interface SessionListener {
@@ -45,6 +48,8 @@ export interface SessionOptions {
   /** The name as the user gave it, for messages. */
   readonly lockName: string;
   readonly mode: "wait" | "try";
+  /** A shared claim (version 2 ACQUIRE); absent: exclusive (version 1). */
+  readonly shared: SharedClaim | undefined;
 }
 
 const now = (): number => performance.now();
@@ -88,7 +93,12 @@ export class Session {
     listener: SessionListener,
   ) {
     this.listener = listener;
-    this.core = new SessionCore({ leaseMs: options.leaseMs, name: options.name, mode: options.mode });
+    this.core = new SessionCore({
+      leaseMs: options.leaseMs,
+      name: options.name,
+      mode: options.mode,
+      shared: options.shared,
+    });
     const { host, port } = options.address;
     if (options.tls) {
       this.socket = tls.connect({ servername: net.isIP(host) ? undefined : host, ...options.tls, host, port });
@@ -230,6 +240,9 @@ export class Session {
       case "server":
         if (cause.code === null)
           return new ServerEndedError(`${this.where()} ended the session with an ERROR (its code did not arrive)`);
+        // A version 1 server refuses the version 2 ACQUIRE of a shared claim.
+        if (cause.code === UnsupportedVersionError.CODE && this.options.shared !== undefined)
+          return new SharedUnsupportedError(this.where(), cause.reason);
         return errorForCode(cause.code, cause.reason, "server");
       case "timeout": {
         // The same words in every client: the timeout and the lease it comes from.

@@ -3,11 +3,12 @@
  * client refuses exactly what the server would refuse, with the same code.
  */
 
-import { MAX_LEASE_MS, MAX_NAME_LEN, MIN_LEASE_MS } from "./constants.js";
+import { MAX_LEASE_MS, MAX_NAME_LEN, MIN_LEASE_MS, SHARED } from "./constants.js";
 import {
   EmptyNameError,
   errorForCode,
   InvalidLeaseError,
+  InvalidModeError,
   NameNotUtf8Error,
   NameTooLongError,
   type ServerError,
@@ -43,15 +44,83 @@ function nameTooLong(byteLength: number): ServerError {
   return refuse(NameTooLongError.CODE, `lock name is ${byteLength} bytes, the limit is ${MAX_NAME_LEN}`);
 }
 
-/**
- * Validates lease and name (lease first, then empty, too long, not UTF-8)
- * and returns the name's bytes. Throws the matching {@link ServerError} with
- * `origin: "client"`.
- */
-export function validateAcquire(name: LockName, leaseMs: number): ValidName {
+/** What a claim asks for, as the caller spelled it: exclusive unless `shared` or `limit`. */
+export interface ClaimRequest {
+  readonly shared?: boolean | undefined;
+  readonly limit?: number | undefined;
+}
+
+/** The mode and limit of a shared claim, as sent in a version 2 ACQUIRE. */
+export interface SharedClaim {
+  readonly mode: number;
+  /** 0: any number of shared holders; N: a semaphore of N permits. */
+  readonly limit: number;
+}
+
+/** A claim that passed validation; `shared` is undefined for an exclusive claim (sent as version 1). */
+export interface ValidClaim extends ValidName {
+  readonly shared: SharedClaim | undefined;
+}
+
+/** The semaphore limit rule, with the value given (Go's words). */
+function invalidLimit(limit: unknown): ServerError {
+  const given = typeof limit === "string" ? JSON.stringify(limit) : String(limit);
+  return refuse(
+    InvalidModeError.CODE,
+    `a semaphore's limit must be a whole number from 1 to ${SHARED.LIMIT_MAX} permits, got ${given}`,
+  );
+}
+
+/** The shared claim `request` asks for, or undefined for an exclusive one; throws 0x19 for a bad limit. */
+function sharedClaim(request: ClaimRequest): SharedClaim | undefined {
+  const { shared, limit } = request;
+  if (shared !== undefined && shared !== null && typeof shared !== "boolean") {
+    throw new TypeError("monolock: shared must be true or false");
+  }
+  if (limit === undefined || limit === null) {
+    return shared === true ? { mode: SHARED.MODE_SHARED, limit: 0 } : undefined;
+  }
+  if (!Number.isInteger(limit) || limit < 1 || limit > SHARED.LIMIT_MAX) throw invalidLimit(limit);
+  if (shared === false) {
+    throw refuse(InvalidModeError.CODE, `an exclusive claim has no limit, got shared: false with limit ${limit}`);
+  }
+  return { mode: SHARED.MODE_SHARED, limit };
+}
+
+function checkLease(leaseMs: number): void {
   if (!Number.isInteger(leaseMs) || leaseMs < MIN_LEASE_MS || leaseMs > MAX_LEASE_MS) {
     throw invalidLease(leaseMs);
   }
+}
+
+/**
+ * Validates lease, claim and name in the server's order (lease, then mode
+ * and limit, then empty, too long, not UTF-8) and returns the name's bytes
+ * with the shared claim, if any. Throws the matching {@link ServerError}
+ * with `origin: "client"`.
+ */
+export function validateAcquire(name: LockName, leaseMs: number, request: ClaimRequest = {}): ValidClaim {
+  checkLease(leaseMs);
+  const shared = sharedClaim(request);
+  return { ...validateName(name), shared };
+}
+
+/**
+ * Validates a version 2 ACQUIRE given as wire values (mode byte, limit) in
+ * the server's order: lease, mode and limit (mode 0 or 1, an exclusive claim
+ * with limit 0), then the name. For the spec's byte vectors; the client
+ * builds its claims with {@link validateAcquire}.
+ */
+export function validateAcquireV2(name: LockName, leaseMs: number, mode: number, limit: number): ValidName {
+  checkLease(leaseMs);
+  const modeOk = mode === SHARED.MODE_SHARED || (mode === SHARED.MODE_EXCLUSIVE && limit === 0);
+  if (!modeOk) throw refuse(InvalidModeError.CODE);
+  if (!Number.isInteger(limit) || limit < 0 || limit > SHARED.LIMIT_MAX) throw invalidLimit(limit);
+  return validateName(name);
+}
+
+/** The name checks (empty, too long, not UTF-8); returns its bytes and text. */
+function validateName(name: LockName): ValidName {
   if (typeof name === "string") {
     // Length in bytes of UTF-8; a lone surrogate counts as the 3 bytes the
     // server would see for it, so a too-long name is reported before its

@@ -15,7 +15,9 @@ import {
   NotAuthorizedError,
   NotMonolockError,
   ServerError,
+  SharedUnsupportedError,
   ShuttingDownError,
+  UnsupportedVersionError,
 } from "../src/index.js";
 import { deadAddress, type FakeConnection, FakeServer } from "./helpers/fake-server.js";
 
@@ -716,5 +718,123 @@ describe("newcomer's view", () => {
       assert.ok(m.startsWith("monolock: "), m);
       assert.equal(m.split("monolock: ").length, 2, `more than one prefix in ${JSON.stringify(m)}`);
     }
+  });
+});
+
+describe("shared claims against a fake server", () => {
+  const nameHex = Buffer.from("pool/gpu").toString("hex");
+
+  test("a shared claim sends a version 2 ACQUIRE, mode 1, limit 0, and is granted as usual", async () => {
+    const client = new Client({ servers: server.address, leaseMs: 30000 });
+    const pending = client.acquire("pool/gpu", { shared: true });
+    const conn = await server.accept();
+    const acq = await conn.readAcquire();
+    assert.equal(acq.raw.toString("hex"), `0102000075300100000008${nameHex}`);
+    conn.acquired(11n);
+    const lock = await pending;
+    assert.equal(lock.token, 11n);
+    await lock.release();
+  });
+
+  test("a semaphore sends its limit; tryAcquire too", async () => {
+    const client = new Client({ servers: server.address, leaseMs: 30000 });
+    for (const attempt of [
+      () => client.acquire("pool/gpu", { limit: 3 }),
+      () => client.tryAcquire("pool/gpu", { limit: 3 }),
+      () => client.tryAcquire("pool/gpu", { shared: true, limit: 3 }),
+    ]) {
+      const pending = attempt();
+      const conn = await server.accept();
+      const acq = await conn.readAcquire();
+      assert.equal(acq.raw.toString("hex"), `0102000075300100030008${nameHex}`);
+      conn.acquired(12n);
+      await (await pending).release();
+    }
+  });
+
+  test("exclusive claims (default, shared: false) still send version 1 bytes", async () => {
+    const client = new Client({ servers: server.address, leaseMs: 30000 });
+    for (const options of [{}, { shared: false }]) {
+      const pending = client.acquire("pool/gpu", options);
+      const conn = await server.accept();
+      const acq = await conn.readAcquire();
+      assert.equal(acq.raw.toString("hex"), `0101000075300008${nameHex}`);
+      conn.acquired(13n);
+      await (await pending).release();
+    }
+  });
+
+  test("a shared tryAcquire answered WAITING is busy and closes", async () => {
+    const client = new Client({ servers: server.address, leaseMs: 30000 });
+    const pending = client.tryAcquire("pool/gpu", { limit: 2 });
+    const conn = await server.accept();
+    await conn.readAcquire();
+    conn.waiting();
+    await assert.rejects(pending, LockBusyError);
+    await conn.closed;
+  });
+
+  test("0x10 to a version 2 ACQUIRE: SharedUnsupportedError at once, no second connection", async () => {
+    const other = await FakeServer.start();
+    try {
+      // Two servers: a retried claim would move on to the second one.
+      const client = new Client({ servers: [server.address, other.address], leaseMs: 30000 });
+      for (const attempt of [
+        () => client.acquire("pool/gpu", { shared: true, timeoutMs: 5000 }),
+        () => client.tryAcquire("pool/gpu", { limit: 4 }),
+      ]) {
+        const before = server.connections.length;
+        const pending = attempt();
+        const conn = await server.accept();
+        const acq = await conn.readAcquire();
+        assert.equal(acq.version, 2);
+        conn.error(0x10, "unsupported protocol version");
+        const err = await pending.then(
+          () => assert.fail("granted"),
+          (e: unknown) => e,
+        );
+        assert.ok(err instanceof SharedUnsupportedError, String(err));
+        assert.ok(err instanceof UnsupportedVersionError);
+        assert.equal(err.code, 0x10);
+        assert.equal(err.temporary, false);
+        assert.equal(err.reason, "unsupported protocol version");
+        assert.equal(
+          err.message,
+          `monolock: server ${server.address} does not support shared locks or semaphores (it answered a ` +
+            "protocol version 2 ACQUIRE with 0x10 unsupported protocol version); use an exclusive lock, or upgrade the server",
+        );
+        await new Promise((r) => setTimeout(r, 100));
+        assert.equal(server.connections.length, before + 1, "no second connection");
+        assert.equal(other.connections.length, 0, "the next server is not tried");
+      }
+    } finally {
+      await other.close();
+    }
+  });
+
+  test("0x10 to an exclusive (version 1) claim stays a plain UnsupportedVersionError", async () => {
+    const client = new Client({ servers: server.address, leaseMs: 30000 });
+    const pending = client.acquire("pool/gpu");
+    const conn = await server.accept();
+    await conn.readAcquire();
+    conn.error(0x10);
+    const err = await pending.then(
+      () => assert.fail("granted"),
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof UnsupportedVersionError);
+    assert.ok(!(err instanceof SharedUnsupportedError));
+  });
+
+  test("a bad limit is refused before connecting", async () => {
+    const client = new Client({ servers: server.address, leaseMs: 30000 });
+    const before = server.connections.length;
+    for (const limit of [0, -3, 65536]) {
+      await assert.rejects(
+        client.acquire("pool/gpu", { limit }),
+        (err: unknown) => err instanceof ServerError && err.code === 0x19 && err.origin === "client",
+      );
+    }
+    assert.equal(server.connections.length, before);
   });
 });

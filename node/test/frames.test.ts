@@ -3,8 +3,15 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { ServerError } from "../src/errors.js";
-import { encodeAcquire, encodeHeartbeat, FrameDecoder, FrameError, type ServerFrame } from "../src/frames.js";
-import { validateAcquire } from "../src/validate.js";
+import {
+  encodeAcquire,
+  encodeAcquireV2,
+  encodeHeartbeat,
+  FrameDecoder,
+  FrameError,
+  type ServerFrame,
+} from "../src/frames.js";
+import { validateAcquire, validateAcquireV2 } from "../src/validate.js";
 import { hex, loadSpec, toHex } from "./helpers/spec.js";
 
 interface Frames {
@@ -12,6 +19,24 @@ interface Frames {
   server_valid: { desc: string; type: string; token?: string; code?: number; reason?: string; hex: string }[];
   client_invalid: { desc: string; name_hex: string; lease_ms: number; code: number }[];
   server_error_cut: { desc: string; hex: string; code: number | null; reason: string }[];
+  client_valid_v2: {
+    desc: string;
+    type: string;
+    name: string;
+    lease_ms: number;
+    mode: number;
+    limit: number;
+    hex: string;
+  }[];
+  client_invalid_v2: {
+    desc: string;
+    name?: string;
+    name_hex?: string;
+    lease_ms: number;
+    mode: number;
+    limit: number;
+    code: number;
+  }[];
 }
 
 const spec = loadSpec<Frames>("vectors/frames.json");
@@ -181,4 +206,82 @@ describe("server_error_cut: an ERROR ends the session at its type byte", () => {
       assert.deepEqual(d.push(hex("7f1301")), [], "nothing after an ERROR is decoded");
     });
   }
+});
+
+describe("client_valid_v2: exact bytes of a version 2 ACQUIRE", () => {
+  for (const v of spec.client_valid_v2) {
+    test(v.desc, () => {
+      assert.equal(v.type, "ACQUIRE");
+      const bytes = new TextEncoder().encode(v.name);
+      for (const name of [v.name, bytes]) {
+        const valid = validateAcquireV2(name, v.lease_ms, v.mode, v.limit);
+        assert.equal(toHex(encodeAcquireV2(valid.bytes, v.lease_ms, v.mode, v.limit)), v.hex);
+      }
+      // What the client's options make of it: shared claims go out as these
+      // bytes; an exclusive claim is sent as version 1 instead.
+      const request = v.mode === 0 ? {} : v.limit === 0 ? { shared: true } : { limit: v.limit };
+      const claim = validateAcquire(v.name, v.lease_ms, request);
+      if (v.mode === 0) {
+        assert.equal(claim.shared, undefined);
+        assert.equal(toHex(encodeAcquire(claim.bytes, v.lease_ms)).slice(0, 4), "0101");
+      } else {
+        assert.deepEqual(claim.shared, { mode: v.mode, limit: v.limit });
+        assert.equal(toHex(encodeAcquireV2(claim.bytes, v.lease_ms, v.mode, v.limit)), v.hex);
+      }
+    });
+  }
+});
+
+describe("client_invalid_v2: refused before sending", () => {
+  const refused =
+    (code: number) =>
+    (err: unknown): boolean =>
+      err instanceof ServerError && err.code === code && err.origin === "client" && !err.temporary;
+  for (const v of spec.client_invalid_v2) {
+    test(v.desc, () => {
+      const name = v.name_hex !== undefined ? hex(v.name_hex) : (v.name ?? "");
+      assert.throws(() => validateAcquireV2(name, v.lease_ms, v.mode, v.limit), refused(v.code));
+      // Through the client's options, where they can say it.
+      if (v.mode === 1) {
+        const request = v.limit === 0 ? { shared: true } : { limit: v.limit };
+        assert.throws(() => validateAcquire(name, v.lease_ms, request), refused(v.code));
+      } else if (v.mode === 0) {
+        assert.throws(() => validateAcquire(name, v.lease_ms, { shared: false, limit: v.limit }), refused(v.code));
+      }
+    });
+  }
+});
+
+describe("semaphore limits outside 1..65535 are refused with 0x19 before sending", () => {
+  for (const limit of [0, -1, 65536, 2.5, Number.NaN]) {
+    test(`limit ${limit}`, () => {
+      assert.throws(
+        () => validateAcquire("a", 1000, { limit }),
+        (err: unknown) =>
+          err instanceof ServerError &&
+          err.code === 0x19 &&
+          err.origin === "client" &&
+          err.message ===
+            `monolock: a semaphore's limit must be a whole number from 1 to 65535 permits, got ${limit} (0x19)`,
+      );
+    });
+  }
+  test("the lease is checked first", () => {
+    assert.throws(
+      () => validateAcquire("a", 0, { limit: 0 }),
+      (err: unknown) => (err as ServerError).code === 0x17,
+    );
+  });
+  test("a bad limit is reported before a bad name", () => {
+    assert.throws(
+      () => validateAcquire("", 1000, { limit: 0 }),
+      (err: unknown) => (err as ServerError).code === 0x19,
+    );
+  });
+  test("exclusive by default and with shared: false; shared with no bound has limit 0", () => {
+    assert.equal(validateAcquire("a", 1000).shared, undefined);
+    assert.equal(validateAcquire("a", 1000, { shared: false }).shared, undefined);
+    assert.deepEqual(validateAcquire("a", 1000, { shared: true }).shared, { mode: 1, limit: 0 });
+    assert.deepEqual(validateAcquire("a", 1000, { shared: true, limit: 4 }).shared, { mode: 1, limit: 4 });
+  });
 });

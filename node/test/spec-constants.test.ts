@@ -13,6 +13,7 @@ import {
   PROTOCOL_VERSION,
   RELEASE_WAIT_MS,
   RETRY,
+  SHARED,
 } from "../src/constants.js";
 import * as errors from "../src/errors.js";
 import * as monolock from "../src/index.js";
@@ -20,6 +21,7 @@ import { loadSpec } from "./helpers/spec.js";
 
 interface Constants {
   protocol_version: number;
+  shared: { protocol_version: number; mode_exclusive: number; mode_shared: number; limit_max: number };
   message_types: Record<string, number>;
   client_message_types: number[];
   max_name_len: number;
@@ -58,6 +60,23 @@ describe("spec/constants.json", () => {
     assert.equal(MAX_NAME_LEN, spec.max_name_len);
     assert.equal(MIN_LEASE_MS, spec.lease_ms.min);
     assert.equal(MAX_LEASE_MS, spec.lease_ms.max);
+  });
+
+  test("shared locks and semaphores: version 2, modes, largest limit", () => {
+    assert.deepEqual(
+      {
+        protocol_version: SHARED.PROTOCOL_VERSION,
+        mode_exclusive: SHARED.MODE_EXCLUSIVE,
+        mode_shared: SHARED.MODE_SHARED,
+        limit_max: SHARED.LIMIT_MAX,
+      },
+      {
+        protocol_version: spec.shared.protocol_version,
+        mode_exclusive: spec.shared.mode_exclusive,
+        mode_shared: spec.shared.mode_shared,
+        limit_max: spec.shared.limit_max,
+      },
+    );
   });
 
   test("heartbeat factors", () => {

@@ -17,6 +17,8 @@ test("exports exactly the documented names", () => {
     "ExpectedAcquireError",
     "FIRST_TERMINAL_CODE",
     "InvalidLeaseError",
+    "InvalidModeError",
+    "LimitMismatchError",
     "Lock",
     "LockBusyError",
     "LockLostError",
@@ -32,6 +34,7 @@ test("exports exactly the documented names", () => {
     "PROTOCOL_VERSION",
     "ServerEndedError",
     "ServerError",
+    "SharedUnsupportedError",
     "ShuttingDownError",
     "UnknownMessageError",
     "UnsupportedVersionError",
@@ -42,4 +45,20 @@ test("exports exactly the documented names", () => {
 
 test("Lock is async-disposable", () => {
   assert.equal(typeof (monolock.Lock.prototype as unknown as Record<symbol, unknown>)[Symbol.asyncDispose], "function");
+});
+
+test("SharedUnsupportedError is an UnsupportedVersionError (0x10), terminal", () => {
+  const err = new monolock.SharedUnsupportedError("127.0.0.1:7117");
+  assert.ok(err instanceof monolock.UnsupportedVersionError);
+  assert.ok(err instanceof monolock.ServerError);
+  assert.equal(err.code, 0x10);
+  assert.equal(err.temporary, false);
+  assert.equal(err.name, "SharedUnsupportedError");
+  assert.equal(
+    err.message,
+    "monolock: server 127.0.0.1:7117 does not support shared locks or semaphores (it answered a protocol " +
+      "version 2 ACQUIRE with 0x10 unsupported protocol version); use an exclusive lock, or upgrade the server",
+  );
+  assert.ok(monolock.errorForCode(0x19) instanceof monolock.InvalidModeError);
+  assert.ok(monolock.errorForCode(0x1a) instanceof monolock.LimitMismatchError);
 });

@@ -46,12 +46,26 @@ export class FakeConnection {
     }
   }
 
-  /** Reads a full ACQUIRE frame and returns its fields. */
-  async readAcquire(): Promise<{ version: number; leaseMs: number; name: Buffer; raw: Buffer }> {
-    const head = await this.read(8);
+  /**
+   * Reads a full ACQUIRE frame (version 1, or version 2 with mode and limit)
+   * and returns its fields; `mode` and `limit` are undefined for version 1.
+   */
+  async readAcquire(): Promise<{
+    version: number;
+    leaseMs: number;
+    mode?: number;
+    limit?: number;
+    name: Buffer;
+    raw: Buffer;
+  }> {
+    let head = await this.read(8);
     if (head[0] !== 0x01) throw new Error(`expected ACQUIRE, got ${head.toString("hex")}`);
-    const name = await this.read(head.readUInt16BE(6));
-    return { version: head[1] ?? -1, leaseMs: head.readUInt32BE(2), name, raw: Buffer.concat([head, name]) };
+    const version = head[1] ?? -1;
+    if (version === 2) head = Buffer.concat([head, await this.read(3)]);
+    const name = await this.read(head.readUInt16BE(head.length - 2));
+    const raw = Buffer.concat([head, name]);
+    if (version !== 2) return { version, leaseMs: head.readUInt32BE(2), name, raw };
+    return { version, leaseMs: head.readUInt32BE(2), mode: head[6], limit: head.readUInt16BE(7), name, raw };
   }
 
   /** Reads one HEARTBEAT byte. */
