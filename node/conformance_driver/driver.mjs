@@ -319,4 +319,4 @@ process.stdin.on("end", () => {
   stopReading();
 });
 
-emit({ event: "ready", client: "node", capabilities: ["cancel", "invalid_utf8_names", "tls"] });
+emit({ event: "ready", client: "node", capabilities: ["cancel", "invalid_utf8_names", "shared", "tls"] });
