@@ -30,8 +30,9 @@ fn blocking_surface() {
     let _: fn(&Client, &str, Duration, Claim) -> Result<LockGuard, Error> =
         Client::acquire_timeout_with;
     let _: fn(&Client, &str, Claim) -> Result<LockGuard, Error> = Client::try_acquire_with;
-    let _: fn(&Client, &str, Option<Duration>, &CancelHandle, Claim) -> Result<LockGuard, Error> =
-        Client::acquire_cancellable_with;
+    type Cancellable =
+        fn(&Client, &str, Option<Duration>, &CancelHandle, Claim) -> Result<LockGuard, Error>;
+    let _: Cancellable = Client::acquire_cancellable_with;
     let _: fn(&LockGuard) -> u64 = LockGuard::token;
     let _: fn(&LockGuard) -> &str = LockGuard::name;
     let _: fn(&LockGuard) -> Instant = LockGuard::valid_until;
