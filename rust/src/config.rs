@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::addr::ServerAddr;
+use crate::claim::Claim;
 use crate::core::codec::{invalid_lease, MAX_LEASE_MS};
 use crate::error::Error;
 
@@ -48,9 +49,10 @@ impl Config {
         }
     }
 
-    /// Validates `name` and builds its ACQUIRE with the configured lease.
-    pub(crate) fn acquire_frame(&self, name: &str) -> Result<Vec<u8>, Error> {
-        crate::core::codec::encode_acquire(name.as_bytes(), u64::from(self.lease_ms))
+    /// Validates `name` and `claim` and builds their ACQUIRE with the
+    /// configured lease.
+    pub(crate) fn acquire_frame(&self, name: &str, claim: Claim) -> Result<Vec<u8>, Error> {
+        crate::core::codec::encode_claim(name.as_bytes(), u64::from(self.lease_ms), claim)
     }
 }
 

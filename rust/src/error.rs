@@ -154,6 +154,21 @@ macro_rules! define_error {
             /// wait for the rest. Without a code there is no class: temporary, like
             /// a dropped connection (a waiting acquire queues again).
             ServerEnded,
+            /// The server answered a shared claim ([`Claim::shared`](crate::Claim::shared),
+            /// [`Claim::semaphore`](crate::Claim::semaphore)) with ERROR 0x10: it speaks
+            /// protocol version 1 only, which has exclusive locks and no shared locks or
+            /// semaphores. Still the server's UnsupportedVersion error: [`Error::code`]
+            /// is 0x10, [`Error::reason`] the server's, and the cause
+            /// ([`Error::UnsupportedVersion`]) is the
+            /// [`source`](std::error::Error::source). Terminal, never retried: the same
+            /// server answers the same way. Use an exclusive claim, or upgrade the
+            /// server.
+            SharedUnsupported {
+                /// The server's address, as `host:port`.
+                addr: String,
+                /// The server's error: [`Error::UnsupportedVersion`].
+                cause: Box<Error>,
+            },
             /// The client's configuration is invalid, for example a server address
             /// that does not parse. Raised by the builder's `build`; never
             /// temporary.
@@ -174,7 +189,9 @@ macro_rules! define_error {
                 Some(match self {
                     $(Error::$variant(_) => code::$code,)*
                     Error::UnknownCode { code, .. } => *code,
-                    Error::Lost(cause) => return cause.code(),
+                    Error::Lost(cause) | Error::SharedUnsupported { cause, .. } => {
+                        return cause.code()
+                    }
                     Error::Busy
                     | Error::Timeout { .. }
                     | Error::ClientTimeout { .. }
@@ -193,7 +210,7 @@ macro_rules! define_error {
                 match self {
                     $(Error::$variant(r) => Some(r),)*
                     Error::UnknownCode { reason: r, .. } => Some(r),
-                    Error::Lost(cause) => cause.reason(),
+                    Error::Lost(cause) | Error::SharedUnsupported { cause, .. } => cause.reason(),
                     _ => None,
                 }
             }
@@ -221,6 +238,18 @@ pub(crate) fn canonical_text(code: u8) -> Option<&'static str> {
 }
 
 impl Error {
+    /// The error of a v1-only server's 0x10 answer to a shared claim sent
+    /// to `addr`; any other error stays as it is.
+    pub(crate) fn for_shared_claim(self, addr: &str) -> Error {
+        match self {
+            Error::UnsupportedVersion(_) => Error::SharedUnsupported {
+                addr: addr.to_owned(),
+                cause: Box::new(self),
+            },
+            other => other,
+        }
+    }
+
     /// Builds the error for an ERROR frame with `code` and `reason`, as the
     /// server sent it. Unknown codes become [`Error::UnknownCode`].
     pub fn from_code(code: u8, reason: impl Into<String>) -> Error {
@@ -255,7 +284,10 @@ impl Error {
             | Error::Io(_)
             | Error::Protocol(_)
             | Error::ServerEnded => true,
-            Error::Cancelled | Error::NotMonolock { .. } | Error::Config(_) => false,
+            Error::Cancelled
+            | Error::NotMonolock { .. }
+            | Error::SharedUnsupported { .. }
+            | Error::Config(_) => false,
             Error::Lost(cause) => cause.is_temporary(),
             coded => coded.code().is_some_and(|c| c < FIRST_TERMINAL_CODE),
         }
@@ -333,6 +365,12 @@ impl Error {
                 }
                 Ok(())
             }
+            Error::SharedUnsupported { addr, .. } => write!(
+                f,
+                "server {addr} does not support shared locks or semaphores (it answered a \
+                 protocol version 2 ACQUIRE with 0x10 unsupported protocol version); use an \
+                 exclusive lock, or upgrade the server"
+            ),
             Error::Config(what) => f.write_str(what),
             coded => {
                 let code = coded.code().unwrap_or_default();
@@ -403,7 +441,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Io(err) => Some(err.as_ref()),
-            Error::Lost(cause) => Some(cause.as_ref()),
+            Error::Lost(cause) | Error::SharedUnsupported { cause, .. } => Some(cause.as_ref()),
             Error::Timeout {
                 last: Some(last), ..
             } => Some(last.as_ref()),
@@ -604,6 +642,30 @@ mod tests {
                 "{name}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn shared_unsupported_is_the_terminal_unsupported_version_error() {
+        use std::error::Error as _;
+        let err = Error::from_code(0x10, "unsupported protocol version").for_shared_claim("h:7117");
+        assert!(matches!(err, Error::SharedUnsupported { ref addr, .. } if addr == "h:7117"));
+        assert_eq!(err.code(), Some(0x10));
+        assert!(!err.is_temporary());
+        assert_eq!(err.reason().unwrap().origin(), Origin::Server);
+        assert_eq!(
+            err.to_string(),
+            "monolock: server h:7117 does not support shared locks or semaphores (it answered a \
+             protocol version 2 ACQUIRE with 0x10 unsupported protocol version); use an \
+             exclusive lock, or upgrade the server"
+        );
+        let source = err.source().expect("the server's error");
+        assert_eq!(
+            source.to_string(),
+            "monolock: unsupported protocol version (0x10)"
+        );
+        // Only 0x10 becomes it.
+        let other = Error::from_code(0x1a, "").for_shared_claim("h:7117");
+        assert!(matches!(other, Error::LimitMismatch(_)));
     }
 
     /// The client timeout in a loss message: 0.8 x lease exactly, never a

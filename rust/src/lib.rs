@@ -72,6 +72,7 @@ mod logging;
 
 mod addr;
 mod blocking;
+mod claim;
 mod config;
 mod constants_gen;
 mod core;
@@ -88,6 +89,7 @@ pub mod tokio;
 
 pub use addr::DEFAULT_PORT;
 pub use blocking::{CancelHandle, Client, LockGuard, LossWatch};
+pub use claim::Claim;
 pub use config::{ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_SERVER};
 pub use error::{Error, Origin, Reason};
 

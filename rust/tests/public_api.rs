@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use monolock::{
-    CancelHandle, Client, ClientBuilder, Error, LockGuard, LossWatch, Origin, Reason,
+    CancelHandle, Claim, Client, ClientBuilder, Error, LockGuard, LossWatch, Origin, Reason,
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_PORT, DEFAULT_SERVER,
 };
 
@@ -26,6 +26,13 @@ fn blocking_surface() {
     let _: fn(&Client, &str) -> Result<LockGuard, Error> = Client::try_acquire;
     let _: fn(&Client, &str, Option<Duration>, &CancelHandle) -> Result<LockGuard, Error> =
         Client::acquire_cancellable;
+    let _: fn(&Client, &str, Claim) -> Result<LockGuard, Error> = Client::acquire_with;
+    let _: fn(&Client, &str, Duration, Claim) -> Result<LockGuard, Error> =
+        Client::acquire_timeout_with;
+    let _: fn(&Client, &str, Claim) -> Result<LockGuard, Error> = Client::try_acquire_with;
+    type Cancellable =
+        fn(&Client, &str, Option<Duration>, &CancelHandle, Claim) -> Result<LockGuard, Error>;
+    let _: Cancellable = Client::acquire_cancellable_with;
     let _: fn(&LockGuard) -> u64 = LockGuard::token;
     let _: fn(&LockGuard) -> &str = LockGuard::name;
     let _: fn(&LockGuard) -> Instant = LockGuard::valid_until;
@@ -48,6 +55,22 @@ fn blocking_surface() {
 }
 
 #[test]
+fn claim_surface() {
+    let _: fn() -> Claim = Claim::exclusive;
+    let _: fn() -> Claim = Claim::shared;
+    let _: fn(u32) -> Claim = Claim::semaphore;
+    let _: fn(&Claim) -> bool = Claim::is_shared;
+    let _: fn(&Claim) -> Option<u32> = Claim::limit;
+    assert_eq!(Claim::default(), Claim::exclusive());
+    assert!(!Claim::exclusive().is_shared());
+    assert!(Claim::shared().is_shared() && Claim::shared().limit().is_none());
+    assert_eq!(Claim::semaphore(4).limit(), Some(4));
+    assert!(Claim::semaphore(4).is_shared());
+    fn assert_traits<T: Copy + Send + Sync + std::fmt::Debug + Eq + std::hash::Hash>() {}
+    assert_traits::<Claim>();
+}
+
+#[test]
 fn error_surface() {
     let _: fn(u8, String) -> Error = Error::from_code;
     let _: fn(&Error) -> Option<u8> = Error::code;
@@ -58,6 +81,21 @@ fn error_surface() {
     let _: fn(&Error) -> bool = Error::is_timeout;
     let _: fn(&Reason) -> &str = Reason::text;
     let _: fn(&Reason) -> Origin = Reason::origin;
+    // The error classes of shared claims.
+    assert!(matches!(
+        Error::from_code(0x19, String::new()),
+        Error::InvalidMode(_)
+    ));
+    assert!(matches!(
+        Error::from_code(0x1a, String::new()),
+        Error::LimitMismatch(_)
+    ));
+    let unsupported = Error::SharedUnsupported {
+        addr: "h:7117".into(),
+        cause: Box::new(Error::from_code(0x10, String::new())),
+    };
+    assert_eq!(unsupported.code(), Some(0x10));
+    assert!(!unsupported.is_temporary());
     // Errors cross threads and live in boxes.
     fn assert_traits<T: std::error::Error + Send + Sync + Clone + 'static>() {}
     assert_traits::<Error>();
@@ -98,4 +136,7 @@ fn tokio_surface() {
     assert_send_future(c.acquire("x"));
     assert_send_future(c.acquire_timeout("x", Duration::from_secs(1)));
     assert_send_future(c.try_acquire("x"));
+    assert_send_future(c.acquire_with("x", Claim::shared()));
+    assert_send_future(c.acquire_timeout_with("x", Duration::from_secs(1), Claim::semaphore(2)));
+    assert_send_future(c.try_acquire_with("x", Claim::shared()));
 }

@@ -54,6 +54,7 @@ fn acquire(out: &Out, claims: &Claims, cmd: &Value) {
         id,
         name,
         try_mode,
+        claim,
         timeout,
         ..
     } = parsed;
@@ -62,9 +63,9 @@ fn acquire(out: &Out, claims: &Claims, cmd: &Value) {
     let (out, claims) = (out.clone(), Arc::clone(claims));
     THREADS.run(move || {
         let res = if try_mode {
-            client.try_acquire(&name)
+            client.try_acquire_with(&name, claim)
         } else {
-            client.acquire_cancellable(&name, timeout, &cancel)
+            client.acquire_cancellable_with(&name, timeout, &cancel, claim)
         };
         if let Some(watch) = record(&out, &claims, &id, res) {
             if let Some(lost) = watch.wait() {

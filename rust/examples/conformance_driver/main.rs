@@ -142,6 +142,8 @@ struct AcquireCmd {
     id: String,
     name: String,
     try_mode: bool,
+    /// Exclusive, shared, or a semaphore's permit (`shared`, `limit`).
+    claim: monolock::Claim,
     timeout: Option<Duration>,
     servers: Vec<String>,
     lease: Duration,
@@ -171,6 +173,7 @@ impl AcquireCmd {
             Some("wait") | None => false,
             Some(other) => return Err(format!("unknown mode {other}")),
         };
+        let claim = claim_of(cmd)?;
         let timeout = cmd["timeout_ms"].as_u64().map(Duration::from_millis);
         let servers: Vec<String> = cmd["servers"]
             .as_array()
@@ -186,6 +189,7 @@ impl AcquireCmd {
             id,
             name,
             try_mode,
+            claim,
             timeout,
             servers,
             lease: Duration::from_millis(lease_ms),
@@ -218,13 +222,40 @@ impl AcquireCmd {
     }
 }
 
+/// The claim of an acquire command: `"shared": true` (absent: false) makes
+/// it shared, and `"limit": N` (absent or 0: no limit; only with shared) a
+/// semaphore of N permits. A limit out of range goes to the client, which
+/// refuses it (0x19); one too large even for its parameter is passed as the
+/// largest it takes, refused just the same.
+fn claim_of(cmd: &Value) -> Result<monolock::Claim, String> {
+    let shared = match &cmd["shared"] {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        other => return Err(format!("shared must be true or false, got {other}")),
+    };
+    let limit = match &cmd["limit"] {
+        Value::Null => 0,
+        v => match (v.as_u64(), v.as_i64()) {
+            (Some(n), _) => n,
+            (None, Some(n)) => return Err(format!("limit must not be negative, got {n}")),
+            _ => return Err(format!("limit must be a whole number, got {v}")),
+        },
+    };
+    Ok(match (shared, limit) {
+        (false, 0) => monolock::Claim::exclusive(),
+        (false, n) => return Err(format!("limit {n} without shared")),
+        (true, 0) => monolock::Claim::shared(),
+        (true, n) => monolock::Claim::semaphore(u32::try_from(n).unwrap_or(u32::MAX)),
+    })
+}
+
 /// The driver's capabilities: `tls` only when built with the crate's `tls`
 /// feature.
 fn capabilities() -> Value {
     if cfg!(feature = "tls") {
-        json!(["cancel", "tls"])
+        json!(["cancel", "shared", "tls"])
     } else {
-        json!(["cancel"])
+        json!(["cancel", "shared"])
     }
 }
 

@@ -69,6 +69,7 @@ fn acquire(out: &Out, claims: &Claims, cmd: &Value) {
         id,
         name,
         try_mode,
+        claim,
         timeout,
         ..
     } = parsed;
@@ -78,9 +79,9 @@ fn acquire(out: &Out, claims: &Claims, cmd: &Value) {
     tokio::spawn(async move {
         let attempt = async {
             match (try_mode, timeout) {
-                (true, _) => client.try_acquire(&name).await,
-                (false, Some(t)) => client.acquire_timeout(&name, t).await,
-                (false, None) => client.acquire(&name).await,
+                (true, _) => client.try_acquire_with(&name, claim).await,
+                (false, Some(t)) => client.acquire_timeout_with(&name, t, claim).await,
+                (false, None) => client.acquire_with(&name, claim).await,
             }
         };
         // Cancel = drop the acquire future, which closes its connection.

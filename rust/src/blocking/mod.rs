@@ -13,6 +13,7 @@ pub use cancel::CancelHandle;
 pub use guard::{LockGuard, LossWatch};
 
 use crate::addr::ServerAddr;
+use crate::claim::Claim;
 use crate::config::{ClientBuilder, Config};
 use crate::core::retry::{log_failure, log_retry, Failure, Mode, Next, Plan};
 use crate::core::session::{wait_for, Input, Session, Turn};
@@ -82,14 +83,39 @@ impl Client {
     /// Temporary errors and connection failures while waiting lead to a
     /// new connection after a backoff; terminal errors are returned.
     pub fn acquire(&self, name: &str) -> Result<LockGuard, Error> {
-        self.acquire_inner(name, Mode::Wait, None, None)
+        self.acquire_inner(name, Claim::exclusive(), Mode::Wait, None, None)
+    }
+
+    /// Like [`Client::acquire`], with the kind of claim: a shared one
+    /// ([`Claim::shared`]) or a semaphore's permit ([`Claim::semaphore`]).
+    ///
+    /// ```no_run
+    /// use monolock::Claim;
+    ///
+    /// let client = monolock::Client::builder().build()?;
+    /// let reader = client.acquire_with("db/schema", Claim::shared())?;
+    /// println!("reading with token {}", reader.token());
+    /// # Ok::<(), monolock::Error>(())
+    /// ```
+    pub fn acquire_with(&self, name: &str, claim: Claim) -> Result<LockGuard, Error> {
+        self.acquire_inner(name, claim, Mode::Wait, None, None)
     }
 
     /// Acquires `name`, giving up with [`Error::Timeout`] after `timeout`.
     /// If attempts failed meanwhile (a server down, a refused connection, a
     /// failed TLS handshake), the timeout carries the last one's error.
     pub fn acquire_timeout(&self, name: &str, timeout: Duration) -> Result<LockGuard, Error> {
-        self.acquire_inner(name, Mode::Wait, Some(timeout), None)
+        self.acquire_inner(name, Claim::exclusive(), Mode::Wait, Some(timeout), None)
+    }
+
+    /// Like [`Client::acquire_timeout`], with the kind of claim.
+    pub fn acquire_timeout_with(
+        &self,
+        name: &str,
+        timeout: Duration,
+        claim: Claim,
+    ) -> Result<LockGuard, Error> {
+        self.acquire_inner(name, claim, Mode::Wait, Some(timeout), None)
     }
 
     /// Acquires `name` only if it is free right now: [`Error::Busy`] when
@@ -105,7 +131,26 @@ impl Client {
     /// # Ok::<(), monolock::Error>(())
     /// ```
     pub fn try_acquire(&self, name: &str) -> Result<LockGuard, Error> {
-        self.acquire_inner(name, Mode::Try, None, None)
+        self.acquire_inner(name, Claim::exclusive(), Mode::Try, None, None)
+    }
+
+    /// Like [`Client::try_acquire`], with the kind of claim: a shared claim
+    /// or a semaphore's permit is [`Error::Busy`] when it does not fit at
+    /// once, or would have to wait behind a claim queued before it.
+    ///
+    /// ```no_run
+    /// use monolock::Claim;
+    ///
+    /// let client = monolock::Client::builder().build()?;
+    /// match client.try_acquire_with("pool/gpu", Claim::semaphore(4)) {
+    ///     Ok(permit) => println!("got one of 4 permits, token {}", permit.token()),
+    ///     Err(e) if e.is_busy() => println!("all 4 permits are taken"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok::<(), monolock::Error>(())
+    /// ```
+    pub fn try_acquire_with(&self, name: &str, claim: Claim) -> Result<LockGuard, Error> {
+        self.acquire_inner(name, claim, Mode::Try, None, None)
     }
 
     /// Like [`Client::acquire`] (with an optional timeout), but can be
@@ -132,17 +177,29 @@ impl Client {
         timeout: Option<Duration>,
         cancel: &CancelHandle,
     ) -> Result<LockGuard, Error> {
-        self.acquire_inner(name, Mode::Wait, timeout, Some(cancel))
+        self.acquire_inner(name, Claim::exclusive(), Mode::Wait, timeout, Some(cancel))
+    }
+
+    /// Like [`Client::acquire_cancellable`], with the kind of claim.
+    pub fn acquire_cancellable_with(
+        &self,
+        name: &str,
+        timeout: Option<Duration>,
+        cancel: &CancelHandle,
+        claim: Claim,
+    ) -> Result<LockGuard, Error> {
+        self.acquire_inner(name, claim, Mode::Wait, timeout, Some(cancel))
     }
 
     fn acquire_inner(
         &self,
         name: &str,
+        claim: Claim,
         mode: Mode,
         timeout: Option<Duration>,
         cancel: Option<&CancelHandle>,
     ) -> Result<LockGuard, Error> {
-        let frame = self.config.acquire_frame(name)?;
+        let frame = self.config.acquire_frame(name, claim)?;
         // A deadline too far to represent is no deadline.
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let mut plan = Plan::new(mode, self.config.servers.len(), deadline).for_lock(name);
@@ -150,6 +207,7 @@ impl Client {
             config: &self.config,
             name,
             frame: &frame,
+            shared: claim.is_shared(),
             cancel,
         };
         loop {
@@ -190,6 +248,7 @@ struct Attempt<'a> {
     config: &'a Config,
     name: &'a str,
     frame: &'a [u8],
+    shared: bool,
     cancel: Option<&'a CancelHandle>,
 }
 
@@ -211,10 +270,11 @@ impl Attempt<'_> {
         if let Some(cancel) = self.cancel {
             cancel.attach(conn.tcp()).map_err(Failure::Final)?;
         }
-        let (mut session, mut turn) = Session::connect(
+        let (mut session, mut turn) = Session::connect_as(
             &server.to_string(),
             self.config.lease_ms,
             plan.mode(),
+            self.shared,
             Instant::now(),
         );
         let mut buf = [0u8; 512];

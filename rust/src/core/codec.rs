@@ -1,14 +1,23 @@
-//! The wire format: encoding the two client frames and decoding the three
-//! server frames from a byte stream.
+//! The wire format: encoding the two client frames (ACQUIRE in protocol
+//! version 1 for exclusive claims, version 2 for shared ones) and decoding
+//! the three server frames from a byte stream.
 //!
 //! Nothing here does I/O. The decoder is fed whatever a read returned and
 //! hands back complete frames, however the stream was split.
 
+use crate::claim::{Claim, Kind};
 use crate::constants_gen as spec;
 use crate::error::{code, Error};
 
-/// Protocol version spoken by this client.
+/// Protocol version of exclusive claims (every server reads it).
 pub(crate) const VERSION: u8 = spec::PROTOCOL_VERSION as u8;
+/// Protocol version of shared claims and semaphores.
+pub(crate) const VERSION_SHARED: u8 = spec::SHARED_PROTOCOL_VERSION as u8;
+/// The modes of a version 2 ACQUIRE.
+pub(crate) const MODE_EXCLUSIVE: u8 = spec::SHARED_MODE_EXCLUSIVE as u8;
+pub(crate) const MODE_SHARED: u8 = spec::SHARED_MODE_SHARED as u8;
+/// The most permits a semaphore can have (the uint16 limit field).
+pub(crate) const MAX_LIMIT: u32 = spec::SHARED_LIMIT_MAX as u32;
 /// Client -> server message types.
 pub(crate) const MSG_ACQUIRE: u8 = spec::MESSAGE_TYPES_ACQUIRE;
 pub(crate) const MSG_HEARTBEAT: u8 = spec::MESSAGE_TYPES_HEARTBEAT;
@@ -71,6 +80,64 @@ pub(crate) fn encode_acquire(name: &[u8], lease_ms: u64) -> Result<Vec<u8>, Erro
     frame.extend_from_slice(&(name.len() as u16).to_be_bytes());
     frame.extend_from_slice(name);
     Ok(frame)
+}
+
+/// Encodes a version 2 ACQUIRE after the server's checks, in the server's
+/// order: the lease, the mode and limit (0x19), then the name. Exclusive
+/// claims are sent with [`encode_acquire`] instead (version 1).
+pub(crate) fn encode_acquire_v2(
+    name: &[u8],
+    lease_ms: u64,
+    mode: u8,
+    limit: u16,
+) -> Result<Vec<u8>, Error> {
+    if !(MIN_LEASE_MS..=MAX_LEASE_MS).contains(&lease_ms) {
+        return Err(invalid_lease(&format!("{lease_ms} ms")));
+    }
+    match (mode, limit) {
+        (MODE_SHARED, _) | (MODE_EXCLUSIVE, 0) => {}
+        _ => return Err(Error::refused(code::INVALID_MODE)),
+    }
+    let lease = validate_acquire(name, lease_ms)?;
+    let mut frame = Vec::with_capacity(11 + name.len());
+    frame.push(MSG_ACQUIRE);
+    frame.push(VERSION_SHARED);
+    frame.extend_from_slice(&lease.to_be_bytes());
+    frame.push(mode);
+    frame.extend_from_slice(&limit.to_be_bytes());
+    frame.extend_from_slice(&(name.len() as u16).to_be_bytes());
+    frame.extend_from_slice(name);
+    Ok(frame)
+}
+
+/// Encodes the ACQUIRE of `claim`: version 1 for an exclusive claim, so
+/// that it works with every server, version 2 for a shared one. A
+/// semaphore's limit outside 1..=65535 is refused (0x19) after the lease
+/// and before the name, as the server would.
+pub(crate) fn encode_claim(name: &[u8], lease_ms: u64, claim: Claim) -> Result<Vec<u8>, Error> {
+    match claim.kind() {
+        Kind::Exclusive => encode_acquire(name, lease_ms),
+        Kind::Shared { limit } => {
+            if !(MIN_LEASE_MS..=MAX_LEASE_MS).contains(&lease_ms) {
+                return Err(invalid_lease(&format!("{lease_ms} ms")));
+            }
+            let limit = match limit {
+                None => 0,
+                Some(n) if (1..=MAX_LIMIT).contains(&n) => n as u16,
+                Some(n) => return Err(invalid_limit(&n.to_string())),
+            };
+            encode_acquire_v2(name, lease_ms, MODE_SHARED, limit)
+        }
+    }
+}
+
+/// The INVALID_MODE (0x19) refusal of a semaphore's limit, with the value
+/// as the caller gave it.
+pub(crate) fn invalid_limit(given: &str) -> Error {
+    let text = format!(
+        "a semaphore's limit must be a whole number from 1 to {MAX_LIMIT} permits, got {given}"
+    );
+    Error::refused_with(code::INVALID_MODE, text)
 }
 
 /// One server -> client frame: WAITING and ACQUIRED complete; an ERROR as
@@ -210,6 +277,103 @@ mod tests {
                 "{desc}"
             );
         }
+    }
+
+    #[test]
+    fn shared_constants_match_spec() {
+        let c = spec::load("constants.json");
+        let shared = &c["shared"];
+        assert_eq!(shared["protocol_version"], u64::from(VERSION_SHARED));
+        assert_eq!(shared["mode_exclusive"], u64::from(MODE_EXCLUSIVE));
+        assert_eq!(shared["mode_shared"], u64::from(MODE_SHARED));
+        assert_eq!(shared["limit_max"], u64::from(MAX_LIMIT));
+    }
+
+    #[test]
+    fn client_v2_frames_match_vectors() {
+        let v = spec::load("vectors/frames.json");
+        let cases = v["client_valid_v2"].as_array().unwrap();
+        assert!(cases.len() >= 4);
+        for case in cases {
+            let desc = case["desc"].as_str().unwrap();
+            assert_eq!(case["type"], "ACQUIRE", "{desc}");
+            let want = hex(case["hex"].as_str().unwrap());
+            let name = case["name"].as_str().unwrap().as_bytes();
+            let lease = case["lease_ms"].as_u64().unwrap();
+            let mode = case["mode"].as_u64().unwrap() as u8;
+            let limit = case["limit"].as_u64().unwrap() as u16;
+            let got = encode_acquire_v2(name, lease, mode, limit).unwrap();
+            assert_eq!(got, want, "{desc}");
+            // The public claims send exactly these bytes for shared ones.
+            let claim = match (mode, limit) {
+                (MODE_SHARED, 0) => Claim::shared(),
+                (MODE_SHARED, n) => Claim::semaphore(u32::from(n)),
+                _ => continue,
+            };
+            assert_eq!(encode_claim(name, lease, claim).unwrap(), want, "{desc}");
+        }
+    }
+
+    #[test]
+    fn invalid_v2_inputs_are_refused_with_the_server_code() {
+        let v = spec::load("vectors/frames.json");
+        let cases = v["client_invalid_v2"].as_array().unwrap();
+        assert!(cases.len() >= 7);
+        for case in cases {
+            let desc = case["desc"].as_str().unwrap();
+            let name = match (case["name"].as_str(), case["name_hex"].as_str()) {
+                (Some(name), _) => name.as_bytes().to_vec(),
+                (None, Some(h)) => hex(h),
+                (None, None) => panic!("{desc}: no name"),
+            };
+            let lease = case["lease_ms"].as_u64().unwrap();
+            let mode = case["mode"].as_u64().unwrap() as u8;
+            let limit = case["limit"].as_u64().unwrap() as u16;
+            let code = case["code"].as_u64().unwrap() as u8;
+            let err = encode_acquire_v2(&name, lease, mode, limit).unwrap_err();
+            assert_eq!(err.code(), Some(code), "{desc}");
+            assert!(!err.is_temporary(), "{desc}");
+            assert_eq!(
+                err.reason().unwrap().origin(),
+                crate::Origin::Client,
+                "{desc}"
+            );
+        }
+    }
+
+    #[test]
+    fn exclusive_claims_send_version_1() {
+        let v = spec::load("vectors/frames.json");
+        let case = &v["client_valid"][0];
+        let name = case["name"].as_str().unwrap().as_bytes();
+        let lease = case["lease_ms"].as_u64().unwrap();
+        let want = hex(case["hex"].as_str().unwrap());
+        assert_eq!(encode_claim(name, lease, Claim::exclusive()).unwrap(), want);
+        assert_eq!(encode_claim(name, lease, Claim::default()).unwrap(), want);
+    }
+
+    #[test]
+    fn a_semaphore_limit_out_of_range_is_refused_before_the_name() {
+        for n in [0u32, 65536, u32::MAX] {
+            let err = encode_claim(b"", 1000, Claim::semaphore(n)).unwrap_err();
+            assert!(matches!(err, Error::InvalidMode(_)), "{n}");
+            assert_eq!(err.code(), Some(0x19));
+            assert!(!err.is_temporary());
+            assert_eq!(err.reason().unwrap().origin(), crate::Origin::Client);
+            assert_eq!(
+                err.to_string(),
+                format!("monolock: a semaphore's limit must be a whole number from 1 to 65535 permits, got {n} (0x19)")
+            );
+        }
+        // The lease is checked first, the name after the limit.
+        let err = encode_claim(b"a", 0, Claim::semaphore(0)).unwrap_err();
+        assert_eq!(err.code(), Some(0x17));
+        let err = encode_claim(b"", 1000, Claim::semaphore(1)).unwrap_err();
+        assert_eq!(err.code(), Some(0x14));
+        let err = encode_claim(&[0xff], 1000, Claim::shared()).unwrap_err();
+        assert_eq!(err.code(), Some(0x16));
+        assert!(encode_claim(b"a", 1000, Claim::semaphore(65535)).is_ok());
+        assert!(encode_claim(b"a", 1000, Claim::semaphore(1)).is_ok());
     }
 
     fn expected_frame(case: &serde_json::Value) -> Frame {

@@ -157,15 +157,32 @@ pub(crate) struct Session {
     server: String,
     /// Whether the server's first byte started a server message.
     heard: bool,
+    /// Whether the claim is shared (a version 2 ACQUIRE): a 0x10 answer
+    /// then means a server without shared locks.
+    shared: bool,
 }
 
 impl Session {
-    /// A claim whose connection to `server` (`host:port`, for messages)
-    /// just opened: the turn says to send ACQUIRE.
+    /// An exclusive claim whose connection to `server` (`host:port`, for
+    /// messages) just opened: the turn says to send ACQUIRE.
+    #[cfg(test)]
     pub(crate) fn connect(
         server: &str,
         lease_ms: u32,
         mode: Mode,
+        now: Instant,
+    ) -> (Session, Turn) {
+        Session::connect_as(server, lease_ms, mode, false, now)
+    }
+
+    /// A claim, `shared` or not, whose connection to `server` just opened:
+    /// the turn says to send ACQUIRE. Nothing else differs between the two
+    /// but the error of a server that refuses the shared ACQUIRE's version.
+    pub(crate) fn connect_as(
+        server: &str,
+        lease_ms: u32,
+        mode: Mode,
+        shared: bool,
         now: Instant,
     ) -> (Session, Turn) {
         let session = Session {
@@ -181,6 +198,7 @@ impl Session {
             loss: None,
             server: server.to_owned(),
             heard: false,
+            shared,
         };
         let turn = Turn {
             send: Some(Request::Acquire),
@@ -299,7 +317,13 @@ impl Session {
                     code: Some(code),
                     reason,
                 },
-            ) => return self.end(Error::from_code(code, reason), turn),
+            ) => {
+                let mut err = Error::from_code(code, reason);
+                if self.shared {
+                    err = err.for_shared_claim(&self.server);
+                }
+                return self.end(err, turn);
+            }
             (_, Frame::Error { code: None, .. }) => return self.end(Error::ServerEnded, turn),
             // Late replies never revive a lost lock.
             (Phase::Lost, _) => return,
@@ -767,6 +791,22 @@ mod tests {
             "monolock: [::1]:7117 does not speak the monolock protocol \
              (it sent \"\\x15\\x03\\x01\\x00\\x02\\x022\")"
         );
+    }
+
+    #[test]
+    fn a_shared_claim_answered_with_0x10_fails_with_shared_unsupported() {
+        let t0 = Instant::now();
+        let (mut s, _) = Session::connect_as("old:7117", 1000, Mode::Wait, true, t0);
+        let turn = s.step(Input::Bytes(&[0x13, 0x10, 0]), t0);
+        assert_eq!(outputs(&turn), ["fail server 0x10", "close"]);
+        let err = turn.failed.unwrap();
+        assert!(matches!(err, Error::SharedUnsupported { ref addr, .. } if addr == "old:7117"));
+        assert!(!err.is_temporary());
+
+        // An exclusive claim keeps the plain error.
+        let (mut s, _) = Session::connect("old:7117", 1000, Mode::Wait, t0);
+        let turn = s.step(Input::Bytes(&[0x13, 0x10, 0]), t0);
+        assert!(matches!(turn.failed, Some(Error::UnsupportedVersion(_))));
     }
 
     #[test]

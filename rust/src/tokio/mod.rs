@@ -34,6 +34,7 @@ use ::tokio::time::{sleep, timeout, timeout_at};
 pub use guard::{LockGuard, LossWatch};
 
 use crate::addr::ServerAddr;
+use crate::claim::Claim;
 use crate::config::Config;
 use crate::core::retry::{log_failure, log_retry, Failure, Mode, Next, Plan};
 use crate::core::session::{Input, Session, Turn};
@@ -77,14 +78,43 @@ impl Client {
     /// Acquires `name`, waiting in the server's queue as long as it takes.
     /// Drop the future to give up.
     pub async fn acquire(&self, name: &str) -> Result<LockGuard, Error> {
-        self.acquire_inner(name, Mode::Wait, None).await
+        self.acquire_inner(name, Claim::exclusive(), Mode::Wait, None)
+            .await
+    }
+
+    /// Like [`Client::acquire`], with the kind of claim: a shared one
+    /// ([`Claim::shared`]) or a semaphore's permit ([`Claim::semaphore`]).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), monolock::Error> {
+    /// use monolock::Claim;
+    ///
+    /// let client = monolock::tokio::Client::builder().build()?;
+    /// let reader = client.acquire_with("db/schema", Claim::shared()).await?;
+    /// println!("reading with token {}", reader.token());
+    /// # Ok(()) }
+    /// ```
+    pub async fn acquire_with(&self, name: &str, claim: Claim) -> Result<LockGuard, Error> {
+        self.acquire_inner(name, claim, Mode::Wait, None).await
     }
 
     /// Acquires `name`, giving up with [`Error::Timeout`] after `timeout`.
     /// If attempts failed meanwhile (a server down, a refused connection, a
     /// failed TLS handshake), the timeout carries the last one's error.
     pub async fn acquire_timeout(&self, name: &str, timeout: Duration) -> Result<LockGuard, Error> {
-        self.acquire_inner(name, Mode::Wait, Some(timeout)).await
+        self.acquire_inner(name, Claim::exclusive(), Mode::Wait, Some(timeout))
+            .await
+    }
+
+    /// Like [`Client::acquire_timeout`], with the kind of claim.
+    pub async fn acquire_timeout_with(
+        &self,
+        name: &str,
+        timeout: Duration,
+        claim: Claim,
+    ) -> Result<LockGuard, Error> {
+        self.acquire_inner(name, claim, Mode::Wait, Some(timeout))
+            .await
     }
 
     /// Acquires `name` only if it is free right now: [`Error::Busy`] when
@@ -101,23 +131,35 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub async fn try_acquire(&self, name: &str) -> Result<LockGuard, Error> {
-        self.acquire_inner(name, Mode::Try, None).await
+        self.acquire_inner(name, Claim::exclusive(), Mode::Try, None)
+            .await
+    }
+
+    /// Like [`Client::try_acquire`], with the kind of claim: a shared claim
+    /// or a semaphore's permit is [`Error::Busy`] when it does not fit at
+    /// once, or would have to wait behind a claim queued before it.
+    pub async fn try_acquire_with(&self, name: &str, claim: Claim) -> Result<LockGuard, Error> {
+        self.acquire_inner(name, claim, Mode::Try, None).await
     }
 
     async fn acquire_inner(
         &self,
         name: &str,
+        claim: Claim,
         mode: Mode,
         timeout: Option<Duration>,
     ) -> Result<LockGuard, Error> {
-        let frame = self.config.acquire_frame(name)?;
+        let frame = self.config.acquire_frame(name, claim)?;
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let mut plan = Plan::new(mode, self.config.servers.len(), deadline).for_lock(name);
         loop {
             match plan.next(Instant::now()) {
                 Next::Connect(server) => {
                     let server = &self.config.servers[server];
-                    match self.attempt(server, name, &frame, &plan).await {
+                    match self
+                        .attempt(server, name, &frame, claim.is_shared(), &plan)
+                        .await
+                    {
                         Ok((conn, session, turn)) => {
                             return LockGuard::start(name, conn, session, turn)
                         }
@@ -144,6 +186,7 @@ impl Client {
         server: &ServerAddr,
         name: &str,
         frame: &[u8],
+        shared: bool,
         plan: &Plan,
     ) -> Result<(Conn, Session, Turn), Failure> {
         let mut connect_timeout = self.config.connect_timeout;
@@ -162,10 +205,11 @@ impl Client {
                 return Err(Failure::Connect(Error::io(e)));
             }
         };
-        let (mut session, mut turn) = Session::connect(
+        let (mut session, mut turn) = Session::connect_as(
             &server.to_string(),
             self.config.lease_ms,
             plan.mode(),
+            shared,
             Instant::now(),
         );
         let mut buf = [0u8; 512];

@@ -1,0 +1,95 @@
+//! What kind of claim an acquire makes: exclusive (the default), shared,
+//! or shared with a bound on the holders (a semaphore).
+
+/// The kind of claim an acquire makes on a lock: pass it to
+/// [`Client::acquire_with`](crate::Client::acquire_with) and its siblings
+/// (blocking and tokio alike). The plain `acquire` methods make an
+/// [`exclusive`](Claim::exclusive) claim.
+///
+/// A shared claim holds the lock together with any other shared claims,
+/// and never while an exclusive claim holds it: readers and a writer.
+/// Claims are granted strictly in arrival order, so a shared claim queued
+/// behind a waiting exclusive one waits for it: a stream of readers never
+/// starves a writer. Every holder gets its own fencing token and is told
+/// of a loss exactly as an exclusive holder is.
+///
+/// A [`semaphore`](Claim::semaphore) of `n` permits is a shared claim of
+/// which at most `n` hold the lock at once. Every claimant of one name must
+/// state the same `n` while any shared claim is on it; the server refuses a
+/// different one with [`Error::LimitMismatch`](crate::Error::LimitMismatch)
+/// (0x1a).
+///
+/// Shared claims are sent as protocol version 2; a server that speaks
+/// version 1 only refuses them with
+/// [`Error::SharedUnsupported`](crate::Error::SharedUnsupported).
+/// Exclusive claims are sent as version 1, which every server reads.
+///
+/// ```no_run
+/// use monolock::Claim;
+///
+/// let client = monolock::Client::builder().build()?;
+/// let reader = client.acquire_with("db/schema", Claim::shared())?;
+/// let permit = client.try_acquire_with("pool/gpu", Claim::semaphore(4))?;
+/// # Ok::<(), monolock::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Claim {
+    kind: Kind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub(crate) enum Kind {
+    /// Alone: the default, a version 1 ACQUIRE.
+    #[default]
+    Exclusive,
+    /// Beside other shared claims; `limit` holders at most, when given
+    /// (checked before sending: 1 to 65535).
+    Shared { limit: Option<u32> },
+}
+
+impl Claim {
+    /// An exclusive claim: the lock is held by this claim alone. The
+    /// default, what the plain `acquire` methods make.
+    pub const fn exclusive() -> Claim {
+        Claim {
+            kind: Kind::Exclusive,
+        }
+    }
+
+    /// A shared claim with no bound on the number of shared holders.
+    pub const fn shared() -> Claim {
+        Claim {
+            kind: Kind::Shared { limit: None },
+        }
+    }
+
+    /// A shared claim of which at most `permits` hold the lock at once: a
+    /// semaphore. `permits` must be from 1 to 65535; the acquire refuses
+    /// anything else before sending, with [`Error::InvalidMode`](crate::Error::InvalidMode)
+    /// (0x19, [`Origin::Client`](crate::Origin::Client)).
+    pub const fn semaphore(permits: u32) -> Claim {
+        Claim {
+            kind: Kind::Shared {
+                limit: Some(permits),
+            },
+        }
+    }
+
+    /// Whether the claim is shared (a semaphore is).
+    pub const fn is_shared(&self) -> bool {
+        matches!(self.kind, Kind::Shared { .. })
+    }
+
+    /// The semaphore's number of permits, `None` for an exclusive claim
+    /// and for a shared one without a bound.
+    pub const fn limit(&self) -> Option<u32> {
+        match self.kind {
+            Kind::Shared { limit } => limit,
+            Kind::Exclusive => None,
+        }
+    }
+
+    pub(crate) fn kind(&self) -> Kind {
+        self.kind
+    }
+}
