@@ -755,7 +755,11 @@ def test_limit_mismatch_is_terminal(api: Api, fake_server: FakeServer) -> None:
     ],
 )
 def test_shared_validation_sends_nothing(
-    api: Api, fake_server: FakeServer, name: str | bytes, kwargs: dict[str, Any], cls: type
+    api: Api,
+    fake_server: FakeServer,
+    name: str | bytes,
+    kwargs: dict[str, Any],
+    cls: type[errors.ServerError],
 ) -> None:
     fut = api.acquire(fake_server.address, name, lease=1, **kwargs)
     with pytest.raises(cls) as info:
