@@ -10,6 +10,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import Future
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -144,3 +145,21 @@ def test_async_context_managers(real_server: RealServer) -> None:
                 pass
 
     asyncio.run(main())
+
+
+def test_readme_shared_example_runs(
+    real_server: RealServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The README's "Shared locks and semaphores" example, against the
+    test server."""
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    section = readme.split("## Shared locks and semaphores", 1)[1].split("\n## ", 1)[0]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    assert "127.0.0.1:7117" in code
+    exec(compile(code.replace("127.0.0.1:7117", real_server.address), "README.md", "exec"), {})
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split(" with")[0] for line in out] == [
+        "reading",
+        "writing",
+        "holding one of 4 permits",
+    ]
