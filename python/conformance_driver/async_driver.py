@@ -33,10 +33,11 @@ class Claim:
         try:
             client = AsyncClient(cmd.servers, **cmd.client_kwargs())
             if cmd.try_only:
-                lock = await client.try_acquire(cmd.name)
+                lock = await client.try_acquire(cmd.name, **cmd.claim_kwargs())
             else:
                 lock = await client.acquire(
                     cmd.name,
+                    **cmd.claim_kwargs(),
                     timeout=cmd.timeout,
                     on_waiting=lambda name: emit_waiting(cmd.id),
                 )

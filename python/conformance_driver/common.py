@@ -60,6 +60,18 @@ class AcquireCmd:
     timeout: float | None
     connect_timeout_ms: float | None
     tls: TlsCmd | None = None
+    shared: bool = False
+    limit: int | None = None
+    """A semaphore's permits (only with ``shared``); None: no bound."""
+
+    def claim_kwargs(self) -> dict[str, Any]:
+        """The mode keywords of acquire / try_acquire: nothing for an
+        exclusive claim, ``shared`` or ``limit`` for a shared one."""
+        if self.limit is not None:
+            return {"limit": self.limit}
+        if self.shared:
+            return {"shared": True}
+        return {}
 
     def client_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for Client / AsyncClient."""
@@ -123,6 +135,14 @@ def parse_acquire(cmd: dict[str, Any]) -> AcquireCmd:
         servers = [servers]
     timeout_ms = cmd.get("timeout_ms")
     connect_ms = cmd.get("connect_timeout_ms")
+    shared = cmd.get("shared", False)
+    if not isinstance(shared, bool):
+        raise ValueError("shared must be true or false")
+    limit = cmd.get("limit", 0)
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise ValueError("limit must be a whole number")
+    if limit and not shared:
+        raise ValueError("limit is only for a shared claim")
     return AcquireCmd(
         id=str(cmd["id"]),
         servers=list(servers),
@@ -132,6 +152,8 @@ def parse_acquire(cmd: dict[str, Any]) -> AcquireCmd:
         timeout=None if timeout_ms is None else timeout_ms / 1000,
         connect_timeout_ms=connect_ms,
         tls=_parse_tls(cmd.get("tls")),
+        shared=shared,
+        limit=limit or None,
     )
 
 

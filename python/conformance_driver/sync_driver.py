@@ -104,10 +104,11 @@ class Claim:
         try:
             client = _client(cmd)
             if cmd.try_only:
-                lock = client.try_acquire(cmd.name)
+                lock = client.try_acquire(cmd.name, **cmd.claim_kwargs())
             else:
                 lock = client.acquire(
                     cmd.name,
+                    **cmd.claim_kwargs(),
                     timeout=cmd.timeout,
                     cancel=self.cancel,
                     on_waiting=lambda name: emit_waiting(cmd.id),

@@ -159,3 +159,48 @@ def test_lost_on_shutdown(driver: Driver, fresh_server: RealServer) -> None:
     driver.send(cmd="release", id="a")
     assert driver.next() == {"event": "released", "id": "a"}
     assert driver.quit() == 0
+
+
+def test_shared_and_limit_fields(driver: Driver, real_server: RealServer) -> None:
+    """ "shared" and "limit" reach the client: readers hold together, a
+    semaphore of 1 queues its second claimant, "limit": 0 is no bound."""
+    assert driver.next()["event"] == "ready"
+    name = f"drv/shared/{uuid.uuid4().hex[:8]}"
+    acquire(driver, real_server, "r1", name, shared=True)
+    acquire(driver, real_server, "r2", name, shared=True, limit=0)
+    first, second = driver.next(), driver.next()
+    assert {first["id"], second["id"]} == {"r1", "r2"}
+    assert first["event"] == second["event"] == "acquired"
+    acquire(driver, real_server, "w", name, mode="try")
+    busy = driver.next()
+    assert busy["event"] == "error" and busy["kind"] == "busy" and busy["id"] == "w"
+
+    sem = f"drv/sem/{uuid.uuid4().hex[:8]}"
+    acquire(driver, real_server, "s1", sem, shared=True, limit=1)
+    assert driver.next()["event"] == "acquired"
+    acquire(driver, real_server, "s2", sem, shared=True, limit=1)
+    assert driver.next() == {"event": "waiting", "id": "s2"}
+    acquire(driver, real_server, "s3", sem, shared=True, limit=2)
+    mismatch = driver.next()
+    assert mismatch["event"] == "error" and mismatch["id"] == "s3"
+    assert mismatch["code"] == 0x1A and mismatch["temporary"] is False
+    assert driver.quit() == 0
+
+
+@pytest.mark.parametrize("limit", [65536, -1])
+def test_invalid_limit_is_a_validation_error(
+    driver: Driver, real_server: RealServer, limit: int
+) -> None:
+    assert driver.next()["event"] == "ready"
+    acquire(driver, real_server, "v", "unused", shared=True, limit=limit, name_hex="")
+    err = driver.next()
+    assert err["event"] == "error" and err["kind"] == "validation"
+    assert err["code"] == 0x19 and err["temporary"] is False
+    assert driver.quit() == 0
+
+
+def test_limit_without_shared_is_a_bad_command(driver: Driver, real_server: RealServer) -> None:
+    assert driver.next()["event"] == "ready"
+    acquire(driver, real_server, "v", "unused", limit=3)
+    assert driver.next()["event"] == "driver_error"
+    assert driver.quit() == 0

@@ -9,6 +9,7 @@ import logging
 import threading
 import time
 from concurrent.futures import Future
+from typing import Any
 
 import pytest
 
@@ -668,3 +669,105 @@ def test_try_acquire_moves_past_a_passive_server(api: Api, fake_server: FakeServ
         release_with(handle, conn)
     finally:
         passive.close()
+
+
+# -- shared claims and semaphores (protocol version 2) ----------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected", "shared", "limit"),
+    [
+        ({"shared": True}, "0102000013880100000004726f6f6d", True, None),
+        ({"limit": 4}, "0102000013880100040004726f6f6d", True, 4),
+        ({"shared": True, "limit": 65535}, "01020000138801ffff0004726f6f6d", True, 65535),
+        ({}, "0101000013880004726f6f6d", False, None),
+        ({"shared": False}, "0101000013880004726f6f6d", False, None),
+    ],
+    ids=["shared", "semaphore", "shared-and-limit", "exclusive", "shared-false"],
+)
+def test_claim_sends_the_exact_frame_of_its_mode(
+    api: Api,
+    fake_server: FakeServer,
+    kwargs: dict[str, Any],
+    expected: str,
+    shared: bool,
+    limit: int | None,
+) -> None:
+    """Exclusive claims keep the version 1 bytes; shared ones send version 2."""
+    fut = api.acquire(fake_server.address, "room", lease=5, **kwargs)
+    conn = fake_server.accept()
+    want = bytes.fromhex(expected)
+    assert conn.read_exact(len(want)) == want
+    conn.send(WAITING + acquired(11))
+    handle = fut.result(5)
+    assert handle.token == 11
+    assert handle.lock.shared is shared
+    assert handle.lock.limit == limit
+    # Heartbeats are as in version 1.
+    conn.read_heartbeat(timeout=5)
+    conn.send(acquired(11))
+    release_with(handle, conn)
+
+
+@pytest.mark.parametrize("try_only", [False, True], ids=["acquire", "try"])
+def test_unsupported_version_to_a_shared_claim_is_terminal(
+    api: Api, fake_server: FakeServer, try_only: bool
+) -> None:
+    """A version 1 server answers the v2 ACQUIRE with 0x10: SharedUnsupported
+    at once, never retried (no second connection), even with a timeout."""
+    kwargs: dict[str, Any] = {} if try_only else {"timeout": 10}
+    fut = api.acquire(fake_server.address, "r", lease=1, shared=True, try_only=try_only, **kwargs)
+    conn = fake_server.accept()
+    assert conn.read_exact(2) == b"\x01\x02"
+    conn.send(proto.encode_error(0x10, "unsupported protocol version"))
+    start = time.monotonic()
+    with pytest.raises(errors.SharedUnsupported) as info:
+        fut.result(5)
+    assert time.monotonic() - start < 2
+    error = info.value
+    assert isinstance(error, errors.UnsupportedVersion)
+    assert error.code == 0x10 and error.from_server and not error.temporary
+    assert f"server {fake_server.address} does not support shared locks" in str(error)
+    conn.wait_eof()
+    fake_server.assert_no_connection(0.5)
+
+
+def test_limit_mismatch_is_terminal(api: Api, fake_server: FakeServer) -> None:
+    fut = api.acquire(fake_server.address, "pool", lease=1, limit=2, timeout=10)
+    conn = fake_server.accept()
+    conn.read_exact(2)
+    conn.send(proto.encode_error(0x1A, "limit differs from the lock's: it is 3"))
+    with pytest.raises(errors.LimitMismatch) as info:
+        fut.result(5)
+    assert info.value.code == 0x1A and info.value.from_server and not info.value.temporary
+    fake_server.assert_no_connection(0.3)
+
+
+@pytest.mark.parametrize(
+    ("name", "kwargs", "cls"),
+    [
+        ("a", {"limit": 0}, errors.InvalidMode),
+        ("a", {"limit": -1}, errors.InvalidMode),
+        ("a", {"limit": 65536}, errors.InvalidMode),
+        ("", {"limit": 0}, errors.InvalidMode),  # the mode is checked before the name
+        ("", {"shared": True}, errors.EmptyName),
+        (b"\xff", {"limit": 2}, errors.NameNotUTF8),
+    ],
+)
+def test_shared_validation_sends_nothing(
+    api: Api,
+    fake_server: FakeServer,
+    name: str | bytes,
+    kwargs: dict[str, Any],
+    cls: type[errors.ServerError],
+) -> None:
+    fut = api.acquire(fake_server.address, name, lease=1, **kwargs)
+    with pytest.raises(cls) as info:
+        fut.result(5)
+    assert type(info.value) is cls and not info.value.from_server
+    if cls is errors.InvalidMode:
+        assert str(info.value) == (
+            "monolock: a semaphore's limit must be a whole number from 1 to 65535 permits, "
+            f"got {kwargs['limit']} (0x19)"
+        )
+    fake_server.assert_no_connection(0.2)

@@ -222,3 +222,61 @@ def test_long_reason_is_cut_on_a_character_boundary() -> None:
     assert frame[2] == 254
     decoded = proto.FrameDecoder().feed(frame)[0]
     assert decoded == proto.Error(1, "é" * 127)
+
+
+@pytest.mark.parametrize("vec", FRAMES["client_valid_v2"], ids=lambda v: v["desc"])
+def test_client_frames_v2(vec: dict[str, Any]) -> None:
+    expected = bytes.fromhex(vec["hex"])
+    for name in (vec["name"], vec["name"].encode("utf-8")):
+        assert proto.encode_acquire_v2(name, vec["lease_ms"], vec["mode"], vec["limit"]) == expected
+    if vec["mode"] == proto.MODE_SHARED:
+        raw = proto.encode_name(vec["name"])
+        assert proto.encode_claim(raw, vec["lease_ms"], True, vec["limit"]) == expected
+
+
+@pytest.mark.parametrize("vec", FRAMES["client_invalid_v2"], ids=lambda v: v["desc"])
+def test_client_invalid_inputs_v2(vec: dict[str, Any]) -> None:
+    """Lease first, then the mode and limit, then the name."""
+    name = bytes.fromhex(vec["name_hex"]) if "name_hex" in vec else vec["name"]
+    with pytest.raises(errors.ServerError) as info:
+        proto.encode_acquire_v2(name, vec["lease_ms"], vec["mode"], vec["limit"])
+    assert info.value.code == vec["code"]
+    assert type(info.value) is errors.ERRORS_BY_CODE[vec["code"]]
+    assert not info.value.from_server
+    assert info.value.temporary is False
+
+
+def test_constants_match_spec_v2() -> None:
+    shared = CONSTANTS["shared"]
+    assert proto.VERSION_SHARED == shared["protocol_version"]
+    assert proto.MODE_EXCLUSIVE == shared["mode_exclusive"]
+    assert proto.MODE_SHARED == shared["mode_shared"]
+    assert proto.MAX_LIMIT == shared["limit_max"]
+
+
+def test_exclusive_claims_send_version_1() -> None:
+    raw = proto.encode_name("a")
+    assert proto.encode_claim(raw, 1000, False, 0) == proto.encode_acquire(raw, 1000)
+    assert proto.encode_claim(raw, 1000, False, 0)[1] == proto.VERSION
+
+
+@pytest.mark.parametrize("limit", [0, -1, 65536, 2**40])
+def test_semaphore_limit_out_of_range(limit: int) -> None:
+    with pytest.raises(errors.InvalidMode) as info:
+        proto.validate_semaphore_limit(limit)
+    assert str(info.value) == (
+        "monolock: a semaphore's limit must be a whole number from 1 to 65535 permits, "
+        f"got {limit} (0x19)"
+    )
+    assert info.value.code == 0x19 and not info.value.from_server and not info.value.temporary
+
+
+@pytest.mark.parametrize("limit", [1, 3, 65535])
+def test_semaphore_limit_in_range(limit: int) -> None:
+    assert proto.validate_semaphore_limit(limit) == limit
+
+
+@pytest.mark.parametrize("limit", [True, 2.0, "3", None])
+def test_semaphore_limit_must_be_an_int(limit: Any) -> None:
+    with pytest.raises(TypeError):
+        proto.validate_semaphore_limit(limit)

@@ -29,6 +29,8 @@ EXPECTED = {
     "ExpectedAcquire",
     "HeartbeatTimeout",
     "InvalidLease",
+    "InvalidMode",
+    "LimitMismatch",
     "Lock",
     "LockBusy",
     "LockLost",
@@ -42,6 +44,7 @@ EXPECTED = {
     "ProtocolViolation",
     "ServerEnded",
     "ServerError",
+    "SharedUnsupported",
     "ShuttingDown",
     "UnknownMessage",
     "UnsupportedVersion",
@@ -91,7 +94,7 @@ def test_py_typed_ships() -> None:
 
 
 def test_sync_and_async_have_the_same_shape() -> None:
-    for method in ("acquire", "try_acquire", "lock"):
+    for method in ("acquire", "try_acquire", "lock", "semaphore"):
         sync = inspect.signature(getattr(monolock.Client, method))
         asyn = inspect.signature(getattr(monolock.AsyncClient, method))
         # Same parameters, except the sync-only cancel event.

@@ -366,3 +366,46 @@ def test_polls_from_threads_decide_once() -> None:
 def test_client_timeout_text_is_exact(lease_ms: int, text: str) -> None:
     """0.8 x lease in a loss message: exact, never rounded or an exponent."""
     assert client_timeout_text(lease_ms) == text
+
+
+# -- shared claims (protocol version 2) --------------------------------------------
+
+
+def test_shared_session_sends_the_v2_acquire_and_heartbeats_as_v1() -> None:
+    session = Session(b"pool", LEASE_MS, shared=True, limit=3)
+    assert session.shared and session.limit == 3
+    assert session.start(0) == [Send(proto.encode_acquire_v2(b"pool", LEASE_MS, 1, 3))]
+    assert session.receive_data(proto.encode_acquired(7), 1 * MS) == [Granted(7)]
+    assert session.tick(250 * MS) == [Send(HEARTBEAT)]
+
+
+def test_exclusive_session_sends_the_v1_acquire() -> None:
+    session = Session(b"a", LEASE_MS)
+    assert not session.shared and session.limit == 0
+    assert session.start(0) == [Send(proto.encode_acquire(b"a", LEASE_MS))]
+
+
+def test_unsupported_version_to_a_shared_claim_is_shared_unsupported() -> None:
+    session = Session(b"r", LEASE_MS, shared=True, server="10.0.0.1:7117")
+    session.start(0)
+    out = session.receive_data(proto.encode_error(0x10, "unsupported protocol version"), MS)
+    assert out[1:] == [Close()]
+    assert isinstance(out[0], Failed)
+    error = out[0].error
+    assert type(error) is errors.SharedUnsupported
+    assert isinstance(error, errors.UnsupportedVersion)
+    assert error.code == 0x10 and error.from_server and not error.temporary
+    assert error.address == "10.0.0.1:7117"
+    assert error.reason == "unsupported protocol version"
+    assert str(error) == (
+        "monolock: server 10.0.0.1:7117 does not support shared locks or semaphores "
+        "(it answered a protocol version 2 ACQUIRE with 0x10 unsupported protocol version); "
+        "use an exclusive lock, or upgrade the server"
+    )
+
+
+def test_unsupported_version_to_an_exclusive_claim_stays_unsupported_version() -> None:
+    session = Session(b"x", LEASE_MS)
+    session.start(0)
+    out = session.receive_data(proto.encode_error(0x10, ""), MS)
+    assert isinstance(out[0], Failed) and type(out[0].error) is errors.UnsupportedVersion

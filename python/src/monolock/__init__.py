@@ -41,6 +41,7 @@ from .errors import (
     ProtocolViolation,
     ServerEnded,
     ServerError,
+    SharedUnsupported,
 )
 
 __version__ = "0.1.0"
@@ -69,6 +70,7 @@ __all__ = [
     "ProtocolViolation",
     "ServerEnded",
     "ServerError",
+    "SharedUnsupported",
     "WaitingCallback",
     "__version__",
     "lock",

@@ -82,6 +82,18 @@ class BaseLock(Generic[LostFlag]):
         return self._token
 
     @property
+    def shared(self) -> bool:
+        """Whether this is a shared claim (a shared lock or a semaphore's
+        permit), held beside other shared holders."""
+        return self._session.shared
+
+    @property
+    def limit(self) -> int | None:
+        """The semaphore's permits, or ``None`` for an exclusive lock or a
+        shared lock with no bound."""
+        return self._session.limit or None
+
+    @property
     def lease(self) -> float:
         """The lease of the connection, in seconds."""
         return self._lease_ms / 1000

@@ -123,16 +123,49 @@ def timeout_error(name: str, last: MonolockError | None = None) -> AcquireTimeou
     return error
 
 
+@dataclass(frozen=True)
+class Claim:
+    """What one acquisition asks for, checked: the name's wire bytes, and
+    whether the claim is shared, with at most ``limit`` holders (0: no
+    bound)."""
+
+    name: bytes
+    shared: bool = False
+    limit: int = 0
+
+
+def check_mode(shared: bool, limit: int | None) -> tuple[bool, int]:
+    """The mode of a caller's claim: ``limit`` (a semaphore's permits, 1 to
+    65535) makes it shared; ``shared`` alone is shared with no bound.
+    Raises :class:`~monolock.errors.InvalidMode` (0x19) for another limit."""
+    if not isinstance(shared, bool):
+        raise TypeError(f"monolock: shared must be True or False, not {type(shared).__name__}")
+    if limit is None:
+        return shared, 0
+    return True, proto.validate_semaphore_limit(limit)
+
+
 def prepare_acquisition(
-    config: ClientConfig, name: str | bytes, timeout: float | None, *, try_only: bool
-) -> tuple[bytes, Generator[Step, L | Failure | None, L]]:
+    config: ClientConfig,
+    name: str | bytes,
+    timeout: float | None,
+    *,
+    try_only: bool,
+    shared: bool = False,
+    limit: int | None = None,
+) -> tuple[Claim, Generator[Step, L | Failure | None, L]]:
     """Check a caller's ``acquire`` arguments and plan the acquisition:
-    returns the name's wire bytes and the plan. Invalid names and timeouts
-    raise here, before any byte is sent; the timeout starts now."""
+    returns the claim and the plan. Invalid modes, names and timeouts raise
+    here, before any byte is sent, in the server's order (the lease was
+    checked when the client was built); the timeout starts now."""
+    shared, limit_n = check_mode(shared, limit)
     raw = proto.encode_name(name)
     timeout = check_timeout(timeout)
     deadline = None if timeout is None else time.monotonic() + timeout
-    return raw, acquisition_plan(config, deadline, try_only=try_only, name=raw.decode("utf-8"))
+    plan: Generator[Step, L | Failure | None, L] = acquisition_plan(
+        config, deadline, try_only=try_only, name=raw.decode("utf-8")
+    )
+    return Claim(raw, shared, limit_n), plan
 
 
 def acquisition_plan(

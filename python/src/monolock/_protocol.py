@@ -1,10 +1,15 @@
-"""The monolock wire format, version 1: constants, frame encoding, input
-validation and an incremental decoder for server frames.
+"""The monolock wire format, versions 1 and 2: constants, frame encoding,
+input validation and an incremental decoder for server frames.
 
 Client -> server::
 
-    ACQUIRE   [0x01][version u8][lease_ms u32][name_len u16][name]
+    ACQUIRE   [0x01][0x01][lease_ms u32][name_len u16][name]
+    ACQUIRE   [0x01][0x02][lease_ms u32][mode u8][limit u16][name_len u16][name]
     HEARTBEAT [0x02]
+
+Version 2 only adds the shared claims and semaphores (mode 1, limit 0 for
+any number of holders, N for at most N); exclusive claims are always sent as
+version 1, which every server reads.
 
 Server -> client::
 
@@ -27,6 +32,7 @@ from . import _constants_gen as spec
 from .errors import (
     EmptyName,
     InvalidLease,
+    InvalidMode,
     NameNotUTF8,
     NameTooLong,
     ProtocolViolation,
@@ -36,6 +42,11 @@ from .errors import (
 )
 
 VERSION = spec.PROTOCOL_VERSION
+VERSION_SHARED = spec.SHARED_PROTOCOL_VERSION
+
+MODE_EXCLUSIVE = spec.SHARED_MODE_EXCLUSIVE
+MODE_SHARED = spec.SHARED_MODE_SHARED
+MAX_LIMIT = spec.SHARED_LIMIT_MAX
 
 MSG_ACQUIRE = spec.MESSAGE_TYPES_ACQUIRE
 MSG_HEARTBEAT = spec.MESSAGE_TYPES_HEARTBEAT
@@ -49,6 +60,7 @@ MIN_LEASE_MS = spec.LEASE_MS_MIN
 MAX_LEASE_MS = spec.LEASE_MS_MAX
 
 _ACQUIRE_HEADER = struct.Struct(">BBIH")
+_ACQUIRE_V2_HEADER = struct.Struct(">BBIBHH")
 _TOKEN = struct.Struct(">Q")
 
 HEARTBEAT_FRAME = bytes([MSG_HEARTBEAT])
@@ -115,6 +127,53 @@ def encode_acquire(name: bytes, lease_ms: int) -> bytes:
     """Build an ACQUIRE frame. ``name`` must come from :func:`encode_name`."""
     validate_lease_ms(lease_ms)
     return _ACQUIRE_HEADER.pack(MSG_ACQUIRE, VERSION, lease_ms, len(name)) + name
+
+
+def validate_mode(mode: int, limit: int) -> None:
+    """Raise :class:`InvalidMode` (0x19) for a version 2 mode other than
+    exclusive and shared, an exclusive claim with a limit, or a limit that
+    does not fit the frame's 16 bits."""
+    if mode == MODE_SHARED and 0 <= limit <= MAX_LIMIT:
+        return
+    if mode == MODE_EXCLUSIVE and limit == 0:
+        return
+    raise InvalidMode(f"invalid lock mode {mode} with limit {limit}", from_server=False)
+
+
+def validate_semaphore_limit(limit: int) -> int:
+    """Check the permits of a semaphore, 1 to 65535: another whole number
+    raises :class:`InvalidMode` (0x19), as the Go client does, and a value
+    that is not an ``int`` raises :class:`TypeError`."""
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise TypeError(f"monolock: a semaphore's limit must be an int, not {type(limit).__name__}")
+    if not 1 <= limit <= MAX_LIMIT:
+        raise InvalidMode(
+            f"a semaphore's limit must be a whole number from 1 to {MAX_LIMIT} permits, "
+            f"got {limit}",
+            from_server=False,
+        )
+    return limit
+
+
+def encode_acquire_v2(name: str | bytes, lease_ms: int, mode: int, limit: int) -> bytes:
+    """Build a version 2 ACQUIRE, checking as the server does and in its
+    order: the lease (0x17), the mode and limit (0x19), then the name (0x14,
+    0x15, 0x16). Send exclusive claims with :func:`encode_acquire` instead."""
+    validate_lease_ms(lease_ms)
+    validate_mode(mode, limit)
+    raw = encode_name(name)
+    return (
+        _ACQUIRE_V2_HEADER.pack(MSG_ACQUIRE, VERSION_SHARED, lease_ms, mode, limit, len(raw)) + raw
+    )
+
+
+def encode_claim(name: bytes, lease_ms: int, shared: bool, limit: int) -> bytes:
+    """The ACQUIRE of a claim: version 1 for an exclusive one, so that it
+    works with every server, version 2 for a shared one (``limit`` 0: any
+    number of holders)."""
+    if not shared:
+        return encode_acquire(name, lease_ms)
+    return encode_acquire_v2(name, lease_ms, MODE_SHARED, limit)
 
 
 def encode_acquired(token: int) -> bytes:

@@ -39,6 +39,8 @@ from .errors import (
     MonolockError,
     NotMonolock,
     ProtocolViolation,
+    SharedUnsupported,
+    UnsupportedVersion,
 )
 
 _SERVER_MESSAGES = (proto.MSG_WAITING, proto.MSG_ACQUIRED, proto.MSG_ERROR)
@@ -139,10 +141,21 @@ class Session:
     """
 
     def __init__(
-        self, name: bytes, lease_ms: int, *, try_only: bool = False, server: str = "the server"
+        self,
+        name: bytes,
+        lease_ms: int,
+        *,
+        try_only: bool = False,
+        server: str = "the server",
+        shared: bool = False,
+        limit: int = 0,
     ) -> None:
-        self._acquire_frame = proto.encode_acquire(name, lease_ms)
+        self._acquire_frame = proto.encode_claim(name, lease_ms, shared, limit)
         self.name = name.decode("utf-8")
+        self.shared = shared
+        """Whether the claim is shared (a version 2 ACQUIRE)."""
+        self.limit = limit
+        """The semaphore's permits of a shared claim, 0 for no bound."""
         self.server = server
         """The server's address, for messages."""
         self.schedule = HeartbeatSchedule(lease_ms)
@@ -378,6 +391,9 @@ class Session:
 
     def _on_frame(self, frame: proto.Frame, now: int) -> list[SessionEvent]:
         if isinstance(frame, proto.Error):
+            if self.shared and frame.code == UnsupportedVersion.code:
+                # A version 1 server: no shared claims there, ever.
+                return self._end(SharedUnsupported(self.server, frame.reason))
             return self._end(frame.to_exception())
         try:
             return self._on_reply(frame, now)

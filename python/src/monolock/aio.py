@@ -269,48 +269,82 @@ class AsyncClient(ClientConfig):
         self,
         name: str | bytes,
         *,
+        shared: bool = False,
+        limit: int | None = None,
         timeout: float | None = None,
         on_waiting: WaitingCallback | None = None,
         on_lost: LostCallback | None = None,
     ) -> AsyncLock:
         """Wait until the lock ``name`` is granted and return it.
 
-        Same rules as :meth:`monolock.Client.acquire`; cancel the task
+        Same rules as :meth:`monolock.Client.acquire`, shared claims and
+        semaphores (``shared``, ``limit``) included; cancel the task
         instead of passing ``cancel``.
         """
-        return await self._acquire(name, timeout, on_waiting, on_lost, try_only=False)
+        return await self._acquire(
+            name, shared, limit, timeout, on_waiting, on_lost, try_only=False
+        )
 
     async def try_acquire(
         self,
         name: str | bytes,
         *,
+        shared: bool = False,
+        limit: int | None = None,
         on_lost: LostCallback | None = None,
     ) -> AsyncLock:
         """Take the lock ``name`` if it is free right now, else raise
-        :class:`~monolock.errors.LockBusy`. One pass over the servers without
-        sleeps or re-queues: the last error is raised."""
-        return await self._acquire(name, None, None, on_lost, try_only=True)
+        :class:`~monolock.errors.LockBusy`. ``shared`` and ``limit`` as for
+        :meth:`acquire`. One pass over the servers without sleeps or
+        re-queues: the last error is raised."""
+        return await self._acquire(name, shared, limit, None, None, on_lost, try_only=True)
 
     @asynccontextmanager
     async def lock(
         self,
         name: str | bytes,
         *,
+        shared: bool = False,
+        limit: int | None = None,
         timeout: float | None = None,
         on_waiting: WaitingCallback | None = None,
         on_lost: LostCallback | None = None,
     ) -> AsyncIterator[AsyncLock]:
         """``async with client.lock(name) as lock:`` acquires like
-        :meth:`acquire` and releases when the block ends."""
-        held = await self.acquire(name, timeout=timeout, on_waiting=on_waiting, on_lost=on_lost)
+        :meth:`acquire` and releases when the block ends;
+        ``client.lock(name, shared=True)`` holds it shared."""
+        held = await self.acquire(
+            name,
+            shared=shared,
+            limit=limit,
+            timeout=timeout,
+            on_waiting=on_waiting,
+            on_lost=on_lost,
+        )
         try:
             yield held
         finally:
             await held.release()
 
+    def semaphore(
+        self,
+        name: str | bytes,
+        limit: int,
+        *,
+        timeout: float | None = None,
+        on_waiting: WaitingCallback | None = None,
+        on_lost: LostCallback | None = None,
+    ) -> AbstractAsyncContextManager[AsyncLock]:
+        """``async with client.semaphore(name, 4) as permit:`` holds one of
+        the 4 permits of the semaphore ``name`` for the block: the same as
+        ``client.lock(name, limit=4)``."""
+        return self.lock(name, limit=limit, timeout=timeout, on_waiting=on_waiting, on_lost=on_lost)
+
     async def _acquire(
         self,
         name: str | bytes,
+        shared: bool,
+        limit: int | None,
         timeout: float | None,
         on_waiting: WaitingCallback | None,
         on_lost: LostCallback | None,
@@ -318,11 +352,20 @@ class AsyncClient(ClientConfig):
         try_only: bool,
     ) -> AsyncLock:
         plan: Generator[Step, AsyncLock | Failure | None, AsyncLock]
-        raw, plan = prepare_acquisition(self, name, timeout, try_only=try_only)
+        claim, plan = prepare_acquisition(
+            self, name, timeout, try_only=try_only, shared=shared, limit=limit
+        )
         loop = asyncio.get_running_loop()
 
         async def attempt(step: Attempt) -> AsyncLock | Failure:
-            session = Session(raw, self.lease_ms, try_only=try_only, server=str(step.address))
+            session = Session(
+                claim.name,
+                self.lease_ms,
+                try_only=try_only,
+                server=str(step.address),
+                shared=claim.shared,
+                limit=claim.limit,
+            )
             conn = _AioConnection(session, on_waiting, on_lost, loop)
             try:
                 await _open(loop, conn, self, step.address, step.connect_timeout)
@@ -338,6 +381,8 @@ def lock(
     name: str | bytes,
     servers: Servers = DEFAULT_SERVER,
     *,
+    shared: bool = False,
+    limit: int | None = None,
     lease: float = DEFAULT_LEASE,
     timeout: float | None = None,
     connect_timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
@@ -353,4 +398,4 @@ def lock(
         ssl_context=ssl_context,
         server_hostname=server_hostname,
     )
-    return client.lock(name, timeout=timeout)
+    return client.lock(name, shared=shared, limit=limit, timeout=timeout)

@@ -158,12 +158,26 @@ class Client(ClientConfig):
         self,
         name: str | bytes,
         *,
+        shared: bool = False,
+        limit: int | None = None,
         timeout: float | None = None,
         cancel: threading.Event | None = None,
         on_waiting: WaitingCallback | None = None,
         on_lost: LostCallback | None = None,
     ) -> Lock:
         """Block until the lock ``name`` is granted and return it.
+
+        The claim is exclusive unless ``shared`` is true: then it holds the
+        lock together with any other shared claims, never while an exclusive
+        claim holds it. ``limit`` (1 to 65535, implies ``shared``) makes it a
+        permit of a semaphore: at most ``limit`` shared holders at once, and
+        every claimant of the name must state the same ``limit``
+        (:class:`~monolock.errors.LimitMismatch`); another number raises
+        :class:`~monolock.errors.InvalidMode` before anything is sent. Claims
+        are granted in arrival order, so a shared claim queued behind a
+        waiting exclusive one waits for it. Each holder gets its own fencing
+        token. A server that speaks protocol version 1 only refuses shared
+        claims with :class:`~monolock.errors.SharedUnsupported`.
 
         ``timeout`` (seconds, ``None``: no limit) bounds the whole wait,
         re-queues included: :class:`~monolock.errors.AcquireTimeout`. Setting
@@ -174,42 +188,81 @@ class Client(ClientConfig):
         place in the queue after a backoff; terminal errors are raised. Invalid
         names raise before anything is sent.
         """
-        return self._acquire(name, timeout, cancel, on_waiting, on_lost, try_only=False)
+        return self._acquire(
+            name, shared, limit, timeout, cancel, on_waiting, on_lost, try_only=False
+        )
 
     def try_acquire(
         self,
         name: str | bytes,
         *,
+        shared: bool = False,
+        limit: int | None = None,
         on_lost: LostCallback | None = None,
     ) -> Lock:
-        """Take the lock ``name`` if it is free right now, else raise
-        :class:`~monolock.errors.LockBusy`. One pass over the servers without
-        sleeps or re-queues: the last error is raised."""
-        return self._acquire(name, None, None, None, on_lost, try_only=True)
+        """Take the lock ``name`` if it is free right now (for a shared
+        claim: if it can be shared now), else raise
+        :class:`~monolock.errors.LockBusy`. ``shared`` and ``limit`` as for
+        :meth:`acquire`. One pass over the servers without sleeps or
+        re-queues: the last error is raised."""
+        return self._acquire(name, shared, limit, None, None, None, on_lost, try_only=True)
 
     @contextmanager
     def lock(
         self,
         name: str | bytes,
         *,
+        shared: bool = False,
+        limit: int | None = None,
         timeout: float | None = None,
         cancel: threading.Event | None = None,
         on_waiting: WaitingCallback | None = None,
         on_lost: LostCallback | None = None,
     ) -> Iterator[Lock]:
         """``with client.lock(name) as lock:`` acquires like :meth:`acquire`
-        and releases when the block ends."""
+        and releases when the block ends; ``client.lock(name, shared=True)``
+        holds it shared."""
         held = self.acquire(
-            name, timeout=timeout, cancel=cancel, on_waiting=on_waiting, on_lost=on_lost
+            name,
+            shared=shared,
+            limit=limit,
+            timeout=timeout,
+            cancel=cancel,
+            on_waiting=on_waiting,
+            on_lost=on_lost,
         )
         try:
             yield held
         finally:
             held.release()
 
+    def semaphore(
+        self,
+        name: str | bytes,
+        limit: int,
+        *,
+        timeout: float | None = None,
+        cancel: threading.Event | None = None,
+        on_waiting: WaitingCallback | None = None,
+        on_lost: LostCallback | None = None,
+    ) -> AbstractContextManager[Lock]:
+        """``with client.semaphore(name, 4) as permit:`` holds one of the 4
+        permits of the semaphore ``name`` for the block: the same as
+        ``client.lock(name, limit=4)``."""
+        return self.lock(
+            name,
+            limit=limit,
+            timeout=timeout,
+            cancel=cancel,
+            on_waiting=on_waiting,
+            on_lost=on_lost,
+        )
+
     def _acquire(
         self,
         name: str | bytes,
+        shared: bool,
+        limit: int | None,
         timeout: float | None,
         cancel: threading.Event | None,
         on_waiting: WaitingCallback | None,
@@ -218,13 +271,22 @@ class Client(ClientConfig):
         try_only: bool,
     ) -> Lock:
         plan: Generator[Step, Lock | Failure | None, Lock]
-        raw, plan = prepare_acquisition(self, name, timeout, try_only=try_only)
+        claim, plan = prepare_acquisition(
+            self, name, timeout, try_only=try_only, shared=shared, limit=limit
+        )
 
         def attempt(step: Attempt) -> Lock | Failure:
             if cancel is not None and cancel.is_set():
                 raise AcquireCancelled()
             reactor = keeper()
-            session = Session(raw, self.lease_ms, try_only=try_only, server=str(step.address))
+            session = Session(
+                claim.name,
+                self.lease_ms,
+                try_only=try_only,
+                server=str(step.address),
+                shared=claim.shared,
+                limit=claim.limit,
+            )
             conn = _Connection(reactor, session, on_waiting, on_lost)
             if self.ssl_context is None and _HAS_POLL:
                 try:
@@ -249,6 +311,8 @@ def lock(
     name: str | bytes,
     servers: Servers = DEFAULT_SERVER,
     *,
+    shared: bool = False,
+    limit: int | None = None,
     lease: float = DEFAULT_LEASE,
     timeout: float | None = None,
     connect_timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
@@ -265,4 +329,4 @@ def lock(
         ssl_context=ssl_context,
         server_hostname=server_hostname,
     )
-    return client.lock(name, timeout=timeout)
+    return client.lock(name, shared=shared, limit=limit, timeout=timeout)

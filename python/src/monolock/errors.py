@@ -26,7 +26,7 @@ from collections.abc import Mapping
 
 from . import _errors_gen
 from ._errors_gen import *  # noqa: F403 (the class of each code)
-from ._errors_gen import CODE_CLASSES
+from ._errors_gen import CODE_CLASSES, UnsupportedVersion
 from ._server_error import (
     FIRST_TERMINAL_CODE,
     KnownServerError,
@@ -51,6 +51,7 @@ __all__ = [
     "ProtocolViolation",
     "ServerEnded",
     "ServerError",
+    "SharedUnsupported",
     "error_for_code",
     "is_temporary_code",
     "unprefixed",
@@ -85,6 +86,26 @@ def error_for_code(code: int, reason: str = "", *, from_server: bool = True) -> 
     if cls is None:
         return ServerError(code, reason, from_server=from_server)
     return cls(reason, from_server=from_server)
+
+
+class SharedUnsupported(UnsupportedVersion):
+    """The server answered a shared claim (a protocol version 2 ACQUIRE)
+    with 0x10: it speaks version 1 only, which has exclusive locks and no
+    shared locks or semaphores. Terminal: the same server answers the same
+    way, so the claim is not retried. Still an :class:`UnsupportedVersion`
+    (code 0x10, ``reason`` is the server's); ``address`` is the server's."""
+
+    __module__ = "monolock.errors"
+
+    def __init__(self, address: str, reason: str = "") -> None:
+        super().__init__(reason, from_server=True)
+        self.address = address
+        MonolockError.__init__(
+            self,
+            f"monolock: server {address} does not support shared locks or semaphores "
+            "(it answered a protocol version 2 ACQUIRE with 0x10 unsupported protocol "
+            "version); use an exclusive lock, or upgrade the server",
+        )
 
 
 class LockBusy(MonolockError):
