@@ -16,7 +16,7 @@ from typing import Any
 import monolock
 from monolock import errors
 
-CAPABILITIES = ["cancel", "invalid_utf8_names", "tls"]
+CAPABILITIES = ["cancel", "invalid_utf8_names", "shared", "tls"]
 
 _start = time.monotonic()
 
