@@ -33,6 +33,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/monolock/monolock/bench/internal/charts"
 	"github.com/monolock/monolock/bench/internal/floor"
 	"github.com/monolock/monolock/bench/internal/monoserver"
 	"github.com/monolock/monolock/bench/internal/overlap"
@@ -296,7 +297,7 @@ func benchMain() int {
 		log.Print(err)
 		return 1
 	}
-	if err := report.Write(*out, r, string(text)); err != nil {
+	if err := report.Write(*out, r, string(text), charts.PNG{}); err != nil {
 		log.Print(err)
 		return 1
 	}
@@ -480,7 +481,7 @@ func renderOnly(out, analysis string) int {
 		log.Print(err)
 		return 1
 	}
-	if err := report.Write(out, &r, string(text)); err != nil {
+	if err := report.Write(out, &r, string(text), charts.PNG{}); err != nil {
 		log.Print(err)
 		return 1
 	}
