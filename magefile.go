@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -205,8 +206,12 @@ func Gen() error { return runIn(".", "go", "run", "./tools/specgen") }
 func (Test) Gen() error { return runIn(".", "go", "run", "./tools/specgen", "-check") }
 
 // Go checks that the generated files are up to date (test:gen), then runs go
-// vet and the race-enabled Go tests of the go, conformance, bench and
-// examples/fencing modules, and vets and tests the generator (tools/).
+// vet and the race-enabled Go tests of the go, conformance and
+// examples/fencing modules and of bench's peer-free packages, and vets and
+// tests the generator (tools/). In bench only the packages that link none
+// of benchPeerModules are vetted and tested (benchPackages), so test:all
+// builds no peer client and no plotting library; it fails if a package that
+// links one has tests and is not in benchPeerTests, which bench runs.
 func (Test) Go() error {
 	mg.Deps(Build, Deps) // tests of the real binary use MONOLOCK_BIN; HA tests run etcd
 	// Every module is checked even after a failure, as test:all does with
@@ -222,14 +227,79 @@ func (Test) Go() error {
 		errs = append(errs, fmt.Errorf("tools: go test: %w", err))
 	}
 	for _, dir := range []string{"go", "conformance", "bench", "examples/fencing"} {
-		if err := runIn(dir, "go", "vet", "./..."); err != nil {
+		pkgs := []string{"./..."}
+		if dir == "bench" {
+			free, err := benchPackages()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("bench: %w", err))
+				continue
+			}
+			pkgs = free
+		}
+		if err := runIn(dir, "go", append([]string{"vet"}, pkgs...)...); err != nil {
 			errs = append(errs, fmt.Errorf("%s: go vet: %w", dir, err))
 		}
-		if err := runIn(dir, "go", "test", "-race", "-count=1", "./..."); err != nil {
+		if err := runIn(dir, "go", append([]string{"test", "-race", "-count=1"}, pkgs...)...); err != nil {
 			errs = append(errs, fmt.Errorf("%s: go test: %w", dir, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// benchPeerModules are the modules of the benchmark's peer clients and
+// charts: bench's packages that link one (with their tests) are built by
+// bench, never by test:go.
+var benchPeerModules = []string{
+	"github.com/redis/go-redis/",
+	"github.com/go-redsync/redsync/",
+	"github.com/jackc/",
+	"github.com/go-zookeeper/zk",
+	"go.etcd.io/etcd/client/",
+	"gonum.org/v1/plot",
+}
+
+// benchPeerTests are bench's packages that link a peer module and have
+// tests: bench runs them before it measures.
+var benchPeerTests = []string{"github.com/monolock/monolock/bench/internal/charts"}
+
+// benchPackages lists bench's packages whose dependencies, tests' included,
+// are free of benchPeerModules. It fails if a package that links one has
+// tests and is not in benchPeerTests: such a test would run nowhere.
+func benchPackages() ([]string, error) {
+	out, err := sh.Output("go", "-C", filepath.Join(root, "bench"), "list", "-f", "{{.ImportPath}} {{len .TestGoFiles}} {{len .XTestGoFiles}}", "./...")
+	if err != nil {
+		return nil, err
+	}
+	var free, untested []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			return nil, fmt.Errorf("go list: unexpected line %q", line)
+		}
+		pkg, hasTests := f[0], f[1] != "0" || f[2] != "0"
+		deps, err := sh.Output("go", "-C", filepath.Join(root, "bench"), "list", "-test", "-deps", "-f", "{{with .Module}}{{.Path}}{{end}}", pkg)
+		if err != nil {
+			return nil, err
+		}
+		peer := ""
+		for _, m := range strings.Fields(deps) {
+			for _, p := range benchPeerModules {
+				if strings.HasPrefix(m, p) {
+					peer = m
+				}
+			}
+		}
+		switch {
+		case peer == "":
+			free = append(free, pkg)
+		case hasTests && !slices.Contains(benchPeerTests, pkg):
+			untested = append(untested, pkg+" (links "+peer+")")
+		}
+	}
+	if len(untested) > 0 {
+		return nil, fmt.Errorf("these packages link a peer client or plotting library and have tests, which test:go does not run: %s; move the tested code to a peer-free package, or add the package to benchPeerTests (run by bench)", strings.Join(untested, ", "))
+	}
+	return free, nil
 }
 
 // Python runs python/scripts/test.sh: its own venv, ruff, mypy --strict, pytest.
@@ -300,9 +370,15 @@ func (Test) All() error {
 
 // Bench installs and starts Redis, etcd, PostgreSQL and ZooKeeper on
 // loopback, measures them beside monolock serve, and regenerates
-// docs/benchmarks.md and its charts (about 10 minutes; needs root for apt-get).
+// docs/benchmarks.md and its charts (about 10 minutes; needs root for
+// apt-get), after the tests of benchPeerTests, which test:go leaves out.
 func Bench() error {
 	mg.Deps(Build)
+	// The tests of the packages that link a peer or plotting library, which
+	// test:go leaves out (benchPeerTests), first.
+	if err := runIn("bench", "go", append([]string{"test", "-count=1"}, benchPeerTests...)...); err != nil {
+		return err
+	}
 	return runIn("bench", "go", "run", "./cmd/bench", "-out", "../docs")
 }
 

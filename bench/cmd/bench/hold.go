@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/monolock/monolock/bench/internal/peers"
 	"github.com/monolock/monolock/bench/internal/systems"
 )
 
@@ -24,7 +25,7 @@ func holdMain(args []string) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	sys, err := systems.Open(ctx, *system, *mono, systems.Options{Lease: *lease, KeepAlive: true, Pool: 1})
+	sys, err := peers.Open(ctx, *system, *mono, systems.Options{Lease: *lease, KeepAlive: true, Pool: 1})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "hold:", err)
 		return 1

@@ -33,6 +33,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/monolock/monolock/bench/internal/charts"
 	"github.com/monolock/monolock/bench/internal/floor"
 	"github.com/monolock/monolock/bench/internal/monoserver"
 	"github.com/monolock/monolock/bench/internal/overlap"
@@ -207,17 +208,17 @@ func benchMain() int {
 	defer os.RemoveAll(work)
 
 	if !*noPeers && slices.ContainsFunc(sysNames, systems.Peer) {
-		if err := peers("install"); err != nil {
+		if err := peersScript("install"); err != nil {
 			log.Printf("installing peers: %v", err)
 			return 1
 		}
-		if err := peers("start"); err != nil {
+		if err := peersScript("start"); err != nil {
 			log.Printf("starting peers: %v", err)
 			return 1
 		}
 		if !*keepPeers {
 			defer func() {
-				if err := peers("stop"); err != nil {
+				if err := peersScript("stop"); err != nil {
 					log.Printf("stopping peers: %v", err)
 				}
 			}()
@@ -293,7 +294,7 @@ func benchMain() int {
 		log.Print(err)
 		return 1
 	}
-	if err := report.Write(*out, r, string(text)); err != nil {
+	if err := report.Write(*out, r, string(text), charts.PNG{}); err != nil {
 		log.Print(err)
 		return 1
 	}
@@ -345,8 +346,8 @@ func mergeSection(out string, r *report.Results, section string) (*report.Result
 	return &old, true
 }
 
-// peers runs scripts/peers.sh with one verb.
-func peers(verb string) error {
+// peersScript runs scripts/peers.sh with one verb.
+func peersScript(verb string) error {
 	cmd := exec.Command("bash", filepath.Join("scripts", "peers.sh"), verb)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	return cmd.Run()
@@ -477,7 +478,7 @@ func renderOnly(out, analysis string) int {
 		log.Print(err)
 		return 1
 	}
-	if err := report.Write(out, &r, string(text)); err != nil {
+	if err := report.Write(out, &r, string(text), charts.PNG{}); err != nil {
 		log.Print(err)
 		return 1
 	}

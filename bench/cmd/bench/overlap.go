@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/monolock/monolock/bench/internal/overlap"
+	"github.com/monolock/monolock/bench/internal/peeroverlap"
 	"github.com/monolock/monolock/bench/internal/report"
 	"github.com/monolock/monolock/bench/internal/safety"
 	"github.com/monolock/monolock/bench/internal/systems"
@@ -86,7 +87,7 @@ func (rn *runner) overlap() error {
 			return rn.ctx.Err()
 		}
 		info.Etcdctl = etcdctlVersion(path)
-		tool, cli, err := overlap.EtcdctlLock(path, o.Lease)
+		tool, cli, err := peeroverlap.EtcdctlLock(path, o.Lease)
 		if err != nil {
 			fail("etcdctl lock", false, err.Error())
 			return rn.ctx.Err()

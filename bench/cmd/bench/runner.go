@@ -14,6 +14,8 @@ import (
 
 	"github.com/monolock/monolock/bench/internal/floor"
 	"github.com/monolock/monolock/bench/internal/monoserver"
+	"github.com/monolock/monolock/bench/internal/peeridle"
+	"github.com/monolock/monolock/bench/internal/peers"
 	"github.com/monolock/monolock/bench/internal/procstat"
 	"github.com/monolock/monolock/bench/internal/report"
 	"github.com/monolock/monolock/bench/internal/systems"
@@ -80,7 +82,7 @@ func (rn *runner) withSystem(name string, o systems.Options, f func(sys systems.
 	if srv != nil {
 		addr = srv.Addr
 	}
-	sys, err := systems.Open(rn.ctx, name, addr, o)
+	sys, err := peers.Open(rn.ctx, name, addr, o)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", name, err)
 	}
@@ -292,13 +294,13 @@ func (rn *runner) idleCell(name string, n int, res *workload.IdleResult) error {
 			var setup func(ctx context.Context, n int, lease time.Duration) (*workload.Holders, error)
 			switch name {
 			case systems.Redis:
-				setup = workload.IdleRedis(systems.RedisClient(sys))
+				setup = peeridle.Redis(peers.RedisClient(sys))
 			case systems.Etcd:
-				setup = workload.IdleEtcd(systems.EtcdClient(sys))
+				setup = peeridle.Etcd(peers.EtcdClient(sys))
 			case systems.ZooKeeper:
-				setup = workload.IdleZooKeeper(systems.ZooKeeperAddr)
+				setup = peeridle.ZooKeeper(systems.ZooKeeperAddr)
 			case systems.Postgres:
-				setup = workload.IdlePostgres(systems.PostgresAddr)
+				setup = peeridle.Postgres(systems.PostgresAddr)
 			}
 			var err error
 			*res, err = workload.MeasureIdle(rn.ctx, pid, n, lease, window, setup)

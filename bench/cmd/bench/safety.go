@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/monolock/monolock/bench/internal/drivers"
+	"github.com/monolock/monolock/bench/internal/peersafety"
 	"github.com/monolock/monolock/bench/internal/report"
 	"github.com/monolock/monolock/bench/internal/safety"
 	"github.com/monolock/monolock/bench/internal/systems"
@@ -67,13 +68,13 @@ func (rn *runner) safety() error {
 		var recs []safety.Recipe
 		switch sys {
 		case systems.Etcd:
-			recs = []safety.Recipe{safety.Etcd(o.Lease)}
+			recs = []safety.Recipe{peersafety.Etcd(o.Lease)}
 		case systems.Redis:
-			recs = []safety.Recipe{safety.Redsync(o.Lease, true), safety.Redsync(o.Lease, false)}
+			recs = []safety.Recipe{peersafety.Redsync(o.Lease, true), peersafety.Redsync(o.Lease, false)}
 		case systems.ZooKeeper:
-			recs = []safety.Recipe{safety.ZooKeeper(o.Lease)}
+			recs = []safety.Recipe{peersafety.ZooKeeper(o.Lease)}
 		case systems.Postgres:
-			recs = []safety.Recipe{safety.Postgres()}
+			recs = []safety.Recipe{peersafety.Postgres()}
 		}
 		for _, rec := range recs {
 			rn.safetyRecipe(rec, false, o)

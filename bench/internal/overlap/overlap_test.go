@@ -108,7 +108,7 @@ func TestMeetsTargetWantsEveryRunAGapOfFivePercent(t *testing.T) {
 func TestAppendMainWritesItsPIDAppendsAndEnd(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "a")
 	t0 := Now()
-	if code := AppendMain([]string{"-file", file, "-every", "2ms", "-for", "60ms"}); code != 0 {
+	if code := AppendMain([]string{"-file", file, "-every", "2ms", "-for", "300ms"}); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
 	t1 := Now()
@@ -123,8 +123,10 @@ func TestAppendMainWritesItsPIDAppendsAndEnd(t *testing.T) {
 	if len(a.PIDs) != 1 || a.PIDs[0] != os.Getpid() || !a.Ended {
 		t.Fatalf("pids %v, ended %v", a.PIDs, a.Ended)
 	}
-	// 60 ms at one append per 2 ms (plus the write): a dozen at least.
-	if a.N < 12 || a.First < t0 || a.Last > t1 || a.Last-a.First < int64(40*ms) {
+	// It appends again and again until near the end of its 300 ms, within
+	// the run. The bounds leave room for a loaded machine, whose sleeps
+	// only get longer: a rate is the benchmark's to measure, not a test's.
+	if a.N < 2 || a.First < t0 || a.Last > t1 || a.Last-a.First < int64(100*ms) {
 		t.Fatalf("%d appends from %d to %d, run from %d to %d", a.N, a.First, a.Last, t0, t1)
 	}
 	if code := AppendMain([]string{"-file", ""}); code != 2 {

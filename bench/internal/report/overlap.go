@@ -10,10 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
-
 	"github.com/monolock/monolock/bench/internal/overlap"
 	"github.com/monolock/monolock/bench/internal/safety"
 )
@@ -461,10 +457,8 @@ func symlog(x float64) float64 {
 }
 
 // symlogTicks labels a symlog axis at 0 and ±10 ms, ±100 ms, ±1 s, ±10 s.
-type symlogTicks struct{}
-
-func (symlogTicks) Ticks(min, max float64) []plot.Tick {
-	var ts []plot.Tick
+func symlogTicks(min, max float64) []Tick {
+	var ts []Tick
 	for _, v := range []float64{-100000, -10000, -1000, -100, -10, 0, 10, 100, 1000, 10000, 100000} {
 		x := symlog(v)
 		if x < min || x > max {
@@ -482,7 +476,7 @@ func (symlogTicks) Ticks(min, max float64) []plot.Tick {
 		} else if v > 0 {
 			label = "+" + label
 		}
-		ts = append(ts, plot.Tick{Value: x, Label: label})
+		ts = append(ts, Tick{Value: x, Label: label})
 	}
 	return ts
 }
@@ -501,9 +495,9 @@ func overlapChartX(run overlap.Run) (x float64, bound, ok bool) {
 	return symlog(ms(run.ALast - run.Observed)), true, true
 }
 
-// writeOverlapChart draws every run: one row per tool and command, one
-// colour per fault.
-func writeOverlapChart(path string, r *Results) error {
+// overlapChart is every run: one row per tool and command, one colour per
+// fault.
+func overlapChart(r *Results) DotChart {
 	info := r.OverlapRun
 	type row struct {
 		tool string
@@ -516,51 +510,47 @@ func writeOverlapChart(path string, r *Results) error {
 		}
 	}
 	faults := overlapFaults(r)
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Work overlap: A's last append − B's first (lease %s)", dur(info.Lease))
-	p.Title.Padding = vg.Points(8)
-	p.X.Label.Text = "right of 0: A still worked after B had started (symmetric log scale)"
-	p.X.Tick.Marker = symlogTicks{}
-	p.Legend.Top = true
-	p.Legend.Left = true
-	n := len(rows)
 	faultLabels := make([]string, len(faults))
 	for j, f := range faults {
 		faultLabels[j] = faultLabel(f, info.Delay)
 	}
-	runs := func(i, j int) []runPoint {
+	// The scale spans every run, a lease before B's first append and a
+	// second after it.
+	lo, hi := symlog(-ms(info.Lease)), symlog(1000)
+	points := dotPoints(len(rows), len(faults), func(i, j int) []RunPoint {
 		c, ok := findOverlap(r, rows[i].tool, rows[i].v, faults[j])
 		if !ok {
 			return nil
 		}
-		var pts []runPoint
+		var pts []RunPoint
 		for _, run := range c.Runs {
 			if x, bound, ok := overlapChartX(run); ok {
-				pts = append(pts, runPoint{x: x, marked: bound})
+				pts = append(pts, RunPoint{X: x, Marked: bound})
+				lo, hi = math.Min(lo, x), math.Max(hi, x)
 			}
 		}
 		return pts
-	}
-	lo, hi, err := addRunDots(p, n, faultLabels, runs, "a bound, not a measurement (see the table)")
-	if err != nil {
-		return err
-	}
-	lo, hi = math.Min(lo, symlog(-ms(info.Lease))), math.Max(hi, symlog(1000))
-	if err := addVerticalLine(p, 0, n, color.Gray{Y: 80}, false, ""); err != nil {
-		return err
-	}
-	if err := addVerticalLine(p, symlog(-info.Gap*ms(info.Lease)), n, color.RGBA{R: 200, A: 255}, true,
-		fmt.Sprintf("monolock run target: −%g × lease", info.Gap)); err != nil {
-		return err
-	}
+	})
 	pad := (hi - lo) * 0.04
-	p.X.Min, p.X.Max = lo-pad, hi+pad
-	var labels []string
-	for i := n - 1; i >= 0; i-- {
-		labels = append(labels, rows[i].tool+", "+variantShort(rows[i].v))
+	labels := make([]string, len(rows))
+	for i, rw := range rows {
+		labels[i] = rw.tool + ", " + variantShort(rw.v)
 	}
-	p.NominalY(labels...)
-	p.Y.Min, p.Y.Max = -0.6, float64(n)-0.4+float64(len(faults)+2)*0.45
-	p.Add(plotter.NewGrid())
-	return p.Save(9*vg.Inch, vg.Length(1.6+0.42*float64(n)+0.25*float64(len(faults)+2))*vg.Inch, path)
+	return DotChart{
+		Title:        fmt.Sprintf("Work overlap: A's last append − B's first (lease %s)", dur(info.Lease)),
+		TitlePadding: 8,
+		XLabel:       "right of 0: A still worked after B had started (symmetric log scale)",
+		XMin:         lo - pad,
+		XMax:         hi + pad,
+		Ticks:        symlogTicks,
+		Rows:         labels,
+		Faults:       faultLabels,
+		Points:       points,
+		MarkLabel:    "a bound, not a measurement (see the table)",
+		Lines: []Line{
+			{X: 0, Color: color.Gray{Y: 80}},
+			{X: symlog(-info.Gap * ms(info.Lease)), Color: color.RGBA{R: 200, A: 255}, Dashed: true, Label: fmt.Sprintf("monolock run target: −%g × lease", info.Gap)},
+		},
+		LegendRows: len(faults) + 2,
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -44,7 +45,8 @@ func TestOverlapSectionTablesTargetAndChart(t *testing.T) {
 	r := sample()
 	addOverlap(r)
 	dir := t.TempDir()
-	if err := Write(dir, r, ""); err != nil {
+	d := newTestDrawer()
+	if err := Write(dir, r, "", d); err != nil {
 		t.Fatal(err)
 	}
 	doc, err := os.ReadFile(filepath.Join(dir, "benchmarks.md"))
@@ -97,6 +99,26 @@ func TestOverlapSectionTablesTargetAndChart(t *testing.T) {
 	r.Overlap[0].Summary = overlap.Summarise(r.Overlap[0].Runs)
 	if row, _ := overlapTarget(r); !strings.Contains(row, "plain, blackhole holder → server (max −50 ms) | **missed** |") {
 		t.Errorf("row %q", row)
+	}
+}
+
+func TestOverlapChartRowsAndScale(t *testing.T) {
+	r := sample()
+	addOverlap(r)
+	c := overlapChart(r)
+	if want := []string{"monolock run, plain", "monolock run, ignores SIGTERM", "monolock run, setsid grandchild", "etcdctl lock, plain", "etcdctl lock, ignores SIGTERM", "etcdctl lock, setsid grandchild"}; !slices.Equal(c.Rows, want) {
+		t.Errorf("rows %q, want %q", c.Rows, want)
+	}
+	// The scale spans the runs (+12 s of etcdctl's) and the lease before 0.
+	if !(c.XMin < symlog(-2000) && c.XMax > symlog(12000)) {
+		t.Errorf("x from %v to %v", c.XMin, c.XMax)
+	}
+	var labels []string
+	for _, tk := range c.Ticks(c.XMin, c.XMax) {
+		labels = append(labels, tk.Label)
+	}
+	if want := []string{"−1 s", "−100 ms", "−10 ms", "0", "+10 ms", "+100 ms", "+1 s", "+10 s"}; !slices.Equal(labels, want) {
+		t.Errorf("ticks %q, want %q", labels, want)
 	}
 }
 

@@ -14,15 +14,16 @@ import (
 	"github.com/monolock/monolock/bench/internal/workload"
 )
 
-// Write regenerates docDir/benchmarks.md, docDir/bench/*.png and
-// docDir/bench/results.json from r. analysis is appended verbatim: the
-// hand-written account of what limited the figures.
-func Write(docDir string, r *Results, analysis string) error {
+// Write regenerates docDir/benchmarks.md, docDir/bench/results.json and
+// the charts, which d draws into docDir/bench/ (charts.PNG: the *.png
+// files). analysis is appended verbatim: the hand-written account of what
+// limited the figures.
+func Write(docDir string, r *Results, analysis string, d Drawer) error {
 	chartDir := filepath.Join(docDir, "bench")
 	if err := os.MkdirAll(chartDir, 0o755); err != nil {
 		return err
 	}
-	charts, err := writeCharts(chartDir, r)
+	charts, err := writeCharts(chartDir, r, d)
 	if err != nil {
 		return err
 	}

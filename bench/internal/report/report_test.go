@@ -72,7 +72,7 @@ func addSafety(r *Results) {
 
 func TestWriteProducesDocAndCharts(t *testing.T) {
 	dir := t.TempDir()
-	if err := Write(dir, sample(), "## What limited the results\n\ntext"); err != nil {
+	if err := Write(dir, sample(), "## What limited the results\n\ntext", newTestDrawer()); err != nil {
 		t.Fatal(err)
 	}
 	doc, err := os.ReadFile(filepath.Join(dir, "benchmarks.md"))
@@ -276,13 +276,23 @@ func TestNoFloorNoColumn(t *testing.T) {
 
 func TestFloorChartsAndIdleSystems(t *testing.T) {
 	dir := t.TempDir()
-	if err := Write(dir, withFloor(), ""); err != nil {
+	d := newTestDrawer()
+	if err := Write(dir, withFloor(), "", d); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range []string{"throughput.png", "idle-memory.png"} {
 		if st, err := os.Stat(filepath.Join(dir, "bench", f)); err != nil || st.Size() == 0 {
 			t.Errorf("%s missing or empty: %v", f, err)
 		}
+	}
+	// The throughput chart names the floor's rows (and every system of the
+	// run, postgres with no bar); the idle chart has only the systems
+	// measured idle, not the throughput-only ones.
+	if got := d.bars["throughput.png"].Categories; !slices.Equal(got, []string{"tcp floor", "monolock, bare", "monolock, Go", "redis", "etcd", "postgres"}) {
+		t.Errorf("throughput categories %q", got)
+	}
+	if got := d.bars["idle-memory.png"].Categories; !slices.Equal(got, []string{"monolock"}) {
+		t.Errorf("idle-memory categories %q", got)
 	}
 }
 

@@ -9,10 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
-
 	"github.com/monolock/monolock/bench/internal/safety"
 )
 
@@ -288,55 +284,47 @@ func round(d time.Duration) string {
 	return fmt.Sprintf("%.2f s", d.Seconds())
 }
 
-// writeSafetyChart draws every run's margin: one row per recipe, one
-// colour per fault, runs off the scale (or with an event missing) at the
-// edge as triangles.
-func writeSafetyChart(path string, r *Results) error {
+// safetyChart is every run's margin: one row per recipe, one colour per
+// fault, runs off the scale (or with an event missing) at the edge as
+// triangles.
+func safetyChart(r *Results) DotChart {
 	info := r.SafetyRun
 	rows := safetySystems(r)
 	faults := safetyFaults(r)
 	clip := ms(info.Lease)
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Safety margin: competitor granted − holder told (lease %s)", dur(info.Lease))
-	p.X.Label.Text = "ms (left of 0: the competitor got the lock first)"
-	p.X.Min, p.X.Max = -clip*1.05, clip*1.05
-	p.X.Tick.Marker = stepTicks{step: clip / 4}
-	p.Legend.Top = true
-	p.Legend.Left = true
-	n := len(rows)
 	faultLabels := make([]string, len(faults))
 	for j, f := range faults {
 		faultLabels[j] = faultLabel(f, info.Delay)
 	}
-	runs := func(i, j int) []runPoint {
+	points := dotPoints(len(rows), len(faults), func(i, j int) []RunPoint {
 		c, ok := findSafety(r, rows[i], faults[j])
 		if !ok {
 			return nil
 		}
-		var pts []runPoint
+		var pts []RunPoint
 		for _, run := range c.Runs {
 			if x, onEdge, ok := chartMargin(run, clip); ok {
-				pts = append(pts, runPoint{x: x, marked: onEdge})
+				pts = append(pts, RunPoint{X: x, Marked: onEdge})
 			}
 		}
 		return pts
+	})
+	return DotChart{
+		Title:     fmt.Sprintf("Safety margin: competitor granted − holder told (lease %s)", dur(info.Lease)),
+		XLabel:    "ms (left of 0: the competitor got the lock first)",
+		XMin:      -clip * 1.05,
+		XMax:      clip * 1.05,
+		Ticks:     stepTicks(clip / 4),
+		Rows:      rows,
+		Faults:    faultLabels,
+		Points:    points,
+		MarkLabel: "off scale, or an event that never came (see the table)",
+		Lines: []Line{
+			{X: 0, Color: color.Gray{Y: 80}},
+			{X: info.Target * ms(info.Lease), Color: color.RGBA{R: 200, A: 255}, Dashed: true, Label: fmt.Sprintf("monolock target: +%g × lease", info.Target)},
+		},
+		LegendRows: len(faults), // room on top for the legend
 	}
-	if _, _, err := addRunDots(p, n, faultLabels, runs, "off scale, or an event that never came (see the table)"); err != nil {
-		return err
-	}
-	if err := addVerticalLine(p, 0, n, color.Gray{Y: 80}, false, ""); err != nil {
-		return err
-	}
-	if err := addVerticalLine(p, info.Target*ms(info.Lease), n, color.RGBA{R: 200, A: 255}, true,
-		fmt.Sprintf("monolock target: +%g × lease", info.Target)); err != nil {
-		return err
-	}
-	labels := slices.Clone(rows)
-	slices.Reverse(labels)
-	p.NominalY(labels...)
-	p.Y.Min, p.Y.Max = -0.6, float64(n)-0.4+float64(len(faults))*0.45 // room on top for the legend
-	p.Add(plotter.NewGrid())
-	return p.Save(9*vg.Inch, vg.Length(1.6+0.42*float64(n)+0.25*float64(len(faults)))*vg.Inch, path)
 }
 
 // chartMargin is where a run goes on the chart: its margin in ms, clamped
@@ -363,16 +351,16 @@ func chartMargin(run safety.Run, clip float64) (x float64, edge, ok bool) {
 }
 
 // stepTicks marks an axis every step, labelled with a sign.
-type stepTicks struct{ step float64 }
-
-func (t stepTicks) Ticks(min, max float64) []plot.Tick {
-	var ts []plot.Tick
-	for v := math.Ceil(min/t.step) * t.step; v <= max; v += t.step {
-		label := fmt.Sprintf("%+.0f", v)
-		if math.Abs(v) < t.step/2 {
-			v, label = 0, "0"
+func stepTicks(step float64) func(min, max float64) []Tick {
+	return func(min, max float64) []Tick {
+		var ts []Tick
+		for v := math.Ceil(min/step) * step; v <= max; v += step {
+			label := fmt.Sprintf("%+.0f", v)
+			if math.Abs(v) < step/2 {
+				v, label = 0, "0"
+			}
+			ts = append(ts, Tick{Value: v, Label: label})
 		}
-		ts = append(ts, plot.Tick{Value: v, Label: label})
+		return ts
 	}
-	return ts
 }

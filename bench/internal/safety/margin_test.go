@@ -127,7 +127,7 @@ func TestInjectSetsTheProxyFaults(t *testing.T) {
 
 // fakeTrial tells and grants at fixed times after Hold, without a network.
 type fakeTrial struct {
-	events
+	Events
 	tellAfter, grantAfter time.Duration // 0: never
 	holdErr               error
 }
@@ -141,17 +141,17 @@ func (f *fakeTrial) Hold(context.Context, string) error {
 			time.AfterFunc(d, func() { do(time.Now()) })
 		}
 	}
-	at(f.tellAfter, f.tell)
-	at(f.grantAfter, f.grant)
+	at(f.tellAfter, f.Tell)
+	at(f.grantAfter, f.Grant)
 	return nil
 }
 func (f *fakeTrial) Compete(context.Context) error { return nil }
-func (f *fakeTrial) Close()                        { f.halt() }
+func (f *fakeTrial) Close()                        { f.Halt() }
 
 func fakeRecipe(upstream string, mk func() *fakeTrial) Recipe {
 	return Recipe{Name: "Fake Recipe", Upstream: upstream, New: func(string) Trial {
 		t := mk()
-		t.events = newEvents()
+		t.Events = NewEvents()
 		return t
 	}}
 }

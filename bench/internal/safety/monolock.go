@@ -22,13 +22,13 @@ func GoPolled(server string, lease time.Duration) Recipe {
 		Signal:   "`Lock.Err()` != nil, polled every 10 ms",
 		Upstream: server,
 		New: func(name string) Trial {
-			return &goPolledTrial{events: newEvents(), server: server, name: name, lease: lease}
+			return &goPolledTrial{Events: NewEvents(), server: server, name: name, lease: lease}
 		},
 	}
 }
 
 type goPolledTrial struct {
-	events
+	Events
 	server, name string
 	lease        time.Duration
 
@@ -58,11 +58,11 @@ func (t *goPolledTrial) Hold(ctx context.Context, addr string) error {
 		defer tick.Stop()
 		for {
 			select {
-			case <-t.stop:
+			case <-t.Halted():
 				return
 			case <-tick.C:
 				if l.Err() != nil {
-					t.tell(time.Now())
+					t.Tell(time.Now())
 					return
 				}
 			}
@@ -91,7 +91,7 @@ func (t *goPolledTrial) Compete(ctx context.Context) error {
 		if err != nil {
 			return
 		}
-		t.grant(time.Now())
+		t.Grant(time.Now())
 		close(got)
 		t.mu.Lock()
 		t.won = l
@@ -108,7 +108,7 @@ func (t *goPolledTrial) Compete(ctx context.Context) error {
 }
 
 func (t *goPolledTrial) Close() {
-	t.halt()
+	t.Halt()
 	t.mu.Lock()
 	held, cancel := t.held, t.cancel
 	t.mu.Unlock()

@@ -6,9 +6,9 @@ import (
 	"time"
 )
 
-// events is what every trial shares: the two one-shot instants and a stop
-// channel for its goroutines.
-type events struct {
+// Events is what every trial shares (a Trial embeds it): the two one-shot
+// instants and a stop channel for its goroutines.
+type Events struct {
 	told, granted chan time.Time
 	stop          chan struct{}
 	toldOnce      sync.Once
@@ -16,24 +16,29 @@ type events struct {
 	stopOnce      sync.Once
 }
 
-func newEvents() events {
-	return events{told: make(chan time.Time, 1), granted: make(chan time.Time, 1), stop: make(chan struct{})}
+// NewEvents returns the events of a new trial.
+func NewEvents() Events {
+	return Events{told: make(chan time.Time, 1), granted: make(chan time.Time, 1), stop: make(chan struct{})}
 }
 
-func (e *events) Told() <-chan time.Time    { return e.told }
-func (e *events) Granted() <-chan time.Time { return e.granted }
+func (e *Events) Told() <-chan time.Time    { return e.told }
+func (e *Events) Granted() <-chan time.Time { return e.granted }
 
-// tell records the holder's told instant, once.
-func (e *events) tell(at time.Time) { e.toldOnce.Do(func() { e.told <- at }) }
+// Tell records the holder's told instant, once.
+func (e *Events) Tell(at time.Time) { e.toldOnce.Do(func() { e.told <- at }) }
 
-// grant records the competitor's grant instant, once.
-func (e *events) grant(at time.Time) { e.grantOnce.Do(func() { e.granted <- at }) }
+// Grant records the competitor's grant instant, once.
+func (e *Events) Grant(at time.Time) { e.grantOnce.Do(func() { e.granted <- at }) }
 
-// halt stops the trial's goroutines: what they notice after this is
+// Halt stops the trial's goroutines: what they notice after this is
 // cleanup, not a measurement.
-func (e *events) halt() { e.stopOnce.Do(func() { close(e.stop) }) }
+func (e *Events) Halt() { e.stopOnce.Do(func() { close(e.stop) }) }
 
-func (e *events) stopped() bool {
+// Halted is closed by Halt.
+func (e *Events) Halted() <-chan struct{} { return e.stop }
+
+// Stopped reports whether Halt was called.
+func (e *Events) Stopped() bool {
 	select {
 	case <-e.stop:
 		return true
@@ -42,8 +47,8 @@ func (e *events) stopped() bool {
 	}
 }
 
-// waitFor polls cond every 20 ms until it holds, ctx ends or stop closes.
-func (e *events) waitFor(ctx context.Context, cond func() bool) error {
+// WaitFor polls cond every 20 ms until it holds, ctx ends or stop closes.
+func (e *Events) WaitFor(ctx context.Context, cond func() bool) error {
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
 	for !cond() {
@@ -58,8 +63,8 @@ func (e *events) waitFor(ctx context.Context, cond func() bool) error {
 	return nil
 }
 
-// settle waits d (for recipes whose queue cannot be observed).
-func (e *events) settle(ctx context.Context, d time.Duration) error {
+// Settle waits d (for recipes whose queue cannot be observed).
+func (e *Events) Settle(ctx context.Context, d time.Duration) error {
 	select {
 	case <-time.After(d):
 		return nil

@@ -1,10 +1,11 @@
-// Package systems wraps each lock service under test (monolock and its
-// peers) behind one small interface, each through its best-known Go recipe.
+// Package systems names the lock services under test (monolock and its
+// peers) and gives the small interface every one of them is used through.
+// It links no peer's client library: monolock's and the bare client's
+// implementations are here, the peers' are in package peers.
 package systems
 
 import (
 	"context"
-	"errors"
 	"time"
 )
 
@@ -84,31 +85,3 @@ const (
 	PostgresAddr  = "127.0.0.1:15432"
 	ZooKeeperAddr = "127.0.0.1:12181"
 )
-
-// Open connects to the named system. localAddr is the address of the
-// server started for this run: `monolock serve` for Monolock and
-// MonolockBare, `bench floor` for Floor.
-func Open(ctx context.Context, name, localAddr string, o Options) (System, error) {
-	switch name {
-	case Floor, MonolockBare:
-		return OpenBare(name, localAddr, o)
-	case Monolock:
-		return OpenMonolock(localAddr, o)
-	case Redis:
-		return OpenRedis(ctx, RedisAddr, o)
-	case Etcd:
-		return OpenEtcd(ctx, EtcdAddr, o)
-	case Postgres:
-		return OpenPostgres(ctx, PostgresAddr, o)
-	case ZooKeeper:
-		return OpenZooKeeper(ctx, ZooKeeperAddr, o)
-	}
-	return nil, errors.New("unknown system " + name)
-}
-
-// sharedWorker is a Worker of a recipe whose workers share everything with
-// the System: closing it leaves the shared pool or session open.
-type sharedWorker func(ctx context.Context, name string) (Held, error)
-
-func (f sharedWorker) Acquire(ctx context.Context, name string) (Held, error) { return f(ctx, name) }
-func (sharedWorker) Close() error                                             { return nil }

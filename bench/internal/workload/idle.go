@@ -33,13 +33,21 @@ type Holders struct {
 	close       func()
 }
 
-// idleSetup opens n holders; the server process is pid.
-type idleSetup func(ctx context.Context, n int, lease time.Duration) (*Holders, error)
+// NewHolders is the set of established holders that close ends; refreshes
+// and lost, when not nil, count the refreshes that the holders' generator
+// got through and those it lost.
+func NewHolders(established int, refreshes, lost *atomic.Int64, close func()) *Holders {
+	return &Holders{established: established, refreshes: refreshes, lost: lost, close: close}
+}
+
+// IdleSetup opens n holders; the server process is pid. IdleMonolock is
+// monolock's; package peeridle has the peers'.
+type IdleSetup func(ctx context.Context, n int, lease time.Duration) (*Holders, error)
 
 // MeasureIdle opens n holders with setup, lets them settle for one lease
 // refresh period, and measures the server's memory growth and its CPU time
 // over window.
-func MeasureIdle(ctx context.Context, pid, n int, lease, window time.Duration, setup idleSetup) (IdleResult, error) {
+func MeasureIdle(ctx context.Context, pid, n int, lease, window time.Duration, setup IdleSetup) (IdleResult, error) {
 	r := IdleResult{Holders: n, Window: window, RefreshInterval: lease / 4}
 	r.MemBefore = procstat.Memory(pid)
 	t0 := time.Now()
@@ -49,7 +57,7 @@ func MeasureIdle(ctx context.Context, pid, n int, lease, window time.Duration, s
 	}
 	defer h.close()
 	r.Setup = time.Since(t0)
-	if !sleepCtx(ctx, lease/4) { // one refresh round on every holder
+	if !SleepCtx(ctx, lease/4) { // one refresh round on every holder
 		return r, ctx.Err()
 	}
 	r.MemAfter = procstat.Memory(pid)
@@ -65,7 +73,7 @@ func MeasureIdle(ctx context.Context, pid, n int, lease, window time.Duration, s
 		lost0 = h.lost.Load()
 	}
 	cpu0, w0 := procstat.CPU(pid), time.Now()
-	if !sleepCtx(ctx, window) {
+	if !SleepCtx(ctx, window) {
 		return r, ctx.Err()
 	}
 	r.CPUCores = (procstat.CPU(pid) - cpu0).Seconds() / time.Since(w0).Seconds()
@@ -78,7 +86,8 @@ func MeasureIdle(ctx context.Context, pid, n int, lease, window time.Duration, s
 	return r, nil
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) bool {
+// SleepCtx sleeps for d and reports whether it did before ctx ended.
+func SleepCtx(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -89,9 +98,9 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// parallel runs f(i) for i in [0,n) on k goroutines and returns how many
+// Parallel runs f(i) for i in [0,n) on k goroutines and returns how many
 // succeeded and the first error.
-func parallel(ctx context.Context, n, k int, f func(i int) error) (int, error) {
+func Parallel(ctx context.Context, n, k int, f func(i int) error) (int, error) {
 	var (
 		next, ok atomic.Int64
 		errOnce  sync.Once

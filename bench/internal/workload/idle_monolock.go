@@ -24,13 +24,13 @@ const hbShards = 64
 
 // IdleMonolock returns the setup that holds n monolock locks through
 // OpenIdleSessions.
-func IdleMonolock(addr string) idleSetup {
+func IdleMonolock(addr string) IdleSetup {
 	return func(ctx context.Context, n int, lease time.Duration) (*Holders, error) {
 		s, err := OpenIdleSessions(ctx, addr, n, lease)
 		if err != nil {
 			return nil, err
 		}
-		return &Holders{established: n, refreshes: &s.beats, lost: &s.lost, close: s.Close}, nil
+		return NewHolders(n, &s.beats, &s.lost, s.Close), nil
 	}
 }
 
@@ -69,7 +69,7 @@ func OpenIdleSessions(ctx context.Context, addr string, n int, lease time.Durati
 	sources := (n + portsPerSource - 1) / portsPerSource
 	subnet := byte(1 + sourceSubnets.Add(1)%250)
 	leaseMS := uint32(lease.Milliseconds())
-	ok, err := parallel(ctx, n, 64, func(i int) error {
+	ok, err := Parallel(ctx, n, 64, func(i int) error {
 		return s.open(ctx, addr, fmt.Sprintf("idle/%d", i), net.IPv4(127, 0, subnet, byte(1+i%sources)), leaseMS, &s.shards[i%hbShards])
 	})
 	if ok < n {
@@ -140,7 +140,7 @@ func (s *IdleSessions) heartbeat(ctx context.Context, sh *idleShard) {
 			}
 			if j%max(1, len(conns)/slots) == 0 {
 				at := round.Add(s.period * time.Duration(j) / time.Duration(len(conns)))
-				if !sleepCtx(ctx, time.Until(at)) {
+				if !SleepCtx(ctx, time.Until(at)) {
 					return
 				}
 			}
@@ -153,7 +153,7 @@ func (s *IdleSessions) heartbeat(ctx context.Context, sh *idleShard) {
 			}
 			s.beats.Add(1)
 		}
-		if !sleepCtx(ctx, time.Until(round.Add(s.period))) {
+		if !SleepCtx(ctx, time.Until(round.Add(s.period))) {
 			return
 		}
 	}

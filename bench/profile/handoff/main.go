@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/monolock/monolock/bench/internal/monoserver"
+	"github.com/monolock/monolock/bench/internal/peers"
 	"github.com/monolock/monolock/bench/internal/procstat"
 	"github.com/monolock/monolock/bench/internal/rawclient"
 	"github.com/monolock/monolock/bench/internal/systems"
@@ -93,7 +94,7 @@ func main() {
 	}
 	if *pg {
 		cells = append(cells, cell{name: "postgres", run: func(ctx context.Context) (workload.HandoffResult, error) {
-			sys, err := systems.OpenPostgres(ctx, systems.PostgresAddr, o)
+			sys, err := peers.OpenPostgres(ctx, systems.PostgresAddr, o)
 			if err != nil {
 				return workload.HandoffResult{}, err
 			}

@@ -1,4 +1,7 @@
-package workload
+// Package peeridle holds idle locks on the peers (Redis, etcd, ZooKeeper,
+// PostgreSQL), each the cheapest way its client can keep them alive, for
+// package workload's idle-holder measurement (MeasureIdle).
+package peeridle
 
 import (
 	"context"
@@ -12,21 +15,22 @@ import (
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/monolock/monolock/bench/internal/systems"
+	"github.com/monolock/monolock/bench/internal/peers"
+	"github.com/monolock/monolock/bench/internal/workload"
 )
 
-// IdleRedis holds n keys, each SET NX PX lease, and refreshes every one
+// Redis holds n keys, each SET NX PX lease, and refreshes every one
 // with the redsync extend script every lease/4 through the shared pool,
 // pipelined: the cheapest way a client can keep n Redis leases alive.
-func IdleRedis(rdb *redis.Client) idleSetup {
-	return func(ctx context.Context, n int, lease time.Duration) (*Holders, error) {
+func Redis(rdb *redis.Client) workload.IdleSetup {
+	return func(ctx context.Context, n int, lease time.Duration) (*workload.Holders, error) {
 		const batch = 500
-		value := systems.RandomValue()
+		value := peers.RandomValue()
 		key := func(i int) string { return fmt.Sprintf("idle:%d", i) }
-		if err := systems.RedisExtend.Load(ctx, rdb).Err(); err != nil {
+		if err := peers.RedisExtend.Load(ctx, rdb).Err(); err != nil {
 			return nil, err
 		}
-		_, err := parallel(ctx, (n+batch-1)/batch, 8, func(b int) error {
+		_, err := workload.Parallel(ctx, (n+batch-1)/batch, 8, func(b int) error {
 			_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 				for i := b * batch; i < min(n, (b+1)*batch); i++ {
 					p.SetNX(ctx, key(i), value, lease)
@@ -51,7 +55,7 @@ func IdleRedis(rdb *redis.Client) idleSetup {
 					for b := s; b*batch < n; b += shards {
 						cmds, _ := rdb.Pipelined(hctx, func(p redis.Pipeliner) error {
 							for i := b * batch; i < min(n, (b+1)*batch); i++ {
-								systems.RedisExtend.EvalSha(hctx, p, []string{key(i)}, value, lease.Milliseconds())
+								peers.RedisExtend.EvalSha(hctx, p, []string{key(i)}, value, lease.Milliseconds())
 							}
 							return nil
 						})
@@ -63,27 +67,27 @@ func IdleRedis(rdb *redis.Client) idleSetup {
 							}
 						}
 					}
-					sleepCtx(hctx, time.Until(round.Add(lease/4)))
+					workload.SleepCtx(hctx, time.Until(round.Add(lease/4)))
 				}
 			}()
 		}
-		return &Holders{established: n, refreshes: &beats, lost: &lost, close: func() {
+		return workload.NewHolders(n, &beats, &lost, func() {
 			stop()
 			wg.Wait()
 			rdb.FlushDB(context.Background())
-		}}, nil
+		}), nil
 	}
 }
 
-// IdleEtcd holds n locks the way concurrency.Session does: one lease per
+// Etcd holds n locks the way concurrency.Session does: one lease per
 // holder with a key attached, kept alive by the client's KeepAlive (one
 // gRPC stream for all leases, a refresh every TTL/3).
-func IdleEtcd(cli *clientv3.Client) idleSetup {
-	return func(ctx context.Context, n int, lease time.Duration) (*Holders, error) {
+func Etcd(cli *clientv3.Client) workload.IdleSetup {
+	return func(ctx context.Context, n int, lease time.Duration) (*workload.Holders, error) {
 		hctx, stop := context.WithCancel(context.Background())
 		var drain sync.WaitGroup
-		ttl := int64(systems.EtcdTTL(lease))
-		ok, err := parallel(ctx, n, 32, func(i int) error {
+		ttl := int64(peers.EtcdTTL(lease))
+		ok, err := workload.Parallel(ctx, n, 32, func(i int) error {
 			g, err := cli.Grant(ctx, ttl)
 			if err != nil {
 				return err
@@ -114,17 +118,17 @@ func IdleEtcd(cli *clientv3.Client) idleSetup {
 			closeAll()
 			return nil, fmt.Errorf("%d of %d etcd holders established: %w", ok, n, err)
 		}
-		return &Holders{established: ok, close: closeAll}, nil
+		return workload.NewHolders(ok, nil, nil, closeAll), nil
 	}
 }
 
-// IdleZooKeeper holds n locks, one ZooKeeper session each (session timeout
+// ZooKeeper holds n locks, one ZooKeeper session each (session timeout
 // = lease) with an ephemeral node; the client library pings the session.
-func IdleZooKeeper(addr string) idleSetup {
-	return func(ctx context.Context, n int, lease time.Duration) (*Holders, error) {
+func ZooKeeper(addr string) workload.IdleSetup {
+	return func(ctx context.Context, n int, lease time.Duration) (*workload.Holders, error) {
 		conns := make([]*zk.Conn, n)
-		ok, err := parallel(ctx, n, 32, func(i int) error {
-			c, err := systems.DialZooKeeper(ctx, addr, lease)
+		ok, err := workload.Parallel(ctx, n, 32, func(i int) error {
+			c, err := peers.DialZooKeeper(ctx, addr, lease)
 			if err != nil {
 				return err
 			}
@@ -143,22 +147,22 @@ func IdleZooKeeper(addr string) idleSetup {
 			closeAll()
 			return nil, fmt.Errorf("%d of %d zookeeper holders established: %w", ok, n, err)
 		}
-		return &Holders{established: ok, close: closeAll}, nil
+		return workload.NewHolders(ok, nil, nil, closeAll), nil
 	}
 }
 
-// IdlePostgres holds n advisory locks, one server connection each (the
+// Postgres holds n advisory locks, one server connection each (the
 // lock lives in the session, so each holder needs its own backend).
-func IdlePostgres(addr string) idleSetup {
-	return func(ctx context.Context, n int, lease time.Duration) (*Holders, error) {
+func Postgres(addr string) workload.IdleSetup {
+	return func(ctx context.Context, n int, lease time.Duration) (*workload.Holders, error) {
 		conns := make([]*pgx.Conn, n)
-		ok, err := parallel(ctx, n, 16, func(i int) error {
+		ok, err := workload.Parallel(ctx, n, 16, func(i int) error {
 			c, err := pgx.Connect(ctx, "postgres://postgres@"+addr+"/postgres?sslmode=disable")
 			if err != nil {
 				return err
 			}
 			conns[i] = c
-			_, err = c.Exec(ctx, "SELECT pg_advisory_lock($1)", systems.AdvisoryKey(fmt.Sprintf("idle/%d", i)))
+			_, err = c.Exec(ctx, "SELECT pg_advisory_lock($1)", peers.AdvisoryKey(fmt.Sprintf("idle/%d", i)))
 			return err
 		})
 		closeAll := func() {
@@ -172,6 +176,6 @@ func IdlePostgres(addr string) idleSetup {
 			closeAll()
 			return nil, fmt.Errorf("%d of %d postgres holders established: %w", ok, n, err)
 		}
-		return &Holders{established: ok, close: closeAll}, nil
+		return workload.NewHolders(ok, nil, nil, closeAll), nil
 	}
 }

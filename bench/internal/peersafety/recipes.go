@@ -1,4 +1,7 @@
-package safety
+// Package peersafety is the peers' recipes (etcd, redsync, ZooKeeper,
+// PostgreSQL) for package safety's safety-margin measurement: each the
+// peer's own way for a holder to learn that it lost its lock.
+package peersafety
 
 import (
 	"context"
@@ -16,6 +19,8 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
 
+	"github.com/monolock/monolock/bench/internal/peers"
+	"github.com/monolock/monolock/bench/internal/safety"
 	"github.com/monolock/monolock/bench/internal/systems"
 )
 
@@ -29,19 +34,19 @@ const closeTimeout = 3 * time.Second
 // holder is told when Session.Done() closes: the client's keepalive loop
 // gave the lease up (no keepalive reply for a TTL, checked every 500 ms)
 // or the server said it expired.
-func Etcd(lease time.Duration) Recipe {
-	return Recipe{
+func Etcd(lease time.Duration) safety.Recipe {
+	return safety.Recipe{
 		Name:     "etcd",
 		Signal:   "`Session.Done()`",
 		Upstream: systems.EtcdAddr,
-		New: func(name string) Trial {
-			return &etcdTrial{events: newEvents(), key: "/lock/" + name, ttl: systems.EtcdTTL(lease)}
+		New: func(name string) safety.Trial {
+			return &etcdTrial{Events: safety.NewEvents(), key: "/lock/" + name, ttl: peers.EtcdTTL(lease)}
 		},
 	}
 }
 
 type etcdTrial struct {
-	events
+	safety.Events
 	key string
 	ttl int
 
@@ -73,10 +78,10 @@ func (t *etcdTrial) Hold(ctx context.Context, addr string) error {
 		defer t.wg.Done()
 		select {
 		case <-s.Done():
-			if !t.stopped() {
-				t.tell(time.Now())
+			if !t.Stopped() {
+				t.Tell(time.Now())
 			}
-		case <-t.stop:
+		case <-t.Halted():
 		}
 	}()
 	return nil
@@ -97,11 +102,11 @@ func (t *etcdTrial) Compete(ctx context.Context) error {
 	go func() {
 		defer t.wg.Done()
 		if m.Lock(lctx) == nil {
-			t.grant(time.Now())
+			t.Grant(time.Now())
 		}
 	}()
 	// Queued once its key is there beside the holder's.
-	return t.waitFor(ctx, func() bool {
+	return t.WaitFor(ctx, func() bool {
 		gctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
 		r, err := t.ccli.Get(gctx, t.key+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
@@ -110,7 +115,7 @@ func (t *etcdTrial) Compete(ctx context.Context) error {
 }
 
 func (t *etcdTrial) Close() {
-	t.halt()
+	t.Halt()
 	if t.cancel != nil {
 		t.cancel()
 	}
@@ -136,19 +141,19 @@ func (t *etcdTrial) Close() {
 // newer successful Extend (Until is the expiry minus a drift allowance of
 // 1 % + the time the call took); otherwise it is told by the first
 // Extend that fails (an error or false).
-func Redsync(lease time.Duration, watchUntil bool) Recipe {
-	r := Recipe{Name: "redsync (Extend error)", Signal: "the first `Extend()` that fails", Upstream: systems.RedisAddr}
+func Redsync(lease time.Duration, watchUntil bool) safety.Recipe {
+	r := safety.Recipe{Name: "redsync (Extend error)", Signal: "the first `Extend()` that fails", Upstream: systems.RedisAddr}
 	if watchUntil {
 		r.Name, r.Signal = "redsync (Until)", "time passes `Until()` without a newer `Extend()`"
 	}
-	r.New = func(name string) Trial {
-		return &redsyncTrial{events: newEvents(), key: "lock:" + name, lease: lease, watchUntil: watchUntil}
+	r.New = func(name string) safety.Trial {
+		return &redsyncTrial{Events: safety.NewEvents(), key: "lock:" + name, lease: lease, watchUntil: watchUntil}
 	}
 	return r
 }
 
 type redsyncTrial struct {
-	events
+	safety.Events
 	key        string
 	lease      time.Duration
 	watchUntil bool
@@ -179,14 +184,14 @@ func (t *redsyncTrial) Hold(ctx context.Context, addr string) error {
 		defer tick.Stop()
 		for {
 			select {
-			case <-t.stop:
+			case <-t.Halted():
 				return
 			case <-gaveUp:
 				return
 			case <-tick.C:
 			}
 			ok, err := t.hm.Extend()
-			if t.stopped() {
+			if t.Stopped() {
 				return
 			}
 			if ok && err == nil {
@@ -200,7 +205,7 @@ func (t *redsyncTrial) Hold(ctx context.Context, addr string) error {
 				continue
 			}
 			if !t.watchUntil {
-				t.tell(time.Now())
+				t.Tell(time.Now())
 				return
 			}
 		}
@@ -215,13 +220,13 @@ func (t *redsyncTrial) Hold(ctx context.Context, addr string) error {
 				t.mu.Unlock()
 				d := time.Until(u)
 				if d <= 0 {
-					t.tell(time.Now())
+					t.Tell(time.Now())
 					close(gaveUp)
 					return
 				}
 				timer := time.NewTimer(d)
 				select {
-				case <-t.stop:
+				case <-t.Halted():
 					timer.Stop()
 					return
 				case <-extended:
@@ -243,18 +248,18 @@ func (t *redsyncTrial) Compete(ctx context.Context) error {
 	go func() {
 		defer t.wg.Done()
 		if t.cm.LockContext(lctx) == nil {
-			t.grant(time.Now())
+			t.Grant(time.Now())
 			t.mu.Lock()
 			t.won = true
 			t.mu.Unlock()
 		}
 	}()
 	// No queue: the competitor polls every 50-250 ms. Give it a few tries.
-	return t.settle(ctx, 300*time.Millisecond)
+	return t.Settle(ctx, 300*time.Millisecond)
 }
 
 func (t *redsyncTrial) Close() {
-	t.halt()
+	t.Halt()
 	if t.cancel != nil {
 		t.cancel()
 	}
@@ -284,19 +289,19 @@ func (t *redsyncTrial) Close() {
 // StateDisconnected or StateExpired after the grant (go-zookeeper gives up
 // a connection that read nothing for 2/3 of the session timeout, and pings
 // every 1/3).
-func ZooKeeper(lease time.Duration) Recipe {
-	return Recipe{
+func ZooKeeper(lease time.Duration) safety.Recipe {
+	return safety.Recipe{
 		Name:     "zookeeper",
 		Signal:   "session event `StateDisconnected` or `StateExpired`",
 		Upstream: systems.ZooKeeperAddr,
-		New: func(name string) Trial {
-			return &zkTrial{events: newEvents(), path: "/lock/" + name, lease: lease}
+		New: func(name string) safety.Trial {
+			return &zkTrial{Events: safety.NewEvents(), path: "/lock/" + name, lease: lease}
 		},
 	}
 }
 
 type zkTrial struct {
-	events
+	safety.Events
 	path  string
 	lease time.Duration
 
@@ -334,8 +339,8 @@ func (t *zkTrial) Hold(ctx context.Context, addr string) error {
 				continue
 			}
 			if ev.State == zk.StateDisconnected || ev.State == zk.StateExpired {
-				if !t.stopped() {
-					t.tell(time.Now())
+				if !t.Stopped() {
+					t.Tell(time.Now())
 				}
 			}
 		}
@@ -361,7 +366,7 @@ func (t *zkTrial) Hold(ctx context.Context, addr string) error {
 }
 
 func (t *zkTrial) Compete(ctx context.Context) error {
-	conn, err := systems.DialZooKeeper(ctx, systems.ZooKeeperAddr, t.lease)
+	conn, err := peers.DialZooKeeper(ctx, systems.ZooKeeperAddr, t.lease)
 	if err != nil {
 		return err
 	}
@@ -371,21 +376,21 @@ func (t *zkTrial) Compete(ctx context.Context) error {
 	go func() {
 		defer t.wg.Done()
 		if l.Lock() == nil {
-			t.grant(time.Now())
+			t.Grant(time.Now())
 			t.mu.Lock()
 			t.won = l
 			t.mu.Unlock()
 		}
 	}()
 	// Queued once its node is there beside the holder's.
-	return t.waitFor(ctx, func() bool {
+	return t.WaitFor(ctx, func() bool {
 		children, _, err := conn.Children(t.path)
 		return err == nil && len(children) >= 2
 	})
 }
 
 func (t *zkTrial) Close() {
-	t.halt()
+	t.Halt()
 	t.mu.Lock()
 	won := t.won
 	t.mu.Unlock()
@@ -408,19 +413,19 @@ func (t *zkTrial) Close() {
 // holder is told when its connection fails: it waits on the connection
 // (WaitForNotification, as a LISTEN loop would), which returns the
 // connection's error the moment the client's socket reports one.
-func Postgres() Recipe {
-	return Recipe{
+func Postgres() safety.Recipe {
+	return safety.Recipe{
 		Name:     "postgres",
 		Signal:   "an error on the holder's connection",
 		Upstream: systems.PostgresAddr,
-		New: func(name string) Trial {
-			return &pgTrial{events: newEvents(), key: systems.AdvisoryKey(name)}
+		New: func(name string) safety.Trial {
+			return &pgTrial{Events: safety.NewEvents(), key: peers.AdvisoryKey(name)}
 		},
 	}
 }
 
 type pgTrial struct {
-	events
+	safety.Events
 	key int64
 
 	hconn, cconn *pgx.Conn
@@ -448,11 +453,11 @@ func (t *pgTrial) Hold(ctx context.Context, addr string) error {
 		defer t.wg.Done()
 		for {
 			err := t.hconn.PgConn().WaitForNotification(wctx)
-			if t.stopped() || wctx.Err() != nil {
+			if t.Stopped() || wctx.Err() != nil {
 				return
 			}
 			if err != nil {
-				t.tell(time.Now())
+				t.Tell(time.Now())
 				return
 			}
 		}
@@ -471,7 +476,7 @@ func (t *pgTrial) Compete(ctx context.Context) error {
 	go func() {
 		defer t.wg.Done()
 		if _, err := t.cconn.Exec(lctx, "SELECT pg_advisory_lock($1)", t.key); err == nil {
-			t.grant(time.Now())
+			t.Grant(time.Now())
 		}
 	}()
 	// Queued once the server shows its request waiting. The check runs on
@@ -482,7 +487,7 @@ func (t *pgTrial) Compete(ctx context.Context) error {
 	}
 	defer check.Close(context.Background())
 	hi, lo := uint32(uint64(t.key)>>32), uint32(uint64(t.key))
-	return t.waitFor(ctx, func() bool {
+	return t.WaitFor(ctx, func() bool {
 		var n int
 		err := check.QueryRow(ctx, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND classid::bigint = $1 AND objid::bigint = $2",
 			int64(hi), int64(lo)).Scan(&n)
@@ -491,7 +496,7 @@ func (t *pgTrial) Compete(ctx context.Context) error {
 }
 
 func (t *pgTrial) Close() {
-	t.halt()
+	t.Halt()
 	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
 	if t.hcancel != nil {

@@ -1,4 +1,4 @@
-package systems
+package peers
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/monolock/monolock/bench/internal/systems"
 )
 
 // zkSystem is the ephemeral-sequential recipe of go-zookeeper's zk.Lock:
@@ -15,7 +17,7 @@ import (
 // ZooKeeper session; its timeout is the lease.
 type zkSystem struct {
 	conn *zk.Conn
-	o    Options
+	o    systems.Options
 }
 
 type quietLogger struct{}
@@ -51,7 +53,7 @@ func DialZooKeeper(ctx context.Context, addr string, timeout time.Duration) (*zk
 }
 
 // OpenZooKeeper opens the shared session to addr.
-func OpenZooKeeper(ctx context.Context, addr string, o Options) (System, error) {
+func OpenZooKeeper(ctx context.Context, addr string, o systems.Options) (systems.System, error) {
 	conn, err := DialZooKeeper(ctx, addr, o.Lease)
 	if err != nil {
 		return nil, err
@@ -59,14 +61,16 @@ func OpenZooKeeper(ctx context.Context, addr string, o Options) (System, error) 
 	return &zkSystem{conn: conn, o: o}, nil
 }
 
-func (z *zkSystem) Name() string                           { return ZooKeeper }
-func (z *zkSystem) Close() error                           { z.conn.Close(); return nil }
-func (z *zkSystem) Worker(context.Context) (Worker, error) { return sharedWorker(z.Acquire), nil }
+func (z *zkSystem) Name() string { return systems.ZooKeeper }
+func (z *zkSystem) Close() error { z.conn.Close(); return nil }
+func (z *zkSystem) Worker(context.Context) (systems.Worker, error) {
+	return sharedWorker(z.Acquire), nil
+}
 
 // Acquire runs zk.Lock, which takes no context: when ctx ends first, the
 // waiting lock is left to finish in the background and released at once,
 // so it does not block the queue behind it.
-func (z *zkSystem) Acquire(ctx context.Context, name string) (Held, error) {
+func (z *zkSystem) Acquire(ctx context.Context, name string) (systems.Held, error) {
 	l := zk.NewLock(z.conn, "/lock/"+name, zk.WorldACL(zk.PermAll))
 	done := make(chan error, 1)
 	go func() { done <- l.Lock() }()

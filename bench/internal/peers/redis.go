@@ -1,4 +1,4 @@
-package systems
+package peers
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/monolock/monolock/bench/internal/systems"
 )
 
 // The redsync recipe, written out: SET key token NX PX ttl to acquire,
@@ -28,11 +30,11 @@ var (
 
 type redisSystem struct {
 	rdb *redis.Client
-	o   Options
+	o   systems.Options
 }
 
 // OpenRedis connects a go-redis pool to addr.
-func OpenRedis(ctx context.Context, addr string, o Options) (System, error) {
+func OpenRedis(ctx context.Context, addr string, o systems.Options) (systems.System, error) {
 	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: max(o.Pool, 16)})
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		rdb.Close()
@@ -42,11 +44,13 @@ func OpenRedis(ctx context.Context, addr string, o Options) (System, error) {
 }
 
 // RedisClient exposes the pool to the idle-holder workload.
-func RedisClient(s System) *redis.Client { return s.(*redisSystem).rdb }
+func RedisClient(s systems.System) *redis.Client { return s.(*redisSystem).rdb }
 
-func (r *redisSystem) Name() string                           { return Redis }
-func (r *redisSystem) Close() error                           { return r.rdb.Close() }
-func (r *redisSystem) Worker(context.Context) (Worker, error) { return sharedWorker(r.Acquire), nil }
+func (r *redisSystem) Name() string { return systems.Redis }
+func (r *redisSystem) Close() error { return r.rdb.Close() }
+func (r *redisSystem) Worker(context.Context) (systems.Worker, error) {
+	return sharedWorker(r.Acquire), nil
+}
 
 // RandomValue is the per-grant secret that makes release safe.
 func RandomValue() string {
@@ -55,7 +59,7 @@ func RandomValue() string {
 	return base64.RawStdEncoding.EncodeToString(b[:])
 }
 
-func (r *redisSystem) Acquire(ctx context.Context, name string) (Held, error) {
+func (r *redisSystem) Acquire(ctx context.Context, name string) (systems.Held, error) {
 	key := "lock:" + name
 	value := RandomValue()
 	for {

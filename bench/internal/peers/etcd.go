@@ -1,4 +1,4 @@
-package systems
+package peers
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
+
+	"github.com/monolock/monolock/bench/internal/systems"
 )
 
 // etcdSystem is etcd's own recipe: one concurrency.Session (a lease kept
@@ -15,11 +17,11 @@ import (
 // Waiters watch their predecessor's key, so a release wakes exactly one.
 type etcdSystem struct {
 	cli *clientv3.Client
-	o   Options
+	o   systems.Options
 }
 
 // OpenEtcd connects a client to addr.
-func OpenEtcd(ctx context.Context, addr string, o Options) (System, error) {
+func OpenEtcd(ctx context.Context, addr string, o systems.Options) (systems.System, error) {
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   []string{addr},
 		DialTimeout: 5 * time.Second,
@@ -38,17 +40,17 @@ func OpenEtcd(ctx context.Context, addr string, o Options) (System, error) {
 }
 
 // EtcdClient exposes the client to the idle-holder workload.
-func EtcdClient(s System) *clientv3.Client { return s.(*etcdSystem).cli }
+func EtcdClient(s systems.System) *clientv3.Client { return s.(*etcdSystem).cli }
 
 // EtcdTTL is the lease TTL in whole seconds (etcd's unit), at least 1.
 func EtcdTTL(lease time.Duration) int {
 	return max(1, int(math.Ceil(lease.Seconds())))
 }
 
-func (e *etcdSystem) Name() string { return Etcd }
+func (e *etcdSystem) Name() string { return systems.Etcd }
 func (e *etcdSystem) Close() error { return e.cli.Close() }
 
-func (e *etcdSystem) Worker(ctx context.Context) (Worker, error) {
+func (e *etcdSystem) Worker(ctx context.Context) (systems.Worker, error) {
 	s, err := concurrency.NewSession(e.cli, concurrency.WithTTL(EtcdTTL(e.o.Lease)), concurrency.WithContext(ctx))
 	if err != nil {
 		return nil, err
@@ -58,7 +60,7 @@ func (e *etcdSystem) Worker(ctx context.Context) (Worker, error) {
 
 type etcdWorker struct{ s *concurrency.Session }
 
-func (w etcdWorker) Acquire(ctx context.Context, name string) (Held, error) {
+func (w etcdWorker) Acquire(ctx context.Context, name string) (systems.Held, error) {
 	m := concurrency.NewMutex(w.s, "/lock/"+name)
 	if err := m.Lock(ctx); err != nil {
 		return nil, err

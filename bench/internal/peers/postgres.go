@@ -1,10 +1,12 @@
-package systems
+package peers
 
 import (
 	"context"
 	"hash/fnv"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/monolock/monolock/bench/internal/systems"
 )
 
 // postgresSystem is the advisory-lock recipe: take a connection from a
@@ -16,7 +18,7 @@ type postgresSystem struct {
 }
 
 // OpenPostgres connects a pool of o.Pool connections to addr.
-func OpenPostgres(ctx context.Context, addr string, o Options) (System, error) {
+func OpenPostgres(ctx context.Context, addr string, o systems.Options) (systems.System, error) {
 	cfg, err := pgxpool.ParseConfig("postgres://postgres@" + addr + "/postgres?sslmode=disable")
 	if err != nil {
 		return nil, err
@@ -34,11 +36,13 @@ func OpenPostgres(ctx context.Context, addr string, o Options) (System, error) {
 }
 
 // PostgresPool exposes the pool to the idle-holder workload.
-func PostgresPool(s System) *pgxpool.Pool { return s.(*postgresSystem).pool }
+func PostgresPool(s systems.System) *pgxpool.Pool { return s.(*postgresSystem).pool }
 
-func (p *postgresSystem) Name() string                           { return Postgres }
-func (p *postgresSystem) Close() error                           { p.pool.Close(); return nil }
-func (p *postgresSystem) Worker(context.Context) (Worker, error) { return sharedWorker(p.Acquire), nil }
+func (p *postgresSystem) Name() string { return systems.Postgres }
+func (p *postgresSystem) Close() error { p.pool.Close(); return nil }
+func (p *postgresSystem) Worker(context.Context) (systems.Worker, error) {
+	return sharedWorker(p.Acquire), nil
+}
 
 // AdvisoryKey maps a lock name to the 64-bit advisory lock key.
 func AdvisoryKey(name string) int64 {
@@ -47,7 +51,7 @@ func AdvisoryKey(name string) int64 {
 	return int64(h.Sum64())
 }
 
-func (p *postgresSystem) Acquire(ctx context.Context, name string) (Held, error) {
+func (p *postgresSystem) Acquire(ctx context.Context, name string) (systems.Held, error) {
 	conn, err := p.pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
