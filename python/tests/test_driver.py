@@ -83,7 +83,7 @@ def test_ready(driver: Driver) -> None:
     ready = driver.next()
     assert ready["event"] == "ready"
     assert ready["client"] in ("python-sync", "python-asyncio")
-    assert set(ready["capabilities"]) == {"cancel", "invalid_utf8_names", "tls"}
+    assert set(ready["capabilities"]) == {"cancel", "invalid_utf8_names", "shared", "tls"}
     assert driver.quit() == 0
 
 

@@ -200,10 +200,15 @@ func (t *Table) grant(l *lock, c *Claim) error {
 func (t *Table) Release(c *Claim) (promoted, failed []*Claim) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	l := c.lock
-	if l == nil {
+	if c.lock == nil {
 		return nil, nil
 	}
+	return t.releaseLocked(c)
+}
+
+// releaseLocked is Release for a claim in the table. Caller holds t.mu.
+func (t *Table) releaseLocked(c *Claim) (promoted, failed []*Claim) {
+	l := c.lock
 	t.remove(l, c)
 	if !l.blocked {
 		promoted, failed = t.promote(l)
@@ -251,11 +256,7 @@ func (t *Table) ReleaseHeldBack(c *Claim) (heldBack bool, promoted, failed []*Cl
 		return false, nil, nil
 	}
 	if !c.held {
-		t.remove(l, c)
-		if !l.blocked {
-			promoted, failed = t.promote(l)
-		}
-		t.dropIfEmpty(c.Name, l)
+		promoted, failed = t.releaseLocked(c)
 		return false, promoted, failed
 	}
 	if !c.heldBack && c.Shared {

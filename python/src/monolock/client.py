@@ -279,14 +279,7 @@ class Client(ClientConfig):
             if cancel is not None and cancel.is_set():
                 raise AcquireCancelled()
             reactor = keeper()
-            session = Session(
-                claim.name,
-                self.lease_ms,
-                try_only=try_only,
-                server=str(step.address),
-                shared=claim.shared,
-                limit=claim.limit,
-            )
+            session = claim.session(self.lease_ms, try_only=try_only, server=str(step.address))
             conn = _Connection(reactor, session, on_waiting, on_lost)
             if self.ssl_context is None and _HAS_POLL:
                 try:

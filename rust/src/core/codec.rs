@@ -268,15 +268,20 @@ mod tests {
             let name = hex(case["name_hex"].as_str().unwrap());
             let lease = case["lease_ms"].as_u64().unwrap();
             let code = case["code"].as_u64().unwrap() as u8;
-            let err = encode_acquire(&name, lease).unwrap_err();
-            assert_eq!(err.code(), Some(code), "{desc}");
-            assert!(!err.is_temporary(), "{desc}");
-            assert_eq!(
-                err.reason().unwrap().origin(),
-                crate::Origin::Client,
-                "{desc}"
-            );
+            assert_refused_before_sending(&encode_acquire(&name, lease).unwrap_err(), code, desc);
         }
+    }
+
+    /// The error of an input the client refuses itself: the server's code,
+    /// terminal, from the client.
+    fn assert_refused_before_sending(err: &crate::Error, code: u8, desc: &str) {
+        assert_eq!(err.code(), Some(code), "{desc}");
+        assert!(!err.is_temporary(), "{desc}");
+        assert_eq!(
+            err.reason().unwrap().origin(),
+            crate::Origin::Client,
+            "{desc}"
+        );
     }
 
     #[test]
@@ -331,13 +336,7 @@ mod tests {
             let limit = case["limit"].as_u64().unwrap() as u16;
             let code = case["code"].as_u64().unwrap() as u8;
             let err = encode_acquire_v2(&name, lease, mode, limit).unwrap_err();
-            assert_eq!(err.code(), Some(code), "{desc}");
-            assert!(!err.is_temporary(), "{desc}");
-            assert_eq!(
-                err.reason().unwrap().origin(),
-                crate::Origin::Client,
-                "{desc}"
-            );
+            assert_refused_before_sending(&err, code, desc);
         }
     }
 
