@@ -1,7 +1,9 @@
 // Every case of spec/vectors/session.json, against the pure session core.
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
+import { SHARED } from "../src/constants.js";
 import { type Action, type Cause, SessionCore } from "../src/core.js";
+import { encodeAcquire, encodeAcquireV2 } from "../src/frames.js";
 import { loadSpec } from "./helpers/spec.js";
 
 interface Step {
@@ -12,7 +14,15 @@ interface Step {
   valid_until?: number;
 }
 interface Vectors {
-  cases: { name: string; description: string; lease_ms: number; mode: "wait" | "try"; steps: Step[] }[];
+  cases: {
+    name: string;
+    description: string;
+    lease_ms: number;
+    mode: "wait" | "try";
+    /** A shared claim; absent: exclusive. */
+    claim?: { shared: boolean; limit: number };
+    steps: Step[];
+  }[];
 }
 
 const spec = loadSpec<Vectors>("vectors/session.json");
@@ -72,10 +82,21 @@ describe("spec/vectors/session.json", () => {
   test("has cases", () => assert.ok(spec.cases.length >= 20));
   for (const c of spec.cases) {
     test(c.name, () => {
-      const core = new SessionCore({ leaseMs: c.lease_ms, name: new TextEncoder().encode("x"), mode: c.mode });
+      const name = new TextEncoder().encode("x");
+      const shared = c.claim?.shared ? { mode: SHARED.MODE_SHARED, limit: c.claim.limit } : undefined;
+      const core = new SessionCore({ leaseMs: c.lease_ms, name, mode: c.mode, shared });
+      // The claim's own ACQUIRE: version 2 for a shared claim, else version 1.
+      const acquire = shared
+        ? encodeAcquireV2(name, c.lease_ms, shared.mode, shared.limit)
+        : encodeAcquire(name, c.lease_ms);
       c.steps.forEach((step, i) => {
         const where = `step ${i} (${step.in} at ${step.at})`;
-        assert.deepEqual(feed(core, step.in, step.at).map(actionText), step.out, where);
+        const actions = feed(core, step.in, step.at);
+        assert.deepEqual(actions.map(actionText), step.out, where);
+        for (const a of actions) {
+          if (a.type === "send" && a.frame === "ACQUIRE")
+            assert.deepEqual(a.bytes, acquire, `${where}: the claim's ACQUIRE`);
+        }
         if (step.state !== undefined) assert.equal(core.state, step.state, where);
         if (step.valid_until !== undefined) assert.equal(core.validUntil, step.valid_until, where);
       });

@@ -88,8 +88,15 @@ def frame_bytes(text: str) -> bytes:
 
 @pytest.mark.parametrize("case", SESSION["cases"], ids=lambda c: c["name"])
 def test_session_vector(case: dict[str, Any]) -> None:
-    s = Session(b"a", case["lease_ms"], try_only=case["mode"] == "try")
-    acquire = proto.encode_acquire(b"a", case["lease_ms"])
+    claim = case.get("claim", {"shared": False, "limit": 0})
+    s = Session(
+        b"a",
+        case["lease_ms"],
+        try_only=case["mode"] == "try",
+        shared=claim["shared"],
+        limit=claim["limit"],
+    )
+    acquire = proto.encode_claim(b"a", case["lease_ms"], claim["shared"], claim["limit"])
     for step in case["steps"]:
         now = step["at"] * MS
         kind = step["in"]

@@ -605,6 +605,10 @@ mod tests {
                 "try" => Mode::Try,
                 other => panic!("{name}: mode {other}"),
             };
+            // A case's `claim` makes the session a shared one. The client
+            // encodes the ACQUIRE (codec's client_valid_v2 test pins those
+            // bytes); what follows must be the same as for an exclusive claim.
+            let shared = case["claim"]["shared"].as_bool().unwrap_or(false);
             let t0 = Instant::now();
             let mut session: Option<Session> = None;
             for (i, step) in case["steps"].as_array().unwrap().iter().enumerate() {
@@ -612,7 +616,7 @@ mod tests {
                 let input = step["in"].as_str().unwrap();
                 let turn = match (input, session.as_mut()) {
                     ("connect", None) => {
-                        let (s, turn) = Session::connect("test:1", lease, mode, at);
+                        let (s, turn) = Session::connect_as("test:1", lease, mode, shared, at);
                         session = Some(s);
                         turn
                     }

@@ -19,7 +19,11 @@ type sessionVectors struct {
 		Name    string `json:"name"`
 		LeaseMS uint32 `json:"lease_ms"`
 		Mode    string `json:"mode"`
-		Steps   []struct {
+		Claim   *struct {
+			Shared bool   `json:"shared"`
+			Limit  uint16 `json:"limit"`
+		} `json:"claim"`
+		Steps []struct {
 			At         float64  `json:"at"`
 			In         string   `json:"in"`
 			Out        []string `json:"out"`
@@ -38,6 +42,9 @@ func TestSessionVectors(t *testing.T) {
 	for _, tc := range vec.Cases {
 		t.Run(tc.Name, func(t *testing.T) {
 			acquire, err := protocol.AppendAcquire(nil, "a", tc.LeaseMS)
+			if tc.Claim != nil && tc.Claim.Shared {
+				acquire, err = protocol.AppendAcquireV2(nil, "a", tc.LeaseMS, protocol.ModeShared, tc.Claim.Limit)
+			}
 			require.NoError(t, err)
 			lease := time.Duration(tc.LeaseMS) * time.Millisecond
 			c := New(acquire, lease, tc.Mode == "try")
@@ -47,6 +54,9 @@ func TestSessionVectors(t *testing.T) {
 				acts := feed(t, c, acquire, st.In, now)
 				where := fmt.Sprintf("step %d (%s at %v)", i+1, st.In, st.At)
 				require.Equal(t, st.Out, describe(acts, c), where)
+				if len(acts.Send) > 0 && acts.Send[0] == protocol.MsgAcquire {
+					require.Equal(t, acquire, acts.Send, where+": the claim's own ACQUIRE")
+				}
 				if st.State != nil {
 					require.Equal(t, *st.State, c.State().String(), where)
 				}
