@@ -38,8 +38,8 @@ func TestSharedSectionTablesAndRatios(t *testing.T) {
 	md := b.String()
 	for _, want := range []string{
 		"## 9. Shared locks and semaphores",
-		"| postgres | 1 | 6000 | 1.00 ms | 3.00 ms | 0.50× | 1 | 0 |",
-		"| postgres | 16 | 4000 | 1.00 ms | 3.00 ms | 2.00× | 16 | 0 |",
+		"| postgres | 1 | 6000 | 1.00 ms | 3.00 ms | 0.50× | 0 |",
+		"| postgres | 16 | 4000 | 1.00 ms | 3.00 ms | 2.00× | 0 |",
 		"| postgres | 16 | 200 | 300 µs | 600 µs | 900 µs | 3.00× | 0 | 0 |",
 		"| monolock | 16 | 4 | 5000 | 1.00 ms | 3.00 ms | 4 | never above the limit | 0 |",
 		"PostgreSQL has no semaphore",
