@@ -5,6 +5,7 @@
 //	go run ./cmd/bench -quick -out /tmp/docs   # every workload briefly
 //	go run ./cmd/bench -workloads safety -out ../docs   # one section, merged into the last full run
 //	go run ./cmd/bench -workloads overlap -out ../docs  # the same for section 8
+//	go run ./cmd/bench -workloads shared,rwhandoff,semaphore -systems monolock,postgres -out ../docs  # and for section 9
 //
 // It installs and starts the peers with scripts/peers.sh (Debian packages),
 // builds monolock from ../go, runs every workload for a bounded time and
