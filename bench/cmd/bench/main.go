@@ -5,6 +5,7 @@
 //	go run ./cmd/bench -quick -out /tmp/docs   # every workload briefly
 //	go run ./cmd/bench -workloads safety -out ../docs   # one section, merged into the last full run
 //	go run ./cmd/bench -workloads overlap -out ../docs  # the same for section 8
+//	go run ./cmd/bench -workloads shared,rwhandoff,semaphore -systems monolock,postgres -out ../docs  # and for section 9
 //
 // It installs and starts the peers with scripts/peers.sh (Debian packages),
 // builds monolock from ../go, runs every workload for a bounded time and
@@ -71,6 +72,13 @@ type plan struct {
 	failoverRuns  int           // workload 7: leader kills, and etcd elections of each kind
 	overlapLease  time.Duration // workload 8: lease of monolock run, session TTL of etcdctl lock
 	overlapRuns   int           // workload 8: runs per tool, command variant and fault
+	sharedFor     time.Duration // workload 9: each cell
+	sharedWorkers []int         // workload 9: workers cycling one shared name
+	rwReaders     []int         // workload 9: readers before the waiting writer
+	rwSettle      time.Duration // workload 9: the writer's time to queue
+	semWorkers    int           // workload 9: workers on the semaphore
+	semLimit      int           // workload 9: its permits
+	semHold       time.Duration // workload 9: each permit's hold
 }
 
 var fullPlan = plan{
@@ -103,8 +111,15 @@ var fullPlan = plan{
 	failoverRuns: 5,
 	// Workload 8's runs of one tool and command run concurrently, as
 	// workload 6's: the six batches take about two minutes.
-	overlapLease: 2 * time.Second,
-	overlapRuns:  5,
+	overlapLease:  2 * time.Second,
+	overlapRuns:   5,
+	sharedFor:     5 * time.Second,
+	sharedWorkers: []int{1, 16},
+	rwReaders:     []int{4, 16},
+	rwSettle:      2 * time.Millisecond,
+	semWorkers:    16,
+	semLimit:      4,
+	semHold:       200 * time.Microsecond,
 }
 
 var quickPlan = plan{
@@ -119,23 +134,30 @@ var quickPlan = plan{
 		systems.ZooKeeper: {200},
 		systems.Postgres:  {100},
 	},
-	idleLease:    10 * time.Second,
-	idleWindow:   3 * time.Second,
-	deadLease:    2 * time.Second,
-	deadTrials:   1,
-	clientFor:    time.Second,
-	safetyLease:  2 * time.Second,
-	safetyRuns:   2,
-	failoverRuns: 1,
-	overlapLease: 2 * time.Second,
-	overlapRuns:  1,
+	idleLease:     10 * time.Second,
+	idleWindow:    3 * time.Second,
+	deadLease:     2 * time.Second,
+	deadTrials:    1,
+	clientFor:     time.Second,
+	safetyLease:   2 * time.Second,
+	safetyRuns:    2,
+	failoverRuns:  1,
+	overlapLease:  2 * time.Second,
+	overlapRuns:   1,
+	sharedFor:     1500 * time.Millisecond,
+	sharedWorkers: []int{1, 16},
+	rwReaders:     []int{4, 16},
+	rwSettle:      2 * time.Millisecond,
+	semWorkers:    16,
+	semLimit:      4,
+	semHold:       200 * time.Microsecond,
 }
 
 func benchMain() int {
 	var (
 		out        = flag.String("out", "../docs", "docs `directory` to write benchmarks.md and bench/*.png into")
 		quick      = flag.Bool("quick", false, "run every workload briefly (a few minutes), for development")
-		only       = flag.String("workloads", strings.Join(allWorkloads, ","), "comma-separated `workloads` to run (safety, failover or overlap alone keeps the other sections of OUT/bench/results.json)")
+		only       = flag.String("workloads", strings.Join(allWorkloads, ","), "comma-separated `workloads` to run (safety, failover or overlap alone, or any of shared, rwhandoff and semaphore without the others, keeps the other sections of OUT/bench/results.json)")
 		sysList    = flag.String("systems", strings.Join(systems.All, ","), "comma-separated `systems` to measure")
 		clientList = flag.String("clients", strings.Join(wantedClients, ","), "comma-separated `clients` for the clients workload")
 		safeList   = flag.String("safety-clients", strings.Join(safetyClients, ","), "comma-separated monolock `clients` for the safety workload")
@@ -148,6 +170,7 @@ func benchMain() int {
 		analysis   = flag.String("analysis", "analysis.md", "hand-written `file` appended to benchmarks.md")
 		workers    = flag.String("workers", "", "comma-separated worker `counts` for the throughput workload (default 1,16,64)")
 		cellFor    = flag.Duration("throughput-for", 0, "`duration` of each throughput cell (default 10s, 1.5s with -quick)")
+		sharedFor  = flag.Duration("shared-for", 0, "`duration` of each cell of the shared, rwhandoff and semaphore workloads (default 5s, 1.5s with -quick)")
 	)
 	flag.Parse()
 	log.SetFlags(log.Ltime)
@@ -171,6 +194,9 @@ func benchMain() int {
 	}
 	if *cellFor > 0 {
 		p.throughputFor = *cellFor
+	}
+	if *sharedFor > 0 {
+		p.sharedFor = *sharedFor
 	}
 	want := func(list, item string) bool { return strings.Contains(","+list+",", ","+item+",") }
 	var sysNames []string
@@ -263,6 +289,9 @@ func benchMain() int {
 		{"safety", rn.safety},
 		{"failover", rn.failover},
 		{"overlap", rn.overlap},
+		{"shared", rn.sharedThroughput},
+		{"rwhandoff", rn.rwHandoff},
+		{"semaphore", rn.semaphore},
 	} {
 		if !want(*only, w.name) {
 			continue
@@ -281,10 +310,14 @@ func benchMain() int {
 	r.Notes = notes(r)
 
 	took := time.Since(r.Started)
-	if *only == "safety" || *only == "failover" || *only == "overlap" {
+	if section := separateSection(*only); section != "" {
 		// Only this section ran: keep every other section of the last run.
-		if merged, ok := mergeSection(*out, r, *only); ok {
-			log.Printf("merged the %s section into %s", *only, filepath.Join(*out, "bench", "results.json"))
+		if r.Shared != nil {
+			r.Shared.Started, r.Shared.Duration, r.Shared.Command = r.Started, r.Duration, r.Command
+			r.Shared.LoadStart, r.Shared.LoadEnd = r.LoadStart, r.LoadEnd
+		}
+		if merged, ok := mergeSection(*out, r, section); ok {
+			log.Printf("merged the %s section into %s", section, filepath.Join(*out, "bench", "results.json"))
 			r = merged
 		}
 	}
@@ -303,7 +336,24 @@ func benchMain() int {
 }
 
 // allWorkloads are the workloads in run order.
-var allWorkloads = []string{"throughput", "handoff", "idle", "dead", "clients", "safety", "failover", "overlap"}
+var allWorkloads = []string{"throughput", "handoff", "idle", "dead", "clients", "safety", "failover", "overlap", "shared", "rwhandoff", "semaphore"}
+
+// separateSection is the section a -workloads list measures alone, to be
+// merged into the last run's results: safety, failover or overlap, or
+// "shared" for any of workload 9's parts without other workloads; "" when
+// the list is a run of its own.
+func separateSection(only string) string {
+	switch only {
+	case "safety", "failover", "overlap":
+		return only
+	}
+	for _, w := range strings.Split(only, ",") {
+		if !slices.Contains(sharedWorkloads, strings.TrimSpace(w)) {
+			return ""
+		}
+	}
+	return "shared"
+}
 
 // mergeSection puts r's section (safety, failover or overlap) into the results of
 // the last run in out, marked as measured separately; ok is false when
@@ -334,6 +384,8 @@ func mergeSection(out string, r *report.Results, section string) (*report.Result
 		if old.OverlapRun != nil {
 			old.OverlapRun.Separate = true
 		}
+	case "shared":
+		old.Shared = report.MergeShared(old.Shared, r.Shared)
 	}
 	for k, v := range r.Versions {
 		if _, ok := old.Versions[k]; !ok {

@@ -336,6 +336,7 @@ func markdown(r *Results, charts map[string]string, analysis string) []byte {
 	writeSafety(&b, r, chart)
 	writeFailover(&b, r)
 	writeOverlap(&b, r, chart)
+	writeShared(&b, r)
 
 	if analysis != "" {
 		b.WriteString(strings.TrimSpace(analysis))

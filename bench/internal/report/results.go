@@ -44,7 +44,42 @@ type Results struct {
 	// measured.
 	Overlap    []OverlapCell `json:"overlap,omitempty"`
 	OverlapRun *OverlapInfo  `json:"overlap_run,omitempty"`
-	Notes      []string      `json:"notes"`
+	// Shared is workload 9: shared locks, the readers/writer handoff and
+	// a semaphore.
+	Shared *SharedSection `json:"shared,omitempty"`
+	Notes  []string       `json:"notes"`
+}
+
+// SharedSection is workload 9. Each part is empty when it was not run.
+type SharedSection struct {
+	Throughput []ModeCell `json:"throughput,omitempty"` // shared acquire → release on one name
+	RW         []RWCell   `json:"rw_handoff,omitempty"`
+	Semaphore  []ModeCell `json:"semaphore,omitempty"`
+	// Hold is how long each semaphore holder holds before it releases.
+	Hold time.Duration `json:"hold_ns,omitempty"`
+	// Separate is set when the section comes from a run of its own,
+	// merged into an earlier run's results; that run is described below.
+	Separate  bool          `json:"separate,omitempty"`
+	Started   time.Time     `json:"started"`
+	Duration  time.Duration `json:"duration_ns"`
+	Command   string        `json:"command"`
+	LoadStart string        `json:"load_start"`
+	LoadEnd   string        `json:"load_end"`
+}
+
+// ModeCell is one system's cycles in one mode (shared, or a semaphore).
+type ModeCell struct {
+	System  string               `json:"system"`
+	Workers int                  `json:"workers"`
+	Result  workload.CycleResult `json:"result"`
+	Err     string               `json:"err,omitempty"`
+}
+
+// RWCell is one system's readers/writer handoff with one reader count.
+type RWCell struct {
+	System string            `json:"system"`
+	Result workload.RWResult `json:"result"`
+	Err    string            `json:"err,omitempty"`
 }
 
 // OverlapCell is workload 8 for one lock tool, held command and fault.

@@ -39,4 +39,21 @@ func (w monolockWorker) Acquire(ctx context.Context, name string) (Held, error) 
 	return l, nil
 }
 
+// AcquireMode takes name shared (client.Shared) or as one of m.Limit
+// permits (client.Limit) when m asks, exclusive otherwise.
+func (w monolockWorker) AcquireMode(ctx context.Context, name string, m Mode) (Held, error) {
+	var opts []client.AcquireOption
+	switch {
+	case m.Limit > 0:
+		opts = append(opts, client.Limit(m.Limit))
+	case m.Shared:
+		opts = append(opts, client.Shared())
+	}
+	l, err := w.c.Acquire(ctx, name, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
 func (w monolockWorker) Close() error { return nil }

@@ -6,6 +6,7 @@ package systems
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -26,6 +27,27 @@ type Worker interface {
 	Acquire(ctx context.Context, name string) (Held, error)
 	Close() error
 }
+
+// Mode is how a claim holds its name: exclusive (the zero Mode), shared
+// with any number of other shared claims, or, with Limit > 0, as one of at
+// most Limit shared holders (a semaphore of Limit permits).
+type Mode struct {
+	Shared bool
+	Limit  int
+}
+
+// Exclusive is the Mode of a plain lock.
+var Exclusive = Mode{}
+
+// ModeWorker is a Worker of a system that also has shared claims. A
+// system without semaphores refuses a Limit with ErrNoSemaphore.
+type ModeWorker interface {
+	Worker
+	AcquireMode(ctx context.Context, name string, m Mode) (Held, error)
+}
+
+// ErrNoSemaphore is a ModeWorker's answer to a Limit it has no recipe for.
+var ErrNoSemaphore = errors.New("no semaphore: the system has no bounded shared claim")
 
 // Held is one granted lock.
 type Held interface {
