@@ -46,6 +46,11 @@ func Limit(n int) AcquireOption {
 }
 
 func applyAcquireOptions(opts []AcquireOption) (claimOptions, error) {
+	if len(opts) == 0 {
+		// An exclusive claim, the common case: no options struct escapes
+		// to the heap for the closures.
+		return claimOptions{}, nil
+	}
 	var o claimOptions
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
