@@ -16,7 +16,7 @@ use crate::addr::ServerAddr;
 use crate::config::{ClientBuilder, Config};
 use crate::core::retry::{log_failure, log_retry, Failure, Mode, Next, Plan};
 use crate::core::session::{wait_for, Input, Session, Turn};
-use crate::core::step::{acquire_step, AcquireStep};
+use crate::core::step::{acquire_step, read_failed, AcquireStep};
 use crate::error::Error;
 use conn::Conn;
 
@@ -242,7 +242,7 @@ impl Attempt<'_> {
             let input = match read {
                 Ok(Some(n)) => Input::Bytes(&buf[..n]),
                 Ok(None) => Input::Timer,
-                Err(e) => Input::End(Error::io(e)),
+                Err(e) => Input::End(read_failed(server, e)),
             };
             turn = session.step(input, Instant::now());
         }

@@ -37,7 +37,7 @@ use crate::addr::ServerAddr;
 use crate::config::Config;
 use crate::core::retry::{log_failure, log_retry, Failure, Mode, Next, Plan};
 use crate::core::session::{Input, Session, Turn};
-use crate::core::step::{acquire_step, AcquireStep};
+use crate::core::step::{acquire_step, read_failed, AcquireStep};
 use crate::error::Error;
 use conn::Conn;
 
@@ -187,7 +187,7 @@ impl Client {
                 Ok(()) => match timeout_at(wake.into(), conn.read(&mut buf)).await {
                     Err(_elapsed) => Input::Timer,
                     Ok(Ok(n)) => Input::Bytes(&buf[..n]),
-                    Ok(Err(e)) => Input::End(Error::io(e)),
+                    Ok(Err(e)) => Input::End(read_failed(server, e)),
                 },
             };
             turn = session.step(input, Instant::now());
