@@ -104,7 +104,7 @@ macro_rules! define_error {
             /// The caller's deadline passed while acquiring.
             ///
             /// When the deadline passed after an attempt had failed (a server that
-            /// is down, a refused connection, a failed TLS handshake), that last
+            /// is down, a refused connection, a TLS handshake cut short), that last
             /// failure is kept here and is also the error's
             /// [`source`](std::error::Error::source). It is `None` when the last
             /// attempt was still in the server's queue: the lock stayed busy.

@@ -87,7 +87,9 @@ impl Client {
 
     /// Acquires `name`, giving up with [`Error::Timeout`] after `timeout`.
     /// If attempts failed meanwhile (a server down, a refused connection, a
-    /// failed TLS handshake), the timeout carries the last one's error.
+    /// TLS handshake cut short), the timeout carries the last one's error.
+    /// A TLS handshake that failed on a certificate is not retried against
+    /// that server: with no other server left, its error comes at once.
     pub fn acquire_timeout(&self, name: &str, timeout: Duration) -> Result<LockGuard, Error> {
         self.acquire_inner(name, Mode::Wait, Some(timeout), None)
     }
