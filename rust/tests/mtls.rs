@@ -180,8 +180,7 @@ fn blocking_mtls_without_a_client_certificate_fails_at_once() {
     let start = std::time::Instant::now();
     let err = c
         .acquire_timeout("deploy/rust-anonymous", Duration::from_secs(10))
-        .err()
-        .expect("granted without a certificate");
+        .expect_err("granted without a certificate");
     assert_refused_at_once(&err, &s.addr, start.elapsed());
 }
 
@@ -199,7 +198,6 @@ async fn tokio_mtls_without_a_client_certificate_fails_at_once() {
     let err = c
         .acquire_timeout("deploy/tokio-anonymous", Duration::from_secs(10))
         .await
-        .err()
-        .expect("granted without a certificate");
+        .expect_err("granted without a certificate");
     assert_refused_at_once(&err, &s.addr, start.elapsed());
 }
