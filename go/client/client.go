@@ -119,7 +119,11 @@ func (c *Client) acquire(ctx context.Context, name string, try bool, opts []Acqu
 			plan.Report(retry.Granted, queued)
 			return lock, nil
 		}
-		var notMonolock *notMonolockError
+		var (
+			notMonolock *notMonolockError
+			connErr     *connectError
+		)
+		refused := errors.As(err, &connErr) && connErr.cert != noCertProblem
 		if !reached || errors.As(err, &notMonolock) {
 			// No monolock server answered this attempt: whether or not
 			// ctx ended it, it is one more server not reached.
@@ -131,7 +135,8 @@ func (c *Client) acquire(ctx context.Context, name string, try bool, opts []Acqu
 			switch {
 			case ctx.Err() != nil:
 				return nil, interrupted(name, ctx, lastErr)
-			case notMonolock != nil:
+			case notMonolock != nil, refused:
+				// It answers the same way next time: not asked again.
 				plan.Report(retry.NotMonolock, queued)
 			default:
 				plan.Report(retry.ConnectFailed, 0)
@@ -215,6 +220,11 @@ func (c *Client) attempt(ctx context.Context, name string, frame []byte, try boo
 		return nil, false, 0, err
 	}
 	lock, queued, err = newClaim(conn, raw, addr, name, frame, try, &c.cfg).acquire(ctx)
+	if side := certProblem(err); side != noCertProblem && c.cfg.tls != nil {
+		// TLS 1.3: the server's refusal of our certificate came with the
+		// first read. The handshake failed after all: not reached.
+		return nil, false, 0, &connectError{addr: addr, err: err, tls: true, cert: side}
+	}
 	return lock, true, queued, err
 }
 
@@ -256,7 +266,7 @@ func (c *Client) dialOne(ctx context.Context, addr string) (conn, raw net.Conn, 
 		// A first record that is not TLS: most likely a plaintext
 		// monolock server answering the ClientHello with an ERROR.
 		var notTLS tls.RecordHeaderError
-		return nil, nil, &connectError{addr: addr, err: err, tls: true, notTLS: errors.As(err, &notTLS)}
+		return nil, nil, &connectError{addr: addr, err: err, tls: true, notTLS: errors.As(err, &notTLS), cert: certProblem(err)}
 	}
 	return tc, raw, nil
 }

@@ -206,8 +206,9 @@ func (a attemptErrors) Unwrap() []error { return a }
 type connectError struct {
 	addr   string
 	err    error
-	tls    bool // the TLS handshake failed
-	notTLS bool // ... because what the server answered is not TLS
+	tls    bool     // the TLS handshake failed
+	notTLS bool     // ... because what the server answered is not TLS
+	cert   certSide // ... because a certificate was refused
 }
 
 func (e *connectError) Error() string {
@@ -219,8 +220,13 @@ func (e *connectError) Error() string {
 		}
 		return fmt.Sprintf("monolock: cannot connect to %s: %v", e.addr, cause)
 	}
-	if e.notTLS {
+	switch {
+	case e.notTLS:
 		return fmt.Sprintf("monolock: TLS handshake with %s failed; the server may not speak TLS (%v)", e.addr, e.err)
+	case e.cert == serverCertRefused:
+		return fmt.Sprintf("monolock: TLS handshake with %s failed: %v (the server's certificate is not trusted: check the CA file and the server name)", e.addr, e.err)
+	case e.cert == clientCertRefused:
+		return fmt.Sprintf("monolock: TLS handshake with %s failed: %v (the server refused this client's certificate: give a client certificate that its CA signs)", e.addr, e.err)
 	}
 	return fmt.Sprintf("monolock: TLS handshake with %s failed: %v", e.addr, e.err)
 }

@@ -7,12 +7,14 @@ import type { Cause } from "./core.js";
 import {
   AcquireAbortedError,
   AcquireTimeoutError,
+  type CertificateError,
   type ConnectionError,
   type InvalidLeaseError,
   type InvalidModeError,
   type LimitMismatchError,
   type LockBusyError,
   type MonolockError,
+  type NotMonolockError,
   type ServerError,
   type SharedUnsupportedError,
   withoutPrefix,
@@ -146,8 +148,11 @@ export class Client {
    * While waiting, temporary errors and connection failures lead to a new
    * connection (and a new place at the end of the queue) on the next server,
    * after a backoff (unreachable servers are skipped at once until a whole
-   * pass failed), until `timeoutMs` passes. Rejects with a {@link ServerError} subclass
-   * (terminal code, or a check failed before sending),
+   * pass failed), until `timeoutMs` passes. A server that does not speak
+   * monolock, or whose TLS handshake failed on a certificate, is not asked
+   * again. Rejects with a {@link ServerError} subclass (terminal code, or a
+   * check failed before sending), a {@link ConnectionError} when no server is
+   * left to ask ({@link NotMonolockError}, {@link CertificateError}),
    * {@link AcquireTimeoutError} or {@link AcquireAbortedError}.
    */
   acquire(name: LockName, options: AcquireOptions = {}): Promise<Lock> {

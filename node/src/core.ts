@@ -18,6 +18,7 @@ import {
   type ServerFrame,
 } from "./frames.js";
 import { HeartbeatSchedule } from "./heartbeat.js";
+import type { CertificateSide } from "./tlscert.js";
 import type { SharedClaim } from "./validate.js";
 
 /** Why a claim ended. */
@@ -29,6 +30,8 @@ export type Cause =
   | { readonly kind: "protocol"; readonly detail: string }
   /** The first bytes from the server start no server message: it is something else. */
   | { readonly kind: "not_monolock"; readonly sent: Uint8Array }
+  /** The TLS layer refused a certificate (whose: `side`): it would be refused again. */
+  | { readonly kind: "certificate"; readonly side: CertificateSide; readonly detail: string }
   | { readonly kind: "busy" };
 
 /** What the owner must do, in the order given. */
@@ -150,6 +153,18 @@ export class SessionCore {
     const out: Action[] = [];
     this.advance(out, now);
     this.end(out, { kind: "io", detail });
+    return out;
+  }
+
+  /**
+   * The TLS handshake failed on a certificate (with TLS 1.3 the server's
+   * refusal of ours comes on the first read, after the ACQUIRE was sent):
+   * the claim ends as {@link eof} would, with a cause that says so.
+   */
+  certificateRefused(now: number, side: CertificateSide, detail: string): Action[] {
+    const out: Action[] = [];
+    this.advance(out, now);
+    this.end(out, { kind: "certificate", side, detail });
     return out;
   }
 

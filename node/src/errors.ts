@@ -10,6 +10,7 @@
 import { ERRORS } from "./constants.gen.js";
 import * as generated from "./errors.gen.js";
 import { type ErrorOrigin, MonolockError, type MonolockErrorOptions, ServerError } from "./server-error.js";
+import { type CertificateSide, certificateHint } from "./tlscert.js";
 
 // The class of each code (ShuttingDownError, ...) is generated from
 // spec/errors.json; the base classes are in server-error.ts.
@@ -154,6 +155,31 @@ export class NotMonolockError extends ConnectionError {
     super(`${address} does not speak the monolock protocol (it sent "${quoted}")${http}`, "open", undefined, false);
     this.address = address;
     this.sent = Uint8Array.from(first);
+  }
+}
+
+/**
+ * The TLS handshake failed on a certificate: this client refused the
+ * server's (`side: "server"`: an unknown CA, self-signed, expired, a name
+ * it does not cover) or the server refused this client's (`side:
+ * "client"`: a TLS alert such as certificate_required or unknown_ca, which
+ * TLS 1.3 delivers on the first read after the handshake). It would fail
+ * the same way again, so an acquisition does not ask that server again and
+ * gives up at once when no other server is left, instead of retrying until
+ * its deadline. `cause` is the TLS error. Not temporary: the configuration
+ * is wrong.
+ */
+export class CertificateError extends ConnectionError {
+  override name = "CertificateError";
+  /** The server, as `host:port`. */
+  readonly address: string;
+  /** Whose certificate was refused. */
+  readonly side: CertificateSide;
+  /** @internal */
+  constructor(address: string, side: CertificateSide, detail: string, options?: MonolockErrorOptions) {
+    super(`TLS handshake with ${address} failed: ${detail} (${certificateHint(side)})`, "connect", options, false);
+    this.address = address;
+    this.side = side;
   }
 }
 

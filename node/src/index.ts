@@ -26,6 +26,7 @@ export type { ConnectionPhase, ErrorOrigin, LostKind, MonolockErrorOptions } fro
 export {
   AcquireAbortedError,
   AcquireTimeoutError,
+  CertificateError,
   ConnectionError,
   errorForCode,
   isTemporaryCode,
@@ -41,4 +42,5 @@ export {
 export type { LockState } from "./lock.js";
 export { Lock } from "./lock.js";
 export type { Logger } from "./logger.js";
+export type { CertificateSide } from "./tlscert.js";
 export type { LockName } from "./validate.js";

@@ -30,7 +30,10 @@ export type Outcome =
   | "terminal"
   /** Try-acquire got WAITING. */
   | "busy"
-  /** The server's first byte starts no server message: it leaves the rotation. */
+  /**
+   * The server's first byte starts no server message, or the TLS handshake
+   * failed on a certificate: it leaves the rotation.
+   */
   | "not_monolock";
 
 /** The outcome of a claim that ended without a grant; `connected`: the connection had been opened. */
@@ -44,6 +47,8 @@ export function outcomeOf(cause: Cause, connected: boolean): Outcome {
     case "io":
       return connected ? "requeue" : "connect_failed";
     case "not_monolock":
+    case "certificate":
+      // Either answers the same way next time: that server leaves the rotation.
       return "not_monolock";
     default:
       return "requeue";

@@ -12,6 +12,7 @@ import { formatAddress, type ServerAddress } from "./address.js";
 import { RELEASE_WAIT_MS } from "./constants.js";
 import { type Action, type Cause, SessionCore } from "./core.js";
 import {
+  CertificateError,
   ConnectionError,
   errorForCode,
   LockBusyError,
@@ -24,6 +25,7 @@ import {
 } from "./errors.js";
 import { clientTimeoutMs, clientTimeoutText } from "./heartbeat.js";
 import { startTimer, type Timer } from "./timers.js";
+import { certificateProblem } from "./tlscert.js";
 import type { SharedClaim } from "./validate.js";
 
 /** What a session reports. Nothing is reported after the core closed the claim. */
@@ -122,6 +124,11 @@ export class Session {
     this.socket.on("data", (chunk: Buffer) => this.apply(this.core.receive(chunk, now())));
     this.socket.on("error", (err: Error) => {
       this.socketError = err;
+      const side = options.tls ? certificateProblem(err, this.socket as tls.TLSSocket, this.connected) : undefined;
+      if (side !== undefined) {
+        if (this.core.state !== "closed") this.apply(this.core.certificateRefused(now(), side, tlsCause(err)));
+        return;
+      }
       this.ended(() => this.describeError(err));
     });
     this.socket.on("end", () => this.ended(() => `${this.where()} closed the connection`));
@@ -256,6 +263,10 @@ export class Session {
         return new ConnectionError(`protocol violation by ${this.where()}: ${cause.detail}`, "open");
       case "not_monolock":
         return new NotMonolockError(this.where(), cause.sent);
+      case "certificate": {
+        const options = this.socketError === undefined ? undefined : { cause: this.socketError };
+        return new CertificateError(this.where(), cause.side, cause.detail, options);
+      }
       case "io": {
         const options = this.socketError === undefined ? undefined : { cause: this.socketError };
         return new ConnectionError(cause.detail, this.connected ? "open" : "connect", options);
@@ -278,12 +289,21 @@ export class Session {
 
   /** A socket error in words: during a TLS handshake, say so, and whether the server spoke TLS at all. */
   private describeError(err: Error & { code?: unknown; reason?: unknown }): string {
-    // OpenSSL's message carries its internal error stack; its reason reads better.
-    const detail = typeof err.reason === "string" ? err.reason : err.message;
+    const detail = tlsCause(err);
     if (!this.options.tls || !this.tcpConnected || this.connected) return `${this.where()}: ${detail}`;
     const notTls = typeof err.code === "string" && NOT_TLS_CODES.has(err.code);
     return notTls
       ? `TLS handshake with ${this.where()} failed: the server may not speak TLS (${detail})`
       : `TLS handshake with ${this.where()} failed: ${detail}`;
   }
+}
+
+/**
+ * A TLS error's own text. OpenSSL's message carries its internal error
+ * stack, so its reason reads better; Node's own (a name the certificate
+ * does not cover) says more in its message.
+ */
+function tlsCause(err: Error & { code?: unknown; reason?: unknown }): string {
+  const openssl = typeof err.code === "string" && err.code.startsWith("ERR_SSL_");
+  return openssl && typeof err.reason === "string" ? err.reason : err.message;
 }

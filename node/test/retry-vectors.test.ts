@@ -66,6 +66,9 @@ describe("outcomes of a failed claim", () => {
     [{ kind: "server", code: 0x7e, reason: "" }, true, "terminal"],
     [{ kind: "busy" }, true, "busy"],
     [{ kind: "not_monolock", sent: Uint8Array.of(0x48) }, true, "not_monolock"],
+    // tls_certificate_rule: in the handshake, or (TLS 1.3) on the first read after it.
+    [{ kind: "certificate", side: "server", detail: "self-signed certificate" }, false, "not_monolock"],
+    [{ kind: "certificate", side: "client", detail: "tlsv13 alert certificate required" }, true, "not_monolock"],
   ];
   for (const [cause, connected, outcome] of cases) {
     test(`${JSON.stringify(cause)} connected=${connected}: ${outcome}`, () => {

@@ -179,6 +179,17 @@ describe("session core beyond the vectors", () => {
     assert.deepEqual(core.receive(Uint8Array.of(0x48), 2).map(actionText), ["fail protocol", "close"]);
   });
 
+  test("a refused certificate fails the claim with certificate, before or after the ACQUIRE", () => {
+    const before = new SessionCore({ leaseMs: 1000, name, mode: "wait" });
+    assert.deepEqual(before.certificateRefused(5, "server", "x").map(actionText), ["fail certificate", "close"]);
+    const after = new SessionCore({ leaseMs: 1000, name, mode: "wait" });
+    after.connect(0);
+    const actions = after.certificateRefused(1, "client", "tlsv13 alert certificate required");
+    assert.deepEqual(actions.map(actionText), ["fail certificate", "close"]);
+    const fail = actions[0];
+    assert.ok(fail?.type === "fail" && fail.cause.kind === "certificate" && fail.cause.side === "client");
+  });
+
   test("eof before connect fails the claim with io", () => {
     const core = new SessionCore({ leaseMs: 1000, name, mode: "wait" });
     assert.equal(core.nextWakeAt, undefined);

@@ -8,6 +8,7 @@ test("exports exactly the documented names", () => {
     "AcquireAbortedError",
     "AcquireTimeoutError",
     "AdminClosedError",
+    "CertificateError",
     "Client",
     "ConnectionError",
     "DEFAULT_CONNECT_TIMEOUT_MS",

@@ -4,6 +4,7 @@ caller's deadline, with a scripted executor and a fake clock."""
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import Generator
 from typing import Any
 
@@ -11,7 +12,16 @@ import pytest
 
 from monolock import errors
 from monolock._config import Address, ClientConfig
-from monolock._plan import Attempt, Failure, Sleep, Step, acquisition_plan, run_sync
+from monolock._plan import (
+    Attempt,
+    Failure,
+    Sleep,
+    Step,
+    acquisition_plan,
+    certificate_problem,
+    connect_error,
+    run_sync,
+)
 from monolock._schedule import Backoff
 from monolock.errors import unprefixed
 
@@ -79,6 +89,25 @@ def run(
 
 def conn_error(address: str = A) -> errors.ConnectError:
     return errors.ConnectError(f"monolock: cannot connect to {address}: refused")
+
+
+def alert(reason: str) -> ssl.SSLError:
+    """An SSLError as OpenSSL raises it for a TLS alert the server sent."""
+    exc = ssl.SSLError(1, f"[SSL: {reason}] {reason.lower()} (_ssl.c:2580)")
+    exc.reason = reason
+    return exc
+
+
+def unverified() -> ssl.SSLCertVerificationError:
+    text = "[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: Hostname mismatch"
+    return ssl.SSLCertVerificationError(1, text)
+
+
+def cert_error(address: str = A, *, ours: bool = False) -> errors.ConnectError:
+    """A handshake that failed on a certificate: the server's (refused by
+    this client) or, with ``ours``, this client's (refused by the server)."""
+    exc = alert("TLSV13_ALERT_CERTIFICATE_REQUIRED") if ours else unverified()
+    return connect_error(address, exc, handshake=True)
 
 
 def test_first_attempt_wins() -> None:
@@ -177,7 +206,7 @@ def test_long_queue_resets_the_backoff() -> None:
 
 
 def test_terminal_connect_error_is_raised() -> None:
-    refused = errors.ConnectError("bad certificate")
+    refused = errors.ConnectError("monolock: a connect failure that is not temporary")
     refused.temporary = False
     s = Script([refused])
     with pytest.raises(errors.ConnectError):
@@ -237,7 +266,7 @@ def test_no_deadline_retries_on() -> None:
 # -- spec/vectors/retry.json --------------------------------------------------------
 
 
-def vector_failure(step: dict[str, Any]) -> Failure:
+def vector_failure(step: dict[str, Any], as_not_monolock: str) -> Failure:
     outcome = step["outcome"]
     error: errors.MonolockError
     if outcome == "connect_failed":
@@ -246,19 +275,25 @@ def vector_failure(step: dict[str, Any]) -> Failure:
         error = errors.ShuttingDown()
     elif outcome == "terminal":
         error = errors.NotAuthorized()
-    elif outcome == "not_monolock":
+    elif outcome == "not_monolock" and as_not_monolock == "http":
         error = errors.NotMonolock("127.0.0.1:7118", b"HTTP/1.1 400 Bad Request")
+    elif outcome == "not_monolock":
+        # A TLS handshake that failed on a certificate is the same outcome.
+        error = cert_error("127.0.0.1:7118", ours=as_not_monolock == "client certificate")
     else:
         assert outcome == "busy", outcome
         error = errors.LockBusy("x")
     return Failure(error, step.get("queued_ms", 0) / 1000)
 
 
+@pytest.mark.parametrize("as_not_monolock", ["http", "server certificate", "client certificate"])
 @pytest.mark.parametrize("pick", ["low", "high"])
 @pytest.mark.parametrize("case", RETRY["cases"], ids=lambda c: c["name"])
-def test_retry_vector(case: dict[str, Any], pick: str) -> None:
+def test_retry_vector(case: dict[str, Any], pick: str, as_not_monolock: str) -> None:
     """Each case twice: with the jitter at its low end and at its high end,
-    so that both ends of every ``sleep LO..HI`` are checked exactly."""
+    so that both ends of every ``sleep LO..HI`` are checked exactly. The
+    outcome not_monolock is played by an HTTP answer and by each side's
+    refused certificate."""
     servers = [f"127.0.0.1:{i + 1}" for i in range(case["servers"])]
     plan: Generator[Step, str | Failure | None, str] = acquisition_plan(
         ClientConfig(servers),
@@ -280,7 +315,8 @@ def test_retry_vector(case: dict[str, Any], pick: str) -> None:
         if verb == "connect":
             assert isinstance(action, Attempt), (expect, action)
             assert str(action.address) == servers[int(arg)], expect
-            result = "lock" if step["outcome"] == "granted" else vector_failure(step)
+            granted = step["outcome"] == "granted"
+            result = "lock" if granted else vector_failure(step, as_not_monolock)
         else:
             assert verb == "sleep" and isinstance(action, Sleep), (expect, action)
             low, high = (float(x) for x in arg.split(".."))
@@ -355,3 +391,85 @@ def test_try_acquire_moves_past_a_passive_server() -> None:
     s = Script([errors.ShuttingDown(), errors.LockBusy("jobs/x")])
     with pytest.raises(errors.LockBusy):
         run(s, A, B, try_only=True)
+
+
+# -- certificate problems (spec/constants.json, tls_certificate_rule) ---------------
+
+
+@pytest.mark.parametrize(
+    "reason",
+    [
+        "SSLV3_ALERT_BAD_CERTIFICATE",
+        "SSLV3_ALERT_UNSUPPORTED_CERTIFICATE",
+        "SSLV3_ALERT_CERTIFICATE_REVOKED",
+        "SSLV3_ALERT_CERTIFICATE_EXPIRED",
+        "SSLV3_ALERT_CERTIFICATE_UNKNOWN",
+        "TLSV1_ALERT_UNKNOWN_CA",
+        "TLSV1_ALERT_ACCESS_DENIED",
+        "TLSV13_ALERT_CERTIFICATE_REQUIRED",
+    ],
+)
+def test_a_certificate_alert_from_the_server_refused_ours(reason: str) -> None:
+    assert certificate_problem(alert(reason)) == "client"
+    error = connect_error(A, alert(reason), handshake=True)
+    assert str(error) == (
+        f"monolock: TLS handshake with {A} failed: [SSL: {reason}] {reason.lower()} "
+        "(_ssl.c:2580) (the server refused this client's certificate: "
+        "give a client certificate that its CA signs)"
+    )
+    assert error.certificate == "client" and not error.temporary and error.code is None
+
+
+def test_a_refused_server_certificate_says_what_to_check() -> None:
+    assert certificate_problem(unverified()) == "server"
+    error = connect_error(A, unverified(), handshake=True)
+    assert str(error) == (
+        f"monolock: TLS handshake with {A} failed: {unverified()} "
+        "(the server's certificate is not trusted: check the CA file and the server name)"
+    )
+    assert error.certificate == "server" and not error.temporary and error.code is None
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        alert("SSLV3_ALERT_HANDSHAKE_FAILURE"),
+        alert("WRONG_VERSION_NUMBER"),
+        ConnectionResetError("reset"),
+        TimeoutError("timed out"),
+    ],
+    ids=lambda e: getattr(e, "reason", None) or type(e).__name__,
+)
+def test_other_handshake_failures_are_no_certificate_problem(exc: OSError) -> None:
+    assert certificate_problem(exc) is None
+    error = connect_error(A, exc, handshake=True)
+    assert error.certificate is None and error.temporary
+    assert "certificate is not trusted" not in str(error)
+    assert "refused this client's certificate" not in str(error)
+
+
+@pytest.mark.parametrize("ours", [False, True], ids=["server's", "client's"])
+def test_a_certificate_problem_with_one_server_fails_at_once(ours: bool) -> None:
+    refused = cert_error(ours=ours)
+    s = Script([refused])
+    with pytest.raises(errors.ConnectError) as info:
+        run(s, deadline=10.0)
+    assert info.value is refused
+    assert s.addresses == [A] and s.sleeps == []
+
+
+def test_a_certificate_problem_leaves_the_rotation() -> None:
+    """The next server is tried at once; after its temporary failure the
+    plan sleeps and asks it again, never the refused one."""
+    s = Script([cert_error(A), errors.ConnectionClosed("eof"), conn_error(B), "lock"])
+    assert run(s, A, B) == "lock"
+    assert s.addresses == [A, B, B, B]
+    assert s.sleeps == pytest.approx([0.05, 0.1])
+
+
+def test_a_try_with_certificate_problems_everywhere_raises_the_last() -> None:
+    last = cert_error(B, ours=True)
+    s = Script([cert_error(A), last])
+    with pytest.raises(errors.ConnectError) as info:
+        run(s, A, B, try_only=True)
+    assert info.value is last and s.addresses == [A, B]

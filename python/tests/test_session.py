@@ -4,6 +4,7 @@ the close after a loss, all with a fake clock (integer nanoseconds)."""
 
 from __future__ import annotations
 
+import ssl
 import threading
 from typing import Any
 
@@ -245,6 +246,40 @@ def test_connection_lost_keeps_the_cause() -> None:
     lost, _ = s.connection_lost(cause)
     assert isinstance(lost, Lost) and isinstance(lost.error.cause, errors.ConnectionClosed)
     assert lost.error.cause.__cause__ is cause
+
+
+def _certificate_required() -> ssl.SSLError:
+    exc = ssl.SSLError(
+        1, "[SSL: TLSV13_ALERT_CERTIFICATE_REQUIRED] tlsv13 alert certificate required"
+    )
+    exc.reason = "TLSV13_ALERT_CERTIFICATE_REQUIRED"
+    return exc
+
+
+def test_a_certificate_alert_before_any_reply_is_a_failed_handshake() -> None:
+    """TLS 1.3 tells the server's refusal of this client's certificate on
+    the first read, after ACQUIRE: a ConnectError of that server with the
+    hint, not a dropped connection (tls_certificate_rule)."""
+    s = Session(b"a", LEASE_MS, server="127.0.0.1:7117")
+    s.start(0)
+    cause = _certificate_required()
+    failed, close = s.connection_lost(cause)
+    assert isinstance(failed, Failed) and close == Close()
+    error = failed.error
+    assert isinstance(error, errors.ConnectError) and error.certificate == "client"
+    assert not error.temporary and error.__cause__ is cause
+    assert str(error) == (
+        f"monolock: TLS handshake with 127.0.0.1:7117 failed: {cause} "
+        "(the server refused this client's certificate: "
+        "give a client certificate that its CA signs)"
+    )
+
+
+def test_a_certificate_alert_after_a_reply_is_a_dropped_connection() -> None:
+    s = started()
+    assert s.receive_data(bytes([proto.MSG_WAITING]), 110 * MS) == [Queued()]
+    failed, _ = s.connection_lost(_certificate_required())
+    assert isinstance(failed, Failed) and type(failed.error) is errors.ConnectionClosed
 
 
 def test_heartbeat_due_at_once_when_rtt_eats_the_interval() -> None:

@@ -6,9 +6,10 @@ from __future__ import annotations
 import ssl
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
@@ -73,28 +74,53 @@ def test_tls_server_hostname(
     release_with(fut.result(10), conn)
 
 
-def _assert_refused_handshakes_retry(api: Api, tls_server: FakeServer, **kwargs: Any) -> None:
-    """A refused server certificate is a failed connection: a waiting
-    acquisition tries again until its deadline, which carries the cause."""
-    fut = api.acquire(tls_server.address, "tls/refused", lease=1, timeout=1.5, **kwargs)
-    for _ in range(2):  # the first attempt and at least one retry
+SERVER_REFUSED = "(the server's certificate is not trusted: check the CA file and the server name)"
+CLIENT_REFUSED = (
+    "(the server refused this client's certificate: give a client certificate that its CA signs)"
+)
+
+
+def _assert_certificate_problem(
+    api: Api,
+    address: str,
+    hint: str,
+    serve: Callable[[], object] | None = None,
+    **kwargs: Any,
+) -> errors.ConnectError:
+    """A waiting acquisition (deadline 10 s) of one server whose handshake
+    fails on a certificate fails at once with a ConnectError that says so
+    (spec/constants.json, tls_certificate_rule): not temporary, not a
+    timeout. ``serve`` plays the server's side, if it is scripted."""
+    start = time.monotonic()
+    fut = api.acquire(address, "tls/refused", lease=1, timeout=10, **kwargs)
+    if serve is not None:
+        serve()
+    with pytest.raises(errors.ConnectError) as info:
+        fut.result(10)
+    assert time.monotonic() - start < 2, "at once, not at the deadline"
+    error = info.value
+    assert not isinstance(error, errors.AcquireTimeout)
+    assert not error.temporary and error.code is None
+    text = str(error)
+    assert text.startswith(f"monolock: TLS handshake with {address} failed: "), text
+    assert text.endswith(hint), text
+    assert "may not speak TLS" not in text and text.count("monolock: ") == 1
+    return error
+
+
+def _assert_refused_server_certificate(api: Api, tls_server: FakeServer, **kwargs: Any) -> None:
+    def serve() -> None:
         with pytest.raises(ssl.SSLError):
             tls_server.accept()  # the client refuses the handshake
-    with pytest.raises(errors.AcquireTimeout) as info:
-        fut.result(10)
-    cause = info.value.__cause__  # the last attempt's failure
-    assert isinstance(cause, errors.ConnectError)
-    assert cause.temporary
-    handshake = f"TLS handshake with {tls_server.address} failed: "
-    assert str(cause).startswith(f"monolock: {handshake}"), cause
-    assert "may not speak TLS" not in str(cause)
-    assert f"(last attempt: {handshake}" in str(info.value)
+
+    _assert_certificate_problem(api, tls_server.address, SERVER_REFUSED, serve, **kwargs)
+    tls_server.assert_no_connection(0.3)  # and does not come back
 
 
-def test_tls_wrong_hostname_is_retried_until_deadline(
+def test_tls_wrong_hostname_fails_at_once(
     api: Api, tls_server: FakeServer, certs: tuple[Path, Path, Path]
 ) -> None:
-    _assert_refused_handshakes_retry(
+    _assert_refused_server_certificate(
         api,
         tls_server,
         ssl_context=client_context(certs[0]),
@@ -102,10 +128,8 @@ def test_tls_wrong_hostname_is_retried_until_deadline(
     )
 
 
-def test_tls_untrusted_certificate_is_retried_until_deadline(
-    api: Api, tls_server: FakeServer
-) -> None:
-    _assert_refused_handshakes_retry(api, tls_server, ssl_context=ssl.create_default_context())
+def test_tls_untrusted_certificate_fails_at_once(api: Api, tls_server: FakeServer) -> None:
+    _assert_refused_server_certificate(api, tls_server, ssl_context=ssl.create_default_context())
 
 
 def test_tls_to_the_plaintext_server_says_so(api: Api, real_server: RealServer) -> None:
@@ -214,3 +238,63 @@ def test_mtls_acl_refuses_a_cn_it_does_not_name(
     with pytest.raises(errors.NotAuthorized) as info:
         fut.result(10)
     assert info.value.code == 0x18
+
+
+def test_mtls_without_a_client_certificate_fails_at_once(
+    api: Api, mtls_server: tuple[Path, RealServer]
+) -> None:
+    """TLS 1.3: the handshake completes on the client's side; the server's
+    certificate_required alert comes with the first read, after ACQUIRE."""
+    pki, server = mtls_server
+    context = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+    error = _assert_certificate_problem(api, server.address, CLIENT_REFUSED, ssl_context=context)
+    assert "CERTIFICATE_REQUIRED" in str(error)
+
+
+def test_mtls_client_certificate_of_another_ca_fails_at_once(
+    api: Api, mtls_server: tuple[Path, RealServer], tmp_path: Path
+) -> None:
+    pki, server = mtls_server
+    monolock_certs("init", str(tmp_path))
+    monolock_certs("client", "--dir", str(tmp_path), "--cn", "deployer")
+    context = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+    context.load_cert_chain(tmp_path / "deployer.crt", tmp_path / "deployer.key")
+    error = _assert_certificate_problem(api, server.address, CLIENT_REFUSED, ssl_context=context)
+    assert "UNKNOWN_CA" in str(error)
+
+
+def test_mtls_wrong_ca_file_fails_at_once(
+    api: Api, mtls_server: tuple[Path, RealServer], tmp_path: Path
+) -> None:
+    pki, server = mtls_server
+    monolock_certs("init", str(tmp_path))
+    context = ssl.create_default_context(cafile=str(tmp_path / "ca.crt"))
+    context.load_cert_chain(pki / "deployer.crt", pki / "deployer.key")
+    _assert_certificate_problem(api, server.address, SERVER_REFUSED, ssl_context=context)
+
+
+@pytest.mark.parametrize("first", ["no client certificate", "untrusted server"])
+def test_certificate_problem_moves_on_to_the_next_server(
+    api: Api,
+    mtls_server: tuple[Path, RealServer],
+    tls_server: FakeServer,
+    certs: tuple[Path, Path, Path],
+    first: str,
+) -> None:
+    """The server with the certificate problem leaves the rotation; the
+    next server of the list is tried at once and grants."""
+    pki, server = mtls_server
+    # The scripted server's CA is trusted; the client has no certificate
+    # for the mTLS server and, unless told, does not trust its CA either.
+    context = client_context(certs[0])
+    if first == "no client certificate":
+        context.load_verify_locations(cafile=str(pki / "ca.crt"))
+    start = time.monotonic()
+    servers = [server.address, tls_server.address]
+    fut = api.acquire(servers, "tls/next", lease=1, timeout=10, ssl_context=context)
+    conn = tls_server.accept()
+    assert conn.read_acquire() == (1000, b"tls/next")
+    conn.send(proto.encode_acquired(9))
+    handle = fut.result(10)
+    assert handle.token == 9 and time.monotonic() - start < 2
+    release_with(handle, conn)

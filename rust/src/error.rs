@@ -104,7 +104,7 @@ macro_rules! define_error {
             /// The caller's deadline passed while acquiring.
             ///
             /// When the deadline passed after an attempt had failed (a server that
-            /// is down, a refused connection, a failed TLS handshake), that last
+            /// is down, a refused connection, a TLS handshake cut short), that last
             /// failure is kept here and is also the error's
             /// [`source`](std::error::Error::source). It is `None` when the last
             /// attempt was still in the server's queue: the lock stayed busy.
@@ -132,6 +132,14 @@ macro_rules! define_error {
             /// A held lock was lost; the cause says why. Never re-acquired silently.
             Lost(Box<Error>),
             /// A connection could not be made, or failed.
+            ///
+            /// A TLS handshake that failed on a certificate (this client
+            /// refused the server's, or the server refused this client's, which
+            /// TLS 1.3 reports on the first read) is one too, but it is not
+            /// temporary: the acquisition does not ask that server again and
+            /// fails at once when no other server is left. Its message says
+            /// `monolock: TLS handshake with ADDRESS failed: CAUSE` and which
+            /// side refused.
             Io(Arc<io::Error>),
             /// The server sent bytes that break the protocol (an unknown message
             /// type, or a reply the client did not ask for). The connection is
@@ -273,15 +281,16 @@ impl Error {
     /// For coded errors this is `code < 0x10`, also for unknown codes.
     /// Busy, timeouts, connection failures and protocol violations (a broken
     /// connection, as far as the caller is concerned) are temporary; a
-    /// cancel, a server that is not monolock and an invalid configuration
-    /// are not. A lost lock is temporary when its cause is: a new
+    /// cancel, a server that is not monolock, a TLS handshake that failed on
+    /// a certificate (an [`Error::Io`] that says which side refused which
+    /// certificate) and an invalid configuration are not. A lost lock is temporary when its cause is: a new
     /// acquisition may succeed, with a new token.
     pub fn is_temporary(&self) -> bool {
         match self {
+            Error::Io(_) => !self.is_certificate_problem(),
             Error::Busy
             | Error::Timeout { .. }
             | Error::ClientTimeout { .. }
-            | Error::Io(_)
             | Error::Protocol(_)
             | Error::ServerEnded => true,
             Error::Cancelled
@@ -316,6 +325,18 @@ impl Error {
     pub(crate) fn io(err: io::Error) -> Error {
         Error::Io(Arc::new(err))
     }
+
+    /// Whether this is a TLS handshake that failed on a certificate (ours
+    /// refused by the server, or the server's refused by us): an
+    /// [`Error::Io`] that is not temporary, and a server the acquisition
+    /// does not ask again.
+    pub(crate) fn is_certificate_problem(&self) -> bool {
+        #[cfg(feature = "tls")]
+        if let Error::Io(err) = self {
+            return crate::tls::certificate_problem(err).is_some();
+        }
+        false
+    }
 }
 
 impl Error {
@@ -349,6 +370,8 @@ impl Error {
                 f.write_str("lock lost: ")?;
                 cause.describe(f)
             }
+            // It says itself that the TLS handshake with the server failed.
+            Error::Io(err) if self.is_certificate_problem() => write!(f, "{err}"),
             Error::Io(err) => write!(f, "connection failed: {err}"),
             Error::Protocol(what) => write!(f, "protocol violation: {what}"),
             Error::ServerEnded => {

@@ -69,10 +69,128 @@ fn client_session(settings: &TlsSettings, server: &ServerAddr) -> io::Result<Cli
     ClientConnection::new(Arc::clone(&settings.config), name).map_err(io::Error::other)
 }
 
+/// Which side refused a certificate in a TLS handshake
+/// (spec/constants.json, client_defaults.tls_certificate_rule).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// This client refused the server's certificate.
+    ServerCert,
+    /// The server refused this client's certificate (or its absence).
+    ClientCert,
+}
+
+/// Whose certificate `err` says was refused, if it is a certificate
+/// failure at all: a verification failure of ours, or one of the alerts a
+/// server sends when it refuses the client's certificate.
+fn refused(err: &rustls::Error) -> Option<Refused> {
+    use rustls::AlertDescription as A;
+    match err {
+        rustls::Error::InvalidCertificate(_) | rustls::Error::InvalidCertRevocationList(_) => {
+            Some(Refused::ServerCert)
+        }
+        rustls::Error::AlertReceived(
+            A::BadCertificate
+            | A::UnsupportedCertificate
+            | A::CertificateRevoked
+            | A::CertificateExpired
+            | A::CertificateUnknown
+            | A::UnknownCA
+            | A::AccessDenied
+            | A::CertificateRequired,
+        ) => Some(Refused::ClientCert),
+        _ => None,
+    }
+}
+
+/// A TLS handshake with a server that failed on a certificate. It would
+/// fail the same way again: the acquisition does not ask that server again
+/// (the retry plan's `not_monolock` outcome), and the error is not
+/// temporary. It travels inside [`Error::Io`](crate::Error::Io).
+#[derive(Debug)]
+pub(crate) struct CertificateProblem {
+    server: String,
+    side: Refused,
+    cause: rustls::Error,
+}
+
+impl CertificateProblem {
+    /// Which side refused a certificate.
+    #[cfg(test)]
+    pub(crate) fn side(&self) -> Refused {
+        self.side
+    }
+}
+
+impl std::fmt::Display for CertificateProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let hint = match self.side {
+            Refused::ServerCert => {
+                "the server's certificate is not trusted: check the CA file and the server name"
+            }
+            Refused::ClientCert => {
+                "the server refused this client's certificate: give a client certificate that its CA signs"
+            }
+        };
+        write!(
+            f,
+            "TLS handshake with {} failed: {} ({hint})",
+            self.server, self.cause
+        )
+    }
+}
+
+impl std::error::Error for CertificateProblem {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.cause)
+    }
+}
+
+/// The certificate problem inside an I/O error, if it carries one.
+pub(crate) fn certificate_problem(err: &io::Error) -> Option<&CertificateProblem> {
+    err.get_ref()?.downcast_ref::<CertificateProblem>()
+}
+
+/// `err` as a [`CertificateProblem`] with `server` when rustls failed it on
+/// a certificate; otherwise `Err(err)` as it was.
+fn as_certificate_problem(server: &ServerAddr, err: io::Error) -> Result<io::Error, io::Error> {
+    let side = match err
+        .get_ref()
+        .and_then(|e| e.downcast_ref::<rustls::Error>())
+        .and_then(refused)
+    {
+        Some(side) => side,
+        None => return Err(err),
+    };
+    let kind = err.kind();
+    let cause = *err
+        .into_inner()
+        .and_then(|e| e.downcast::<rustls::Error>().ok())
+        .expect("checked above");
+    let problem = CertificateProblem {
+        server: server.to_string(),
+        side,
+        cause,
+    };
+    Ok(io::Error::new(kind, problem))
+}
+
+/// A read's error on a TLS connection to `server` just after the handshake:
+/// in TLS 1.3 the server's refusal of the client's certificate arrives as
+/// an alert on the first read. Such an alert becomes a
+/// [`CertificateProblem`]; any other error stays as it is.
+pub(crate) fn read_failed(server: &ServerAddr, err: io::Error) -> io::Error {
+    as_certificate_problem(server, err).unwrap_or_else(|err| err)
+}
+
 /// The error of a failed handshake, naming the server; `first` is the first
 /// byte the server sent, if any. A server that answered with something
-/// that starts no TLS record is most likely a plaintext server.
+/// that starts no TLS record is most likely a plaintext server. A failure
+/// on a certificate becomes a [`CertificateProblem`].
 fn handshake_failed(server: &ServerAddr, first: Option<u8>, err: io::Error) -> io::Error {
+    let err = match as_certificate_problem(server, err) {
+        Ok(problem) => return problem,
+        Err(err) => err,
+    };
     let mut text = format!("TLS handshake with {server} failed ({err})");
     if first.is_some_and(|b| !TLS_OPENERS.contains(&b)) {
         text.push_str("; the server may not speak TLS");
@@ -274,6 +392,84 @@ mod tests {
             let msg = handshake_failed(&server, tls_first, eof()).to_string();
             assert!(!msg.contains("may not speak TLS"), "{tls_first:?}: {msg}");
         }
+    }
+
+    /// The rule's certificate problems (spec/constants.json,
+    /// client_defaults.tls_certificate_rule): which side refused, the
+    /// message, and that it is a connect failure that is not temporary.
+    #[test]
+    fn certificate_problems_say_which_side_refused() {
+        use rustls::AlertDescription as A;
+        let rule = crate::spec::load("constants.json")["client_defaults"]["tls_certificate_rule"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let server = ServerAddr::parse("locks.internal:7117").unwrap();
+        let bad_cert = rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
+        let mut cases = vec![(bad_cert, Some(Refused::ServerCert))];
+        for (alert, code) in [
+            (A::BadCertificate, 42),
+            (A::UnsupportedCertificate, 43),
+            (A::CertificateRevoked, 44),
+            (A::CertificateExpired, 45),
+            (A::CertificateUnknown, 46),
+            (A::UnknownCA, 48),
+            (A::AccessDenied, 49),
+            (A::CertificateRequired, 116),
+        ] {
+            assert_eq!(u8::from(alert), code);
+            assert!(rule.contains(&format!(" {code}")), "{code} not in the rule");
+            cases.push((
+                rustls::Error::AlertReceived(alert),
+                Some(Refused::ClientCert),
+            ));
+        }
+        for other in [A::HandshakeFailure, A::ProtocolVersion, A::DecryptError] {
+            cases.push((rustls::Error::AlertReceived(other), None));
+        }
+        cases.push((rustls::Error::DecryptError, None));
+        for (cause, side) in cases {
+            let text = cause.to_string();
+            let io_err = io::Error::new(io::ErrorKind::InvalidData, cause);
+            let read = read_failed(&server, io_err);
+            let err = crate::Error::io(read);
+            assert_eq!(err.is_certificate_problem(), side.is_some(), "{text}");
+            let Some(side) = side else {
+                assert!(err.is_temporary(), "{text}");
+                continue;
+            };
+            let crate::Error::Io(inner) = &err else {
+                unreachable!()
+            };
+            assert_eq!(certificate_problem(inner).unwrap().side(), side);
+            assert!(!err.is_temporary() && err.code().is_none() && !err.is_timeout());
+            let hint = match side {
+                Refused::ServerCert => "(the server's certificate is not trusted: check the CA file and the server name)",
+                Refused::ClientCert => "(the server refused this client's certificate: give a client certificate that its CA signs)",
+            };
+            assert!(rule.contains(&hint[1..hint.len() - 1]), "{hint}");
+            assert_eq!(
+                err.to_string(),
+                format!("monolock: TLS handshake with locks.internal:7117 failed: {text} {hint}")
+            );
+        }
+        // A failed handshake says the same; only rustls's own error counts.
+        let alert = rustls::Error::AlertReceived(A::BadCertificate);
+        let failed = |e| handshake_failed(&server, Some(0x15), e);
+        let err = failed(io::Error::new(io::ErrorKind::InvalidData, alert));
+        assert_eq!(
+            certificate_problem(&err).unwrap().side(),
+            Refused::ClientCert
+        );
+        assert_eq!(
+            err.to_string(),
+            "TLS handshake with locks.internal:7117 failed: received fatal alert: BadCertificate (the server refused this client's certificate: give a client certificate that its CA signs)"
+        );
+        let text = io::Error::new(
+            io::ErrorKind::InvalidData,
+            "received fatal alert: BadCertificate",
+        );
+        assert!(certificate_problem(&failed(text)).is_none());
     }
 
     /// The config builder needs no process-level provider (the test binary

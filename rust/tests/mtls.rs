@@ -1,6 +1,8 @@
 //! Mutual TLS and the ACL against the real server, with every file made by
 //! `monolock certs`: the ACL's cn:deployer takes its lock (blocking and
-//! tokio clients), a CN the ACL does not name gets ERROR 0x18.
+//! tokio clients), a CN the ACL does not name gets ERROR 0x18, a client
+//! without a certificate fails at once (the server refuses it after the
+//! TLS 1.3 handshake, on the first read).
 #![cfg(feature = "tls")]
 
 mod common;
@@ -136,4 +138,66 @@ async fn tokio_mtls_acl_allows_the_deployer_and_refuses_others() {
         Err(e) => panic!("want NotAuthorized, got {e:?}"),
         Ok(_) => panic!("the intruder got the lock"),
     }
+}
+
+/// A client configuration trusting the PKI's CA, presenting no certificate.
+fn no_cert_config(pki: &Path) -> Arc<rustls::ClientConfig> {
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in CertificateDer::pem_file_iter(pki.join("ca.crt")).unwrap() {
+        roots.add(ca.unwrap()).unwrap();
+    }
+    Arc::new(
+        monolock::tls::config_builder()
+            .with_root_certificates(roots)
+            .with_no_client_auth(),
+    )
+}
+
+/// The server's refusal of a client without a certificate: a connect
+/// failure, not temporary, that names the server and says what to do,
+/// long before the waiting acquire's 10 s deadline.
+fn assert_refused_at_once(err: &monolock::Error, addr: &str, took: Duration) {
+    assert!(matches!(err, monolock::Error::Io(_)), "{err:?}");
+    assert!(!err.is_temporary() && !err.is_timeout() && err.code().is_none());
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with(&format!("monolock: TLS handshake with {addr} failed: "))
+            && msg.ends_with("(the server refused this client's certificate: give a client certificate that its CA signs)"),
+        "{msg}"
+    );
+    assert!(took < Duration::from_secs(2), "took {took:?}: {msg}");
+}
+
+#[test]
+fn blocking_mtls_without_a_client_certificate_fails_at_once() {
+    let (pki, s) = mtls_server();
+    let c = monolock::Client::builder()
+        .server(&s.addr)
+        .lease(Duration::from_secs(2))
+        .tls(no_cert_config(&pki.0))
+        .build()
+        .unwrap();
+    let start = std::time::Instant::now();
+    let err = c
+        .acquire_timeout("deploy/rust-anonymous", Duration::from_secs(10))
+        .expect_err("granted without a certificate");
+    assert_refused_at_once(&err, &s.addr, start.elapsed());
+}
+
+#[cfg(feature = "tokio")]
+#[tokio::test]
+async fn tokio_mtls_without_a_client_certificate_fails_at_once() {
+    let (pki, s) = mtls_server();
+    let c = monolock::tokio::Client::builder()
+        .server(&s.addr)
+        .lease(Duration::from_secs(2))
+        .tls(no_cert_config(&pki.0))
+        .build()
+        .unwrap();
+    let start = std::time::Instant::now();
+    let err = c
+        .acquire_timeout("deploy/tokio-anonymous", Duration::from_secs(10))
+        .await
+        .expect_err("granted without a certificate");
+    assert_refused_at_once(&err, &s.addr, start.elapsed());
 }

@@ -501,6 +501,22 @@ func TestRunMutualTLSAndACL(t *testing.T) {
 	code, out = run(t, dir, "--server", srv.Addr, "--tls", "--tls-cert", cliCert, "--tls-key", cliKey, "--no-wait", "deploy/web", "--", "touch", "ran")
 	assert.Equal(t, ExitUnavailable, code, out)
 	assert.NoFileExists(t, filepath.Join(dir, "ran"))
+	// Waiting does not help a certificate problem: both fail at once, with
+	// the side that refused, long before --timeout.
+	for _, tc := range []struct {
+		flags []string
+		hint  string
+	}{
+		{[]string{"--tls-ca", caPath}, "the server refused this client's certificate"},
+		{[]string{"--tls", "--tls-cert", cliCert, "--tls-key", cliKey}, "the server's certificate is not trusted"},
+	} {
+		start := time.Now()
+		code, out = run(t, dir, append(append([]string{"--server", srv.Addr}, tc.flags...), "-w", "60", "deploy/web", "--", "touch", "ran")...)
+		assert.Equal(t, ExitUnavailable, code, out)
+		assert.Contains(t, out, tc.hint)
+		assert.Less(t, time.Since(start), 30*time.Second, "at once, not after -w 60")
+	}
+	assert.NoFileExists(t, filepath.Join(dir, "ran"))
 
 	code, out = run(t, dir, "--server", srv.Addr, "--tls-ca", filepath.Join(dir, "missing.pem"), "x", "--", "true")
 	assert.Equal(t, ExitUsage, code, out)

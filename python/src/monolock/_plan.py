@@ -95,19 +95,79 @@ _NOT_TLS_REASONS = frozenset(
 )
 
 
-def connect_error(address: Address, exc: OSError, *, handshake: bool = False) -> ConnectError:
+# OpenSSL's reasons for a TLS alert by which the server refused this
+# client's certificate (spec/constants.json, tls_certificate_rule): alerts
+# 42 to 46, 48, 49 and 116. In TLS 1.3 it arrives on the first read after
+# the handshake, when ACQUIRE has been sent already.
+_CLIENT_CERT_REFUSED = frozenset(
+    {
+        "SSLV3_ALERT_BAD_CERTIFICATE",
+        "SSLV3_ALERT_UNSUPPORTED_CERTIFICATE",
+        "SSLV3_ALERT_CERTIFICATE_REVOKED",
+        "SSLV3_ALERT_CERTIFICATE_EXPIRED",
+        "SSLV3_ALERT_CERTIFICATE_UNKNOWN",
+        "TLSV1_ALERT_UNKNOWN_CA",
+        "TLSV1_ALERT_ACCESS_DENIED",
+        "TLSV13_ALERT_CERTIFICATE_REQUIRED",
+    }
+)
+
+SERVER_CERT_REFUSED = "server"
+"""This client refused the server's certificate."""
+CLIENT_CERT_REFUSED = "client"
+"""The server refused this client's certificate."""
+
+_CERT_HINTS = {
+    SERVER_CERT_REFUSED: "the server's certificate is not trusted: "
+    "check the CA file and the server name",
+    CLIENT_CERT_REFUSED: "the server refused this client's certificate: "
+    "give a client certificate that its CA signs",
+}
+
+
+def certificate_problem(exc: BaseException | None) -> str | None:
+    """Whose certificate a TLS failure refused: :data:`SERVER_CERT_REFUSED`,
+    :data:`CLIENT_CERT_REFUSED`, or ``None`` when it is no certificate
+    problem (a reset, a timeout, a server that does not speak TLS)."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return SERVER_CERT_REFUSED
+    if isinstance(exc, ssl.SSLError) and getattr(exc, "reason", None) in _CLIENT_CERT_REFUSED:
+        return CLIENT_CERT_REFUSED
+    return None
+
+
+def connect_error(address: Address | str, exc: OSError, *, handshake: bool = False) -> ConnectError:
     """The error for a failed connection attempt: the TCP connect, or the TLS
-    handshake (``handshake``, or any :class:`ssl.SSLError`)."""
-    # A refused certificate counts as a failed connection, as in every
-    # client: another server of the list may be fine, and a waiting
-    # acquisition retries until its deadline, which then carries this cause.
+    handshake (``handshake``, or any :class:`ssl.SSLError`, also one read
+    right after the handshake)."""
+    # A refused certificate will be refused again: the error is not
+    # temporary, and the plan leaves that server out as one that does not
+    # speak monolock (tls_certificate_rule). The next server of the list is
+    # tried at once; with none left the caller gets it at once.
+    side = certificate_problem(exc)
     if isinstance(exc, ssl.SSLError) and getattr(exc, "reason", None) in _NOT_TLS_REASONS:
         text = f"TLS handshake with {address} failed; the server may not speak TLS ({exc})"
+    elif side is not None:
+        text = f"TLS handshake with {address} failed: {exc} ({_CERT_HINTS[side]})"
     elif handshake or isinstance(exc, ssl.SSLError):
         text = f"TLS handshake with {address} failed: {exc}"
     else:
         text = f"cannot connect to {address}: {exc}"
-    return ConnectError(PREFIX + text)
+    error = ConnectError(PREFIX + text)
+    if side is not None:
+        error.certificate = side
+        error.temporary = False
+    return error
+
+
+def leaves_rotation(error: MonolockError) -> bool:
+    """Whether the server that failed with ``error`` answers the same way
+    next time, so that the acquisition does not ask it again (the retry
+    plan's outcome not_monolock): it does not speak monolock, or a
+    certificate was refused."""
+    return isinstance(error, NotMonolock) or (
+        isinstance(error, ConnectError) and error.certificate is not None
+    )
 
 
 def timeout_error(name: str, last: MonolockError | None = None) -> AcquireTimeout:
@@ -199,14 +259,16 @@ def acquisition_plan(
     failed to connect since the last sleep; a server that answered and then
     failed the claim (a temporary error, a dropped connection, the client
     timeout while waiting) is always followed by a backoff sleep. A server
-    that does not speak monolock (:class:`NotMonolock`) leaves the walk for
-    good and the next one is tried at once; with none left, its error goes
-    to the caller. The backoff starts again after an attempt that had been
-    queued for at least ``RETRY_RESET_AFTER_QUEUED_MS``: that server was
-    healthy. A try-acquisition makes one pass and never sleeps: an
-    unreachable server or a temporary error (a passive server of an HA cell
-    answers 0x01) moves it on to the next server, and the last error goes to
-    the caller once every server has been tried. Terminal errors and a busy
+    that does not speak monolock (:class:`NotMonolock`), or whose TLS
+    handshake failed on a certificate (a :class:`ConnectError` with
+    ``certificate`` set), leaves the walk for good and the next one is
+    tried at once; with none left, its error goes to the caller. The
+    backoff starts again after an attempt that had been queued for at least
+    ``RETRY_RESET_AFTER_QUEUED_MS``: that server was healthy. A
+    try-acquisition makes one pass and never sleeps: an unreachable server
+    or a temporary error (a passive server of an HA cell answers 0x01) moves
+    it on to the next server, and the last error goes to the caller once
+    every server has been tried. Terminal errors and a busy
     lock go to the caller at once; so does :class:`AcquireTimeout` at
     ``deadline``. A held lock is never in play here: its loss is the lock's
     business.
@@ -216,7 +278,7 @@ def acquisition_plan(
     """
     backoff = backoff or Backoff()
     servers = config.servers
-    live = [True] * len(servers)  # False: does not speak monolock, left out
+    live = [True] * len(servers)  # False: left out (not monolock, a refused certificate)
     cursor = 0
     skipped: list[MonolockError] = []  # servers not reached (or not monolock) since the last sleep
     last: MonolockError | None = None  # the last attempt's failure
@@ -235,21 +297,22 @@ def acquisition_plan(
             return result
         error = last = result.error
         logger.debug("acquire %r: %s", name, unprefixed(error))
-        if isinstance(error, NotMonolock):
+        if leaves_rotation(error):
             live[cursor] = False
             if not any(live):
                 raise error  # retrying a wrong port only hides the mistake
             logger.warning("acquire %r: left out of this acquisition: %s", name, unprefixed(error))
         cursor = _next_live(live, cursor)
         unreached = _is_unreached(error)
-        # A NotMonolock is not temporary (that server answers the same way
-        # again), but the walk still goes on at once to the servers left.
-        movable = error.temporary or isinstance(error, NotMonolock)
+        # A NotMonolock or a refused certificate is not temporary (that
+        # server answers the same way again), but the walk still goes on at
+        # once to the servers left.
+        movable = error.temporary or leaves_rotation(error)
         if movable and (unreached or (try_only and isinstance(error, _REQUEUE))):
             # On at once, until every server left has failed since the last
             # sleep (a try: in its one pass, temporary errors included).
             skipped.append(error)
-            if sum(not isinstance(e, NotMonolock) for e in skipped) < sum(live):
+            if sum(not leaves_rotation(e) for e in skipped) < sum(live):
                 continue
             if try_only:
                 if len(servers) == 1 or not all(_is_unreached(e) for e in skipped):

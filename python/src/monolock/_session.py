@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from . import _protocol as proto
+from ._plan import certificate_problem, connect_error
 from ._schedule import HeartbeatSchedule
 from .errors import (
     ConnectionClosed,
@@ -231,8 +232,19 @@ class Session:
                 return out + self._close()
             if self.phase in (Phase.IDLE, Phase.CLOSED):
                 return out
-            detail = f": {exc}" if exc else ""
-            error = ConnectionClosed(f"monolock: connection closed by the server{detail}")
+            error: MonolockError
+            if (
+                self.phase is Phase.CONNECTING
+                and isinstance(exc, OSError)
+                and certificate_problem(exc) is not None
+            ):
+                # TLS 1.3: the server's refusal of this client's certificate
+                # comes with the first read, after ACQUIRE went out. The
+                # handshake failed after all (tls_certificate_rule).
+                error = connect_error(self.server, exc, handshake=True)
+            else:
+                detail = f": {exc}" if exc else ""
+                error = ConnectionClosed(f"monolock: connection closed by the server{detail}")
             if exc is not None:
                 error.__cause__ = exc
             return out + self._end(error)

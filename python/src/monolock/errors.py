@@ -153,9 +153,17 @@ class ConnectError(MonolockError):
     """A server could not be reached: the TCP connect or the TLS handshake
     failed (a handshake answered by something that is not TLS says that the
     server may not speak TLS). A try-acquisition raises it when no server of
-    the list could be reached; ``__cause__`` is the last failure."""
+    the list could be reached; ``__cause__`` is the last failure.
+
+    A handshake that failed on a certificate sets ``certificate``:
+    ``"server"`` when this client refused the server's certificate,
+    ``"client"`` when the server refused this client's (in TLS 1.3 that
+    refusal arrives on the first read after the handshake). Such an error
+    is not temporary: an acquisition does not ask that server again, and
+    with no other server left it is raised at once, not at the deadline."""
 
     temporary = True
+    certificate: str | None = None
 
 
 class ConnectionClosed(MonolockError):

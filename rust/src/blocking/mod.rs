@@ -17,7 +17,7 @@ use crate::claim::Claim;
 use crate::config::{ClientBuilder, Config};
 use crate::core::retry::{log_failure, log_retry, Failure, Mode, Next, Plan};
 use crate::core::session::{wait_for, Input, Session, Turn};
-use crate::core::step::{acquire_step, AcquireStep};
+use crate::core::step::{acquire_step, read_failed, AcquireStep};
 use crate::error::Error;
 use conn::Conn;
 
@@ -103,7 +103,9 @@ impl Client {
 
     /// Acquires `name`, giving up with [`Error::Timeout`] after `timeout`.
     /// If attempts failed meanwhile (a server down, a refused connection, a
-    /// failed TLS handshake), the timeout carries the last one's error.
+    /// TLS handshake cut short), the timeout carries the last one's error.
+    /// A TLS handshake that failed on a certificate is not retried against
+    /// that server: with no other server left, its error comes at once.
     pub fn acquire_timeout(&self, name: &str, timeout: Duration) -> Result<LockGuard, Error> {
         self.acquire_inner(name, Claim::exclusive(), Mode::Wait, Some(timeout), None)
     }
@@ -302,7 +304,7 @@ impl Attempt<'_> {
             let input = match read {
                 Ok(Some(n)) => Input::Bytes(&buf[..n]),
                 Ok(None) => Input::Timer,
-                Err(e) => Input::End(Error::io(e)),
+                Err(e) => Input::End(read_failed(server, e)),
             };
             turn = session.step(input, Instant::now());
         }

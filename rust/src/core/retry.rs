@@ -112,7 +112,8 @@ enum Then {
 /// by the next, until a whole pass failed to connect; a server that
 /// answered and then failed is always followed by a backoff; a claim queued
 /// for `RESET_AFTER_QUEUED` or longer resets the backoff; a server that
-/// does not speak monolock leaves the walk for good. Try-acquire makes one
+/// does not speak monolock, or whose TLS handshake failed on a
+/// certificate, leaves the walk for good. Try-acquire makes one
 /// pass and never sleeps; a temporary error moves it on like a failed connect.
 #[derive(Debug)]
 pub(crate) struct Plan {
@@ -215,15 +216,7 @@ impl Plan {
         self.last_server = self.cursor;
         let (then, error) = match failure {
             Failure::Final(err) => (Then::GiveUp(err), None),
-            Failure::Connect(err) => {
-                self.advance();
-                self.unreachable += 1;
-                self.on_or_pass_over(err)
-            }
-            Failure::Session {
-                error: error @ Error::NotMonolock { .. },
-                ..
-            } => {
+            Failure::Connect(error) | Failure::Session { error, .. } if leaves_the_walk(&error) => {
                 // Asking it again would only hide the mistake.
                 self.dropped[self.cursor] = true;
                 self.live -= 1;
@@ -234,6 +227,11 @@ impl Plan {
                     // Dropping it may complete a pass of failed connects.
                     self.on_or_pass_over(error)
                 }
+            }
+            Failure::Connect(err) => {
+                self.advance();
+                self.unreachable += 1;
+                self.on_or_pass_over(err)
             }
             Failure::Session { error, queued } => {
                 self.advance();
@@ -279,12 +277,21 @@ impl Plan {
     }
 }
 
+/// Whether the server of a failed attempt leaves the walk: it does not
+/// speak monolock, or its TLS handshake failed on a certificate
+/// (spec/constants.json, client_defaults.tls_certificate_rule). Either
+/// answers the same way next time.
+fn leaves_the_walk(err: &Error) -> bool {
+    matches!(err, Error::NotMonolock { .. }) || err.is_certificate_problem()
+}
+
 /// Logs a failed attempt: at `debug`, or at `warn` for a server that
-/// leaves the walk because it does not speak monolock.
+/// leaves the walk because it does not speak monolock or refused a
+/// certificate.
 pub(crate) fn log_failure(name: &str, server: &ServerAddr, failure: &Failure) {
     match failure {
         Failure::Connect(err) | Failure::Session { error: err, .. } => match err {
-            Error::NotMonolock { .. } => log_at!(
+            err if leaves_the_walk(err) => log_at!(
                 warn,
                 "acquire {name:?}: not asking {server} again: {}",
                 err.bare()
@@ -447,6 +454,52 @@ mod tests {
         ));
         p.failed(Failure::Final(Error::Cancelled));
         assert!(matches!(p.next(now), Next::GiveUp(Error::Cancelled)));
+    }
+
+    /// A TLS handshake that failed on a certificate is the outcome
+    /// not_monolock (spec/constants.json, tls_certificate_rule), whether it
+    /// ended the connect or, in TLS 1.3, the first read of the session.
+    #[cfg(feature = "tls")]
+    #[test]
+    fn a_certificate_problem_drops_the_server() {
+        let server = ServerAddr::parse("h:1").unwrap();
+        let problem = || {
+            let alert = rustls::Error::AlertReceived(rustls::AlertDescription::CertificateRequired);
+            crate::core::step::read_failed(
+                &server,
+                std::io::Error::new(std::io::ErrorKind::InvalidData, alert),
+            )
+        };
+        let now = Instant::now();
+        let deadline = Some(now + Duration::from_secs(10));
+        for session in [false, true] {
+            let failure = || match session {
+                false => Failure::Connect(problem()),
+                true => Failure::Session {
+                    error: problem(),
+                    queued: Duration::ZERO,
+                },
+            };
+            // Alone: the error goes to the caller at once, before the deadline.
+            let mut p = Plan::new(Mode::Wait, 1, deadline);
+            assert!(matches!(p.next(now), Next::Connect(0)));
+            p.failed(failure());
+            match p.next(now) {
+                Next::GiveUp(err) => assert!(err.is_certificate_problem(), "{err:?}"),
+                other => panic!("{other:?}"),
+            }
+            // With another server: that one at once, and only that one.
+            let mut p = Plan::new(Mode::Wait, 2, deadline);
+            assert!(matches!(p.next(now), Next::Connect(0)));
+            p.failed(failure());
+            assert!(matches!(p.next(now), Next::Connect(1)));
+            p.failed(Failure::Session {
+                error: Error::from_code(code::SHUTTING_DOWN, ""),
+                queued: Duration::ZERO,
+            });
+            assert!(matches!(p.next(now), Next::Sleep(_)));
+            assert!(matches!(p.next(now), Next::Connect(1)));
+        }
     }
 
     /// An attempt that was queued when the deadline passed ends the plan

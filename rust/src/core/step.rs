@@ -9,6 +9,8 @@ use std::time::Instant;
 
 use super::retry::{Failure, Plan};
 use super::session::{Request, Session, Turn};
+use crate::addr::ServerAddr;
+use crate::error::Error;
 
 /// What an acquire attempt does after a turn of its session.
 #[derive(Debug, PartialEq, Eq)]
@@ -57,12 +59,23 @@ pub(crate) fn acquire_step(
     })
 }
 
+/// The end of an attempt on a read that failed with `err` on the
+/// connection to `server`. Over TLS 1.3 the server's refusal of the
+/// client's certificate arrives as an alert on the first read after the
+/// handshake: that is the handshake's certificate problem after all.
+pub(crate) fn read_failed(server: &ServerAddr, err: std::io::Error) -> Error {
+    #[cfg(feature = "tls")]
+    let err = crate::tls::read_failed(server, err);
+    #[cfg(not(feature = "tls"))]
+    let _ = server;
+    Error::io(err)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::core::retry::Mode;
     use crate::core::session::Input;
-    use crate::error::Error;
     use std::time::Duration;
 
     fn ms(n: u64) -> Duration {

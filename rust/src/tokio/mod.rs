@@ -38,7 +38,7 @@ use crate::claim::Claim;
 use crate::config::Config;
 use crate::core::retry::{log_failure, log_retry, Failure, Mode, Next, Plan};
 use crate::core::session::{Input, Session, Turn};
-use crate::core::step::{acquire_step, AcquireStep};
+use crate::core::step::{acquire_step, read_failed, AcquireStep};
 use crate::error::Error;
 use conn::Conn;
 
@@ -100,7 +100,9 @@ impl Client {
 
     /// Acquires `name`, giving up with [`Error::Timeout`] after `timeout`.
     /// If attempts failed meanwhile (a server down, a refused connection, a
-    /// failed TLS handshake), the timeout carries the last one's error.
+    /// TLS handshake cut short), the timeout carries the last one's error.
+    /// A TLS handshake that failed on a certificate is not retried against
+    /// that server: with no other server left, its error comes at once.
     pub async fn acquire_timeout(&self, name: &str, timeout: Duration) -> Result<LockGuard, Error> {
         self.acquire_inner(name, Claim::exclusive(), Mode::Wait, Some(timeout))
             .await
@@ -231,7 +233,7 @@ impl Client {
                 Ok(()) => match timeout_at(wake.into(), conn.read(&mut buf)).await {
                     Err(_elapsed) => Input::Timer,
                     Ok(Ok(n)) => Input::Bytes(&buf[..n]),
-                    Ok(Err(e)) => Input::End(Error::io(e)),
+                    Ok(Err(e)) => Input::End(read_failed(server, e)),
                 },
             };
             turn = session.step(input, Instant::now());

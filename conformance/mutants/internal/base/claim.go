@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"crypto/tls"
 	"encoding/binary"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"net"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -169,10 +171,23 @@ func (cl *claim) run() {
 		return
 	}
 	frame := cl.acquireFrame()
+	refused := map[int]bool{} // servers that refused a certificate: not asked again
 	for attempt := 0; ; attempt++ {
-		retry, f := cl.session(frame, cl.servers[attempt%len(cl.servers)])
+		i := attempt % len(cl.servers)
+		if refused[i] {
+			continue
+		}
+		retry, f := cl.session(frame, cl.servers[i])
 		if !retry {
 			return
+		}
+		if f.kind == kindCertRefused {
+			refused[i] = true
+			if len(refused) == len(cl.servers) {
+				cl.fail(pipe.Error, "connect", -1)
+				return
+			}
+			continue
 		}
 		if cl.mode == pipe.ModeTry {
 			cl.fail(pipe.Error, f.kind, f.code)
@@ -207,6 +222,30 @@ func (cl *claim) stopped(kind string, held bool) {
 	}
 }
 
+// A TLS handshake that failed on a certificate fails the same way again
+// (spec/constants.json, tls_certificate_rule): that server is not asked
+// again, and with none left the claim fails at once.
+const (
+	kindCertRefused  = "cert-refused" // a failure's kind, never an event's
+	frameCertRefused = 0              // a frame type no server sends
+)
+
+// certRefused reports a certificate refused by either side of a handshake.
+func certRefused(err error) bool {
+	var verify *tls.CertificateVerificationError
+	if errors.As(err, &verify) {
+		return true
+	}
+	msg := err.Error()
+	for _, alert := range []string{"bad certificate", "unknown certificate authority", "certificate required",
+		"unsupported certificate", "revoked certificate", "expired certificate", "unknown certificate", "access denied"} {
+		if strings.Contains(msg, "remote error: tls: "+alert) {
+			return true
+		}
+	}
+	return false
+}
+
 type frame struct {
 	typ   byte
 	token uint64
@@ -222,6 +261,9 @@ func (cl *claim) session(acquire []byte, addr string) (bool, failure) {
 	}
 	conn, err := cl.dial(addr, dialTimeout)
 	if err != nil {
+		if certRefused(err) {
+			return true, failure{kindCertRefused, -1}
+		}
 		return true, failure{"connect", -1}
 	}
 	defer conn.Close()
@@ -310,6 +352,8 @@ func (cl *claim) session(acquire []byte, addr string) (bool, failure) {
 				return ioEnd()
 			}
 			switch f.typ {
+			case frameCertRefused:
+				return true, failure{kindCertRefused, -1}
 			case msgWaiting:
 				ack()
 				if !waiting && !held {
@@ -489,6 +533,9 @@ func (cl *claim) read(conn net.Conn, frames chan<- frame, quit <-chan struct{}) 
 	for {
 		t, err := br.ReadByte()
 		if err != nil {
+			if certRefused(err) { // TLS 1.3: the server's verdict on our certificate
+				deliver(frame{typ: frameCertRefused})
+			}
 			return
 		}
 		f := frame{typ: t}
