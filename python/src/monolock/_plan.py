@@ -21,7 +21,6 @@ from typing import Callable, TypeVar, Union
 from . import _protocol as proto
 from ._config import Address, ClientConfig, check_timeout
 from ._schedule import RETRY_RESET_AFTER_QUEUED_MS, Backoff
-from ._session import Session
 from .errors import (
     PREFIX,
     AcquireTimeout,
@@ -193,17 +192,6 @@ class Claim:
     name: bytes
     shared: bool = False
     limit: int = 0
-
-    def session(self, lease_ms: int, *, try_only: bool, server: str) -> Session:
-        """A new session core for one attempt of this claim at ``server``."""
-        return Session(
-            self.name,
-            lease_ms,
-            try_only=try_only,
-            server=server,
-            shared=self.shared,
-            limit=self.limit,
-        )
 
 
 def check_mode(shared: bool, limit: int | None) -> tuple[bool, int]:

@@ -358,7 +358,14 @@ class AsyncClient(ClientConfig):
         loop = asyncio.get_running_loop()
 
         async def attempt(step: Attempt) -> AsyncLock | Failure:
-            session = claim.session(self.lease_ms, try_only=try_only, server=str(step.address))
+            session = Session(
+                claim.name,
+                self.lease_ms,
+                try_only=try_only,
+                server=str(step.address),
+                shared=claim.shared,
+                limit=claim.limit,
+            )
             conn = _AioConnection(session, on_waiting, on_lost, loop)
             try:
                 await _open(loop, conn, self, step.address, step.connect_timeout)

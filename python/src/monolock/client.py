@@ -279,7 +279,14 @@ class Client(ClientConfig):
             if cancel is not None and cancel.is_set():
                 raise AcquireCancelled()
             reactor = keeper()
-            session = claim.session(self.lease_ms, try_only=try_only, server=str(step.address))
+            session = Session(
+                claim.name,
+                self.lease_ms,
+                try_only=try_only,
+                server=str(step.address),
+                shared=claim.shared,
+                limit=claim.limit,
+            )
             conn = _Connection(reactor, session, on_waiting, on_lost)
             if self.ssl_context is None and _HAS_POLL:
                 try:
