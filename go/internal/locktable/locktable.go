@@ -73,10 +73,8 @@ func (c *Claim) Token() uint64 { return c.token.Load() }
 // fit stops the scan, so a waiting exclusive claim is never overtaken by a
 // stream of shared ones.
 type lock struct {
-	holders, lastHolder *Claim
-	head, tail          *Claim
-	nHolders            int32 // held back ones included: they still count
-	waiters             int32
+	holders claimList // held back ones included: they still count
+	queue   claimList
 	// shared counts the live shared sessions (holders not held back, and
 	// waiters); while there are any, a shared claim must state limit.
 	shared int32
@@ -92,12 +90,12 @@ type lock struct {
 // fits reports whether c may hold l beside its current holders.
 func (l *lock) fits(c *Claim) bool {
 	switch {
-	case l.nHolders == 0:
+	case l.holders.n == 0:
 		return true
 	case l.exclusive || !c.Shared:
 		return false
 	}
-	return l.limit == 0 || l.nHolders < int32(l.limit)
+	return l.limit == 0 || l.holders.n < int32(l.limit)
 }
 
 // Table maps lock names to their holders and waiters. It is safe for
@@ -141,7 +139,7 @@ func (t *Table) Acquire(c *Claim) (granted bool, err error) {
 		l.limit = c.Limit
 		l.shared++
 	}
-	if !l.blocked && l.head == nil && l.fits(c) {
+	if !l.blocked && l.queue.head == nil && l.fits(c) {
 		err := t.grant(l, c)
 		if err == nil {
 			return true, nil
@@ -158,14 +156,7 @@ func (t *Table) Acquire(c *Claim) (granted bool, err error) {
 	}
 	c.lock = l
 	c.since = t.now().UnixNano()
-	c.prev = l.tail
-	if l.tail != nil {
-		l.tail.next = c
-	} else {
-		l.head = c
-	}
-	l.tail = c
-	l.waiters++
+	l.queue.pushBack(c)
 	return false, nil
 }
 
@@ -178,14 +169,7 @@ func (t *Table) grant(l *lock, c *Claim) error {
 	c.token.Store(tok)
 	c.since = t.now().UnixNano()
 	c.lock, c.held = l, true
-	c.prev, c.next = l.lastHolder, nil
-	if l.lastHolder != nil {
-		l.lastHolder.next = c
-	} else {
-		l.holders = c
-	}
-	l.lastHolder = c
-	l.nHolders++
+	l.holders.pushBack(c)
 	l.exclusive = !c.Shared
 	return nil
 }
@@ -222,24 +206,12 @@ func (t *Table) remove(l *lock, c *Claim) {
 	if c.Shared && !c.heldBack {
 		l.shared--
 	}
-	if !c.held {
-		t.unlink(l, c)
-		c.lock = nil
-		return
-	}
-	if c.prev != nil {
-		c.prev.next = c.next
+	if c.held {
+		l.holders.remove(c)
 	} else {
-		l.holders = c.next
+		l.queue.remove(c)
 	}
-	if c.next != nil {
-		c.next.prev = c.prev
-	} else {
-		l.lastHolder = c.prev
-	}
-	c.prev, c.next = nil, nil
 	c.lock, c.held, c.heldBack = nil, false, false
-	l.nHolders--
 }
 
 // ReleaseHeldBack ends c's session in the table: a waiter leaves as with
@@ -309,16 +281,16 @@ func (t *Table) promote(l *lock) (promoted, failed []*Claim) {
 	if t.closed {
 		return nil, nil
 	}
-	for l.head != nil && l.fits(l.head) {
-		next := l.head
-		t.unlink(l, next)
+	for l.queue.head != nil && l.fits(l.queue.head) {
+		next := l.queue.head
+		l.queue.remove(next)
 		err := t.grant(l, next)
 		if err == nil {
 			promoted = append(promoted, next)
 			continue
 		}
 		if temporary(err) {
-			t.pushFront(l, next) // keeps its place; Regrant tries again
+			l.queue.pushFront(next) // keeps its place; Regrant tries again
 			return promoted, failed
 		}
 		next.lock = nil
@@ -330,18 +302,6 @@ func (t *Table) promote(l *lock) (promoted, failed []*Claim) {
 	return promoted, failed
 }
 
-// pushFront puts waiter c back at the head of l's queue. Caller holds t.mu.
-func (t *Table) pushFront(l *lock, c *Claim) {
-	c.lock, c.prev, c.next = l, nil, l.head
-	if l.head != nil {
-		l.head.prev = c
-	} else {
-		l.tail = c
-	}
-	l.head = c
-	l.waiters++
-}
-
 // Regrant grants every unblocked lock to the waiters that fit: after the
 // token source had none to give and has some again. It returns the
 // promoted claims, and the waiters the source refused for good.
@@ -349,7 +309,7 @@ func (t *Table) Regrant() (promoted, failed []*Claim) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for name, l := range t.locks {
-		if l.blocked || l.head == nil {
+		if l.blocked || l.queue.head == nil {
 			continue
 		}
 		p, f := t.promote(l)
@@ -360,26 +320,55 @@ func (t *Table) Regrant() (promoted, failed []*Claim) {
 	return promoted, failed
 }
 
-// unlink removes waiter c from l's queue. Caller holds t.mu.
-func (t *Table) unlink(l *lock, c *Claim) {
+// claimList is an intrusive doubly linked list of claims, through their
+// prev and next: a lock's holders, or its queue. A claim is in one list
+// at most, so leaving either is O(1) and allocation-free.
+type claimList struct {
+	head, tail *Claim
+	n          int32
+}
+
+func (q *claimList) pushBack(c *Claim) {
+	c.prev, c.next = q.tail, nil
+	if q.tail != nil {
+		q.tail.next = c
+	} else {
+		q.head = c
+	}
+	q.tail = c
+	q.n++
+}
+
+func (q *claimList) pushFront(c *Claim) {
+	c.prev, c.next = nil, q.head
+	if q.head != nil {
+		q.head.prev = c
+	} else {
+		q.tail = c
+	}
+	q.head = c
+	q.n++
+}
+
+func (q *claimList) remove(c *Claim) {
 	if c.prev != nil {
 		c.prev.next = c.next
 	} else {
-		l.head = c.next
+		q.head = c.next
 	}
 	if c.next != nil {
 		c.next.prev = c.prev
 	} else {
-		l.tail = c.prev
+		q.tail = c.prev
 	}
 	c.prev, c.next = nil, nil
-	l.waiters--
+	q.n--
 }
 
 // dropIfEmpty forgets a lock nobody holds or waits for, so the map only
 // holds live names. Caller holds t.mu.
 func (t *Table) dropIfEmpty(name string, l *lock) {
-	if l.nHolders == 0 && l.head == nil && !l.blocked && t.locks[name] == l {
+	if l.holders.n == 0 && l.queue.head == nil && !l.blocked && t.locks[name] == l {
 		delete(t.locks, name)
 	}
 }
@@ -497,12 +486,12 @@ func (h *pageHeap) Pop() any {
 
 // infoLocked describes l for a snapshot or a page. Caller holds t.mu.
 func (t *Table) infoLocked(name string, l *lock) LockInfo {
-	info := LockInfo{Name: name, Shared: l.nHolders > 0 && !l.exclusive}
+	info := LockInfo{Name: name, Shared: l.holders.n > 0 && !l.exclusive}
 	if l.shared > 0 || info.Shared {
 		info.Limit = l.limit
 	}
-	info.Holders = make([]Entry, 0, int(l.nHolders))
-	for h := l.holders; h != nil; h = h.next {
+	info.Holders = make([]Entry, 0, int(l.holders.n))
+	for h := l.holders.head; h != nil; h = h.next {
 		if h.heldBack {
 			info.HeldBack++
 			continue
@@ -513,8 +502,8 @@ func (t *Table) infoLocked(name string, l *lock) LockInfo {
 		info.Holder = &info.Holders[0]
 	}
 	info.Blocked = l.blocked || (info.HeldBack > 0 && l.exclusive)
-	info.Waiters = make([]Entry, 0, int(l.waiters))
-	for w := l.head; w != nil; w = w.next {
+	info.Waiters = make([]Entry, 0, int(l.queue.n))
+	for w := l.queue.head; w != nil; w = w.next {
 		info.Waiters = append(info.Waiters, entry(w))
 	}
 	return info
@@ -530,13 +519,13 @@ func (t *Table) Counts() (locks, held, waiters int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, l := range t.locks {
-		for h := l.holders; h != nil; h = h.next {
+		for h := l.holders.head; h != nil; h = h.next {
 			if !h.heldBack {
 				held++
 				break
 			}
 		}
-		waiters += int(l.waiters)
+		waiters += int(l.queue.n)
 	}
 	return len(t.locks), held, waiters
 }
