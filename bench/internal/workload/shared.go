@@ -92,64 +92,28 @@ func ModeCycles(ctx context.Context, sys systems.System, workers int, d, hold ti
 
 	ctx, cancel := context.WithTimeout(ctx, d+grace)
 	defer cancel()
-	var (
-		g        Gauge
-		mu       sync.Mutex
-		samples  []time.Duration
-		errs     int
-		firstErr error
-		wg       sync.WaitGroup
-	)
-	start := time.Now()
-	end := start.Add(d)
-	for _, w := range ws {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			local := make([]time.Duration, 0, 1024)
-			nerr := 0
-			var ferr error
-			for time.Now().Before(end) && nerr < maxErrors && ctx.Err() == nil {
-				t0 := time.Now()
-				h, err := w.AcquireMode(ctx, name, m)
-				if err == nil {
-					g.Enter()
-					if hold > 0 {
-						time.Sleep(hold)
-					}
-					g.Leave()
-					err = h.Release()
-				}
-				if err != nil {
-					nerr++
-					if ferr == nil {
-						ferr = err
-					}
-					if errors.Is(err, systems.ErrNoSemaphore) {
-						break
-					}
-					continue
-				}
-				local = append(local, time.Since(t0))
-			}
-			mu.Lock()
-			samples = append(samples, local...)
-			errs += nerr
-			if firstErr == nil {
-				firstErr = ferr
-			}
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	r := CycleResult{Cycles: stats.Summarise(samples, time.Since(start), errs), MaxHolders: int(g.Max()), Limit: m.Limit}
+	var g Gauge
+	c := runCycles(ctx, len(ws), d, func(i, _ int) error {
+		h, err := ws[i].AcquireMode(ctx, name, m)
+		if errors.Is(err, systems.ErrNoSemaphore) {
+			return fmt.Errorf("%w: %w", errStopWorker, err)
+		}
+		if err != nil {
+			return err
+		}
+		g.Enter()
+		if hold > 0 {
+			time.Sleep(hold)
+		}
+		g.Leave()
+		return h.Release()
+	})
+	cyc, err := c.summary()
+	r := CycleResult{Cycles: cyc, MaxHolders: int(g.Max()), Limit: m.Limit}
 	if r.Over() {
 		return r, fmt.Errorf("%w: %d held %q at once, the limit is %d", ErrOverLimit, r.MaxHolders, name, r.Limit)
 	}
-	if len(samples) == 0 && firstErr != nil {
-		return r, firstErr
-	}
-	return r, nil
+	return r, err
 }
 
 // RWResult is the readers/writer handoff: phases of R readers holding a

@@ -4,6 +4,7 @@ package workload
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -51,16 +52,53 @@ func Throughput(ctx context.Context, sys systems.System, workers int, d time.Dur
 
 	ctx, cancel := context.WithTimeout(ctx, d+grace)
 	defer cancel()
+	c := runCycles(ctx, len(ws), d, func(i, seq int) error {
+		name := fmt.Sprintf("u/%d", i)
+		if perCycleNames {
+			name = fmt.Sprintf("u/%d/%d", i, seq)
+		}
+		h, err := ws[i].Acquire(ctx, name)
+		if err != nil {
+			return err
+		}
+		return h.Release()
+	})
+	return c.summary()
+}
+
+// cycles is what runCycles measured.
+type cycles struct {
+	samples  []time.Duration // one per cycle that succeeded
+	errs     int
+	firstErr error
+	elapsed  time.Duration
+}
+
+// summary summarises the cycles; with none and an error, it is the error.
+func (c cycles) summary() (stats.Summary, error) {
+	s := stats.Summarise(c.samples, c.elapsed, c.errs)
+	if len(c.samples) == 0 && c.firstErr != nil {
+		return s, c.firstErr
+	}
+	return s, nil
+}
+
+// errStopWorker, wrapped by a cycle's error, ends that worker's loop: the
+// system cannot do the cycle at all.
+var errStopWorker = errors.New("the worker stops")
+
+// runCycles runs cycle on workers goroutines (its worker index and the
+// cycle's number in that worker) until d has passed, ctx ends or a worker
+// has failed maxErrors times, and times every cycle that succeeds.
+func runCycles(ctx context.Context, workers int, d time.Duration, cycle func(worker, seq int) error) cycles {
 	var (
-		mu       sync.Mutex
-		samples  []time.Duration
-		errs     int
-		firstErr error
-		wg       sync.WaitGroup
+		mu  sync.Mutex
+		out cycles
+		wg  sync.WaitGroup
 	)
 	start := time.Now()
 	end := start.Add(d)
-	for i, w := range ws {
+	for i := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -68,37 +106,29 @@ func Throughput(ctx context.Context, sys systems.System, workers int, d time.Dur
 			nerr := 0
 			var ferr error
 			for seq := 0; time.Now().Before(end) && nerr < maxErrors && ctx.Err() == nil; seq++ {
-				name := fmt.Sprintf("u/%d", i)
-				if perCycleNames {
-					name = fmt.Sprintf("u/%d/%d", i, seq)
-				}
 				t0 := time.Now()
-				h, err := w.Acquire(ctx, name)
-				if err == nil {
-					err = h.Release()
-				}
-				if err != nil {
+				if err := cycle(i, seq); err != nil {
 					nerr++
 					if ferr == nil {
 						ferr = err
+					}
+					if errors.Is(err, errStopWorker) {
+						break
 					}
 					continue
 				}
 				local = append(local, time.Since(t0))
 			}
 			mu.Lock()
-			samples = append(samples, local...)
-			errs += nerr
-			if firstErr == nil {
-				firstErr = ferr
+			out.samples = append(out.samples, local...)
+			out.errs += nerr
+			if out.firstErr == nil {
+				out.firstErr = ferr
 			}
 			mu.Unlock()
 		}()
 	}
 	wg.Wait()
-	s := stats.Summarise(samples, time.Since(start), errs)
-	if len(samples) == 0 && firstErr != nil {
-		return s, firstErr
-	}
-	return s, nil
+	out.elapsed = time.Since(start)
+	return out
 }
