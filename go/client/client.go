@@ -220,7 +220,10 @@ func (c *Client) attempt(ctx context.Context, name string, frame []byte, try boo
 		return nil, false, 0, err
 	}
 	lock, queued, err = newClaim(conn, raw, addr, name, frame, try, &c.cfg).acquire(ctx)
-	if side := certProblem(err); side != noCertProblem && c.cfg.tls != nil {
+	if err == nil || c.cfg.tls == nil {
+		return lock, true, queued, err
+	}
+	if side := certProblem(err); side != noCertProblem {
 		// TLS 1.3: the server's refusal of our certificate came with the
 		// first read. The handshake failed after all: not reached.
 		return nil, false, 0, &connectError{addr: addr, err: err, tls: true, cert: side}
