@@ -9,7 +9,8 @@ import pytest
 import monolock
 from monolock import errors
 from monolock._config import Address
-from monolock._plan import connect_error, timeout_error
+from monolock._connecting import connect_error
+from monolock._plan import timeout_error
 
 from .support import load_spec
 

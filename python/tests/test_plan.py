@@ -12,14 +12,13 @@ import pytest
 
 from monolock import errors
 from monolock._config import Address, ClientConfig
+from monolock._connecting import certificate_problem, connect_error
 from monolock._plan import (
     Attempt,
     Failure,
     Sleep,
     Step,
     acquisition_plan,
-    certificate_problem,
-    connect_error,
     run_sync,
 )
 from monolock._schedule import Backoff

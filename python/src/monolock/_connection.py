@@ -21,6 +21,7 @@ from contextlib import suppress
 from typing import Union, cast
 
 from ._config import Address
+from ._connecting import connect_error
 from ._lock import (
     ConnectionHandler,
     HeldLock,
@@ -29,7 +30,7 @@ from ._lock import (
     _call_hook,
     release_wait,
 )
-from ._plan import Failure, connect_error, logger, timeout_error
+from ._plan import Failure, logger, timeout_error
 from ._reactor import MAX_SELECT, READ, WRITE, Handler, Keeper, Latch, tell
 from ._session import Close, Failed, Granted, Lost, Queued, Send, Session, SessionEvent
 from .errors import AcquireCancelled, ConnectionClosed, LockLost

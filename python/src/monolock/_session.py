@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from . import _protocol as proto
-from ._plan import certificate_problem, connect_error
+from ._connecting import certificate_problem, connect_error
 from ._schedule import HeartbeatSchedule
 from .errors import (
     ConnectionClosed,

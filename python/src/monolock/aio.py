@@ -29,8 +29,9 @@ from ._config import (
     ClientConfig,
     Servers,
 )
+from ._connecting import connect_error
 from ._lock import BaseLock, ConnectionHandler, LostCallback, WaitingCallback, release_wait
-from ._plan import Attempt, Failure, Step, connect_error, prepare_acquisition, timeout_error
+from ._plan import Attempt, Failure, Step, prepare_acquisition, timeout_error
 from ._session import Session, SessionEvent
 from .errors import MonolockError
 
@@ -358,14 +359,7 @@ class AsyncClient(ClientConfig):
         loop = asyncio.get_running_loop()
 
         async def attempt(step: Attempt) -> AsyncLock | Failure:
-            session = Session(
-                claim.name,
-                self.lease_ms,
-                try_only=try_only,
-                server=str(step.address),
-                shared=claim.shared,
-                limit=claim.limit,
-            )
+            session = claim.session(self.lease_ms, try_only=try_only, server=str(step.address))
             conn = _AioConnection(session, on_waiting, on_lost, loop)
             try:
                 await _open(loop, conn, self, step.address, step.connect_timeout)

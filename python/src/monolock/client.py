@@ -32,9 +32,10 @@ from ._config import (
     ClientConfig,
     Servers,
 )
+from ._connecting import connect_error
 from ._connection import Connection, SockAddr
 from ._lock import BaseLock, LostCallback, WaitingCallback
-from ._plan import Attempt, Failure, Step, connect_error, prepare_acquisition, run_sync
+from ._plan import Attempt, Failure, Step, prepare_acquisition, run_sync
 from ._reactor import keeper
 from ._session import Session
 from .errors import AcquireCancelled
@@ -279,14 +280,7 @@ class Client(ClientConfig):
             if cancel is not None and cancel.is_set():
                 raise AcquireCancelled()
             reactor = keeper()
-            session = Session(
-                claim.name,
-                self.lease_ms,
-                try_only=try_only,
-                server=str(step.address),
-                shared=claim.shared,
-                limit=claim.limit,
-            )
+            session = claim.session(self.lease_ms, try_only=try_only, server=str(step.address))
             conn = _Connection(reactor, session, on_waiting, on_lost)
             if self.ssl_context is None and _HAS_POLL:
                 try:
