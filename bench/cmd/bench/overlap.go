@@ -51,7 +51,7 @@ func (rn *runner) overlap() error {
 	o := rn.overlapOptions(self)
 	start := time.Now()
 	info := &report.OverlapInfo{Lease: o.Lease, Runs: o.Runs, Delay: o.Delay, Job: o.Job, Window: o.Window, Every: o.Every,
-		Gap: overlapGap, Started: start, Command: commandLine(), LoadStart: loadavg(), Binary: monolockBinary()}
+		Gap: overlapGap, Binary: monolockBinary(), SeparateRun: report.SeparateRun{Started: start, Command: commandLine(), LoadStart: loadavg()}}
 	rn.r.OverlapRun = info
 	defer func() {
 		info.Duration = time.Since(start)

@@ -54,7 +54,7 @@ func (rn *runner) safety() error {
 	o := rn.safetyOptions()
 	start := time.Now()
 	info := &report.SafetyInfo{Lease: o.Lease, Runs: o.Runs, Delay: o.Delay, Window: o.Window, Target: safetyTarget,
-		Started: start, Command: commandLine(), LoadStart: loadavg(), Libraries: peerLibraries()}
+		Libraries: peerLibraries(), SeparateRun: report.SeparateRun{Started: start, Command: commandLine(), LoadStart: loadavg()}}
 	rn.r.SafetyRun = info
 	defer func() {
 		info.Duration = time.Since(start)

@@ -216,10 +216,7 @@ func writeOverlap(b *bytes.Buffer, r *Results, chart func(key, alt string)) {
 		p("; `etcdctl` is %s", strings.TrimPrefix(info.Etcdctl, "etcdctl version: "))
 	}
 	p(".\n\n")
-	if info.Separate {
-		p("> This section was measured by a run of its own (`%s`, %s, %s; load average %s at the start, %s at the end), after the run described at the top.\n\n",
-			info.Command, info.Started.UTC().Format("2006-01-02 15:04 UTC"), info.Duration.Round(time.Second), info.LoadStart, info.LoadEnd)
-	}
+	writeSeparateRun(b, info.SeparateRun)
 	gap := time.Duration(info.Gap * float64(info.Lease))
 	p("Per cell: the runs, those with any overlap, A's last − B's first (min / median / max, in time and in leases), the medians of A's last and B's first append counted from the fault, what became of A's command, and the exit statuses of A's lock tool (*still running*: it had not exited 2 s after its command was gone). ")
 	p("The target for `monolock run` is no overlap in any run, with A's last append at least %s (%g × lease) before B's first: A's last − B's first ≤ %s.\n\n", round(gap), info.Gap, signedMS(-gap))

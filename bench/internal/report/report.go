@@ -557,3 +557,13 @@ func writeClients(b *bytes.Buffer, r *Results, chart func(key, alt string)) {
 	p("\n")
 	chart("clients", "cycles and handoffs per second by client")
 }
+
+// writeSeparateRun says, for a section measured by a run of its own, which
+// run that was.
+func writeSeparateRun(b *bytes.Buffer, run SeparateRun) {
+	if !run.Separate {
+		return
+	}
+	fmt.Fprintf(b, "> This section was measured by a run of its own (`%s`, %s, %s; load average %s at the start, %s at the end), after the run described at the top.\n\n",
+		run.Command, run.Started.UTC().Format("2006-01-02 15:04 UTC"), run.Duration.Round(time.Second), run.LoadStart, run.LoadEnd)
+}

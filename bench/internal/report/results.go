@@ -57,9 +57,14 @@ type SharedSection struct {
 	Semaphore  []ModeCell `json:"semaphore,omitempty"`
 	// Hold is how long each semaphore holder holds before it releases.
 	Hold time.Duration `json:"hold_ns,omitempty"`
-	// Separate is set when the section comes from a run of its own,
-	// merged into an earlier run's results; that run is described below.
-	Separate  bool          `json:"separate,omitempty"`
+	SeparateRun
+}
+
+// SeparateRun is the run that measured a section (safety, overlap,
+// shared): with Separate set, a run of its own, merged into an earlier
+// run's results, which the section's text then describes.
+type SeparateRun struct {
+	Separate  bool          `json:"separate"`
 	Started   time.Time     `json:"started"`
 	Duration  time.Duration `json:"duration_ns"`
 	Command   string        `json:"command"`
@@ -103,14 +108,9 @@ type OverlapInfo struct {
 	Every  time.Duration `json:"every_ns"` // time between appends
 	Gap    float64       `json:"gap"`      // monolock run's target: A's last append ≥ Gap × lease before B's first
 	// Binary is the monolock binary measured; Etcdctl etcdctl's version.
-	Binary    string        `json:"binary"`
-	Etcdctl   string        `json:"etcdctl,omitempty"`
-	Separate  bool          `json:"separate"`
-	Started   time.Time     `json:"started"`
-	Duration  time.Duration `json:"duration_ns"`
-	Command   string        `json:"command"`
-	LoadStart string        `json:"load_start"`
-	LoadEnd   string        `json:"load_end"`
+	Binary  string `json:"binary"`
+	Etcdctl string `json:"etcdctl,omitempty"`
+	SeparateRun
 }
 
 // FailoverSection is workload 7. Every figure is in seconds, one per run.
@@ -190,10 +190,5 @@ type SafetyInfo struct {
 	Target float64       `json:"target"` // monolock's margin target, × lease
 	// Libraries are the peers' client libraries, module path → version.
 	Libraries map[string]string `json:"libraries,omitempty"`
-	Separate  bool              `json:"separate"`
-	Started   time.Time         `json:"started"`
-	Duration  time.Duration     `json:"duration_ns"`
-	Command   string            `json:"command"`
-	LoadStart string            `json:"load_start"`
-	LoadEnd   string            `json:"load_end"`
+	SeparateRun
 }

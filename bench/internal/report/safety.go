@@ -209,10 +209,7 @@ func writeSafety(b *bytes.Buffer, r *Results, chart func(key, alt string)) {
 		p(" (%s)", strings.Join(ls, ", "))
 	}
 	p(".\n\n")
-	if info.Separate {
-		p("> This section was measured by a run of its own (`%s`, %s, %s; load average %s at the start, %s at the end), after the run described at the top.\n\n",
-			info.Command, info.Started.UTC().Format("2006-01-02 15:04 UTC"), info.Duration.Round(time.Second), info.LoadStart, info.LoadEnd)
-	}
+	writeSeparateRun(b, info.SeparateRun)
 	faults := safetyFaults(r)
 	p("Each cell: margin min / median / max over the runs where both events happened, then the unsafe runs. The target for monolock is a margin of at least %s (+%g × lease) and no unsafe run.\n\n", signedMS(time.Duration(info.Target*float64(lease))), info.Target)
 	p("| system | holder's signal |")

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/monolock/monolock/bench/internal/systems"
 )
@@ -20,10 +19,7 @@ func writeShared(b *bytes.Buffer, r *Results) {
 	p("## 9. Shared locks and semaphores\n\n")
 	p("monolock's shared claims (protocol version 2, [protocol.md](protocol.md)) through the Go client's `client.Shared()` and `client.Limit(n)`, beside PostgreSQL's shared advisory locks: `pg_advisory_lock_shared` / `pg_advisory_unlock_shared` for a reader, `pg_advisory_lock` / `pg_advisory_unlock` for a writer, on one pooled connection per worker as in the sections above. ")
 	p("Redis, etcd and ZooKeeper have no shared lock in the recipes measured here and are not in this section.\n\n")
-	if s.Separate {
-		p("> This section was measured by a run of its own (`%s`, %s, %s; load average %s at the start, %s at the end), after the run described at the top.\n\n",
-			s.Command, s.Started.UTC().Format("2006-01-02 15:04 UTC"), s.Duration.Round(time.Second), s.LoadStart, s.LoadEnd)
-	}
+	writeSeparateRun(b, s.SeparateRun)
 
 	if len(s.Throughput) > 0 {
 		p("### Shared-lock throughput\n\n")

@@ -69,7 +69,7 @@ func TestSharedSectionSaysWhenALimitWasPassed(t *testing.T) {
 
 func TestMergeSharedKeepsThePartsNotRerun(t *testing.T) {
 	old := sharedSample()
-	next := &SharedSection{Semaphore: []ModeCell{{System: "monolock", Workers: 16}}, Hold: time.Millisecond, Command: "again"}
+	next := &SharedSection{Semaphore: []ModeCell{{System: "monolock", Workers: 16}}, Hold: time.Millisecond, SeparateRun: SeparateRun{Command: "again"}}
 	m := MergeShared(old, next)
 	if !m.Separate || m.Command != "again" || len(m.Throughput) != 4 || len(m.RW) != 2 || m.Hold != time.Millisecond || m.Semaphore[0].Result.Limit != 0 {
 		t.Fatalf("%+v", m)
