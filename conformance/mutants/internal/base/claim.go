@@ -261,7 +261,7 @@ func (cl *claim) session(acquire []byte, addr string) (bool, failure) {
 	}
 	conn, err := cl.dial(addr, dialTimeout)
 	if err != nil {
-		if certRefused(err) {
+		if certRefused(err) && !cl.bugs.RetryCertificateProblems {
 			return true, failure{kindCertRefused, -1}
 		}
 		return true, failure{"connect", -1}
@@ -533,7 +533,7 @@ func (cl *claim) read(conn net.Conn, frames chan<- frame, quit <-chan struct{}) 
 	for {
 		t, err := br.ReadByte()
 		if err != nil {
-			if certRefused(err) { // TLS 1.3: the server's verdict on our certificate
+			if certRefused(err) && !cl.bugs.RetryCertificateProblems { // TLS 1.3: the server's verdict on our certificate
 				deliver(frame{typ: frameCertRefused})
 			}
 			return

@@ -43,6 +43,9 @@ type Bugs struct {
 	// RetryUnsupportedShared takes ERROR 0x10 in reply to a shared claim
 	// as a reason to queue again, instead of the terminal error it is.
 	RetryUnsupportedShared bool
+	// RetryCertificateProblems takes a refused certificate for a failed
+	// connection and tries the server again until the deadline.
+	RetryCertificateProblems bool
 }
 
 // tlsConfig builds the TLS configuration; an empty server name is filled in
