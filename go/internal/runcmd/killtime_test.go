@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/monolock/monolock/go/internal/proctree"
 )
 
 // hogEnv makes the test binary a helper that touches this many MiB of
@@ -65,7 +67,7 @@ func startTree(b *testing.B, hogMiB int, want int) *child {
 	c := newChild(cmd.Process.Pid)
 	go c.reap()
 	deadline := time.Now().Add(30 * time.Second)
-	for len(live(descendants(os.Getpid()))) < want {
+	for len(live(proctree.Descendants(os.Getpid()))) < want {
 		require.True(b, time.Now().Before(deadline), "the tree did not start")
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -75,12 +77,12 @@ func startTree(b *testing.B, hogMiB int, want int) *child {
 	return c
 }
 
-func live(ps []proc) []proc {
-	return slices.DeleteFunc(ps, func(p proc) bool { return p.state == 'Z' })
+func live(ps []proctree.Proc) []proctree.Proc {
+	return slices.DeleteFunc(ps, func(p proctree.Proc) bool { return p.State == 'Z' })
 }
 
 func BenchmarkKillTree(b *testing.B) {
-	require.NoError(b, becomeSubreaper())
+	require.NoError(b, proctree.BecomeSubreaper())
 	for _, hogMiB := range []int{0, 256, 1024} {
 		want := 4
 		if hogMiB > 0 {

@@ -5,32 +5,14 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
-	"slices"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-)
 
-func TestParseStat(t *testing.T) {
-	// A name with spaces and parentheses: the fields follow the last ')'.
-	p, err := parseStat([]byte("4242 (a) b (c)) D 17 4242 4242 0 -1 4194560 96 0 0 0 0 0 0 0 20 0 1 0 987654 2445312 224 18446744073709551615\n"))
-	require.NoError(t, err)
-	assert.Equal(t, proc{pid: 4242, ppid: 17, start: 987654, state: 'D', comm: "a) b (c)"}, p)
-	for _, bad := range []string{"", "4242 (x", "x (y) S 1 2", "4242 (y) S one 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20"} {
-		_, err := parseStat([]byte(bad))
-		assert.Error(t, err, "%q", bad)
-	}
-	self, err := readProc(os.Getpid())
-	require.NoError(t, err)
-	assert.Equal(t, os.Getppid(), self.ppid)
-	assert.True(t, sameProc(self))
-	other := self
-	other.start++
-	assert.False(t, sameProc(other), "another start time is another process")
-}
+	"github.com/monolock/monolock/go/internal/proctree"
+)
 
 // overdueEnv makes the test binary the helper of
 // TestStopReportsWhatOutlivesTheLease: it stands in for monolock run (a
@@ -63,14 +45,14 @@ func TestStopReportsWhatOutlivesTheLease(t *testing.T) {
 // outside the group (setsid), stops it with a plan that gives up before
 // its SIGKILL, then stops it for real.
 func overdueHelper(t *testing.T) {
-	require.NoError(t, becomeSubreaper())
+	require.NoError(t, proctree.BecomeSubreaper())
 	cmd := exec.Command("sh", "-c", `trap '' TERM; sleep 300 & (setsid sleep 300 &); wait`)
 	cmd.SysProcAttr = procAttr()
 	require.NoError(t, cmd.Start())
 	c := newChild(cmd.Process.Pid)
 	go c.reap()
 	deadline := time.Now().Add(10 * time.Second)
-	for !treeReady(descendants(os.Getpid())) {
+	for !treeReady(proctree.Descendants(os.Getpid())) {
 		require.True(t, time.Now().Before(deadline), "the tree did not start")
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -85,36 +67,12 @@ func overdueHelper(t *testing.T) {
 
 // treeReady: the shell and both sleeps run, and the subshell between them
 // has gone.
-func treeReady(ps []proc) bool {
+func treeReady(ps []proctree.Proc) bool {
 	names := map[string]int{}
 	for _, p := range ps {
-		if p.state != 'Z' {
-			names[p.comm]++
+		if p.State != 'Z' {
+			names[p.Comm]++
 		}
 	}
 	return len(ps) == 3 && names["sh"] == 1 && names["sleep"] == 2
-}
-
-// Both ways of finding descendants find the same tree.
-func TestDescendantsWalkAndScanAgree(t *testing.T) {
-	require.True(t, hasChildrenLists(), "this kernel has no children lists: only the scan is tested")
-	cmd := exec.Command("sh", "-c", `sleep 300 & sh -c 'sleep 300 & wait' & wait`)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() {
-		for _, p := range descendants(cmd.Process.Pid) {
-			signalProc(p, syscall.SIGKILL)
-		}
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	pids := func(ps []proc) []int {
-		var out []int
-		for _, p := range ps {
-			out = append(out, p.pid)
-		}
-		slices.Sort(out)
-		return out
-	}
-	require.Eventually(t, func() bool { return len(live(descendants(cmd.Process.Pid))) == 3 }, 10*time.Second, 5*time.Millisecond)
-	assert.Equal(t, pids(scanAll(cmd.Process.Pid)), pids(walkChildren(cmd.Process.Pid)))
 }

@@ -7,6 +7,8 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/monolock/monolock/go/internal/proctree"
 )
 
 // stopPhase is where the stop of a lost lock's command stands.
@@ -65,12 +67,12 @@ const (
 
 // stopReport is the outcome of a stop, for the exit report.
 type stopReport struct {
-	phase     stopPhase     // stopReaped or stopOverdue
-	processes int           // every process that got a signal
-	killed    int           // those that got SIGKILL
-	left      []proc        // alive when the wait ended (stopOverdue)
-	margin    time.Duration // from the last reaping to the lease end (stopReaped)
-	kicked    bool          // the lock passed on at the loss: there is no margin
+	phase     stopPhase       // stopReaped or stopOverdue
+	processes int             // every process that got a signal
+	killed    int             // those that got SIGKILL
+	left      []proctree.Proc // alive when the wait ended (stopOverdue)
+	margin    time.Duration   // from the last reaping to the lease end (stopReaped)
+	kicked    bool            // the lock passed on at the loss: there is no margin
 }
 
 // stopper stops the command and everything it started.
@@ -79,8 +81,8 @@ type stopper struct {
 	plan    stopPlan
 	sigs    <-chan os.Signal
 	phase   stopPhase
-	seen    map[procID]bool // every process signalled; true once it got SIGKILL
-	allGone <-chan struct{} // c.allGone until seen closed, then nil
+	seen    map[proctree.ID]bool // every process signalled; true once it got SIGKILL
+	allGone <-chan struct{}      // c.allGone until seen closed, then nil
 	// groupGone: the command's process group was found empty after the
 	// command was reaped. Its id is then free for reuse by an unrelated
 	// group, which must not get our signals.
@@ -88,7 +90,7 @@ type stopper struct {
 }
 
 func newStopper(c *child, plan stopPlan, sigs <-chan os.Signal) *stopper {
-	return &stopper{c: c, plan: plan, sigs: sigs, seen: map[procID]bool{}, allGone: c.allGone}
+	return &stopper{c: c, plan: plan, sigs: sigs, seen: map[proctree.ID]bool{}, allGone: c.allGone}
 }
 
 // run sends SIGTERM and waits until every process is reaped, with SIGKILL
@@ -178,18 +180,18 @@ func (s *stopper) signalGroup(sig syscall.Signal) {
 // the count of what needed SIGKILL includes the group that SIGKILL fells
 // in one call.
 func (s *stopper) signalAll(sig syscall.Signal) {
-	procs := descendants(os.Getpid())
+	procs := proctree.Descendants(os.Getpid())
 	s.signalGroup(sig)
 	if sig != syscall.SIGKILL {
 		s.signalGroup(syscall.SIGCONT)
 	}
 	for _, p := range procs {
-		if p.state == 'Z' {
+		if p.State == 'Z' {
 			continue // dead already, only waiting for its reaper
 		}
-		s.seen[p.id()] = s.seen[p.id()] || sig == syscall.SIGKILL
-		if signalProc(p, sig) && sig != syscall.SIGKILL {
-			signalProc(p, syscall.SIGCONT)
+		s.seen[p.ID()] = s.seen[p.ID()] || sig == syscall.SIGKILL
+		if proctree.Signal(p, sig) && sig != syscall.SIGKILL {
+			proctree.Signal(p, syscall.SIGCONT)
 		}
 	}
 }
@@ -215,8 +217,8 @@ func (s *stopper) report() stopReport {
 		r.margin = time.Until(s.plan.leaseEnd)
 		return r
 	}
-	for _, p := range descendants(os.Getpid()) {
-		if p.state != 'Z' {
+	for _, p := range proctree.Descendants(os.Getpid()) {
+		if p.State != 'Z' {
 			r.left = append(r.left, p)
 		}
 	}
@@ -227,8 +229,8 @@ func (s *stopper) report() stopReport {
 // outlived the lease with its pid and state, then one summary line.
 func (r *runner) reportStop(rep stopReport) {
 	for _, p := range rep.left {
-		r.log.Error(fmt.Sprintf("pid %d (%s) is still alive, in state %s, when the lock can pass on; only the fencing token protects against it now", p.pid, p.comm, p.stateName()),
-			"pid", p.pid, "state", string(p.state))
+		r.log.Error(fmt.Sprintf("pid %d (%s) is still alive, in state %s, when the lock can pass on; only the fencing token protects against it now", p.Pid, p.Comm, p.StateName()),
+			"pid", p.Pid, "state", string(p.State))
 	}
 	attrs := []any{"outcome", rep.phase.String(), "processes", rep.processes, "killed", rep.killed, "left", len(rep.left)}
 	switch {

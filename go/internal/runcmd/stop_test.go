@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monolock/monolock/go/client"
+	"github.com/monolock/monolock/go/internal/proctree"
 	"github.com/monolock/monolock/go/pkg/protocol"
 )
 
@@ -72,7 +73,7 @@ func TestReportStopTellsEveryLeftover(t *testing.T) {
 	var out bytes.Buffer
 	r := &runner{log: slog.New(newHumanHandler(&out, slog.LevelWarn))}
 	r.reportStop(stopReport{phase: stopOverdue, processes: 3, killed: 2,
-		left: []proc{{pid: 41, comm: "dd", state: 'D'}}})
+		left: []proctree.Proc{{Pid: 41, Comm: "dd", State: 'D'}}})
 	assert.Equal(t, "monolock run: pid 41 (dd) is still alive, in state D (uninterruptible sleep), when the lock can pass on; only the fencing token protects against it now\n"+
 		"monolock run: command not fully stopped: 1 of 3 processes still alive when the lock can pass on (2 got SIGKILL)\n", out.String())
 

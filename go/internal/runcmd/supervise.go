@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/monolock/monolock/go/client"
+	"github.com/monolock/monolock/go/internal/proctree"
 	"github.com/monolock/monolock/go/pkg/protocol"
 )
 
@@ -108,7 +109,7 @@ func (r *runner) supervise(lock *client.Lock, sigs <-chan os.Signal) int {
 		return ExitLockLost
 	}
 	// Before the start: an orphan reparented before the call would be lost.
-	if err := becomeSubreaper(); err != nil {
+	if err := proctree.BecomeSubreaper(); err != nil {
 		r.log.Warn("processes that leave the command's process group will not be stopped after a loss", "err", err)
 	}
 	if err := cmd.Start(); err != nil {

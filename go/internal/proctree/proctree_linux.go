@@ -1,4 +1,4 @@
-package runcmd
+package proctree
 
 import (
 	"bytes"
@@ -12,20 +12,20 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// becomeSubreaper makes monolock run the reaper of every orphan among the
-// command's descendants: a daemon that double-forks and calls setsid
-// leaves the command's process group, but it stays below monolock run, so
-// descendants finds it and wait reaps it. Without this, such a process
-// would go to init and could not be told from any other.
-func becomeSubreaper() error {
+// BecomeSubreaper makes the calling process the reaper of every orphan
+// below it: a daemon that double-forks and calls setsid leaves its
+// parent's process group, but it stays below the subreaper, so Descendants
+// finds it and wait reaps it. Without this, such a process would go to
+// init and could not be told from any other.
+func BecomeSubreaper() error {
 	return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 }
 
-// readProc parses /proc/PID/stat.
-func readProc(pid int) (proc, error) {
+// Read parses /proc/PID/stat.
+func Read(pid int) (Proc, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return proc{}, err
+		return Proc{}, err
 	}
 	return parseStat(b)
 }
@@ -35,36 +35,36 @@ var errBadStat = errors.New("unexpected /proc/PID/stat layout")
 // parseStat reads "pid (comm) state ppid ... starttime ...". The command
 // name may hold spaces and parentheses, so the fields after it are found
 // from the last ')'.
-func parseStat(b []byte) (proc, error) {
+func parseStat(b []byte) (Proc, error) {
 	open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
 	if open < 0 || end < open {
-		return proc{}, errBadStat
+		return Proc{}, errBadStat
 	}
 	pid, err := strconv.Atoi(string(bytes.TrimSpace(b[:open])))
 	if err != nil {
-		return proc{}, errBadStat
+		return Proc{}, errBadStat
 	}
 	// After ")": state(3) ppid(4) pgrp(5) ... starttime(22).
 	f := bytes.Fields(b[end+1:])
 	if len(f) < 20 || len(f[0]) != 1 {
-		return proc{}, errBadStat
+		return Proc{}, errBadStat
 	}
 	ppid, err1 := strconv.Atoi(string(f[1]))
 	start, err2 := strconv.ParseUint(string(f[19]), 10, 64)
 	if err1 != nil || err2 != nil {
-		return proc{}, errBadStat
+		return Proc{}, errBadStat
 	}
-	return proc{pid: pid, ppid: ppid, start: start, state: f[0][0], comm: string(b[open+1 : end])}, nil
+	return Proc{Pid: pid, PPid: ppid, Start: start, State: f[0][0], Comm: string(b[open+1 : end])}, nil
 }
 
-// descendants lists the processes below root. Where the kernel keeps a
+// Descendants lists the processes below root. Where the kernel keeps a
 // list of children per thread (/proc/PID/task/TID/children), it walks the
 // tree: the cost grows with the tree, not with every process on the
 // machine, which matters when the kill must be quick on a busy one.
 // Elsewhere it makes one pass over all of /proc. A process that forks or is
 // re-parented during the look may be missed: the callers look again until
 // nothing is left.
-func descendants(root int) []proc {
+func Descendants(root int) []Proc {
 	if hasChildrenLists() {
 		return walkChildren(root)
 	}
@@ -79,15 +79,15 @@ var hasChildrenLists = sync.OnceValue(func() bool {
 })
 
 // walkChildren follows the children lists down from root.
-func walkChildren(root int) []proc {
-	var out []proc
+func walkChildren(root int) []Proc {
+	var out []Proc
 	queue := []int{root}
 	for len(queue) > 0 {
 		parent := queue[0]
 		queue = queue[1:]
 		for _, pid := range childrenOf(parent) {
-			p, err := readProc(pid)
-			if err != nil || p.ppid != parent {
+			p, err := Read(pid)
+			if err != nil || p.PPid != parent {
 				continue // gone, or re-parented since: the next look finds it
 			}
 			out = append(out, p)
@@ -121,54 +121,54 @@ func childrenOf(pid int) []int {
 }
 
 // scanAll finds the processes below root from one pass over /proc.
-func scanAll(root int) []proc {
+func scanAll(root int) []Proc {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
-	children := map[int][]proc{}
+	children := map[int][]Proc{}
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue // not a process
 		}
-		if p, err := readProc(pid); err == nil {
-			children[p.ppid] = append(children[p.ppid], p)
+		if p, err := Read(pid); err == nil {
+			children[p.PPid] = append(children[p.PPid], p)
 		}
 	}
-	var out []proc
+	var out []Proc
 	queue := []int{root}
 	for len(queue) > 0 {
 		next := children[queue[0]]
 		queue = queue[1:]
 		for _, p := range next {
 			out = append(out, p)
-			queue = append(queue, p.pid)
+			queue = append(queue, p.Pid)
 		}
 	}
 	return out
 }
 
-// signalProc sends sig to p, and to no other process: a pidfd pins the
+// Signal sends sig to p, and to no other process: a pidfd pins the
 // process, and the start time read after opening it proves that the pid
 // was not reused since the pass over /proc. It reports whether the signal
 // was sent.
-func signalProc(p proc, sig syscall.Signal) bool {
-	fd, err := unix.PidfdOpen(p.pid, 0)
+func Signal(p Proc, sig syscall.Signal) bool {
+	fd, err := unix.PidfdOpen(p.Pid, 0)
 	if errors.Is(err, unix.ENOSYS) {
 		// A kernel without pidfds (before 5.3): the check and the
 		// kill are microseconds apart.
-		return sameProc(p) && unix.Kill(p.pid, sig) == nil
+		return Same(p) && unix.Kill(p.Pid, sig) == nil
 	}
 	if err != nil {
 		return false // gone already
 	}
 	defer unix.Close(fd)
-	return sameProc(p) && unix.PidfdSendSignal(fd, sig, nil, 0) == nil
+	return Same(p) && unix.PidfdSendSignal(fd, sig, nil, 0) == nil
 }
 
-// sameProc reports whether p's pid still belongs to p.
-func sameProc(p proc) bool {
-	now, err := readProc(p.pid)
-	return err == nil && now.start == p.start
+// Same reports whether p's pid still belongs to p.
+func Same(p Proc) bool {
+	now, err := Read(p.Pid)
+	return err == nil && now.Start == p.Start
 }
