@@ -172,3 +172,10 @@ func Same(p Proc) bool {
 	now, err := Read(p.Pid)
 	return err == nil && now.Start == p.Start
 }
+
+// Stopped reports whether the process pid is stopped now (state T, or t
+// when traced).
+func Stopped(pid int) bool {
+	p, err := Read(pid)
+	return err == nil && (p.State == 'T' || p.State == 't')
+}

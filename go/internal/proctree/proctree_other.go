@@ -14,3 +14,7 @@ func Descendants(int) []Proc { return nil }
 
 // Signal is never called without Descendants.
 func Signal(Proc, syscall.Signal) bool { return false }
+
+// Stopped cannot look on this system: a process said to have stopped is
+// taken at its word.
+func Stopped(int) bool { return true }

@@ -24,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monolock/monolock/go/internal/proctree"
+	"github.com/monolock/monolock/go/internal/runcmd/watchdog"
 )
 
 // hogEnv makes the test binary a helper that touches this many MiB of
@@ -58,7 +59,7 @@ wait`
 // want processes.
 func startTree(b *testing.B, hogMiB int, want int) *child {
 	cmd := exec.Command("sh", "-c", treeScript)
-	cmd.SysProcAttr = procAttr()
+	cmd.SysProcAttr = watchdog.CommandAttr()
 	cmd.Env = os.Environ()
 	if hogMiB > 0 {
 		cmd.Env = append(cmd.Env, "HOG="+os.Args[0], hogEnv+"="+strconv.Itoa(hogMiB))

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monolock/monolock/go/internal/proctree"
+	"github.com/monolock/monolock/go/internal/runcmd/watchdog"
 )
 
 // overdueEnv makes the test binary the helper of
@@ -47,7 +48,7 @@ func TestStopReportsWhatOutlivesTheLease(t *testing.T) {
 func overdueHelper(t *testing.T) {
 	require.NoError(t, proctree.BecomeSubreaper())
 	cmd := exec.Command("sh", "-c", `trap '' TERM; sleep 300 & (setsid sleep 300 &); wait`)
-	cmd.SysProcAttr = procAttr()
+	cmd.SysProcAttr = watchdog.CommandAttr()
 	require.NoError(t, cmd.Start())
 	c := newChild(cmd.Process.Pid)
 	go c.reap()

@@ -199,7 +199,7 @@ func TestTerminalCtrlZAndFg(t *testing.T) {
 	p := startPTY(t, t.TempDir(), bash, "--norc", "--noprofile", "-c", script)
 	p.waitOutput("ready")
 	p.typeIn("\x1a")
-	p.waitOutput(fmt.Sprintf("stopped:%d", 128+int(syscall.SIGTSTP)))
+	p.waitOutput(fmt.Sprintf("stopped:%d", 128+int(syscall.SIGSTOP)))
 	p.typeIn("back\n")
 	p.waitOutput("got:back")
 	p.waitOutput("status:0")

@@ -83,10 +83,6 @@ type stopper struct {
 	phase   stopPhase
 	seen    map[proctree.ID]bool // every process signalled; true once it got SIGKILL
 	allGone <-chan struct{}      // c.allGone until seen closed, then nil
-	// groupGone: the command's process group was found empty after the
-	// command was reaped. Its id is then free for reuse by an unrelated
-	// group, which must not get our signals.
-	groupGone bool
 }
 
 func newStopper(c *child, plan stopPlan, sigs <-chan os.Signal) *stopper {
@@ -96,12 +92,19 @@ func newStopper(c *child, plan stopPlan, sigs <-chan os.Signal) *stopper {
 // run sends SIGTERM and waits until every process is reaped, with SIGKILL
 // at the planned instant, or until the plan gives up.
 func (s *stopper) run() stopReport {
-	s.signalAll(syscall.SIGTERM)
+	if s.plan.kill.After(time.Now()) {
+		s.signalAll(syscall.SIGTERM)
+	} else {
+		// No time for SIGTERM to act: a stopped tree (Ctrl-Z) is not
+		// continued to run past the lease for it.
+		s.phase = stopKill
+		s.signalAll(syscall.SIGKILL)
+	}
 	killAt := time.NewTimer(time.Until(s.plan.kill))
 	defer killAt.Stop()
 	giveUp := time.NewTimer(time.Until(s.plan.giveUp))
 	defer giveUp.Stop()
-	tick := time.NewTicker(slowSweep)
+	tick := time.NewTicker(s.sweepInterval(time.Now()))
 	defer tick.Stop()
 	for s.phase == stopTerm || s.phase == stopKill {
 		select {
@@ -125,7 +128,7 @@ func (s *stopper) run() stopReport {
 				s.phase = stopOverdue
 			}
 		case sig := <-s.sigs:
-			s.signalGroup(sig.(syscall.Signal))
+			s.c.signalGroup(sig.(syscall.Signal))
 		}
 	}
 	return s.report()
@@ -160,18 +163,8 @@ func (s *stopper) gone() bool {
 	if !closed(s.c.allGone) {
 		return false
 	}
-	s.signalGroup(0) // signal 0 only checks that the group exists
-	return s.groupGone
-}
-
-// signalGroup sends sig to the command's process group while it exists.
-func (s *stopper) signalGroup(sig syscall.Signal) {
-	if s.groupGone {
-		return
-	}
-	if syscall.Kill(-s.c.pid, sig) == syscall.ESRCH && closed(s.c.done) {
-		s.groupGone = true
-	}
+	s.c.signalGroup(0) // signal 0 only checks that the group exists
+	return s.c.group.Gone()
 }
 
 // signalAll sends sig to the command's process group and to every process
@@ -180,15 +173,12 @@ func (s *stopper) signalGroup(sig syscall.Signal) {
 // the count of what needed SIGKILL includes the group that SIGKILL fells
 // in one call.
 func (s *stopper) signalAll(sig syscall.Signal) {
-	procs := proctree.Descendants(os.Getpid())
-	s.signalGroup(sig)
+	procs := s.c.descendants()
+	s.c.signalGroup(sig)
 	if sig != syscall.SIGKILL {
-		s.signalGroup(syscall.SIGCONT)
+		s.c.signalGroup(syscall.SIGCONT)
 	}
 	for _, p := range procs {
-		if p.State == 'Z' {
-			continue // dead already, only waiting for its reaper
-		}
 		s.seen[p.ID()] = s.seen[p.ID()] || sig == syscall.SIGKILL
 		if proctree.Signal(p, sig) && sig != syscall.SIGKILL {
 			proctree.Signal(p, syscall.SIGCONT)
@@ -217,11 +207,7 @@ func (s *stopper) report() stopReport {
 		r.margin = time.Until(s.plan.leaseEnd)
 		return r
 	}
-	for _, p := range proctree.Descendants(os.Getpid()) {
-		if p.State != 'Z' {
-			r.left = append(r.left, p)
-		}
-	}
+	r.left = s.c.descendants()
 	return r
 }
 

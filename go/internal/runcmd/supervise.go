@@ -5,11 +5,12 @@ package runcmd
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -17,38 +18,90 @@ import (
 
 	"github.com/monolock/monolock/go/client"
 	"github.com/monolock/monolock/go/internal/proctree"
+	"github.com/monolock/monolock/go/internal/runcmd/watchdog"
 	"github.com/monolock/monolock/go/pkg/protocol"
 )
 
 // forwarded are the signals passed on to the command's process group.
 var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
 
-// child is the running command. Its process group has its pid as id.
+// child is the running command, below its watchdog. Its process group has
+// its pid as id.
 type child struct {
-	pid     int
-	stopped chan struct{} // a stop (SIGTSTP, SIGTTIN, SIGSTOP...) of the command
-	done    chan struct{} // closed once the command has ended and status is set
-	status  unix.WaitStatus
-	reaped  chan struct{} // a process below monolock run was reaped (one pending is enough)
-	allGone chan struct{} // closed when monolock run has no child left, the command included
+	pid      int             // the command
+	group    *proctree.Group // its process group
+	watchdog int             // its parent, the watchdog process (0: none, in tests)
+	stopped  chan struct{}   // a stop (SIGTSTP, SIGTTIN, SIGSTOP...) of the command
+	done     chan struct{}   // closed once the command has ended and status is set
+	ended    sync.Once
+	status   unix.WaitStatus
+	reaped   chan struct{} // a process below monolock run was reaped (one pending is enough)
+	allGone  chan struct{} // closed when monolock run has no child left, the command included
+	told     chan struct{} // closed when the watchdog's events have ended (closed already without one)
+	// killing: the watchdog began to kill the tree (its deadline passed);
+	// killedBy: how that kill ended, once told.
+	killing  atomic.Bool
+	killedBy atomic.Pointer[watchdog.Event]
+	// treeStopped: monolock run has stopped the command's tree for a job
+	// stop (Ctrl-Z) and not continued it yet.
+	treeStopped bool
 }
 
 func newChild(pid int) *child {
+	told := make(chan struct{})
+	close(told)
 	return &child{
 		pid:     pid,
+		group:   proctree.NewGroup(pid),
 		stopped: make(chan struct{}, 1),
 		done:    make(chan struct{}),
 		reaped:  make(chan struct{}, 1),
 		allGone: make(chan struct{}),
+		told:    told,
 	}
 }
 
-// reap waits for every child of monolock run: the command, telling its
-// stops on the way (Wait4 with WUNTRACED is the one wait that sees both, so
-// exec.Cmd.Wait is not used), and, monolock run being a subreaper, every
-// orphan of the command's descendants, so none stays a zombie. It returns
-// at ECHILD: nothing is left below monolock run, and as nothing but the
-// command was started, nothing can appear there any more.
+// watched returns the child of a running watchdog, following its events.
+func watched(wd *watchdog.Watchdog) *child {
+	c := newChild(wd.Command)
+	c.watchdog = wd.Pid
+	c.told = make(chan struct{})
+	go c.follow(wd.Events)
+	return c
+}
+
+// follow takes in what the watchdog tells of the command.
+func (c *child) follow(events <-chan watchdog.Event) {
+	defer close(c.told)
+	for ev := range events {
+		switch ev.Kind {
+		case watchdog.Stopped:
+			notify(c.stopped)
+		case watchdog.Exited:
+			c.exit(ev.Wait)
+		case watchdog.Killing:
+			c.killing.Store(true)
+		case watchdog.Killed:
+			c.killedBy.Store(&ev)
+		}
+	}
+}
+
+// exit records the command's end, once.
+func (c *child) exit(ws unix.WaitStatus) {
+	c.ended.Do(func() {
+		c.status = ws
+		close(c.done)
+	})
+}
+
+// reap waits for every child of monolock run: the watchdog, and,
+// monolock run being a subreaper, whatever is re-parented to it should the
+// watchdog die (the command among them, whose stops it then tells; Wait4
+// with WUNTRACED is the one wait that sees both, so exec.Cmd.Wait is not
+// used), so none stays a zombie. It returns at ECHILD: nothing is left
+// below monolock run, and as nothing but the watchdog was started, nothing
+// can appear there any more.
 func (c *child) reap() {
 	defer close(c.allGone)
 	for {
@@ -58,11 +111,11 @@ func (c *child) reap() {
 		case errors.Is(err, syscall.EINTR):
 			continue
 		case err != nil:
-			// ECHILD. The command cannot still be waiting to be reaped
-			// here; should it, impossibly, there is nothing to wait for.
-			if !closed(c.done) {
-				close(c.done)
-			}
+			// ECHILD. The watchdog has gone, and told all it had to
+			// tell before: the command's end is known unless the
+			// command, impossibly, was never reaped.
+			<-c.told
+			c.exit(0)
 			return
 		case ws.Stopped():
 			if pid == c.pid {
@@ -71,11 +124,31 @@ func (c *child) reap() {
 			// A stopped orphan is continued by the stop after a loss.
 			continue
 		case pid == c.pid:
-			c.status = ws
-			close(c.done)
+			c.exit(ws)
 		}
 		notify(c.reaped)
 	}
+}
+
+// signalGroup sends sig to the command's process group while it exists.
+func (c *child) signalGroup(sig syscall.Signal) {
+	c.group.Signal(sig, closed(c.done))
+}
+
+// signalTree sends sig to the command's process group and to every
+// process below monolock run but the watchdog.
+func (c *child) signalTree(sig syscall.Signal) {
+	c.signalGroup(sig)
+	for _, p := range c.descendants() {
+		proctree.Signal(p, sig)
+	}
+}
+
+// descendants are the processes of the command: every live process below
+// monolock run but the watchdog.
+func (c *child) descendants() []proctree.Proc {
+	ps := proctree.Descendants(os.Getpid())
+	return slices.DeleteFunc(ps, func(p proctree.Proc) bool { return p.Pid == c.watchdog || p.State == 'Z' })
 }
 
 // notify wakes the reader of ch unless a wake-up is pending already.
@@ -88,58 +161,53 @@ func notify(ch chan struct{}) {
 
 // supervise runs the command under the lock and returns the exit status.
 func (r *runner) supervise(lock *client.Lock, sigs <-chan os.Signal) int {
-	cmd := exec.Command(r.o.command[0], r.o.command[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(),
-		"MONOLOCK_TOKEN="+strconv.FormatUint(lock.Token(), 10),
-		"MONOLOCK_NAME="+lock.Name(),
-	)
-	// Its own process group, so that one signal reaches every descendant.
-	// The lock's socket is close-on-exec (Go opens every descriptor so), so
-	// the command cannot keep the lock alive after monolock run is gone.
-	cmd.SysProcAttr = procAttr()
-	term := controllingTerminal()
-	if term != nil && term.ours() {
-		// The group takes the terminal in the child, before exec and with
-		// its signals blocked, so the command can read it from the start.
-		cmd.SysProcAttr.Foreground, cmd.SysProcAttr.Ctty = true, term.fd
-	}
 	if err := lock.Err(); err != nil {
 		r.fail("lock lost before the command started", err)
 		return ExitLockLost
 	}
-	// Before the start: an orphan reparented before the call would be lost.
+	// Before the start: an orphan reparented before the call would be
+	// lost. The watchdog is the command's subreaper; monolock run is one
+	// too, for what the watchdog leaves should it die.
 	if err := proctree.BecomeSubreaper(); err != nil {
 		r.log.Warn("processes that leave the command's process group will not be stopped after a loss", "err", err)
 	}
-	if err := cmd.Start(); err != nil {
-		r.fail("", err)
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
-			return ExitNotFound
-		}
-		return ExitCannotExec
+	wd, status := r.startWatchdog(lock)
+	if wd == nil {
+		return status
 	}
-	c := newChild(cmd.Process.Pid)
+	defer wd.Close()
+	c := watched(wd)
 	go c.reap()
-	defer cmd.Process.Release() // reaped by reap, not by Wait
 
-	var continued chan os.Signal // nil without a terminal: never ready
+	// From here on monolock run stops only together with the command's
+	// whole tree (stopJob): Ctrl-Z and SIGTTIN are caught, and SIGTTOU,
+	// which a write to the terminal from the background or taking the
+	// terminal back would raise, is ignored (only now: the watchdog, and
+	// so the command, must not inherit that).
+	signal.Ignore(syscall.SIGTTOU)
+	defer signal.Reset(syscall.SIGTTOU)
+	jobStops := make(chan os.Signal, 1)
+	signal.Notify(jobStops, syscall.SIGTSTP, syscall.SIGTTIN)
+	defer signal.Stop(jobStops)
+	continued := make(chan os.Signal, 1)
+	signal.Notify(continued, syscall.SIGCONT)
+	defer signal.Stop(continued)
+	term := controllingTerminal()
 	if term != nil {
-		// Taking the terminal back from the background needs SIGTTOU
-		// ignored; not before the start, or the command would inherit it.
-		signal.Ignore(syscall.SIGTTOU)
-		continued = make(chan os.Signal, 1)
-		signal.Notify(continued, syscall.SIGCONT)
-		defer func() {
-			signal.Stop(continued)
-			term.move(c.pid, ownGroup())
-			signal.Reset(syscall.SIGTTOU)
-		}()
+		defer func() { term.move(c.pid, ownGroup()) }()
 	}
+	j := &job{c: c, term: term, lock: lock, continued: continued}
 
+	// The watchdog's deadline follows the lease end as heartbeats move it.
+	killAt := r.killAt(lock)
+	follow := time.NewTicker(workGap(r.o.lease))
+	defer follow.Stop()
 	for {
 		select {
 		case <-c.done:
+			if c.killing.Load() {
+				r.log.Error("the watchdog killed the command at its deadline: monolock run was stopped, or could not run, past it")
+			}
 			if err := lock.Err(); err != nil && !errors.Is(err, client.ErrReleased) {
 				// Lost before the command finished: its work was not
 				// fully protected, whatever its own status says, and
@@ -148,29 +216,83 @@ func (r *runner) supervise(lock *client.Lock, sigs <-chan os.Signal) int {
 				r.stopAfterLoss(lock, c, sigs)
 				return ExitLockLost
 			}
+			wd.Release() // what the command left behind is left alone
 			return exitStatus(c.status)
 		case <-c.stopped:
-			// Ctrl-Z, or the command read the terminal from the
-			// background: stop too, as the shell's job, so that the shell
-			// gets the terminal back and can continue us (fg, bg).
-			if term != nil {
-				term.move(c.pid, ownGroup())
-				_ = syscall.Kill(syscall.Getpid(), syscall.SIGTSTP)
+			// Ctrl-Z on the terminal, or the command read the terminal
+			// from the background: stop too, as the shell's job, so that
+			// the shell gets the terminal back and can continue us.
+			if term != nil && proctree.Stopped(c.pid) {
+				j.stop()
 			}
+		case <-jobStops:
+			j.stop()
 		case <-continued:
-			if term.ours() { // fg: the command gets the terminal again
-				term.move(ownGroup(), c.pid)
+			j.cont()
+		case <-follow.C:
+			if k := r.killAt(lock); k.After(killAt) {
+				killAt = k
+				wd.KillAt(k)
 			}
-			_ = syscall.Kill(-c.pid, syscall.SIGCONT)
 		case s := <-sigs:
 			r.log.Info("forwarding " + s.String() + " to the command")
-			_ = syscall.Kill(-c.pid, s.(syscall.Signal))
+			c.signalGroup(s.(syscall.Signal))
 		case <-lock.Done():
 			r.fail("lock lost", lock.Err())
 			r.stopAfterLoss(lock, c, sigs)
 			return ExitLockLost
 		}
 	}
+}
+
+// startWatchdog starts the watchdog and through it the command, or
+// returns the exit status that says why not.
+func (r *runner) startWatchdog(lock *client.Lock) (*watchdog.Watchdog, int) {
+	exe, err := watchdog.Self()
+	if err != nil {
+		r.fail("cannot start the watchdog", err)
+		return nil, ExitInternal
+	}
+	term := controllingTerminal()
+	wd, err := watchdog.Start(watchdog.Spec{
+		Exe:  exe,
+		Argv: r.o.command,
+		Env: append(os.Environ(),
+			"MONOLOCK_TOKEN="+strconv.FormatUint(lock.Token(), 10),
+			"MONOLOCK_NAME="+lock.Name(),
+		),
+		Foreground: term != nil && term.ours(),
+		KillAt:     r.killAt(lock),
+	})
+	var se *watchdog.StartError
+	switch {
+	case errors.As(err, &se):
+		r.fail("", err)
+		return nil, se.Status
+	case err != nil:
+		r.fail("cannot start the command", err)
+		return nil, ExitInternal
+	}
+	return wd, 0
+}
+
+// killAt is the watchdog's deadline for the lease end the lock has now:
+// its SIGKILL then has the kill allowance to finish and the work gap to
+// spare before the server can grant the lock to anyone else, as the stop
+// after a loss has.
+func (r *runner) killAt(lock *client.Lock) time.Time {
+	return lock.LeaseEnd().Add(-killAllowance - workGap(r.o.lease))
+}
+
+// reportWatchdogKill tells how the watchdog's kill ended, if it killed.
+func (r *runner) reportWatchdogKill(c *child, leaseEnd time.Time) {
+	ev := c.killedBy.Load()
+	if ev == nil {
+		return
+	}
+	r.log.Warn(fmt.Sprintf("the watchdog's kill: %d processes dead and reaped, %v before the lock can pass on",
+		ev.Count, leaseEnd.Sub(ev.LastReaped).Round(time.Millisecond)),
+		"outcome", "watchdog", "killed", ev.Count, "margin", leaseEnd.Sub(ev.LastReaped).String())
 }
 
 // stopAfterLoss stops the command and everything it started, so that all
@@ -189,6 +311,7 @@ func (r *runner) stopAfterLoss(lock *client.Lock, c *child, sigs <-chan os.Signa
 	}
 	r.log.Error(fmt.Sprintf("stopping the command: SIGTERM now, SIGKILL in %v; %s", plan.kill.Sub(now).Round(time.Millisecond), next))
 	report := newStopper(c, plan, sigs).run()
+	r.reportWatchdogKill(c, plan.leaseEnd)
 	r.reportStop(report)
 	if report.phase == stopReaped && !plan.kicked {
 		// The next holder starts no sooner than our close: keep the gap
