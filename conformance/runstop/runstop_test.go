@@ -130,7 +130,7 @@ func runCase(t *testing.T, srv *server, f fault, c command) {
 	t.Cleanup(p.Close)
 	dir := t.TempDir()
 	run := startRun(t, dir, "--server", p.Addr(), "--lease", lease.String(), name, "--", "sh", "-c", c.script)
-	procs := waitProcs(t, dir, c.procs, run)
+	procs := waitProcs(t, dir, c.procs, run.exited, run.output)
 	waiter := queueWaiter(t, srv.addr, name, procs)
 
 	// The fault falls anywhere in a heartbeat interval (lease/4).
@@ -252,16 +252,16 @@ func statFields(b []byte) []string {
 
 // waitProcs waits until the command has written want pids, and returns
 // its processes. Any left at the end of the test are killed.
-func waitProcs(t *testing.T, dir string, want int, run *runProc) []proc {
+func waitProcs(t *testing.T, dir string, want int, exited <-chan struct{}, output func() string) []proc {
 	deadline := time.Now().Add(slack)
 	var lines []string
 	for len(lines) < want {
 		select {
-		case <-run.exited:
-			t.Fatalf("monolock run exited before the command was ready:\n%s", run.output())
+		case <-exited:
+			t.Fatalf("monolock run exited before the command was ready:\n%s", output())
 		default:
 		}
-		require.True(t, time.Now().Before(deadline), "the command did not start its processes:\n%s", run.output())
+		require.True(t, time.Now().Before(deadline), "the command did not start its processes:\n%s", output())
 		time.Sleep(10 * time.Millisecond)
 		b, _ := os.ReadFile(filepath.Join(dir, "pids"))
 		lines = strings.Fields(string(b))

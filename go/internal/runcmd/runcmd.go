@@ -63,14 +63,18 @@ until they are reaped. What outlives that is logged with its pid. A lost
 lock is never re-acquired.
 
 SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to monolock run
-are forwarded to the process group. If monolock run is killed with SIGKILL,
-CMD gets SIGKILL too (Linux), but what CMD started does not, and the lock
-is free at once: the fencing token must protect against those.
+are forwarded to the process group. CMD's parent is a watchdog process
+(monolock run-watchdog) that kills CMD's whole tree at the lease's kill
+deadline unless monolock run moves it on, so a stopped, starved or killed
+monolock run cannot let CMD work past the lock (if monolock run is killed,
+the lock is free at once: the fencing token must protect against the
+moments the kill takes).
 
 When stdin is the terminal, CMD's group gets the terminal while it runs, so
-that CMD can read it and Ctrl-C reaches it; Ctrl-Z stops CMD and monolock
-run together (no heartbeats while stopped: a stop longer than 0.8 x lease
-loses the lock).
+that CMD can read it and Ctrl-C reaches it. Ctrl-Z (SIGTSTP, SIGTTIN),
+terminal or not, stops CMD's whole tree and monolock run together, and fg
+continues both while the lock holds (no heartbeats while stopped: a stop
+longer than 0.8 x lease loses the lock, and CMD never runs again).
 
 With -s (--shared), CMD holds NAME beside other shared holders and never
 while an exclusive one does: readers with -s, writers with the default -x.

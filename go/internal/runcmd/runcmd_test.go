@@ -169,8 +169,14 @@ func (b *syncBuffer) String() string {
 
 func startRun(t *testing.T, dir string, args ...string) *runProc {
 	t.Helper()
+	return startRunWith(t, dir, nil, args...)
+}
+
+func startRunWith(t *testing.T, dir string, attr *syscall.SysProcAttr, args ...string) *runProc {
+	t.Helper()
 	cmd := exec.Command(monolockBin, append([]string{"run"}, args...)...)
 	cmd.Dir = dir
+	cmd.SysProcAttr = attr
 	out := &syncBuffer{mu: make(chanMutex, 1)}
 	cmd.Stdout, cmd.Stderr = out, out
 	// A command orphaned by a failed test may hold the output pipe open.
@@ -179,8 +185,10 @@ func startRun(t *testing.T, dir string, args ...string) *runProc {
 	p := &runProc{cmd: cmd, out: out, exited: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(p.exited) }()
 	t.Cleanup(func() {
-		// SIGTERM is forwarded to the command's whole process group.
+		// SIGTERM is forwarded to the command's whole process group; a
+		// stopped monolock run acts on it once continued.
 		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Process.Signal(syscall.SIGCONT)
 		select {
 		case <-p.exited:
 		case <-time.After(wait):

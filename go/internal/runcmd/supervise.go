@@ -205,8 +205,8 @@ func (r *runner) supervise(lock *client.Lock, sigs <-chan os.Signal) int {
 	for {
 		select {
 		case <-c.done:
-			if c.killing.Load() {
-				r.log.Error("the watchdog killed the command at its deadline: monolock run was stopped, or could not run, past it")
+			if c.killing.Load() && lock.Err() == nil {
+				r.log.Error("the watchdog killed the command at its deadline: monolock run could not run to move it on, though the lock holds")
 			}
 			if err := lock.Err(); err != nil && !errors.Is(err, client.ErrReleased) {
 				// Lost before the command finished: its work was not
@@ -284,15 +284,18 @@ func (r *runner) killAt(lock *client.Lock) time.Time {
 	return lock.LeaseEnd().Add(-killAllowance - workGap(r.o.lease))
 }
 
-// reportWatchdogKill tells how the watchdog's kill ended, if it killed.
-func (r *runner) reportWatchdogKill(c *child, leaseEnd time.Time) {
+// reportWatchdogKill tells how the watchdog's kill ended, if it killed,
+// and reports whether it did.
+func (r *runner) reportWatchdogKill(c *child, leaseEnd time.Time) bool {
 	ev := c.killedBy.Load()
 	if ev == nil {
-		return
+		return false
 	}
-	r.log.Warn(fmt.Sprintf("the watchdog's kill: %d processes dead and reaped, %v before the lock can pass on",
-		ev.Count, leaseEnd.Sub(ev.LastReaped).Round(time.Millisecond)),
-		"outcome", "watchdog", "killed", ev.Count, "margin", leaseEnd.Sub(ev.LastReaped).String())
+	margin := leaseEnd.Sub(ev.LastReaped)
+	r.log.Warn(fmt.Sprintf("the watchdog killed the command at its deadline, monolock run having been stopped or unable to run past it: %d processes dead and reaped (all needed SIGKILL), %v before the lock can pass on",
+		ev.Count, margin.Round(time.Millisecond)),
+		"outcome", "watchdog", "killed", ev.Count, "margin", margin.String())
+	return true
 }
 
 // stopAfterLoss stops the command and everything it started, so that all
@@ -309,10 +312,20 @@ func (r *runner) stopAfterLoss(lock *client.Lock, c *child, sigs <-chan os.Signa
 	if plan.kicked {
 		next = "the lock has passed on already (kicked by an administrator)"
 	}
-	r.log.Error(fmt.Sprintf("stopping the command: SIGTERM now, SIGKILL in %v; %s", plan.kill.Sub(now).Round(time.Millisecond), next))
+	switch {
+	case c.killing.Load():
+		// The watchdog's kill is under way: what is left is ours to see to.
+	case plan.kill.After(now):
+		r.log.Error(fmt.Sprintf("stopping the command: SIGTERM now, SIGKILL in %v; %s", plan.kill.Sub(now).Round(time.Millisecond), next))
+	default:
+		r.log.Error("stopping the command: SIGKILL now, too late for SIGTERM; " + next)
+	}
 	report := newStopper(c, plan, sigs).run()
-	r.reportWatchdogKill(c, plan.leaseEnd)
-	r.reportStop(report)
+	if r.reportWatchdogKill(c, plan.leaseEnd) && report.phase == stopReaped && report.processes == 0 {
+		// The watchdog had killed everything: nothing more to tell.
+	} else {
+		r.reportStop(report)
+	}
 	if report.phase == stopReaped && !plan.kicked {
 		// The next holder starts no sooner than our close: keep the gap
 		// between the end of this command's work and the start of its.

@@ -21,6 +21,7 @@ type Spec struct {
 	Exe        string    // the monolock binary, which runs the watchdog as its Subcommand
 	Argv       []string  // the command
 	Env        []string  // the command's environment
+	Dir        string    // its working directory; "": monolock run's
 	Foreground bool      // the command's group takes the terminal on stdin
 	KillAt     time.Time // the first deadline
 }
@@ -72,7 +73,7 @@ func Start(s Spec) (*Watchdog, error) {
 	cmd := exec.Command(s.Exe, append(append(args, "--"), s.Argv...)...)
 	cmd.Args[0] = "monolock" // as ps shows it, rather than /proc/self/exe
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = s.Env
+	cmd.Env, cmd.Dir = s.Env, s.Dir
 	cmd.ExtraFiles = []*os.File{ctlR, evW} // fd 3 and 4
 	// Its own group: a signal to monolock run's job never reaches it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

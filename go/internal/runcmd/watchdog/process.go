@@ -202,11 +202,13 @@ func (w *watchdog) startKill() <-chan time.Time {
 	return time.NewTicker(sweepEvery).C
 }
 
-// kill sends SIGKILL to the command's group and to every process below
-// the watchdog.
+// kill sends SIGKILL to every process below the watchdog and to the
+// command's group. The look comes first, so that the count includes what
+// the group's kill fells in one call.
 func (w *watchdog) kill() {
+	procs := proctree.Descendants(os.Getpid())
 	w.group.Signal(syscall.SIGKILL, w.cmdReaped)
-	for _, p := range proctree.Descendants(os.Getpid()) {
+	for _, p := range procs {
 		if p.State == 'Z' {
 			continue // dead already, waiting to be reaped
 		}
