@@ -312,16 +312,20 @@ func (r *runner) stopAfterLoss(lock *client.Lock, c *child, sigs <-chan os.Signa
 	if plan.kicked {
 		next = "the lock has passed on already (kicked by an administrator)"
 	}
+	// Past the watchdog's deadline, its kill has begun before this stop
+	// could: monolock run was stopped or could not run. Before it, this
+	// stop is in charge (the watchdog may kill at the same last instant).
+	watchdogFirst := !now.Before(r.killAt(lock))
 	switch {
-	case c.killing.Load():
-		// The watchdog's kill is under way: what is left is ours to see to.
+	case watchdogFirst:
+		// What is left after the watchdog's kill is ours to see to.
 	case plan.kill.After(now):
 		r.log.Error(fmt.Sprintf("stopping the command: SIGTERM now, SIGKILL in %v; %s", plan.kill.Sub(now).Round(time.Millisecond), next))
 	default:
 		r.log.Error("stopping the command: SIGKILL now, too late for SIGTERM; " + next)
 	}
 	report := newStopper(c, plan, sigs).run()
-	if r.reportWatchdogKill(c, plan.leaseEnd) && report.phase == stopReaped && report.processes == 0 {
+	if watchdogFirst && r.reportWatchdogKill(c, plan.leaseEnd) && report.phase == stopReaped && report.processes == 0 {
 		// The watchdog had killed everything: nothing more to tell.
 	} else {
 		r.reportStop(report)
