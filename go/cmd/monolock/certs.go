@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/monolock/monolock/go/internal/flaghelp"
+	"github.com/monolock/monolock/go/internal/termtext"
 )
 
 // `monolock certs` makes a small private CA and the certificates that a
@@ -156,10 +157,20 @@ func (o *certsOptions) check() error {
 	if o.days < 1 {
 		return badUsage("--days must be at least 1, got %d", o.days)
 	}
+	if most := maxDays(time.Now()); o.days > most {
+		return badUsage("--days %d goes past the end of the year 9999, the last date a certificate can carry: at most %d from today", o.days, most)
+	}
 	if o.out != "" && !safeFileName.MatchString(o.out) {
 		return badUsage("--out %q: want a file name without a directory (letters, digits, '.', '_', '-')", o.out)
 	}
 	return nil
+}
+
+// maxDays is the longest validity from now that X.509 can write: its
+// dates end with the year 9999.
+func maxDays(now time.Time) int {
+	last := time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+	return int(last.Sub(now).Hours() / 24)
 }
 
 // safeFileName is what --out (and a client's CN used as its file name)
@@ -342,6 +353,12 @@ func (s *leafSpec) addHost(h string) error {
 	if err := checkDNSName(h); err != nil {
 		return badUsage("--host %v", err)
 	}
+	if looksNumeric(h) {
+		// 010.1.1.1 is no IP address to Go (a leading zero is octal to
+		// some resolvers), and a name whose last label is a number is no
+		// host name: as a DNS SAN it would match nothing a client dials.
+		return badUsage("--host %q: not an IP address (no leading zeros) and, ending in a number, not a DNS name", h)
+	}
 	s.dns = appendNew(s.dns, strings.ToLower(h))
 	return nil
 }
@@ -364,6 +381,13 @@ func checkDNSName(h string) error {
 	return nil
 }
 
+// looksNumeric reports whether the last label of a host name is all
+// digits, as in an IPv4 address.
+func looksNumeric(h string) bool {
+	last := h[strings.LastIndexByte(h, '.')+1:]
+	return strings.Trim(last, "0123456789") == ""
+}
+
 func appendNew(list []string, s string) []string {
 	for _, have := range list {
 		if have == s {
@@ -375,7 +399,7 @@ func appendNew(list []string, s string) []string {
 
 // describe lists the names of a certificate for the summary line.
 func (s leafSpec) describe() string {
-	parts := []string{"CN " + s.cn}
+	parts := []string{"CN " + termtext.Field(s.cn)} // chosen by whoever ran the command
 	for _, ip := range s.ips {
 		parts = append(parts, "IP "+ip.String())
 	}

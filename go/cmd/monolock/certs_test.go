@@ -135,6 +135,9 @@ func TestCertsRefusesOverwritesAndBadInput(t *testing.T) {
 		{2, []string{"client", "--dir", dir, "--cn", "x", "--out", "../x"}, `--out "../x": want a file name`},
 		{2, []string{"client", "--dir", dir, "--cn", "x", "--out", "ca"}, "would overwrite the CA"},
 		{2, []string{"client", "--dir", dir, "--cn", "x", "--days", "0"}, "--days must be at least 1"},
+		{2, []string{"init", t.TempDir(), "--days", "3000000"}, "--days 3000000 goes past the end of the year 9999"},
+		{2, []string{"server", "--dir", dir, "--host", "010.1.1.1"}, `--host "010.1.1.1": not an IP address (no leading zeros)`},
+		{2, []string{"server", "--dir", dir, "--host", "lock.example.com", "--host", "10.1.1"}, `--host "10.1.1": not an IP address`},
 		{2, []string{"client", "--dir", dir, "--cn", "x", "--days", "4000"}, "would outlive the CA"},
 		{2, []string{"client", "--dir", dir, "--cn", "x", "extra"}, `unexpected argument "extra"`},
 		{2, []string{"init"}, "no directory given"},
@@ -266,4 +269,17 @@ func docsBlock(t *testing.T, first string) string {
 	block, _, ok := strings.Cut(rest, "\n```")
 	require.True(t, ok, "unterminated block")
 	return block
+}
+
+// What someone typed as a name is written escaped: an escape sequence in
+// --cn cannot recolour the terminal or forge a line.
+func TestCertsEscapesTheNameItEchoes(t *testing.T) {
+	dir := t.TempDir()
+	certs(t, "init", dir)
+	code, stdout, stderr := command(t, nil, "certs", "client", "--dir", dir, "--cn", "ci\x1b[31mred\rforged", "--out", "ci")
+	require.Equal(t, 0, code, stderr)
+	assert.NotContains(t, stdout, "\x1b[", "the escape sequence reached the terminal")
+	assert.NotContains(t, stdout, "\r")
+	assert.Contains(t, stdout, `CN "ci\x1b[31mred\rforged"`)
+	assert.Equal(t, "ci\x1b[31mred\rforged", readCert(t, filepath.Join(dir, "ci.crt")).Subject.CommonName)
 }
