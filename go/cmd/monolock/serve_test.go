@@ -470,6 +470,44 @@ func TestDeletedTokenMarkRefusesToStart(t *testing.T) {
 	<-p.Exited()
 }
 
+// A crash while a holder's 30 s lease runs, and the lease record is then
+// removed, or replaced by a link to nothing: the next server refuses to
+// start, where it granted the lock to the next claim at once before; the
+// record that the message says to write starts it again.
+func TestMissingLeaseRecordRefusesToStart(t *testing.T) {
+	dir := t.TempDir()
+	first := exec.Command(binary, "serve", "--data-dir", dir, "--listen", "127.0.0.1:0", "--admin", "off")
+	first.Env = cleanEnv()
+	p := testbin.Start(t, wait, first)
+	c, err := client.New(client.WithServers(p.LockAddr), client.WithLease(30*time.Second))
+	require.NoError(t, err)
+	lock, err := c.Acquire(context.Background(), "jobs/held")
+	require.NoError(t, err)
+	defer lock.Release()
+	require.NoError(t, first.Process.Kill())
+	<-p.Exited()
+	record := filepath.Join(dir, "leases")
+
+	for _, lose := range []func() error{
+		func() error { return os.Remove(record) },
+		func() error { return os.Symlink(filepath.Join(dir, "nowhere"), record) },
+	} {
+		require.NoError(t, lose())
+		code, _, stderr := command(t, nil, "serve", "--data-dir", dir, "--listen", "127.0.0.1:0", "--admin", "off")
+		assert.NotZero(t, code)
+		assert.Contains(t, stderr, "is missing (or a link to nothing) in a data directory that a server has used: refusing to start")
+		_ = os.Remove(record)
+	}
+
+	require.NoError(t, os.WriteFile(record, []byte("monolock lease record v1\n"), 0o600))
+	again := exec.Command(binary, "serve", "--data-dir", dir, "--listen", "127.0.0.1:0", "--admin", "off")
+	again.Env = cleanEnv()
+	p = testbin.Start(t, wait, again)
+	p.WaitLog(0, wait, `msg="admin API off"`)
+	require.NoError(t, again.Process.Signal(syscall.SIGTERM))
+	<-p.Exited()
+}
+
 // The reader of the server's stderr goes away (`monolock serve 2>&1 |
 // logger`, and logger dies): the server keeps serving, and a held lock is
 // kept.

@@ -40,6 +40,7 @@ const header = "monolock lease record v1\n"
 type fileStore struct {
 	dir, path string
 	legacy    bool // legacyFileName is there, until a full write replaced it
+	fresh     bool // a new data directory: no record yet is no loss
 
 	// Touched only by the write in progress (the Record's writer), and by
 	// Load and Close, when none can be.
@@ -51,17 +52,25 @@ type fileStore struct {
 // OpenFile opens the record in dir, which must be locked (tokenstore.Open)
 // so that no other server writes it.
 func OpenFile(dir string, opts Options) (*Record, error) {
-	return OpenStore(&fileStore{dir: dir, path: filepath.Join(dir, FileName)}, opts)
+	return OpenStore(&fileStore{dir: dir, path: filepath.Join(dir, FileName), fresh: opts.FreshDir}, opts)
 }
 
 func (f *fileStore) Load() (time.Duration, map[string]time.Duration, error) {
-	all, locks, err := load(f.path)
+	all, locks, found, err := load(f.path)
 	if err != nil {
 		return 0, nil, err
 	}
 	legacyAll, hasLegacy, err := loadLegacy(filepath.Join(f.dir, legacyFileName))
 	if err != nil {
 		return 0, nil, err
+	}
+	if !found && !hasLegacy && !f.fresh {
+		// Every run of a server writes the record when it starts: in a
+		// used directory it was removed, or is a link to nothing.
+		return 0, nil, fmt.Errorf("leaserecord: the lease record %s is missing (or a link to nothing) in a data directory that a server has used: "+
+			"refusing to start, since a server restarted after a crash must hold back the locks that its clients may still count on. "+
+			"Restore the file; or, once no client can still count on a lock (the server has been down for longer than its longest lease and --lock-delay), "+
+			"start afresh with an empty record: printf '%s' > %s", f.path, strings.TrimSuffix(header, "\n")+`\n`, f.path)
 	}
 	f.legacy = hasLegacy
 	return max(all, legacyAll), locks, nil
@@ -130,22 +139,23 @@ func (f *fileStore) Close() {
 // load reads a record: the wait for every lock and the waits by
 // name (0: none). A last line without its newline is a write that a crash
 // cut short, whose claim was never acknowledged: it is ignored.
-func load(path string) (all time.Duration, locks map[string]time.Duration, err error) {
+func load(path string) (all time.Duration, locks map[string]time.Duration, found bool, err error) {
 	locks = make(map[string]time.Duration)
 	b, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
-		return 0, locks, nil
+		return 0, locks, false, nil
 	}
 	if err != nil {
-		return 0, nil, fmt.Errorf("leaserecord: read the lease record: %w", err)
+		return 0, nil, false, fmt.Errorf("leaserecord: cannot read the lease record: %w: refusing to start without it; "+
+			"it must be a regular file that the server can read and write", err)
 	}
 	bad := func(line string) error {
-		return fmt.Errorf("leaserecord: lease record %s holds %q: delete it only if no client of this server can still hold a lock",
-			path, durable.Quote([]byte(line)))
+		return fmt.Errorf("leaserecord: lease record %s holds %q: refusing to start; once no client of this server can still count on a lock, replace it with an empty record: printf '%s' > %s",
+			path, durable.Quote([]byte(line)), strings.TrimSuffix(header, "\n")+`\n`, path)
 	}
 	text, ok := strings.CutPrefix(string(b), header)
 	if !ok {
-		return 0, nil, bad(string(b))
+		return 0, nil, true, bad(string(b))
 	}
 	if i := strings.LastIndexByte(text, '\n'); i+1 < len(text) {
 		text = text[:i+1] // a torn last line
@@ -156,19 +166,19 @@ func load(path string) (all time.Duration, locks map[string]time.Duration, err e
 		msText, name, _ := strings.Cut(rest, " ")
 		ms, perr := strconv.ParseInt(msText, 10, 64)
 		if perr != nil || ms < 0 || ms > math.MaxInt64/int64(time.Millisecond) {
-			return 0, nil, bad(line)
+			return 0, nil, true, bad(line)
 		}
 		wait := time.Duration(ms) * time.Millisecond
 		switch kind {
 		case "all":
 			if name != "" {
-				return 0, nil, bad(line)
+				return 0, nil, true, bad(line)
 			}
 			all = wait
 		case "lock":
 			n, uerr := strconv.Unquote(name)
 			if uerr != nil || n == "" {
-				return 0, nil, bad(line)
+				return 0, nil, true, bad(line)
 			}
 			if wait == 0 {
 				delete(locks, n)
@@ -176,10 +186,10 @@ func load(path string) (all time.Duration, locks map[string]time.Duration, err e
 				locks[n] = wait
 			}
 		default:
-			return 0, nil, bad(line)
+			return 0, nil, true, bad(line)
 		}
 	}
-	return all, locks, nil
+	return all, locks, true, nil
 }
 
 // loadLegacy reads the max-lease-ms of earlier versions.

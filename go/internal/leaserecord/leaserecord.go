@@ -30,6 +30,10 @@ type Options struct {
 	NamedLease time.Duration
 	// LazyWrite: see DefaultLazyWrite. 0: DefaultLazyWrite.
 	LazyWrite time.Duration
+	// FreshDir: the data directory is new (tokenstore.Store.Fresh), so
+	// that a record file is not there yet. In a used directory a missing
+	// record is refused: the locks it holds back would go unguarded.
+	FreshDir bool
 }
 
 // Record keeps, durably, what a holder of a lock could still count on

@@ -19,7 +19,7 @@ const testLazy = 20 * time.Millisecond
 
 func openLeases(t *testing.T, dir string) *Record {
 	t.Helper()
-	r, err := Open(dir, Options{LazyWrite: testLazy})
+	r, err := Open(dir, Options{LazyWrite: testLazy, FreshDir: true})
 	require.NoError(t, err)
 	t.Cleanup(r.Close)
 	return r
@@ -122,7 +122,7 @@ func TestLeaseRecordDropsEndedLongLeases(t *testing.T) {
 	// Claimed again and let go at once, many times: written once while
 	// the name is still recorded (here: the lazy write is an hour away).
 	dir2 := t.TempDir()
-	churn, err := Open(dir2, Options{LazyWrite: time.Hour})
+	churn, err := Open(dir2, Options{LazyWrite: time.Hour, FreshDir: true})
 	require.NoError(t, err)
 	defer churn.Close()
 	require.NoError(t, churn.Admit("churn", time.Minute))
@@ -264,8 +264,9 @@ func TestLeaseRecordStaysBounded(t *testing.T) {
 
 func recordWaits(t *testing.T, dir string) (time.Duration, map[string]time.Duration) {
 	t.Helper()
-	all, byName, err := load(filepath.Join(dir, FileName))
+	all, byName, found, err := load(filepath.Join(dir, FileName))
 	require.NoError(t, err)
+	require.True(t, found)
 	return all, byName
 }
 
@@ -302,8 +303,40 @@ func TestLeaseRecordRefusesAGarbledFile(t *testing.T) {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, FileName), []byte(content), 0o600))
 		_, err := Open(dir, Options{})
 		require.Error(t, err, "%q", content)
-		assert.Contains(t, err.Error(), "delete it only if no client of this server can still hold a lock")
+		assert.Contains(t, err.Error(), "once no client of this server can still count on a lock, replace it with an empty record: printf 'monolock lease record v1\\n' > ")
 	}
+}
+
+// A server writes its record at every start, so a used data directory
+// without one has lost it (a cleanup job, a link to nothing, a wrong
+// file): the server refuses to start rather than grant at once a lock
+// that a client of the run before the crash may still count on.
+func TestLeaseRecordRefusesAMissingFileInAUsedDir(t *testing.T) {
+	dir := t.TempDir()
+	_, err := Open(dir, Options{})
+	require.ErrorContains(t, err, "the lease record "+filepath.Join(dir, FileName)+" is missing (or a link to nothing) in a data directory that a server has used: refusing to start")
+	assert.ErrorContains(t, err, "printf 'monolock lease record v1\\n' > "+filepath.Join(dir, FileName))
+
+	require.NoError(t, os.Symlink(filepath.Join(dir, "nowhere"), filepath.Join(dir, FileName)))
+	_, err = Open(dir, Options{})
+	assert.ErrorContains(t, err, "is missing (or a link to nothing)")
+
+	unreadable := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(unreadable, FileName), 0o700))
+	_, err = Open(unreadable, Options{})
+	assert.ErrorContains(t, err, "cannot read the lease record")
+	assert.ErrorContains(t, err, "refusing to start without it")
+
+	// What the message says to do works.
+	fixed := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(fixed, FileName), []byte(header), 0o600))
+	r, err := Open(fixed, Options{})
+	require.NoError(t, err)
+	r.Close()
+	// And a new directory needs none.
+	r, err = Open(t.TempDir(), Options{FreshDir: true})
+	require.NoError(t, err)
+	r.Close()
 }
 
 // The max-lease-ms of earlier versions is waited out by every lock, and
@@ -380,7 +413,7 @@ type countingStore struct {
 }
 
 func newCountingStore(dir string) *countingStore {
-	return &countingStore{Store: &fileStore{dir: dir, path: filepath.Join(dir, FileName)}, release: make(chan struct{})}
+	return &countingStore{Store: &fileStore{dir: dir, path: filepath.Join(dir, FileName), fresh: true}, release: make(chan struct{})}
 }
 
 func (c *countingStore) Write(ch Change) error {

@@ -200,7 +200,7 @@ func New(cfg Config) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		leases, err := leaserecord.Open(cfg.DataDir, leaserecord.Options{NamedLease: cfg.namedLease})
+		leases, err := leaserecord.Open(cfg.DataDir, leaserecord.Options{NamedLease: cfg.namedLease, FreshDir: store.Fresh()})
 		if err != nil {
 			store.Close()
 			return nil, err

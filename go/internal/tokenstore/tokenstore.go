@@ -99,6 +99,7 @@ type Store struct {
 	next      uint64                 // the token Next returns
 	reserved  uint64                 // the highest token recorded durably; next <= reserved+1
 	lock      *os.File               // the data directory's lock; nil without one
+	fresh     bool                   // Open marked a new data directory as used
 	closed    bool
 	exhausted bool // the last token, MaxUint64, was handed out
 
@@ -160,7 +161,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	path := filepath.Join(dir, FileName)
-	mark, err := openMark(dir, path, opts.Floor)
+	mark, fresh, err := openMark(dir, path, opts.Floor)
 	if err != nil {
 		lock.Close()
 		return nil, err
@@ -170,9 +171,13 @@ func Open(dir string, opts Options) (*Store, error) {
 		lock.Close()
 		return nil, err
 	}
-	s.lock = lock
+	s.lock, s.fresh = lock, fresh
 	return s, nil
 }
+
+// Fresh reports whether Open found a data directory that no server had
+// used: the other state files of a used one must be there too.
+func (s *Store) Fresh() bool { return s.fresh }
 
 // New returns a store that issues tokens above mark and records each block
 // with persist, which must be durable when it returns nil: the token
@@ -215,26 +220,26 @@ func New(mark uint64, persist func(top uint64) error, opts Options) (*Store, err
 
 // openMark returns the recorded mark (New raises it to the floor). A used
 // directory (marker present) without a mark is refused unless floor is
-// given; a new directory is marked as used.
-func openMark(dir, path string, floor uint64) (uint64, error) {
+// given; a new directory is marked as used, and fresh says so.
+func openMark(dir, path string, floor uint64) (mark uint64, fresh bool, err error) {
 	mark, found, err := readMark(path)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	marker := filepath.Join(dir, markerFileName)
 	_, statErr := os.Stat(marker)
 	used := statErr == nil
 	if used && !found && floor == 0 {
-		return 0, fmt.Errorf("tokenstore: data directory %s has been used, but its token high-water mark %s is missing: "+
+		return 0, false, fmt.Errorf("tokenstore: data directory %s has been used, but its token high-water mark %s is missing: "+
 			"refusing to start, since tokens would restart at 1 and go backwards. Restore the file from a backup, "+
 			"or start once with --token-floor N, N at least the largest token this server ever issued", dir, path)
 	}
 	if !used {
 		if err := durable.WriteFile(marker, []byte(markerContent)); err != nil {
-			return 0, fmt.Errorf("tokenstore: mark data directory as used: %w", err)
+			return 0, false, fmt.Errorf("tokenstore: mark data directory as used: %w", err)
 		}
 	}
-	return mark, nil
+	return mark, !used, nil
 }
 
 // Next returns a new token, larger than every token issued before by this
