@@ -2,7 +2,8 @@
 # services.sh: throwaway Redis and PostgreSQL servers for tests, the one
 # launcher that the Go and the Python tests share.
 #
-#   services.sh start redis|postgres DIR   start one, print its port on stdout
+#   services.sh start redis|postgres DIR [OWNER]
+#                                          start one, print its port on stdout
 #   services.sh stop DIR                   stop every service started under DIR
 #
 # DIR is the caller's own directory (a test's temporary directory): it
@@ -18,10 +19,12 @@
 # Redis on the port must report our process id (INFO server), PostgreSQL's
 # postmaster.pid must say "ready" for the port and pg_isready must agree.
 #
-# The caller (this script's parent process) should run stop when it is
-# done; if it dies first (a test binary killed at its timeout) or removes
-# DIR without stop, a watcher stops the service and removes its files
-# within about a second.
+# The caller should run stop when it is done; if its owner dies first (a
+# test binary killed at its timeout) or DIR is removed without stop, a
+# watcher stops the service and removes its files within about a second.
+# The owner is the process OWNER, by default this script's parent: a
+# shell that starts a service in a command substitution, port=$(...), is
+# not that subshell but the shell itself, so it gives its own pid ($$).
 # PostgreSQL refuses to run as root: as root, initdb and postgres run as the
 # package's user postgres (runuser), as bench/scripts/peers.sh does.
 set -euo pipefail
@@ -236,15 +239,16 @@ stop_service() {
 	log "$name stopped"
 }
 
-usage() { echo "usage: $0 start redis|postgres DIR | stop DIR" >&2; exit 2; }
+usage() { echo "usage: $0 start redis|postgres DIR [OWNER_PID] | stop DIR" >&2; exit 2; }
 
 case ${1:-} in
 start)
-	[[ $# == 3 ]] || usage
+	[[ $# == 3 || $# == 4 ]] || usage
 	DIR=$3
 	[[ -d $DIR ]] || die "no directory $DIR"
 	DIR=$(cd "$DIR" && pwd)
-	OWNER=$PPID
+	OWNER=${4:-$PPID}
+	[[ $OWNER =~ ^[0-9]+$ ]] && alive "$OWNER" || die "no running process $OWNER to stop the service with"
 	[[ ! -e $DIR/$2.pid ]] || die "$2 already started under $DIR"
 	case $2 in
 	redis) start_redis ;;
