@@ -329,3 +329,48 @@ func TestNonReadingListingsKeepMemoryBounded(t *testing.T) {
 	assert.Len(t, locks, n)
 	assert.Equal(t, (n+admin.MaxPageLimit-1)/admin.MaxPageLimit, pages)
 }
+
+// A peer that needs no token takes every admin connection and keeps
+// taking them (idle connections, each reopened as soon as it is closed),
+// yet every health probe is answered: the orchestrator never restarts a
+// healthy server, and no holder loses its lock for it.
+func TestHealthAnswersThroughAConnectionHog(t *testing.T) {
+	p := serveWithFileLimit(t, 1024, "--admin", "127.0.0.1:0", "--admin-token-file", tokenFile(t, "s3cret"))
+	p.WaitLog(0, wait, `msg="admin listening"`)
+
+	// The hog: defaultAdminConns idle connections, each reopened when the
+	// server closes it, until the probes are done (bounded in time and in
+	// connections).
+	done := make(chan struct{})
+	var hogs sync.WaitGroup
+	for range defaultAdminConns {
+		hogs.Go(func() {
+			for range 1000 {
+				c, err := net.DialTimeout("tcp", p.AdminAddr, wait)
+				if err != nil {
+					return
+				}
+				closed := make(chan struct{})
+				go func() { _, _ = c.Read(make([]byte, 1)); close(closed) }()
+				select {
+				case <-done:
+					c.Close()
+					return
+				case <-closed:
+					c.Close()
+				}
+			}
+		})
+	}
+	t.Cleanup(func() { close(done); hogs.Wait() })
+	time.Sleep(time.Second) // every place taken, and waited on
+
+	probe := &http.Client{Timeout: 2 * time.Second} // as a liveness probe's
+	for i := range 10 {
+		resp, err := probe.Get("http://" + p.AdminAddr + "/healthz")
+		require.NoError(t, err, "probe %d", i)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, "probe %d", i)
+		time.Sleep(300 * time.Millisecond)
+	}
+}

@@ -559,7 +559,7 @@ func startAdmin(s *serveSetup, srv *server.Server, m *metrics.Metrics) (hs *http
 	// The limit comes first, before anything reads the connection.
 	s.adminRefusals = lograte.New(log, slog.LevelWarn, "admin connection limit reached; closing connections",
 		lograte.DefaultBurst, lograte.DefaultInterval)
-	aln = admin.LimitListener(aln, f.adminMaxConns, func() {
+	aln = admin.LimitListener(aln, f.adminMaxConns, admin.EvictAfter, func() {
 		m.AdminRefused()
 		s.adminRefusals.Log("max_connections", f.adminMaxConns)
 	})
@@ -576,6 +576,7 @@ func startAdmin(s *serveSetup, srv *server.Server, m *metrics.Metrics) (hs *http
 		WriteTimeout:      adminWriteTimeout,
 		IdleTimeout:       adminIdleTimeout,
 		MaxHeaderBytes:    adminMaxHeader,
+		ConnContext:       admin.ConnContext, // the limit listener needs to know who is inside a request
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	go func() {

@@ -192,7 +192,7 @@ func Handler(cfg Config) http.Handler {
 	guarded := requireToken(cfg.Token, protected)
 	mux.Handle("/v1/", guarded)
 	mux.Handle("/metrics", guarded)
-	return sameSite(newHostPolicy(cfg.Addr, cfg.AllowedHosts), mux)
+	return inRequest(sameSite(newHostPolicy(cfg.Addr, cfg.AllowedHosts), mux))
 }
 
 // hostPolicy says which Host header values the API answers to.

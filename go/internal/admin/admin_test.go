@@ -710,20 +710,29 @@ func TestListingsAtOnceAreCapped(t *testing.T) {
 	assert.Equal(t, http.StatusOK, code)
 }
 
-// Over the limit, a connection is closed at once, before it is read,
-// and counted; the ones below it are served; a closed one frees its place.
-func TestLimitListenerClosesOverTheLimit(t *testing.T) {
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var refused atomic.Int64
-	ln := admin.LimitListener(inner, 2, func() { refused.Add(1) })
-	hs := &http.Server{Handler: admin.Handler(admin.Config{Server: start(t, "").srv.Server})}
-	go func() { _ = hs.Serve(ln) }()
-	t.Cleanup(func() { hs.Close() })
+// Over the limit, a new connection is closed at once, before it is read,
+// and counted, unless an open one has waited for a request for
+// EvictAfter: then the new one takes its place. A connection inside a
+// request keeps its place.
+func TestLimitListenerMakesRoomForANewRequest(t *testing.T) {
+	s := start(t, "")
+	bs := blockingServer{Server: s.srv.Server, entered: make(chan struct{}), release: make(chan struct{})}
+	var dropped atomic.Int64
+	// serve serves the admin API on a listener with at most 2 connections.
+	serve := func(evictAfter time.Duration) string {
+		inner, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		ln := admin.LimitListener(inner, 2, evictAfter, func() { dropped.Add(1) })
+		hs := &http.Server{Handler: admin.Handler(admin.Config{Server: bs}), ConnContext: admin.ConnContext}
+		go func() { _ = hs.Serve(ln) }()
+		t.Cleanup(func() { hs.Close() })
+		return inner.Addr().String()
+	}
+	addr := serve(time.Hour)
 
-	healthz := func(c net.Conn) (string, error) {
+	request := func(c net.Conn, path string) (string, error) {
 		require.NoError(t, c.SetDeadline(time.Now().Add(wait)))
-		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"); err != nil {
+		if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: localhost\r\n\r\n"); err != nil {
 			return "", err
 		}
 		b := make([]byte, 4096)
@@ -731,35 +740,51 @@ func TestLimitListenerClosesOverTheLimit(t *testing.T) {
 		return string(b[:n]), err
 	}
 	dial := func() net.Conn {
-		c, err := net.DialTimeout("tcp", inner.Addr().String(), wait)
+		c, err := net.DialTimeout("tcp", addr, wait)
 		require.NoError(t, err)
 		t.Cleanup(func() { c.Close() })
 		return c
 	}
-	held := []net.Conn{dial(), dial()}
-	for _, c := range held {
-		got, err := healthz(c)
-		require.NoError(t, err)
-		assert.Contains(t, got, "HTTP/1.1 200 OK")
+	closed := func(c net.Conn) bool {
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(wait)))
+		_, err := c.Read(make([]byte, 1))
+		return err != nil
 	}
-	for range 5 {
-		got, err := healthz(dial())
-		assert.Empty(t, got, "closed before any answer")
-		assert.Error(t, err)
-	}
-	assert.Equal(t, int64(5), refused.Load())
 
-	held[0].Close()
-	// The server sees the close when it reads next: until then the place is
-	// taken, so try until it is free.
-	deadline := time.Now().Add(wait)
-	for {
-		got, err := healthz(dial())
-		if err == nil {
-			assert.Contains(t, got, "HTTP/1.1 200 OK")
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "the closed connection's place was not freed")
-		time.Sleep(10 * time.Millisecond)
-	}
+	// Two connections that send nothing take both places; a third finds
+	// none that has waited long enough (an hour here), and is closed.
+	hogs := []net.Conn{dial(), dial()}
+	got, err := request(dial(), "/healthz")
+	assert.Empty(t, got, "closed before any answer")
+	assert.Error(t, err)
+	assert.Equal(t, int64(1), dropped.Load())
+
+	// Once they have waited long enough (here 50 ms; the sleep leaves the
+	// listener time to accept them on a loaded machine), a probe takes the
+	// place of the one that waited longest, and is answered.
+	const evictAfter = 50 * time.Millisecond
+	addr = serve(evictAfter)
+	hogs = []net.Conn{dial(), dial()}
+	time.Sleep(time.Second)
+	got, err = request(dial(), "/healthz")
+	require.NoError(t, err)
+	assert.Contains(t, got, "HTTP/1.1 200 OK")
+	assert.True(t, closed(hogs[0]), "the first idle connection was not displaced")
+	assert.Equal(t, int64(2), dropped.Load())
+
+	// A connection inside a request (a listing that waits) keeps its
+	// place, however long: the next one displaces the other.
+	inside := dial()
+	listing := make(chan string, 1)
+	go func() {
+		got, _ := request(inside, "/v1/locks")
+		listing <- got
+	}()
+	<-bs.entered
+	time.Sleep(time.Second)
+	got, err = request(dial(), "/readyz")
+	require.NoError(t, err)
+	assert.Contains(t, got, "HTTP/1.1 200 OK")
+	close(bs.release)
+	assert.Contains(t, <-listing, "HTTP/1.1 200 OK", "the listing was cut off")
 }

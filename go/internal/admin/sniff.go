@@ -36,6 +36,9 @@ type sniffConn struct {
 	err  error
 }
 
+// NetConn returns the connection it reads from.
+func (c *sniffConn) NetConn() net.Conn { return c.Conn }
+
 func (c *sniffConn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
