@@ -359,13 +359,26 @@ func TestCrossOriginFormKickIsRefused(t *testing.T) {
 	}
 	assert.NoError(t, held.Err(), "the holder keeps its lock")
 
+	// Sec-Fetch-Site: none is a request the user made directly, which no
+	// page can cause: it passes the check (and fails here for want of the
+	// body type only).
+	req, err := http.NewRequest(http.MethodPost, kick, nil)
+	require.NoError(t, err)
+	req.Header.Set("Sec-Fetch-Site", "none")
+	req.Header.Set("Content-Type", "text/plain")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.NotContains(t, string(body), "Sec-Fetch-Site", "none is no cross-site request")
+
 	// The API's own page (the dashboard) may, like the commands.
-	req, err := http.NewRequest(http.MethodPost, kick, strings.NewReader("{}"))
+	req, err = http.NewRequest(http.MethodPost, kick, strings.NewReader("{}"))
 	require.NoError(t, err)
 	req.Header.Set("Origin", "http://"+self)
 	req.Header.Set("Sec-Fetch-Site", "same-origin")
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err = http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
