@@ -410,6 +410,7 @@ func testDashboardWithBearerToken(t *testing.T, b *browser) {
 	b.do(chromedp.Navigate("http://" + p.admin + "/"))
 	b.waitFor("the request for a token", `document.getElementById("error").textContent.includes("bearer token")`)
 	assert.Zero(t, eval[int](b, `document.querySelectorAll("#rows button").length`), "no data without the token")
+	assert.False(t, eval[bool](b, `document.getElementById("auth").hidden`), "the token field is shown once the API asks for a token")
 
 	paste := func() {
 		b.do(chromedp.SendKeys(chromedp.ID("token"), secret), chromedp.Click(chromedp.ID("token-use")))
@@ -464,6 +465,12 @@ func testDashboardSharedLocks(t *testing.T, b *browser) {
 
 	b.do(chromedp.Navigate("http://" + p.admin + "/"))
 	b.waitFor("four sessions", `document.querySelectorAll("#rows tr").length === 4`)
+	// A server without --admin-token-file: no token field to puzzle over,
+	// and the totals say what they count.
+	assert.True(t, eval[bool](b, `document.getElementById("auth").hidden`), "the token field on a server that needs no token")
+	b.waitFor("the totals", `document.getElementById("t-sessions").textContent === "4"`)
+	assert.Equal(t, "4 sessions|1 locks|1 locks held|2 sessions waiting", eval[string](b,
+		`["t-sessions","t-locks","t-holders","t-waiters"].map(id => document.getElementById(id).textContent + " " + document.getElementById(id).nextElementSibling.textContent).join("|")`))
 	var states []string
 	for _, r := range b.rows() {
 		states = append(states, r[0]+"|"+r[1])

@@ -286,7 +286,13 @@
     text(el, msg);
   }
 
+  // tokenWanted: the API has asked for a token (401). The token field is
+  // shown only then, or while a token is set: a server without
+  // --admin-token-file needs none, and the field would only puzzle.
+  let tokenWanted = false;
+
   function showToken() {
+    $("auth").hidden = !tokenWanted && !token;
     text($("token-state"), token ? "token set (kept in this tab only)" : "no token");
   }
 
@@ -332,6 +338,10 @@
       showError("");
       text($("updated"), "updated " + new Date().toLocaleTimeString());
     } catch (e) {
+      if (e.status === 401 && !tokenWanted) {
+        tokenWanted = true;
+        showToken();
+      }
       showError(e.status === 401
         ? "The admin API wants its bearer token: paste it above."
         : "Cannot read the admin API: " + e.message);
