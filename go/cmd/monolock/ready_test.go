@@ -113,3 +113,51 @@ func TestReadyFileReplacesAStaleOne(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o644), st.Mode().Perm())
 }
+
+// The server never deletes or reads through what it did not write: a file
+// that is no ready file, or a FIFO, at the path refuses the start with
+// status 2 and is left as it was; a directory that other users may write
+// to (where one could plant a false ready file) is refused too.
+func TestReadyFileRefusesWhatItDidNotWrite(t *testing.T) {
+	dir := t.TempDir()
+	other := filepath.Join(dir, "notes.txt")
+	require.NoError(t, os.WriteFile(other, []byte("my notes\n"), 0o644))
+	fifo := filepath.Join(dir, "fifo")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	shared := filepath.Join(t.TempDir(), "shared")
+	require.NoError(t, os.Mkdir(shared, 0o755))
+	require.NoError(t, os.Chmod(shared, 0o1777)) // as /tmp
+
+	for _, c := range []struct{ path, want string }{
+		{other, "a file that is not a ready file is there; the server does not replace what it did not write"},
+		{fifo, "not a ready file, is there"},
+		{filepath.Join(shared, "ready.json"), "is writable by other users, who could plant a false ready file there"},
+	} {
+		code, _, stderr := command(t, nil, "serve", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--admin", "off", "--ready-file", c.path)
+		assert.Equal(t, 2, code, "%s: %s", c.path, stderr)
+		assert.Contains(t, stderr, c.want)
+	}
+	b, err := os.ReadFile(other)
+	require.NoError(t, err)
+	assert.Equal(t, "my notes\n", string(b), "the unrelated file is kept")
+}
+
+// A ready file swapped for a FIFO while the server runs does not hang its
+// exit (it is not read), and is left there.
+func TestReadyFileSwappedForAFIFODoesNotHangTheExit(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ready.json")
+	p := startWithReadyFile(t, path, "--listen", "127.0.0.1:0", "--admin", "off")
+	fifo := filepath.Join(dir, "fifo")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	require.NoError(t, os.Rename(fifo, path))
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-p.exited:
+	case <-time.After(wait):
+		t.Fatal("the server's exit hung on the FIFO")
+	}
+	st, err := os.Lstat(path)
+	require.NoError(t, err)
+	assert.Equal(t, os.ModeNamedPipe, st.Mode().Type())
+}
