@@ -22,6 +22,7 @@ import (
 
 	"github.com/monolock/monolock/go/internal/acl"
 	"github.com/monolock/monolock/go/internal/admin"
+	"github.com/monolock/monolock/go/internal/configfile"
 	"github.com/monolock/monolock/go/internal/flaghelp"
 	"github.com/monolock/monolock/go/internal/ha"
 	"github.com/monolock/monolock/go/internal/lograte"
@@ -199,6 +200,13 @@ func setUp(f serveFlags, stderr io.Writer) (*serveSetup, error) {
 	if err := checkReadyPath(f.readyFile); err != nil {
 		return nil, err
 	}
+	if f.etcd == "" {
+		// The data directory's state as the start will find it, so that
+		// --check-config does not say OK to a start that will refuse.
+		if err := checkDataDir(f.dataDir, f.tokenFloor); err != nil {
+			return nil, err
+		}
+	}
 	s := &serveSetup{flags: f}
 	var err error
 	if s.log, err = newLogger(f.logFormat, f.logLevel, stderr); err != nil {
@@ -218,7 +226,7 @@ func setUp(f serveFlags, stderr io.Writer) (*serveSetup, error) {
 		}
 	}
 	if f.adminTokenFile != "" {
-		b, err := os.ReadFile(f.adminTokenFile)
+		b, err := configfile.Read(f.adminTokenFile, 4096)
 		if err != nil {
 			return nil, badUsage("--admin-token-file: %v", err)
 		}

@@ -201,6 +201,52 @@ func TestCheckConfigAcceptsGoodFiles(t *testing.T) {
 	assert.True(t, os.IsNotExist(err), "--check-config creates nothing")
 }
 
+// --check-config finds what the start would refuse (a used data
+// directory without its token mark or lease record, a FIFO or a device
+// where a file belongs) and says so at once, with status 2, where it said
+// OK (or blocked forever) before; beside a running server on the same
+// data directory it says OK.
+func TestCheckConfigFindsWhatTheStartWouldRefuse(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	first := exec.Command(binary, "serve", "--data-dir", data, "--listen", "127.0.0.1:0", "--admin", "off")
+	first.Env = cleanEnv()
+	p := testbin.Start(t, wait, first)
+	code, stdout, stderr := command(t, nil, "serve", "--check-config", "--data-dir", data)
+	assert.Equal(t, 0, code, "beside the running server: %s", stderr)
+	assert.Contains(t, stdout, "configuration OK")
+	require.NoError(t, first.Process.Signal(syscall.SIGTERM))
+	<-p.Exited()
+
+	fifo := filepath.Join(dir, "fifo")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--acl", fifo}, "is a FIFO, not a regular file"},
+		{[]string{"--admin-token-file", "/dev/zero"}, "is a device, not a regular file"},
+	} {
+		code, _, stderr := command(t, nil, append([]string{"serve", "--check-config", "--data-dir", data}, c.args...)...)
+		assert.Equal(t, 2, code, "%v: %s", c.args, stderr)
+		assert.Contains(t, stderr, c.want)
+	}
+
+	for _, lost := range []struct{ file, want string }{
+		{"leases", "is missing (or a link to nothing) in a data directory that a server has used"},
+		{"token-hwm", "has been used, but its token high-water mark"},
+	} {
+		path := filepath.Join(data, lost.file)
+		saved, err := os.ReadFile(path)
+		require.NoError(t, err)
+		require.NoError(t, os.Remove(path))
+		code, stdout, stderr := command(t, nil, "serve", "--check-config", "--data-dir", data)
+		assert.Equal(t, 2, code, "without %s: %s", lost.file, stdout)
+		assert.Contains(t, stderr, lost.want)
+		require.NoError(t, os.WriteFile(path, saved, 0o600))
+	}
+}
+
 // Environment variables set flags; the command line wins over them.
 func TestEnvironmentSetsFlags(t *testing.T) {
 	p := startServe(t, []string{"MONOLOCK_LISTEN=127.0.0.1:0", "MONOLOCK_ADMIN=off", "MONOLOCK_MAX_SESSIONS=1",

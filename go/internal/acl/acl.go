@@ -31,9 +31,10 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/monolock/monolock/go/internal/configfile"
 )
 
 // maxLineLen bounds one line of the file: far above any sensible rule, it
@@ -91,14 +92,18 @@ func Parse(r io.Reader) (*Rules, error) {
 	return rs, nil
 }
 
-// ParseFile reads the ACL in the file at path.
+// MaxFileSize bounds an ACL file: thousands of rules, far more than a
+// server's identities need.
+const MaxFileSize = 4 << 20
+
+// ParseFile reads the ACL in the file at path, a regular file of at most
+// MaxFileSize bytes.
 func ParseFile(path string) (*Rules, error) {
-	f, err := os.Open(path)
+	b, err := configfile.Read(path, MaxFileSize)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	rs, err := Parse(f)
+	rs, err := Parse(bytes.NewReader(b))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

@@ -51,6 +51,14 @@ type fileStore struct {
 
 // OpenFile opens the record in dir, which must be locked (tokenstore.Open)
 // so that no other server writes it.
+// CheckFile reads the record in dir as OpenFile would, and returns the
+// error OpenFile would return for it, writing nothing: for
+// --check-config, which may run beside the server that uses dir.
+func CheckFile(dir string, freshDir bool) error {
+	_, _, err := (&fileStore{dir: dir, path: filepath.Join(dir, FileName), fresh: freshDir}).Load()
+	return err
+}
+
 func OpenFile(dir string, opts Options) (*Record, error) {
 	return OpenStore(&fileStore{dir: dir, path: filepath.Join(dir, FileName), fresh: opts.FreshDir}, opts)
 }

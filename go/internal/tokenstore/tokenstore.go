@@ -218,24 +218,42 @@ func New(mark uint64, persist func(top uint64) error, opts Options) (*Store, err
 	return s, nil
 }
 
-// openMark returns the recorded mark (New raises it to the floor). A used
-// directory (marker present) without a mark is refused unless floor is
-// given; a new directory is marked as used, and fresh says so.
-func openMark(dir, path string, floor uint64) (mark uint64, fresh bool, err error) {
+// Check reads the state of the data directory dir as Open would, and
+// returns the error Open would return for it, without writing or locking
+// anything: for --check-config, which may run beside the server that uses
+// dir. fresh reports a directory no server has used yet (or none at all).
+func Check(dir string, floor uint64) (fresh bool, err error) {
+	_, used, err := checkMark(dir, filepath.Join(dir, FileName), floor)
+	return !used, err
+}
+
+// checkMark returns the recorded mark and whether dir has been used. A
+// used directory (marker present) without a mark is refused unless floor
+// is given.
+func checkMark(dir, path string, floor uint64) (mark uint64, used bool, err error) {
 	mark, found, err := readMark(path)
 	if err != nil {
 		return 0, false, err
 	}
-	marker := filepath.Join(dir, markerFileName)
-	_, statErr := os.Stat(marker)
-	used := statErr == nil
+	_, statErr := os.Stat(filepath.Join(dir, markerFileName))
+	used = statErr == nil
 	if used && !found && floor == 0 {
 		return 0, false, fmt.Errorf("tokenstore: data directory %s has been used, but its token high-water mark %s is missing: "+
 			"refusing to start, since tokens would restart at 1 and go backwards. Restore the file from a backup, "+
 			"or start once with --token-floor N, N at least the largest token this server ever issued", dir, path)
 	}
+	return mark, used, nil
+}
+
+// openMark returns the recorded mark (New raises it to the floor), as
+// checkMark finds it; a new directory is marked as used, and fresh says so.
+func openMark(dir, path string, floor uint64) (mark uint64, fresh bool, err error) {
+	mark, used, err := checkMark(dir, path, floor)
+	if err != nil {
+		return 0, false, err
+	}
 	if !used {
-		if err := durable.WriteFile(marker, []byte(markerContent)); err != nil {
+		if err := durable.WriteFile(filepath.Join(dir, markerFileName), []byte(markerContent)); err != nil {
 			return 0, false, fmt.Errorf("tokenstore: mark data directory as used: %w", err)
 		}
 	}
