@@ -107,15 +107,33 @@ func kickLockHolder(af adminFlags, name string) int {
 		return commandFailed("kick", fmt.Errorf("lock %s is not held (%d waiting)", termtext.Field(name), len(l.Waiters)))
 	case len(l.Holders) > 1:
 		// Which of them is meant is the operator's choice, not ours.
-		ids := make([]string, len(l.Holders))
+		ids := make([]uint64, len(l.Holders))
 		for i, h := range l.Holders {
-			ids[i] = strconv.FormatUint(h.ID, 10)
+			ids[i] = h.ID
 		}
-		return commandFailed("kick", fmt.Errorf("lock %s has %d shared holders (sessions %s): kick one by its session id", termtext.Field(name), len(l.Holders), strings.Join(ids, ", ")))
+		return commandFailed("kick", fmt.Errorf("lock %s has %d shared holders (sessions %s): kick one by its session id", termtext.Field(name), len(l.Holders), sessionList(ids, maxListedSessions)))
 	}
 	if err := c.Kick(ctx, l.Holder.ID); err != nil {
 		return commandFailed("kick", err)
 	}
 	fmt.Fprintf(os.Stdout, "kicked session %d, the holder of lock %s\n", l.Holder.ID, termtext.Field(name))
 	return 0
+}
+
+// maxListedSessions is how many session ids a message lists: a lock may
+// have thousands of shared holders, and a message is one line.
+const maxListedSessions = 10
+
+// sessionList lists at most max ids, then says how many more there are
+// and where to see them all.
+func sessionList(ids []uint64, max int) string {
+	shown := make([]string, 0, min(len(ids), max))
+	for _, id := range ids[:min(len(ids), max)] {
+		shown = append(shown, strconv.FormatUint(id, 10))
+	}
+	list := strings.Join(shown, ", ")
+	if more := len(ids) - len(shown); more > 0 {
+		list += fmt.Sprintf(" and %d more: monolock locks lists them all", more)
+	}
+	return list
 }

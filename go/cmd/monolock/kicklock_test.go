@@ -81,3 +81,15 @@ func TestKickByLockNameNotHeld(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr, "no such endpoint", "found, then the old fake refuses the kick")
 }
+
+// A lock with thousands of shared holders gets a one-line message, not
+// every session id (a 5,000-holder lock printed 29 KB).
+func TestSessionListIsBounded(t *testing.T) {
+	assert.Equal(t, "1, 2, 3", sessionList([]uint64{1, 2, 3}, 10))
+	ids := make([]uint64, 5000)
+	for i := range ids {
+		ids[i] = uint64(i + 1)
+	}
+	got := sessionList(ids, maxListedSessions)
+	assert.Equal(t, "1, 2, 3, 4, 5, 6, 7, 8, 9, 10 and 4990 more: monolock locks lists them all", got)
+}
