@@ -138,7 +138,7 @@ func (s *Server) admit(ss *session, name string, lease time.Duration) error {
 	if rec == nil {
 		return nil // tokens without a record: tests of the table alone
 	}
-	if err := rec.Admit(name, lease); err != nil {
+	if err := rec.Admit(name, s.recordedLease(lease)); err != nil {
 		s.lines.leaseRecord.Log("err", err, "lease", lease, "where", where)
 		return &wireError{protocol.ErrShuttingDown, "cannot record the lease " + where}
 	}
@@ -164,5 +164,16 @@ func (s *Server) leaseEnded(ss *session, err error, until time.Time, peerClosed 
 	if ss.claim.Token() != 0 && !peerClosed && !errors.Is(err, io.EOF) && time.Now().Before(until) && s.isShutdown() {
 		ss.leases.Hold(ss.claim.Name, until)
 	}
-	ss.leases.Done(ss.claim.Name, time.Duration(ms)*time.Millisecond)
+	ss.leases.Done(ss.claim.Name, s.recordedLease(time.Duration(ms)*time.Millisecond))
+}
+
+// recordedLease is how long the lease record makes a restart after a crash
+// hold back a lock that a session with lease holds or waits for: the lease,
+// and the lock delay that a silent holder's expiry adds to it. Both are on
+// record before the session is acknowledged, so long before the expiry the
+// delay extends: a crash at any moment of the delay leaves it to wait out.
+// (A Hold written at the expiry would be lazy: a crash within a second of
+// it lost the delay.)
+func (s *Server) recordedLease(lease time.Duration) time.Duration {
+	return lease + s.lockDelay
 }

@@ -135,6 +135,32 @@ func TestRestartAfterCrashHoldsBackEachLockForItsOwnLeases(t *testing.T) {
 	assert.Less(t, since, long+slack)
 }
 
+// A crash soon after a silent holder's expiry, while its lock delay runs:
+// the next run still holds the lock back until the delay would have ended
+// (before, the delay was written lazily after the expiry, and a crash within
+// that second granted the lock a lease after the holder's last message).
+func TestCrashDuringTheLockDelayKeepsIt(t *testing.T) {
+	const leaseMS, delay = 500, 3 * time.Second
+	dir := t.TempDir()
+	cfg := Config{DataDir: dir, LockDelay: delay}
+	first := startServer(t, cfg)
+	holder := dial(t, first.addr)
+	holder.acquire("delayed", leaseMS)
+	holder.expectAcquired()
+	lastHeard := time.Now() // the holder now goes silent
+	// Its expiry, then a crash at once, within the lazy write's second.
+	require.Eventually(t, func() bool { return blocked(first, "delayed") }, slack+time.Duration(leaseMS)*time.Millisecond, 5*time.Millisecond)
+	crash(t, first)
+
+	second := startServer(t, cfg)
+	c := dial(t, second.addr)
+	c.acquire("delayed", 60000)
+	c.expectWaiting()
+	c.expectAcquired()
+	assert.GreaterOrEqual(t, time.Since(lastHeard), time.Duration(leaseMS)*time.Millisecond+delay,
+		"granted before the holder's lease and the lock delay could have ended")
+}
+
 // shutdownAsync stops srv while the test goes on talking to its clients.
 func shutdownAsync(srv *testServer) <-chan error {
 	done := make(chan error, 1)
