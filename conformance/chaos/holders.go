@@ -27,9 +27,10 @@ type Gap struct {
 
 // holdings is what the analysis of one lock's windows found.
 type holdings struct {
-	breaches []Breach
-	gaps     []Gap // between windows, and after the last one
-	most     int   // the most holders at one instant, breaches included
+	breaches   []Breach
+	gaps       []Gap // between windows, and after the last one
+	most       int   // the most holders whose process was never paused at one instant
+	withPaused int   // the most holders at one instant, paused ones included
 }
 
 // analyse sweeps the windows of lock l (each closed, as ledger.closed
@@ -95,7 +96,7 @@ func analyse(l Lock, ws []Window, end time.Duration) holdings {
 				live = append(live, ws[i])
 			}
 		}
-		h.most = max(h.most, len(holders))
+		h.most, h.withPaused = max(h.most, len(live)), max(h.withPaused, len(holders))
 		if l.allows(holders) {
 			cur = -1
 			continue

@@ -42,9 +42,10 @@ func TestAnalyseExclusiveLock(t *testing.T) {
 	assert.False(t, b.Paused)
 	assert.Equal(t, []string{"d", "e"}, workers(h.breaches[1].Holders))
 	assert.True(t, h.breaches[1].Paused)
+	assert.Equal(t, 2, h.most, "b and c")
+	assert.Equal(t, 2, h.withPaused)
 	assert.Equal(t, []Gap{{"x", 100 * ms, 150 * ms}, {"x", 500 * ms, 600 * ms}, {"x", 900 * ms, time.Second}}, h.gaps,
 		"between windows, and after the last one")
-	assert.Equal(t, 2, h.most)
 }
 
 func TestAnalyseSemaphoreCountsHolders(t *testing.T) {
@@ -79,6 +80,8 @@ func TestAnalyseSemaphoreExplainsOnlyWhatPausesExplain(t *testing.T) {
 	assert.False(t, h.breaches[1].Paused)
 	assert.Equal(t, []string{"a", "b", "c", "d"}, workers(h.breaches[1].Holders))
 	assert.Equal(t, 4, h.breaches[1].Most)
+	assert.Equal(t, 3, h.most, "b, c and d")
+	assert.Equal(t, 4, h.withPaused)
 }
 
 func TestAnalyseSharedLockAllowsReadersButNoWriterBesideThem(t *testing.T) {

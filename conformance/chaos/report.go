@@ -40,7 +40,8 @@ type LockStats struct {
 	Lock         Lock
 	Grants       int
 	SharedGrants int
-	MostAtOnce   int           // the most holders at one instant (a semaphore's limit reached shows here)
+	MostAtOnce   int           // the most holders never paused at one instant (a semaphore's limit reached shows here)
+	MostPaused   int           // the most holders at one instant, paused ones included
 	LongestGap   time.Duration // the longest time nobody held it
 }
 
@@ -72,7 +73,7 @@ func (r *run) report(end time.Duration, s *scheduler) *Report {
 	for _, lock := range r.cfg.Locks {
 		ws := l.closed(lock.Name, end)
 		h := analyse(lock, ws, end)
-		st := LockStats{Lock: lock, Grants: len(ws), MostAtOnce: h.most}
+		st := LockStats{Lock: lock, Grants: len(ws), MostAtOnce: h.most, MostPaused: h.withPaused}
 		if len(ws) == 0 {
 			st.LongestGap = end
 		}
@@ -191,8 +192,12 @@ func (r *Report) Write(w io.Writer) {
 	fmt.Fprintf(w, "  grants          %d\n", r.Grants)
 	for _, l := range r.Locks {
 		fmt.Fprintf(w, "  %s\n", l.Lock)
-		fmt.Fprintf(w, "    %d grants, %d shared; at most %d holders at once; longest without a holder %.2f s\n",
-			l.Grants, l.SharedGrants, l.MostAtOnce, l.LongestGap.Seconds())
+		paused := ""
+		if l.MostPaused > l.MostAtOnce {
+			paused = fmt.Sprintf(" (%d with paused ones)", l.MostPaused)
+		}
+		fmt.Fprintf(w, "    %d grants, %d shared; at most %d holders at once%s; longest without a holder %.2f s\n",
+			l.Grants, l.SharedGrants, l.MostAtOnce, paused, l.LongestGap.Seconds())
 		for _, ws := range r.Workers {
 			if ws.Lock == l.Lock.Name {
 				fmt.Fprintf(w, "    %-18s %3d grants, %3d shared%s\n", ws.Name, ws.Grants, ws.SharedGrants, failures(ws.Failures))
