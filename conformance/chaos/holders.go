@@ -34,12 +34,13 @@ type holdings struct {
 }
 
 // analyse sweeps the windows of lock l (each closed, as ledger.closed
-// returns them, at end at the latest) in time order. Between two window ends or starts the set
-// of holders is fixed; every such stretch whose holders the lock does not
-// allow is a breach, joined with the one before it when they touch and a
-// pause explains both or neither. Windows are half-open, [Start, End): a
-// holder that let go at the instant another was granted did not overlap
-// it. A window of no length was never held and is left out.
+// returns them, at end at the latest) in time order. Between two window
+// ends or starts the set of holders is fixed; every such stretch whose
+// holders the lock does not allow is a breach, joined with the one before
+// it when they touch and a pause explains both or neither. Windows are
+// half-open, [Start, End): a holder that let go at the instant another was
+// granted did not overlap it. A window of no length was never held and is
+// left out.
 func analyse(l Lock, ws []Window, end time.Duration) holdings {
 	type edge struct {
 		at   time.Duration
