@@ -392,9 +392,10 @@ func Conformance() error {
 }
 
 // Chaos runs the chaos harness (docs/chaos.md): a worker of every client
-// against one server, then against an HA cell of three servers on three
-// etcd members, while it injects faults; $CHAOS_DURATION in all (default
-// 10m), split between the two. It fails on any broken promise.
+// on a lock of readers and writers or on a semaphore, beside exclusive
+// claims, against one server, then against an HA cell of three servers
+// on three etcd members, while it injects faults; $CHAOS_DURATION in all
+// (default 10m), split between the two. It fails on any broken promise.
 func Chaos() error {
 	mg.Deps(Build, Deps)
 	d := os.Getenv("CHAOS_DURATION")

@@ -1,15 +1,20 @@
 // Package chaos runs workers of every client language against a monolock
 // cell while it injects faults, and checks what a lock service promises:
-// no two holders at once (unless a holder's process was paused, which no
-// lock service can see), no stale write accepted by a fenced resource,
-// tokens that only grow, and a cell that recovers.
+// never more holders at once than a lock allows (an exclusive holder
+// alone, or shared holders up to a semaphore's limit), unless a holder's
+// process was paused, which no lock service can see; no stale write
+// accepted by a fenced resource; tokens that only grow; and a cell that
+// recovers.
 //
 // A worker is one conformance driver process (the client's public API over
 // the pipe protocol of docs/writing-a-client.md) that acquires one lock
-// name in a loop, holds it for a random time and releases it. While it
-// holds, it writes to a fenced resource kept here, which accepts a token
-// only if it is at least the highest it has accepted. Each worker reaches
-// every server through fault proxies of its own.
+// name in a loop, holds it for a random time and releases it. Its claims
+// are exclusive, or shared (with the lock's limit on a semaphore) by the
+// lock's mix. While it holds, it writes to a fenced resource kept here,
+// which turns away tokens below those of conflicting writes it has
+// accepted. Each worker reaches every server through fault proxies of its
+// own. The analyser (holders.go) checks that no more claims believed they
+// held a lock at one instant than the lock allows.
 //
 // It lives in the conformance module, beside the driver, proxy, runner and
 // wire packages it is made of, and not in bench/: it is a correctness gate
@@ -37,6 +42,7 @@ import (
 type Config struct {
 	Root     string          // repository root: drivers run in their clients' folders
 	Clients  []runner.Client // one worker per entry (repeat an entry for more)
+	Locks    []Lock          // worker i contends for Locks[i % len(Locks)]
 	Cell     *Cell
 	Lease    time.Duration // every worker's lease
 	EtcdTTL  time.Duration // the HA cell's etcd TTL (failover waits for it)
@@ -69,8 +75,8 @@ func (r *run) logf(format string, args ...any) {
 // Run runs the workers and the faults for cfg.Duration, then lets every
 // worker release and reports.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
-	if cfg.Lease <= 0 || cfg.Duration <= 0 || len(cfg.Clients) == 0 {
-		return nil, errors.New("chaos: need a lease, a duration and at least one client")
+	if cfg.Lease <= 0 || cfg.Duration <= 0 || len(cfg.Clients) == 0 || len(cfg.Locks) == 0 {
+		return nil, errors.New("chaos: need a lease, a duration, at least one client and one lock")
 	}
 	r := &run{cfg: cfg, start: time.Now(), ledger: &ledger{}}
 	sched := newScheduler(r)
@@ -84,15 +90,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}()
 	for i, c := range cfg.Clients {
 		name := fmt.Sprintf("%s#%d", c.Name, i)
-		w, err := startWorker(ctx, cfg.Root, c, name, cfg.Cell.Addrs(), r.start)
+		w, err := startWorker(ctx, cfg.Root, c, name, cfg.Locks[i%len(cfg.Locks)], cfg.Cell.Addrs(), r.start)
 		if err != nil {
 			return nil, err
 		}
-		w.ledger, w.lease, w.lock = r.ledger, cfg.Lease, "chaos/lock"
+		w.ledger, w.lease = r.ledger, cfg.Lease
 		w.rng = rand.New(rand.NewPCG(cfg.Seed, uint64(i)+3))
 		r.workers = append(r.workers, w)
 	}
 	r.logf("chaos: %d workers on %s, lease %v, %v, seed %d", len(r.workers), cfg.Cell.Describe(), cfg.Lease, cfg.Duration, cfg.Seed)
+	for _, l := range cfg.Locks {
+		r.logf("  %s", l)
+	}
 
 	faultCtx, stopFaults := context.WithCancel(ctx)
 	faultsDone := make(chan struct{})

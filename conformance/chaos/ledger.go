@@ -1,16 +1,19 @@
 package chaos
 
 import (
-	"slices"
 	"sync"
 	"time"
 )
 
-// Window is one grant as its holder saw it: from the acquired event to the
-// lost event, or to the moment the worker decided to release (it stops
-// using the lock before it calls release, so that is the window's end).
+// Window is one grant as its holder believed it: from the acquired event
+// to the lost event, or to the moment the worker decided to release (it
+// stops using the lock before it calls release, so that is the window's
+// end). Both ends are instants of the harness's one clock (see
+// docs/chaos.md, "What a holder believed").
 type Window struct {
 	Worker string
+	Lock   string
+	Shared bool // a shared claim (one of a semaphore's permits when the lock has a limit)
 	Token  uint64
 	Start  time.Duration // since the run's start
 	End    time.Duration // 0 while open
@@ -18,39 +21,76 @@ type Window struct {
 	Paused bool          // the worker's process was stopped during the window
 }
 
-// ledger is the fenced resource together with the record of every grant:
-// one mutex orders grants and writes, so a write is judged against every
-// grant the workers had been told of before it.
+// ledger is the fenced resources (one per lock) together with the record
+// of every grant: one mutex orders grants and writes, so a write is judged
+// against every grant the workers had been told of before it.
 type ledger struct {
 	mu      sync.Mutex
 	windows []*Window
-	highest uint64 // the fence: the highest token it has accepted
+	fences  map[string]*fence
 
 	accepted      int
 	staleRejected int // rejected writes from a window its holder had paused in
 	holderFenced  int // rejected writes from a window never paused: a violation
-	staleAccepted int // accepted writes below a token already granted: a violation
-	maxGranted    uint64
-	outOfOrder    int // grants whose token is not above every earlier one
+	staleAccepted int // accepted writes below a token granted to a conflicting claim: a violation
+	outOfOrder    int // grants whose token is not above every earlier conflicting grant's
+}
+
+// fence is one lock's fenced resource, which its holders write to (a
+// shared holder writes its own part of it, as a reader that records what
+// it read would). An exclusive write must carry a token at least as high
+// as every write it has accepted; a shared write one at least as high as
+// every exclusive write, for shared holders hold together and their
+// tokens come in any order. Counts a fence cannot bound: a semaphore's
+// limit is the analyser's to check.
+type fence struct {
+	highest          uint64 // the highest token of an accepted write
+	highestExclusive uint64 // the highest token of an accepted exclusive write
+	granted          uint64 // the highest token granted on the lock
+	grantedExclusive uint64 // the highest token granted to an exclusive claim
+}
+
+// bar is the lowest token the resource accepts from w; stale is the token
+// below which an accepted write of w is a violation: a conflicting claim
+// was granted since.
+func (f *fence) bar(w *Window) (bar, stale uint64) {
+	if w.Shared {
+		return f.highestExclusive, f.grantedExclusive
+	}
+	return f.highest, f.granted
 }
 
 // grant records a grant and makes the new holder's first write, as a
 // worker would before anything else.
-func (l *ledger) grant(worker string, token uint64, at time.Duration) *Window {
+func (l *ledger) grant(worker, lock string, shared bool, token uint64, at time.Duration) *Window {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	w := &Window{Worker: worker, Token: token, Start: at}
+	if l.fences == nil {
+		l.fences = map[string]*fence{}
+	}
+	f := l.fences[lock]
+	if f == nil {
+		f = &fence{}
+		l.fences[lock] = f
+	}
+	w := &Window{Worker: worker, Lock: lock, Shared: shared, Token: token, Start: at}
 	l.windows = append(l.windows, w)
-	if token <= l.maxGranted {
+	// A conflicting claim was granted only after every earlier conflicting
+	// holder had let go, and so after that holder's grant was recorded
+	// here: its token must be higher. Shared grants made together reach
+	// the harness in any order.
+	if _, stale := f.bar(w); token <= stale {
 		l.outOfOrder++
 	}
 	l.writeLocked(w)
-	l.maxGranted = max(l.maxGranted, token)
+	f.granted = max(f.granted, token)
+	if !shared {
+		f.grantedExclusive = max(f.grantedExclusive, token)
+	}
 	return w
 }
 
-// write is a write by w's holder to the fenced resource, which accepts a
-// token at least as high as every one it has accepted before.
+// write is a write by w's holder to its lock's fenced resource.
 func (l *ledger) write(w *Window) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -58,7 +98,9 @@ func (l *ledger) write(w *Window) bool {
 }
 
 func (l *ledger) writeLocked(w *Window) bool {
-	if w.Token < l.highest {
+	f := l.fences[w.Lock]
+	bar, stale := f.bar(w)
+	if w.Token < bar {
 		if w.Paused {
 			l.staleRejected++
 		} else {
@@ -66,10 +108,13 @@ func (l *ledger) writeLocked(w *Window) bool {
 		}
 		return false
 	}
-	if w.Token < l.maxGranted {
+	if w.Token < stale {
 		l.staleAccepted++
 	}
-	l.highest = w.Token
+	f.highest = max(f.highest, w.Token)
+	if !w.Shared {
+		f.highestExclusive = w.Token
+	}
 	l.accepted++
 	return true
 }
@@ -90,51 +135,21 @@ func (l *ledger) paused(w *Window) {
 	l.mu.Unlock()
 }
 
-// Overlaps are pairs of windows of different grants that were open at the
-// same instant.
-type Overlap struct {
-	A, B Window
-	For  time.Duration
-}
-
-// Gap is a time nobody held the lock.
-type Gap struct{ From, To time.Duration }
-
-// verdict closes the still open windows at end and reports the overlaps
-// (split by whether a pause explains them) and the times no window was
-// open, the time after the last window included.
-func (l *ledger) verdict(end time.Duration) (unexplained, paused []Overlap, gaps []Gap) {
+// closed returns a copy of every window of lock, the still open ones
+// closed at end.
+func (l *ledger) closed(lock string, end time.Duration) []Window {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	ws := make([]Window, 0, len(l.windows))
+	var ws []Window
 	for _, w := range l.windows {
+		if w.Lock != lock {
+			continue
+		}
 		c := *w
 		if c.End == 0 {
 			c.End = end
 		}
 		ws = append(ws, c)
 	}
-	slices.SortFunc(ws, func(a, b Window) int { return int(a.Start - b.Start) })
-	var reach time.Duration // the latest end among the windows so far
-	for i, a := range ws {
-		if i > 0 && a.Start > reach {
-			gaps = append(gaps, Gap{reach, a.Start})
-		}
-		reach = max(reach, a.End)
-		for _, b := range ws[i+1:] {
-			if b.Start >= a.End {
-				break
-			}
-			o := Overlap{A: a, B: b, For: min(a.End, b.End) - b.Start}
-			if a.Paused || b.Paused {
-				paused = append(paused, o)
-			} else {
-				unexplained = append(unexplained, o)
-			}
-		}
-	}
-	if len(ws) > 0 && reach < end {
-		gaps = append(gaps, Gap{reach, end})
-	}
-	return unexplained, paused, gaps
+	return ws
 }

@@ -14,32 +14,44 @@ type Report struct {
 	Lease    time.Duration
 	Duration time.Duration
 	Seed     uint64
+	Locks    []LockStats
 	Workers  []WorkerStats
 	Grants   int
 	Faults   []FaultRecord
 
-	Overlaps       []Overlap // no pause explains them: violations
-	PausedOverlaps []Overlap // a holder's process was stopped: reported, allowed
+	Breaches       []Breach // more holders than a lock allows, no pause explains them: violations
+	PausedBreaches []Breach // a paused holder made them: reported, allowed
 
 	WritesAccepted int
 	StaleRejected  int // by a holder that had been paused: what fencing is for
-	StaleAccepted  int // below a token already granted: a violation
+	StaleAccepted  int // below a token granted to a conflicting claim: a violation
 	HolderFenced   int // a never-paused holder's write rejected: a violation
-	OutOfOrder     int // grants whose token was not above every earlier one
+	OutOfOrder     int // grants whose token was not above every earlier conflicting grant's
 
-	LongestGap    time.Duration // the longest time nobody held the lock
 	Bound         time.Duration // for the cell to grant again after a fault cleared
-	Stalls        []Gap         // times without a holder beyond the bound and the faults: violations
+	Stalls        []Gap         // times a lock had no holder beyond the bound and the faults: violations
 	Recoveries    []Recovery
 	EtcdElections []time.Duration
 	WorkerErrors  []string
 }
 
+// LockStats is what one lock saw.
+type LockStats struct {
+	Lock         Lock
+	Grants       int
+	SharedGrants int
+	MostAtOnce   int           // the most holders never paused at one instant (a semaphore's limit reached shows here)
+	MostPaused   int           // the most holders at one instant, paused ones included
+	LongestGap   time.Duration // the longest time nobody held it
+}
+
 // WorkerStats counts one worker's grants and failed acquires.
 type WorkerStats struct {
-	Name     string
-	Grants   int
-	Failures map[string]int
+	Name         string
+	Lock         string
+	Grants       int
+	SharedGrants int
+	Failures     map[string]int
 }
 
 // Recovery is the time from a server-side fault to the next grant.
@@ -51,20 +63,43 @@ type Recovery struct {
 
 func (r *run) report(end time.Duration, s *scheduler) *Report {
 	l := r.ledger
-	overlaps, paused, gaps := l.verdict(end)
 	rep := &Report{
 		Cell: r.cfg.Cell.Describe(), Lease: r.cfg.Lease, Duration: end, Seed: r.cfg.Seed,
-		Faults: s.records, Overlaps: overlaps, PausedOverlaps: paused, EtcdElections: s.etcd,
+		Faults: s.records, EtcdElections: s.etcd,
 		Bound: 2*r.cfg.EtcdTTL + 6*r.cfg.Lease + 5*time.Second,
 	}
+	var starts []time.Duration
+	var gaps []Gap
+	for _, lock := range r.cfg.Locks {
+		ws := l.closed(lock.Name, end)
+		h := analyse(lock, ws, end)
+		st := LockStats{Lock: lock, Grants: len(ws), MostAtOnce: h.most, MostPaused: h.withPaused}
+		if len(ws) == 0 {
+			st.LongestGap = end
+		}
+		for _, w := range ws {
+			starts = append(starts, w.Start)
+			if w.Shared {
+				st.SharedGrants++
+			}
+		}
+		for _, g := range h.gaps {
+			st.LongestGap = max(st.LongestGap, g.To-g.From)
+		}
+		for _, b := range h.breaches {
+			if b.Paused {
+				rep.PausedBreaches = append(rep.PausedBreaches, b)
+			} else {
+				rep.Breaches = append(rep.Breaches, b)
+			}
+		}
+		rep.Locks = append(rep.Locks, st)
+		rep.Grants += st.Grants
+		gaps = append(gaps, h.gaps...)
+	}
 	l.mu.Lock()
-	rep.Grants = len(l.windows)
 	rep.WritesAccepted, rep.StaleRejected, rep.StaleAccepted = l.accepted, l.staleRejected, l.staleAccepted
 	rep.HolderFenced, rep.OutOfOrder = l.holderFenced, l.outOfOrder
-	starts := make([]time.Duration, 0, len(l.windows))
-	for _, w := range l.windows {
-		starts = append(starts, w.Start)
-	}
 	l.mu.Unlock()
 	slices.Sort(starts)
 	for _, o := range s.outages {
@@ -81,15 +116,10 @@ func (r *run) report(end time.Duration, s *scheduler) *Report {
 		rep.Recoveries = append(rep.Recoveries, rc)
 	}
 	rep.Stalls = stalls(gaps, rep.Recoveries, rep.Bound)
-	for _, g := range gaps {
-		rep.LongestGap = max(rep.LongestGap, g.To-g.From)
-	}
-	if len(starts) == 0 {
-		rep.LongestGap = end
-	}
 	for _, w := range r.workers {
 		w.mu.Lock()
-		rep.Workers = append(rep.Workers, WorkerStats{Name: w.name, Grants: w.grants, Failures: w.failures})
+		rep.Workers = append(rep.Workers, WorkerStats{Name: w.name, Lock: w.lock.Name, Grants: w.grants,
+			SharedGrants: w.sharedGrants, Failures: w.failures})
 		w.mu.Unlock()
 	}
 	return rep
@@ -114,10 +144,8 @@ func stalls(gaps []Gap, outages []Recovery, bound time.Duration) []Gap {
 // Violations lists every broken promise; empty means the run passed.
 func (r *Report) Violations() []string {
 	var v []string
-	for _, o := range r.Overlaps {
-		v = append(v, fmt.Sprintf("two holders at once for %v: %s token %d [%.3fs, %.3fs] and %s token %d [%.3fs, %.3fs]",
-			o.For.Round(time.Millisecond), o.A.Worker, o.A.Token, o.A.Start.Seconds(), o.A.End.Seconds(),
-			o.B.Worker, o.B.Token, o.B.Start.Seconds(), o.B.End.Seconds()))
+	for _, b := range r.Breaches {
+		v = append(v, b.String())
 	}
 	if r.StaleAccepted > 0 {
 		v = append(v, fmt.Sprintf("%d stale writes accepted", r.StaleAccepted))
@@ -128,11 +156,16 @@ func (r *Report) Violations() []string {
 	if r.OutOfOrder > 0 {
 		v = append(v, fmt.Sprintf("%d grants with a token not above every earlier one", r.OutOfOrder))
 	}
-	if r.Grants == 0 {
-		v = append(v, "no grant at all")
+	for _, l := range r.Locks {
+		if l.Grants == 0 {
+			v = append(v, "no grant of "+l.Lock.Name+" at all")
+		}
+	}
+	if len(r.Locks) == 0 {
+		v = append(v, "no lock contended for")
 	}
 	for _, g := range r.Stalls {
-		v = append(v, fmt.Sprintf("nobody held the lock from %.2f s to %.2f s (bound %v beyond the faults)", g.From.Seconds(), g.To.Seconds(), r.Bound))
+		v = append(v, fmt.Sprintf("nobody held %s from %.2f s to %.2f s (bound %v beyond the faults)", g.Lock, g.From.Seconds(), g.To.Seconds(), r.Bound))
 	}
 	for _, rc := range r.Recoveries {
 		if rc.Stalled {
@@ -157,19 +190,30 @@ func (r *Report) Write(w io.Writer) {
 	slices.Sort(fs)
 	fmt.Fprintf(w, "  faults          %d (%s)\n", len(r.Faults), strings.Join(fs, ", "))
 	fmt.Fprintf(w, "  grants          %d\n", r.Grants)
-	for _, ws := range r.Workers {
-		fmt.Fprintf(w, "    %-18s %3d grants%s\n", ws.Name, ws.Grants, failures(ws.Failures))
+	for _, l := range r.Locks {
+		fmt.Fprintf(w, "  %s\n", l.Lock)
+		paused := ""
+		if l.MostPaused > l.MostAtOnce {
+			paused = fmt.Sprintf(" (%d with paused ones)", l.MostPaused)
+		}
+		fmt.Fprintf(w, "    %d grants, %d shared; at most %d holders at once%s; longest without a holder %.2f s\n",
+			l.Grants, l.SharedGrants, l.MostAtOnce, paused, l.LongestGap.Seconds())
+		for _, ws := range r.Workers {
+			if ws.Lock == l.Lock.Name {
+				fmt.Fprintf(w, "    %-18s %3d grants, %3d shared%s\n", ws.Name, ws.Grants, ws.SharedGrants, failures(ws.Failures))
+			}
+		}
 	}
-	fmt.Fprintf(w, "  overlapping validity windows   %d without a pause (0 required), %d with a holder paused\n",
-		len(r.Overlaps), len(r.PausedOverlaps))
+	fmt.Fprintf(w, "  more holders than a lock allows   %d times without a pause (0 required), %d with a holder paused\n",
+		len(r.Breaches), len(r.PausedBreaches))
 	fmt.Fprintf(w, "  fenced writes   %d accepted, %d stale rejected, %d stale accepted (0 required), %d from a live holder rejected (0 required)\n",
 		r.WritesAccepted, r.StaleRejected, r.StaleAccepted, r.HolderFenced)
-	order := "strictly increasing"
+	order := "increasing over every conflicting grant"
 	if r.OutOfOrder > 0 {
 		order = fmt.Sprintf("%d grants out of order", r.OutOfOrder)
 	}
 	fmt.Fprintf(w, "  tokens          %s across %d grants\n", order, r.Grants)
-	fmt.Fprintf(w, "  longest without a holder   %.2f s (bound: %.0f s beyond the time faults kept the servers down)\n", r.LongestGap.Seconds(), r.Bound.Seconds())
+	fmt.Fprintf(w, "  bound without a holder   %.0f s beyond the time faults kept the servers down\n", r.Bound.Seconds())
 	for _, rc := range r.Recoveries {
 		after := "no grant before the end"
 		if rc.After >= 0 {
@@ -200,4 +244,25 @@ func failures(m map[string]int) string {
 	}
 	slices.Sort(parts)
 	return ", failed acquires: " + strings.Join(parts, ", ")
+}
+
+// String says which holders believed they held at once, and what the lock
+// allows.
+func (b Breach) String() string {
+	allowed := "an exclusive holder alone"
+	if b.Lock.Limit > 0 {
+		allowed += fmt.Sprintf(", or %d shared", b.Lock.Limit)
+	} else if b.Lock.Exclusive < 1 {
+		allowed += ", or any number of shared"
+	}
+	var hs []string
+	for _, h := range b.Holders {
+		mode := "exclusive"
+		if h.Shared {
+			mode = "shared"
+		}
+		hs = append(hs, fmt.Sprintf("%s %s token %d [%.3fs, %.3fs]", h.Worker, mode, h.Token, h.Start.Seconds(), h.End.Seconds()))
+	}
+	return fmt.Sprintf("%d holders of %s at once for %v from %.3fs (allowed: %s): %s",
+		b.Most, b.Lock.Name, (b.To - b.From).Round(time.Millisecond), b.From.Seconds(), allowed, strings.Join(hs, ", "))
 }

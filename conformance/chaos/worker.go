@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -15,9 +16,9 @@ import (
 	"github.com/monolock/monolock/go/testkit/pipe"
 )
 
-// worker is one client's driver process, contending for the lock in a
+// worker is one client's driver process, contending for one lock in a
 // loop through the client's public API, behind fault proxies of its own
-// (one per server).
+// (one per server). Each claim is exclusive or shared by the lock's mix.
 type worker struct {
 	name    string
 	proc    *driver.Process
@@ -25,20 +26,21 @@ type worker struct {
 	events  chan driver.Event
 	ledger  *ledger
 	lease   time.Duration
-	lock    string
+	lock    Lock
 	rng     *rand.Rand
 	start   time.Time
 
-	mu       sync.Mutex
-	held     *Window       // the open window, if any
-	stopped  bool          // SIGSTOPped now
-	resumed  chan struct{} // closed at SIGCONT
-	grants   int
-	failures map[string]int // acquire errors by kind
+	mu           sync.Mutex
+	held         *Window       // the open window, if any
+	stopped      bool          // SIGSTOPped now
+	resumed      chan struct{} // closed at SIGCONT
+	grants       int
+	sharedGrants int
+	failures     map[string]int // acquire errors by kind
 }
 
-func startWorker(ctx context.Context, root string, c runner.Client, name string, servers []string, start time.Time) (*worker, error) {
-	w := &worker{name: name, events: make(chan driver.Event, 256), failures: map[string]int{}, start: start}
+func startWorker(ctx context.Context, root string, c runner.Client, name string, lock Lock, servers []string, start time.Time) (*worker, error) {
+	w := &worker{name: name, lock: lock, events: make(chan driver.Event, 256), failures: map[string]int{}, start: start}
 	for _, s := range servers {
 		p, err := proxy.Listen(s, start)
 		if err != nil {
@@ -48,12 +50,16 @@ func startWorker(ctx context.Context, root string, c runner.Client, name string,
 		w.proxies = append(w.proxies, p)
 	}
 	env := c.ExtraEnv()
-	proc, _, err := driver.StartStream(ctx, root+"/"+c.Dir, c.Run, env, start, func(ev driver.Event) { w.events <- ev })
+	proc, ready, err := driver.StartStream(ctx, root+"/"+c.Dir, c.Run, env, start, func(ev driver.Event) { w.events <- ev })
 	if err != nil {
 		w.close()
 		return nil, fmt.Errorf("%s: driver did not start: %w", name, err)
 	}
 	w.proc = proc
+	if lock.Exclusive < 1 && !slices.Contains(ready.Capabilities, "shared") {
+		w.close()
+		return nil, fmt.Errorf("%s: the driver lacks the shared capability that %s needs", name, lock.Name)
+	}
 	return w, nil
 }
 
@@ -72,9 +78,17 @@ func (w *worker) run(ctx context.Context) error {
 	for n := 0; ctx.Err() == nil; n++ {
 		id := "c" + strconv.Itoa(n)
 		lease, timeout := uint64(w.lease.Milliseconds()), (20 * w.lease).Milliseconds()
-		err := w.proc.Send(pipe.Command{Cmd: pipe.Acquire, ID: id, Servers: w.addrs(), Name: &w.lock,
-			LeaseMS: &lease, Mode: pipe.ModeWait, TimeoutMS: &timeout})
-		if err != nil {
+		cmd := pipe.Command{Cmd: pipe.Acquire, ID: id, Servers: w.addrs(), Name: &w.lock.Name,
+			LeaseMS: &lease, Mode: pipe.ModeWait, TimeoutMS: &timeout}
+		// A plain lock draws nothing, so its seed deals the hold times it
+		// always has.
+		if w.lock.Exclusive < 1 && w.rng.Float64() >= w.lock.Exclusive {
+			cmd.Shared = true
+			if w.lock.Limit > 0 {
+				cmd.Limit = &w.lock.Limit
+			}
+		}
+		if err := w.proc.Send(cmd); err != nil {
 			return fmt.Errorf("%s: %w", w.name, err)
 		}
 		ev, err := w.next(ctx, id, pipe.Acquired, pipe.Error)
@@ -93,7 +107,7 @@ func (w *worker) run(ctx context.Context) error {
 			}
 			continue
 		}
-		if err := w.hold(ctx, id, ev); err != nil {
+		if err := w.hold(ctx, id, cmd.Shared, ev); err != nil {
 			return err
 		}
 	}
@@ -102,15 +116,18 @@ func (w *worker) run(ctx context.Context) error {
 
 // hold uses the lock: a write at once, then one every lease/5 until the
 // lost signal or the end of a random hold, then release.
-func (w *worker) hold(ctx context.Context, id string, acquired driver.Event) error {
+func (w *worker) hold(ctx context.Context, id string, shared bool, acquired driver.Event) error {
 	token, err := strconv.ParseUint(acquired.Token, 10, 64)
 	if err != nil {
 		return fmt.Errorf("%s: token %q: %w", w.name, acquired.Token, err)
 	}
 	w.awaitResume(ctx) // a process stopped since it printed the grant writes when it runs again
-	win := w.ledger.grant(w.name, token, acquired.At)
+	win := w.ledger.grant(w.name, w.lock.Name, shared, token, acquired.At)
 	w.mu.Lock()
 	w.held, w.grants = win, w.grants+1
+	if shared {
+		w.sharedGrants++
+	}
 	w.mu.Unlock()
 	defer func() {
 		w.mu.Lock()

@@ -29,6 +29,7 @@ func main() {
 		lease    = flag.Duration("lease", 2*time.Second, "every worker's lease")
 		ttl      = flag.Duration("etcd-ttl", 2*time.Second, "the HA cell's etcd TTL")
 		clients  = flag.String("clients", "", "comma-separated client `names` from conformance/manifest.json, a name repeated for more workers (default: every client once)")
+		locks    = flag.String("locks", chaos.DefaultLocks, "comma-separated lock `kinds` the workers are dealt to in turn: exclusive, shared (a third of the claims exclusive), semaphore:N (N permits, a third of the claims exclusive)")
 		pauses   = flag.Bool("pauses", true, "also stop holders' processes (SIGSTOP); the overlaps they cause are reported apart")
 		seed     = flag.Uint64("seed", 0, "random seed for faults and hold times (0: from the clock; printed)")
 		noBuild  = flag.Bool("no-build", false, "skip building the drivers")
@@ -51,6 +52,10 @@ func main() {
 	specs, err := pickClients(root, *clients)
 	if err != nil {
 		log.Fatal(err)
+	}
+	lockList, err := chaos.ParseLocks(*locks)
+	if err != nil {
+		log.Fatalf("-locks: %v", err)
 	}
 	if !*noBuild {
 		built := map[string]bool{}
@@ -96,7 +101,7 @@ func main() {
 			log.Fatal(err)
 		}
 		rep, err := chaos.Run(ctx, chaos.Config{
-			Root: root, Clients: specs, Cell: c, Lease: *lease, EtcdTTL: *ttl,
+			Root: root, Clients: specs, Locks: lockList, Cell: c, Lease: *lease, EtcdTTL: *ttl,
 			Duration: *duration / time.Duration(len(modes)), Pauses: *pauses, Seed: *seed + uint64(i), Log: os.Stdout,
 			Faults: splitList(*faults),
 		})

@@ -151,8 +151,12 @@ func (cl *claim) acquireFrame() []byte {
 		if cl.shared {
 			mode = 1
 		}
+		limit := cl.limit
+		if cl.bugs.SemaphoreLimitPlusOne && limit > 0 {
+			limit++
+		}
 		frame = append(frame, mode)
-		frame = binary.BigEndian.AppendUint16(frame, uint16(cl.limit))
+		frame = binary.BigEndian.AppendUint16(frame, uint16(limit))
 	}
 	frame = binary.BigEndian.AppendUint16(frame, uint16(len(cl.name)))
 	return append(frame, cl.name...)

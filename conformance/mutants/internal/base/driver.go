@@ -46,6 +46,10 @@ type Bugs struct {
 	// RetryCertificateProblems takes a refused certificate for a failed
 	// connection and tries the server again until the deadline.
 	RetryCertificateProblems bool
+	// SemaphoreLimitPlusOne sends a semaphore claim's limit one higher
+	// than the application asked for: the server lets one holder more in
+	// than the holders count on.
+	SemaphoreLimitPlusOne bool
 }
 
 // tlsConfig builds the TLS configuration; an empty server name is filled in
