@@ -75,8 +75,10 @@ func (c *Claim) Token() uint64 { return c.token.Load() }
 type lock struct {
 	holders claimList // held back ones included: they still count
 	queue   claimList
-	// shared counts the live shared sessions (holders not held back, and
-	// waiters); while there are any, a shared claim must state limit.
+	// shared counts the shared claims on the lock, holders (held back
+	// ones too: they still take a permit) and waiters; while there are
+	// any, a shared claim must state limit, or a name agreed at 2 could
+	// be let to 3 while two held-back holders keep their permits.
 	shared int32
 	limit  uint16
 	// exclusive: the holders (one) hold exclusively.
@@ -203,7 +205,7 @@ func (t *Table) releaseLocked(c *Claim) (promoted, failed []*Claim) {
 
 // remove takes c out of l's holders or queue. Caller holds t.mu.
 func (t *Table) remove(l *lock, c *Claim) {
-	if c.Shared && !c.heldBack {
+	if c.Shared {
 		l.shared--
 	}
 	if c.held {
@@ -218,7 +220,8 @@ func (t *Table) remove(l *lock, c *Claim) {
 // Release, while a holder stays a holder, held back, until Release(c):
 // a holder that went silent may still be touching the resource (the
 // server's lock delay). Nobody who would not fit beside c is granted the
-// lock meanwhile; shared claims that fit still are. It reports whether c
+// lock meanwhile; shared claims that fit still are, and only with c's
+// limit (ErrLimitMismatch otherwise). It reports whether c
 // was held back, with Release's results for a waiter that left.
 func (t *Table) ReleaseHeldBack(c *Claim) (heldBack bool, promoted, failed []*Claim) {
 	t.mu.Lock()
@@ -231,10 +234,7 @@ func (t *Table) ReleaseHeldBack(c *Claim) (heldBack bool, promoted, failed []*Cl
 		promoted, failed = t.releaseLocked(c)
 		return false, promoted, failed
 	}
-	if !c.heldBack && c.Shared {
-		l.shared-- // no longer a session: its limit binds nobody
-	}
-	c.heldBack = true
+	c.heldBack = true // still a shared claim: its limit binds the name
 	return true, nil, nil
 }
 

@@ -117,9 +117,9 @@ func TestSharedSessionsAgreeOnTheLimit(t *testing.T) {
 	assert.True(t, granted)
 }
 
-// A shared holder that went silent keeps its permit until its Release but
-// binds nobody to its limit; claims that fit beside it are still granted,
-// and an exclusive claim waits for it.
+// A shared holder that went silent keeps its permit until its Release, and
+// its limit; claims that fit beside it are still granted, and an exclusive
+// claim waits for it.
 func TestHeldBackSharedHolderKeepsItsPermit(t *testing.T) {
 	tab := New(&counter{})
 	s1, s2 := sharedClaim(1, "s", 2), sharedClaim(2, "s", 2)
@@ -143,15 +143,27 @@ func TestHeldBackSharedHolderKeepsItsPermit(t *testing.T) {
 	p, _ = tab.Release(s1)
 	assert.Equal(t, []*Claim{w}, p)
 
-	// With only the held-back holder left, its limit binds nobody.
+	// With only held-back holders left, their limit still binds: both
+	// holders of a semaphore of 2 reset, and a claim that says 3 would
+	// make a third holder of a name agreed at 2.
 	tab2 := New(&counter{})
-	old := sharedClaim(1, "t", 5)
-	acquire(t, tab2, old)
-	tab2.ReleaseHeldBack(old)
-	one := sharedClaim(2, "t", 1)
-	assert.Equal(t, []bool{false}, acquire(t, tab2, one), "a limit of 1 with one permit taken")
-	p, _ = tab2.Release(old)
-	assert.Equal(t, []*Claim{one}, p)
+	a, b := sharedClaim(1, "t", 2), sharedClaim(2, "t", 2)
+	acquire(t, tab2, a, b)
+	tab2.ReleaseHeldBack(a)
+	tab2.ReleaseHeldBack(b)
+	_, err := tab2.Acquire(sharedClaim(3, "t", 3))
+	assert.ErrorIs(t, err, ErrLimitMismatch)
+	limit, bound := tab2.Limit("t")
+	assert.Equal(t, uint16(2), limit)
+	assert.True(t, bound)
+	two := sharedClaim(4, "t", 2)
+	assert.Equal(t, []bool{false}, acquire(t, tab2, two), "both permits are still taken")
+	p, _ = tab2.Release(a)
+	assert.Equal(t, []*Claim{two}, p)
+	tab2.Release(b)
+	tab2.Release(two)
+	// Once the last of them is released, the name agrees to anything.
+	assert.Equal(t, []bool{true}, acquire(t, tab2, sharedClaim(5, "t", 7)))
 }
 
 func TestBlockHoldsBackSharedClaims(t *testing.T) {

@@ -307,3 +307,28 @@ func TestFreeLocksAreGrantedAtOnceAcrossTokenBlocks(t *testing.T) {
 		require.True(t, tokens[tok], "token %d missing: not one run from 1", tok)
 	}
 }
+
+// Both holders of a semaphore of 2 reset: they keep their permits for
+// their leases, and their limit too, so a claim that says 3 is refused
+// with 0x1a instead of becoming a third holder of a name agreed at 2.
+func TestResetSemaphoreHoldersKeepTheirLimit(t *testing.T) {
+	srv := startServer(t, Config{})
+	frame, err := protocol.AppendAcquireV2(nil, "pool", 30000, protocol.ModeShared, 2)
+	require.NoError(t, err)
+	for range 2 {
+		h := dial(t, srv.addr)
+		h.send(frame)
+		h.expectAcquired()
+		require.NoError(t, h.conn.SetLinger(0))
+		require.NoError(t, h.conn.Close()) // a reset, not a FIN
+	}
+	require.Eventually(t, func() bool { return srv.Server.Sessions() == 0 }, replyTimeout, 5*time.Millisecond)
+	three, err := protocol.AppendAcquireV2(nil, "pool", 30000, protocol.ModeShared, 3)
+	require.NoError(t, err)
+	c := dial(t, srv.addr)
+	c.send(three)
+	c.expectError(protocol.ErrLimitMismatch)
+	two := dial(t, srv.addr)
+	two.send(frame)
+	two.expectWaiting()
+}
