@@ -1,9 +1,12 @@
 package main
 
 import (
+	"net"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,4 +95,60 @@ func TestSessionListIsBounded(t *testing.T) {
 	}
 	got := sessionList(ids, maxListedSessions)
 	assert.Equal(t, "1, 2, 3, 4, 5, 6, 7, 8, 9, 10 and 4990 more: monolock locks lists them all", got)
+}
+
+// Holders whose connections were reset are claims still: they count
+// against the per-address session limit (a client that resets its
+// connections in a loop fills its own limit, not the server's memory), the
+// listing names them with the end of their hold, and kick --lock ends them
+// only with --force (all of them with --all), after which the waiter is
+// granted at once instead of at the end of their 60 s leases.
+func TestResetHoldersAreBoundedListedAndKickable(t *testing.T) {
+	p := startServe(t, nil, "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--max-sessions-per-addr", "3")
+	for range 3 {
+		c := rawDial(t, p.Addr)
+		c.acquireShared(t, "pool", 0)
+		require.Equal(t, protocol.MsgAcquired, c.readType(t))
+		require.NoError(t, c.conn.(*net.TCPConn).SetLinger(0))
+		require.NoError(t, c.conn.Close()) // a reset: held back for its lease
+	}
+	var locks []admin.Lock
+	require.Eventually(t, func() bool {
+		locks = listLocks(t, p.admin, "")
+		return len(locks) == 1 && len(locks[0].HeldBackHolders) == 3
+	}, wait, 10*time.Millisecond, "three held-back holders listed")
+	for _, h := range locks[0].HeldBackHolders {
+		require.NotNil(t, h.HeldBackUntil)
+		assert.WithinDuration(t, time.Now().Add(time.Minute), *h.HeldBackUntil, 10*time.Second)
+	}
+
+	code, stdout, stderr := command(t, []string{"MONOLOCK_ADMIN=" + p.admin}, "locks")
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, 3, strings.Count(stdout, "held back (1m0s more)")+strings.Count(stdout, "held back (59s more)"), stdout)
+
+	// The address's three places are taken: a fourth connection is
+	// refused before any byte.
+	refused := rawDial(t, p.Addr)
+	_, err := refused.conn.Read(make([]byte, 1))
+	require.Error(t, err, "a fourth session from the address was let in")
+
+	env := []string{"MONOLOCK_ADMIN=" + p.admin}
+	code, _, stderr = command(t, env, "kick", "--lock", "pool")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "is held only by 3 held-back holders")
+	assert.Contains(t, stderr, "--force")
+	code, _, stderr = command(t, env, "kick", "--lock", "pool", "--force")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "has 3 shared holders")
+	code, _, stderr = command(t, env, "kick", strconv.FormatUint(locks[0].HeldBackHolders[0].ID, 10))
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "is a held-back holder")
+
+	code, stdout, stderr = command(t, env, "kick", "--lock", "pool", "--force", "--all")
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, 3, strings.Count(stdout, "a held-back holder of lock pool"))
+	assert.Empty(t, listLocks(t, p.admin, ""), "every held-back holder ended")
+	w := rawDial(t, p.Addr)
+	w.acquire(t, "pool")
+	assert.Equal(t, protocol.MsgAcquired, w.readType(t), "the address's places are free again, and the lock")
 }

@@ -291,11 +291,20 @@ func writeLockTable(w io.Writer, locks []admin.Lock, now time.Time) {
 			row(name, state, s)
 			name = ""
 		}
-		switch {
-		case l.HeldBack > 0 && len(holders) > 0:
-			fmt.Fprintf(tw, "%s\tdelayed (%d silent holder%s)\t-\t-\t-\t-\t-\t-\n", name, l.HeldBack, plural(l.HeldBack))
+		for _, s := range l.HeldBackHolders {
+			state := "held back"
+			if s.HeldBackUntil != nil {
+				state += fmt.Sprintf(" (%v more)", s.HeldBackUntil.Sub(now).Round(time.Second))
+			}
+			row(name, state, s)
 			name = ""
-		case l.Blocked || l.HeldBack > 0:
+		}
+		unnamed := l.HeldBack - len(l.HeldBackHolders) // a server from before they were listed
+		switch {
+		case unnamed > 0 && len(holders) > 0:
+			fmt.Fprintf(tw, "%s\tdelayed (%d silent holder%s)\t-\t-\t-\t-\t-\t-\n", name, unnamed, plural(unnamed))
+			name = ""
+		case (l.Blocked || unnamed > 0) && len(l.HeldBackHolders) == 0:
 			fmt.Fprintf(tw, "%s\tdelayed\t-\t-\t-\t-\t-\t-\n", name)
 			name = ""
 		}

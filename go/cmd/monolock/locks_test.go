@@ -107,6 +107,9 @@ type fakeServer struct {
 	locks []server.LockStatus // sorted by name; nil: one lock, jobs/a
 }
 
+func (fakeServer) HeldBackUntil(uint64) (time.Time, bool) { return time.Time{}, false }
+func (fakeServer) KickHeldBack(uint64) bool                 { return false }
+
 func (f fakeServer) LockPage(after string, limit int) ([]server.LockStatus, bool) {
 	locks := f.locks
 	if locks == nil {

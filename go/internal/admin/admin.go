@@ -51,6 +51,10 @@ type Server interface {
 	// and whether more follow.
 	LockPage(after string, limit int) (page []server.LockStatus, more bool)
 	Kick(sessionID uint64) bool
+	// HeldBackUntil tells whether sessionID is a held-back holder (its
+	// session is gone, its claim keeps its place) and until when.
+	HeldBackUntil(sessionID uint64) (time.Time, bool)
+	KickHeldBack(sessionID uint64) bool
 	Ready() bool
 }
 
@@ -80,6 +84,9 @@ type Session struct {
 	LeaseMS  int64     `json:"lease_ms"`
 	Since    time.Time `json:"since"`
 	Mode     string    `json:"mode"` // ModeExclusive or ModeShared
+	// HeldBackUntil: a held-back holder (see Lock.HeldBackHolders) is
+	// kept until then; absent for a live session.
+	HeldBackUntil *time.Time `json:"held_back_until,omitempty"`
 }
 
 // Modes of a claim and of a held lock, as listings name them.
@@ -101,9 +108,13 @@ type Lock struct {
 	Holders []Session `json:"holders"`
 	// HeldBack counts holders that went silent, whose places are kept for
 	// the lock delay.
-	HeldBack int       `json:"held_back,omitempty"`
-	Waiters  []Session `json:"waiters"`
-	Blocked  bool      `json:"blocked,omitempty"` // nobody is granted it yet: an exclusive holder went silent (lock delay), or a restart waits out a holder of the previous run
+	HeldBack int `json:"held_back,omitempty"`
+	// HeldBackHolders are those holders: their sessions are gone (reset,
+	// or silent under the lock delay), their claims keep their places
+	// until held_back_until; a kick ends one only with force.
+	HeldBackHolders []Session `json:"held_back_holders,omitempty"`
+	Waiters         []Session `json:"waiters"`
+	Blocked         bool      `json:"blocked,omitempty"` // nobody is granted it yet: an exclusive holder went silent (lock delay), or a restart waits out a holder of the previous run
 }
 
 // LocksResponse is the body of GET /v1/locks: one page.
@@ -145,6 +156,8 @@ type StatsResponse struct {
 // KickResponse is the body of a successful kick.
 type KickResponse struct {
 	Kicked uint64 `json:"kicked"`
+	// HeldBack: the kicked session was a held-back holder (force).
+	HeldBack bool `json:"held_back,omitempty"`
 }
 
 // CellResponse is the body of GET /v1/cell on a server of an HA cell.
@@ -400,6 +413,9 @@ func (a *api) locks(w http.ResponseWriter, r *http.Request) {
 		for _, s := range l.Waiters {
 			out.Waiters = append(out.Waiters, session(s))
 		}
+		for _, h := range l.HeldBackHolders {
+			out.HeldBackHolders = append(out.HeldBackHolders, session(h))
+		}
 		resp.Locks = append(resp.Locks, out)
 	}
 	if more && len(resp.Locks) > 0 {
@@ -440,8 +456,13 @@ func session(s server.SessionInfo) Session {
 	if s.Shared {
 		mode = ModeShared
 	}
-	return Session{ID: s.ID, Remote: s.Remote, Identity: s.Identity, Token: s.Token,
+	out := Session{ID: s.ID, Remote: s.Remote, Identity: s.Identity, Token: s.Token,
 		LeaseMS: s.Lease.Milliseconds(), Since: s.Since.UTC(), Mode: mode}
+	if !s.HeldBackUntil.IsZero() {
+		until := s.HeldBackUntil.UTC()
+		out.HeldBackUntil = &until
+	}
+	return out
 }
 
 // cell describes the HA cell: this server's role, the active server and
@@ -479,12 +500,26 @@ func (a *api) kick(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, ErrorResponse{fmt.Sprintf("session id %q is not a number", r.PathValue("id"))})
 		return
 	}
-	if !a.srv.Kick(id) {
-		writeJSON(w, http.StatusNotFound, ErrorResponse{fmt.Sprintf("no session %d", id)})
+	if a.srv.Kick(id) {
+		a.log.Info("admin kicked a session", "session", id, "by", r.RemoteAddr)
+		writeJSON(w, http.StatusOK, KickResponse{Kicked: id})
 		return
 	}
-	a.log.Info("admin kicked a session", "session", id, "by", r.RemoteAddr)
-	writeJSON(w, http.StatusOK, KickResponse{Kicked: id})
+	until, heldBack := a.srv.HeldBackUntil(id)
+	switch {
+	case !heldBack:
+		writeJSON(w, http.StatusNotFound, ErrorResponse{fmt.Sprintf("no session %d", id)})
+	case r.URL.Query().Get("force") != "true":
+		writeJSON(w, http.StatusConflict, ErrorResponse{fmt.Sprintf(
+			"session %d is a held-back holder: its connection is gone (reset, or silent under the lock delay) and its lock is kept until %s, "+
+				"since it may still be working; nobody can tell it of a kick, so after one only the fencing token protects the resource: "+
+				"kick it with force (monolock kick --force) to hand the lock on now", id, until.UTC().Format(time.RFC3339))})
+	case !a.srv.KickHeldBack(id):
+		writeJSON(w, http.StatusNotFound, ErrorResponse{fmt.Sprintf("no session %d", id)})
+	default:
+		a.log.Warn("admin kicked a held-back holder", "session", id, "by", r.RemoteAddr)
+		writeJSON(w, http.StatusOK, KickResponse{Kicked: id, HeldBack: true})
+	}
 }
 
 // requireToken lets a request through only with the right bearer token.

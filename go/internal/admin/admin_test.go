@@ -181,7 +181,8 @@ func TestListKickAndMetrics(t *testing.T) {
 	assert.Equal(t, 2.0, value(t, mid, "monolock_waiters"))
 	assert.Equal(t, 3.0, value(t, mid, "monolock_sessions"))
 
-	require.NoError(t, ac.Kick(ctx, l.Holder.ID))
+	_, err = ac.Kick(ctx, l.Holder.ID, false)
+	require.NoError(t, err)
 	select {
 	case <-held.Done():
 	case <-time.After(wait):
@@ -221,7 +222,7 @@ func TestListKickAndMetrics(t *testing.T) {
 	assert.Equal(t, 1.0, value(t, after, "monolock_waiters"))
 
 	// Kicking a session that is gone is a 404, reported as such.
-	err = ac.Kick(ctx, ids[0])
+	_, err = ac.Kick(ctx, ids[0], false)
 	assert.ErrorContains(t, err, "404")
 	_ = third
 }
@@ -387,7 +388,8 @@ func TestCrossOriginFormKickIsRefused(t *testing.T) {
 	case <-time.After(wait):
 		t.Fatal("not kicked")
 	}
-	assert.ErrorContains(t, ac.Kick(ctx, locks[0].Holder.ID), "404", "monolock kick still reaches the API")
+	_, kickErr := ac.Kick(ctx, locks[0].Holder.ID, false)
+	assert.ErrorContains(t, kickErr, "404", "monolock kick still reaches the API")
 }
 
 // DNS rebinding: a request for another name is refused, so a page cannot

@@ -162,10 +162,16 @@ func (e *StatusError) Error() string {
 	return "admin API: " + e.Status
 }
 
-// Kick ends a session. A session that does not exist is an error.
-func (c *Client) Kick(ctx context.Context, session uint64) error {
+// Kick ends a session. A session that does not exist is an error, and so
+// is a held-back holder (StatusError 409) unless force.
+func (c *Client) Kick(ctx context.Context, session uint64, force bool) (KickResponse, error) {
 	var resp KickResponse
-	return c.do(ctx, http.MethodPost, fmt.Sprintf("/v1/sessions/%d/kick", session), &resp)
+	path := fmt.Sprintf("/v1/sessions/%d/kick", session)
+	if force {
+		path += "?force=true"
+	}
+	err := c.do(ctx, http.MethodPost, path, &resp)
+	return resp, err
 }
 
 func (c *Client) do(ctx context.Context, method, path string, out any) error {

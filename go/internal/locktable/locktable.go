@@ -400,9 +400,11 @@ type LockInfo struct {
 	Holder  *Entry
 	Holders []Entry // every holder whose session is live, in grant order
 	// HeldBack counts the holders whose sessions ended without a release
-	// and whose places are kept for the lock delay.
-	HeldBack int
-	Waiters  []Entry // in queue order
+	// and whose places are kept for the lock delay; HeldBackHolders are
+	// they, in grant order.
+	HeldBack        int
+	HeldBackHolders []Entry
+	Waiters         []Entry // in queue order
 	// Blocked: nobody may be granted the lock yet, because an exclusive
 	// holder went silent and the lock delay has not passed, or a holder
 	// of the server's previous run may still count on it.
@@ -494,6 +496,7 @@ func (t *Table) infoLocked(name string, l *lock) LockInfo {
 	for h := l.holders.head; h != nil; h = h.next {
 		if h.heldBack {
 			info.HeldBack++
+			info.HeldBackHolders = append(info.HeldBackHolders, entry(h))
 			continue
 		}
 		info.Holders = append(info.Holders, entry(h))

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -29,7 +30,7 @@ func (s *Server) dropClaim(c *locktable.Claim) {
 // so nobody who would not fit beside it is granted the lock before then.
 // The hold is counted under cause (one of the server's constants, never
 // client text).
-func (s *Server) dropClaimHeldBack(c *locktable.Claim, delay time.Duration, cause string) {
+func (s *Server) dropClaimHeldBack(c *locktable.Claim, addr netip.Addr, delay time.Duration, cause string) {
 	start := time.Now()
 	heldBack, promoted, failed := s.table.ReleaseHeldBack(c)
 	s.handOver(promoted, failed, start)
@@ -42,10 +43,7 @@ func (s *Server) dropClaimHeldBack(c *locktable.Claim, delay time.Duration, caus
 		rec.Hold(name, start.Add(delay)) // also for the next run (leader)
 	}
 	s.lines.heldBack.Log("lock", name, "delay", delay)
-	time.AfterFunc(delay, func() {
-		promoted, failed := s.table.Release(c)
-		s.handOver(promoted, failed, start)
-	})
+	s.keepHeldBack(c, addr, start, delay)
 }
 
 // handOver tells the sessions the table promoted (or could not give a

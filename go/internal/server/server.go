@@ -151,7 +151,11 @@ type Server struct {
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
 	sessions  map[uint64]*session
-	perAddr   map[netip.Addr]int // open sessions per client address (clientKey), when limited
+	heldBack  map[uint64]*heldBackHolder // by their ended sessions' ids
+	// heldBackPlaces counts the held-back holders whose sessions are
+	// forgotten: the places in the session limits they hold.
+	heldBackPlaces int
+	perAddr   map[netip.Addr]int         // open sessions and held-back holders per client address (clientKey), when limited
 	lastID    uint64
 	shutdown  bool
 	drained   chan struct{} // closed when shutdown began and the last session ended
@@ -227,6 +231,7 @@ func New(cfg Config) (*Server, error) {
 		table:            locktable.New(tokens),
 		listeners:        make(map[net.Listener]struct{}),
 		sessions:         make(map[uint64]*session),
+		heldBack:         make(map[uint64]*heldBackHolder),
 		holdEnds:         make(map[string]time.Time),
 		perAddr:          make(map[netip.Addr]int),
 		drained:          make(chan struct{}),
@@ -435,14 +440,22 @@ func (s *Server) startSession(conn net.Conn) {
 func (s *Server) forgetSession(sess *session) {
 	s.mu.Lock()
 	delete(s.sessions, sess.id())
+	if h := s.heldBack[sess.id()]; h != nil {
+		s.takePlaceLocked(h) // its holder is held back: the place is the holder's now
+	}
+	s.leavePerAddrLocked(clientKey(remoteIP(sess.conn), s.perAddrV6Bits))
+	s.mu.Unlock()
+	s.sessionsWG.Done()
+}
+
+// leavePerAddrLocked gives a place of the per-address limit back. Caller
+// holds s.mu.
+func (s *Server) leavePerAddrLocked(ip netip.Addr) {
 	if s.maxPerAddr > 0 {
-		ip := clientKey(remoteIP(sess.conn), s.perAddrV6Bits)
 		if s.perAddr[ip]--; s.perAddr[ip] <= 0 {
 			delete(s.perAddr, ip)
 		}
 	}
-	s.mu.Unlock()
-	s.sessionsWG.Done()
 }
 
 // Reasons a connection is refused, as passed to Observer.Refused.
@@ -454,7 +467,7 @@ const (
 // overLimitLocked counts conn against the connection limits and returns ""
 // if it may become a session, else why not. Caller holds s.mu.
 func (s *Server) overLimitLocked(conn net.Conn) string {
-	if s.maxSessions > 0 && len(s.sessions) >= s.maxSessions {
+	if s.maxSessions > 0 && len(s.sessions)+s.heldBackPlaces >= s.maxSessions {
 		return RefusedMaxSessions
 	}
 	if s.maxPerAddr > 0 {
@@ -587,6 +600,9 @@ type SessionInfo struct {
 	Token    uint64        // fencing token; 0 while waiting
 	Since    time.Time     // granted at (holder) or queued at (waiter)
 	Shared   bool          // a shared claim, else an exclusive one
+	// HeldBackUntil: a held-back holder's hold ends then (zero for a
+	// live session).
+	HeldBackUntil time.Time
 }
 
 // LockStatus is one lock in the admin listing.
@@ -601,7 +617,10 @@ type LockStatus struct {
 	Holder     *SessionInfo  // the first of Holders; nil while nobody holds it
 	Holders    []SessionInfo // every live holder, in grant order
 	HeldBack   int           // holders that went silent, kept for the lock delay
-	Waiters    []SessionInfo // in queue order: the first is promoted next
+	// HeldBackHolders are they: gone sessions whose claims keep their
+	// places until HeldBackUntil (kickable with force).
+	HeldBackHolders []SessionInfo
+	Waiters         []SessionInfo // in queue order: the first is promoted next
 	// Blocked: nobody is granted the lock yet: an exclusive holder went
 	// silent or reset its connection (lock delay), or a holder of the
 	// previous run (or leader) may still count on it.
@@ -640,6 +659,12 @@ func (s *Server) lockStatus(locks []locktable.LockInfo) []LockStatus {
 		for _, w := range l.Waiters {
 			st.LimitBound = st.LimitBound || w.Shared
 			st.Waiters = append(st.Waiters, s.sessionInfo(w))
+		}
+		for _, h := range l.HeldBackHolders {
+			st.LimitBound = st.LimitBound || h.Shared
+			info := SessionInfo{ID: h.Session, Token: h.Token, Since: h.Since, Shared: h.Shared}
+			info.HeldBackUntil, _ = s.HeldBackUntil(h.Session)
+			st.HeldBackHolders = append(st.HeldBackHolders, info)
 		}
 		out = append(out, st)
 	}

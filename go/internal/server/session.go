@@ -556,7 +556,7 @@ func (ss *session) endHoldingBack(final *protocol.Error, reason string, hold tim
 
 	written := final != nil && ss.writeFinal(final, reason)
 	if hold > 0 {
-		ss.srv.dropClaimHeldBack(&ss.claim, hold, cause)
+		ss.srv.dropClaimHeldBack(&ss.claim, clientKey(remoteIP(ss.conn), ss.srv.perAddrV6Bits), hold, cause)
 	} else {
 		ss.srv.dropClaim(&ss.claim)
 	}
