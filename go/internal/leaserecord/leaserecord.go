@@ -191,6 +191,15 @@ func (r *Record) Inherited() (all time.Time, locks map[string]time.Time) {
 	return r.allUntil0, locks
 }
 
+// Failure returns the error of the last write while it has not been
+// followed by one that succeeded: nil while the record can be written.
+// Claims that need a write are refused meanwhile (Admit fails).
+func (r *Record) Failure() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.failure
+}
+
 // NamedLease is the longest lease that the bound for every lock covers.
 func (r *Record) NamedLease() time.Duration { return r.threshold }
 

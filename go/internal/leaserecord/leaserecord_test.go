@@ -370,7 +370,9 @@ func TestLeaseRecordWriteFailureAdmitsNothing(t *testing.T) {
 	r.mu.Lock()
 	r.rewrite = true
 	r.mu.Unlock()
+	assert.NoError(t, r.Failure(), "nothing written yet")
 	assert.Error(t, r.Admit("x", time.Second))
+	assert.Error(t, r.Failure(), "the failed write is told until one succeeds")
 	assert.Error(t, r.Admit("x", time.Second), "a lease that was not recorded does not count as recorded")
 	assert.Error(t, r.Admit("y", time.Minute))
 	assert.Error(t, r.Admit("y", time.Minute))
@@ -380,6 +382,7 @@ func TestLeaseRecordWriteFailureAdmitsNothing(t *testing.T) {
 	require.NoError(t, os.Mkdir(dir, 0o700))
 	require.NoError(t, r.Admit("x", time.Second))
 	require.NoError(t, r.Admit("y", time.Minute))
+	assert.NoError(t, r.Failure())
 	wait, byName := inherited(t, r, dir)
 	assert.Greater(t, wait, 500*time.Millisecond)
 	assert.Greater(t, byName["y"], 50*time.Second)

@@ -1,15 +1,19 @@
 package server
 
 import (
+	"errors"
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/monolock/monolock/go/internal/leaserecord"
+	"github.com/monolock/monolock/go/internal/tokenstore"
 	"github.com/monolock/monolock/go/pkg/protocol"
 )
 
@@ -259,4 +263,50 @@ func TestPerAddrLimitCountsIPv6ByPrefix(t *testing.T) {
 
 	_, err := New(Config{DataDir: t.TempDir(), PerAddrIPv6Prefix: 129})
 	require.ErrorContains(t, err, "must be 1 to 128")
+}
+
+// failingStore is a lease record's store whose writes fail while broken:
+// a full or read-only disk.
+type failingStore struct {
+	broken atomic.Bool
+}
+
+func (f *failingStore) Load() (time.Duration, map[string]time.Duration, error) { return 0, nil, nil }
+func (f *failingStore) WantsFull() bool                                        { return true }
+func (f *failingStore) Close()                                                 {}
+func (f *failingStore) Write(leaserecord.Change) error {
+	if f.broken.Load() {
+		return errors.New("no space left on device")
+	}
+	return nil
+}
+
+// recordGate is an HA gate that always leads, with the given record.
+type recordGate struct{ rec *leaserecord.Record }
+
+func (g recordGate) Active(time.Time) (bool, string) { return true, "" }
+func (g recordGate) Leases() *leaserecord.Record     { return g.rec }
+func (g recordGate) Status() CellStatus              { return CellStatus{Role: "leader"} }
+
+// While the lease record cannot be written, claims that need a write are
+// refused with 0x01, so the server is not ready (/readyz 503); once a
+// write succeeds it is ready again.
+func TestNotReadyWhileTheLeaseRecordCannotBeWritten(t *testing.T) {
+	store := &failingStore{}
+	rec, err := leaserecord.OpenStore(store, leaserecord.Options{LazyWrite: 20 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(rec.Close)
+	tokens, err := tokenstore.New(0, func(uint64) error { return nil }, tokenstore.Options{})
+	require.NoError(t, err)
+	srv := startServer(t, Config{Gate: recordGate{rec}, Tokens: tokens})
+	require.Eventually(t, srv.Server.Ready, replyTimeout, 10*time.Millisecond, "serving")
+
+	store.broken.Store(true)
+	c := dial(t, srv.addr)
+	c.acquire("needs-a-write", 60000)
+	c.expectError(protocol.ErrShuttingDown)
+	assert.False(t, srv.Server.Ready(), "ready while every claim that needs a record write fails")
+
+	store.broken.Store(false)
+	require.Eventually(t, srv.Server.Ready, replyTimeout, 10*time.Millisecond, "the retried write succeeded")
 }

@@ -688,10 +688,14 @@ func (s *Server) Counts() (locks, holders, waiters int) {
 
 // Ready reports whether the server is accepting sessions and can grant: it
 // serves at least one listener, is not shutting down, its token store can
-// reserve tokens, and it is not waiting out a previous run's leases.
+// reserve tokens, its lease record can be written, and it is not waiting
+// out a previous run's leases.
 func (s *Server) Ready() bool {
 	if s.tokens.Failure() != nil {
 		return false // no grant can be made until the disk recovers
+	}
+	if rec := s.leaseRecord(); rec != nil && rec.Failure() != nil {
+		return false // nor can a claim whose lease needs a write be acknowledged
 	}
 	if s.RestartWait() > 0 {
 		return false // nor until the previous run's leases have passed
