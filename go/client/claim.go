@@ -112,10 +112,13 @@ func claimLogger(logger *slog.Logger, name string, raw net.Conn) *slog.Logger {
 	return logger.With("lock", name, "server", raw.RemoteAddr().String())
 }
 
-// readBufferSize holds an ACQUIRED (9 bytes) and more: a grant, or a
-// promotion and a heartbeat's ack, in one read. Longer frames (an ERROR
-// with a long reason) come through it in pieces, which the core reassembles.
-const readBufferSize = 64
+// readBufferSize holds the longest frame a server sends, an ERROR with a
+// reason of 255 bytes, so that an ERROR that arrived whole is told at
+// once with its whole reason: the core tells an ERROR as soon as its code
+// is in (the availability rule), with the reason bytes the same read
+// brought, and never waits for more. (64 bytes cut every longer reason at
+// 61.) A grant, or a promotion and a heartbeat's ack, fit too.
+const readBufferSize = 3 + spec.MaxReasonLen
 
 // releaseWait bounds how long a release waits for the server's confirmation.
 const releaseWait = spec.ReleaseMaxWaitMS * time.Millisecond

@@ -5,12 +5,15 @@ package client
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/monolock/monolock/go/internal/spec"
 	"github.com/monolock/monolock/go/internal/testspec"
 	"github.com/monolock/monolock/go/pkg/protocol"
 )
@@ -85,6 +88,24 @@ func TestErrorWhileTrying(t *testing.T) {
 		conn.expectClosed()
 	}
 	srv.noConnection(100 * time.Millisecond) // try never retries
+}
+
+// An ERROR that arrives whole is told with its whole reason, up to the
+// 255 bytes a reason may have: a 64-byte read cut every ACL refusal at 61.
+func TestErrorReasonArrivesWhole(t *testing.T) {
+	srv := newFakeServer(t)
+	reason := "no ACL rule lets cn:build-agent-07.ci.example.org take it " + strings.Repeat("(and a long tail) ", 10)
+	require.LessOrEqual(t, len(reason), spec.MaxReasonLen)
+	require.Greater(t, len(reason), 200)
+	c := newClient(t, srv.addr(), 10*time.Second)
+	res := acquireAsync(context.Background(), c, "acl", true)
+	conn := srv.accept()
+	conn.expectAcquire("acl", 10*time.Second)
+	conn.send(errFrame(protocol.ErrNotAuthorized.Code, reason))
+	r := result(t, res)
+	var se *ServerError
+	require.ErrorAs(t, r.err, &se)
+	assert.Equal(t, reason, se.Reason)
 }
 
 func TestErrorWhileHolding(t *testing.T) {
