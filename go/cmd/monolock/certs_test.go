@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/tls"
@@ -213,6 +214,11 @@ func TestCertsMutualTLSWithACL(t *testing.T) {
 	assert.Zero(t, code, "allowed by the URI SAN")
 	code, _ = acquireCode(t, clientFor(t, p.Addr, dir, "intruder", ""), "deploy/web2")
 	assert.Equal(t, protocol.ErrNotAuthorized.Code, code, "a CN the ACL does not name")
+	// A refusal names every identity of the certificate, since a rule may
+	// name any of them, and the server logs it (rate-limited).
+	_, err := clientFor(t, p.Addr, dir, "runner-7", "").Acquire(context.Background(), "deploy/web3")
+	assert.ErrorContains(t, err, "no ACL rule lets cn:runner-7, uri:spiffe://example.org/ns/ci/sa/runner take it")
+	p.waitLog(`msg="claim refused by the ACL" lock=deploy/web3 identities="cn:runner-7 uri:spiffe://example.org/ns/ci/sa/runner"`)
 
 	// The server's own certificate lacks clientAuth: the handshake fails.
 	raw, err := net.DialTimeout("tcp", p.Addr, wait)

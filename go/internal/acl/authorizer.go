@@ -3,6 +3,7 @@ package acl
 import (
 	"fmt"
 	"net"
+	"strings"
 	"sync/atomic"
 	"unicode/utf8"
 
@@ -52,10 +53,10 @@ func (a *Authorizer) Authorize(conn net.Conn, name string) error {
 	if a.rules.Load().Allows(ids, name) {
 		return nil
 	}
-	// Short, so that the whole reason ("not authorized for lock: " and
-	// this) comes in a client's first read: the lock's name is the
-	// client's to say, it knows it.
-	return fmt.Errorf("no ACL rule lets %s take it", clip(ids[0], 120))
+	// Every identity the client has, since a rule may name any of them;
+	// within the reason's 255 bytes with "not authorized for lock: " in
+	// front. The lock's name is the client's to say: it knows it.
+	return fmt.Errorf("no ACL rule lets %s take it", clip(strings.Join(ids, ", "), 200))
 }
 
 // clip keeps reasons within the protocol's reason length.

@@ -798,7 +798,7 @@ func (nopNoise) TLSHandshakeFailed() {}
 // noisyLines are the log lines a flood can cause, one rate limit each:
 // the first few of every interval, then one summary with the count.
 type noisyLines struct {
-	accept, tls, maxSessions, perAddr, leaseRecord, heldBack *lograte.Line
+	accept, tls, maxSessions, perAddr, leaseRecord, heldBack, aclRefused *lograte.Line
 }
 
 func newNoisyLines(log *slog.Logger) noisyLines {
@@ -814,11 +814,14 @@ func newNoisyLines(log *slog.Logger) noisyLines {
 		// A client that acquires and resets, again and again, makes one
 		// of these per connection.
 		heldBack: line(slog.LevelInfo, "holder gone without a release; lock held back"),
+		// An operator's first question when a client is refused; a
+		// client can be refused again and again.
+		aclRefused: line(slog.LevelWarn, "claim refused by the ACL"),
 	}
 }
 
 func (n noisyLines) flush() {
-	for _, l := range []*lograte.Line{n.accept, n.tls, n.maxSessions, n.perAddr, n.leaseRecord, n.heldBack} {
+	for _, l := range []*lograte.Line{n.accept, n.tls, n.maxSessions, n.perAddr, n.leaseRecord, n.heldBack, n.aclRefused} {
 		l.Flush()
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/monolock/monolock/go/internal/leaserecord"
 	"github.com/monolock/monolock/go/internal/locktable"
+	"github.com/monolock/monolock/go/internal/peer"
 	"github.com/monolock/monolock/go/pkg/protocol"
 )
 
@@ -347,6 +349,8 @@ func (ss *session) handshake(hs *handshakeInput) error {
 	}
 	if a := ss.srv.authorizer; a != nil {
 		if err := a.Authorize(ss.conn, name); err != nil {
+			ss.srv.lines.aclRefused.Log("lock", name, "identities", strings.Join(peer.Identities(ss.conn), " "),
+				"remote", ss.conn.RemoteAddr().String())
 			return &wireError{protocol.ErrNotAuthorized, protocol.ErrCodeName(protocol.ErrNotAuthorized.Code) + ": " + err.Error()}
 		}
 	}
