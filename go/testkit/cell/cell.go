@@ -207,6 +207,23 @@ func (c *Cell) Running(i int) bool {
 	return c.servers[i] != nil
 }
 
+// Exited reports whether server i has ended on its own (it crashed, or
+// was killed from outside the cell); false while it runs or after Kill.
+func (c *Cell) Exited(i int) bool {
+	c.mu.Lock()
+	s := c.servers[i]
+	c.mu.Unlock()
+	if s == nil {
+		return false
+	}
+	select {
+	case <-s.Exited():
+		return true
+	default:
+		return false
+	}
+}
+
 // PID is server i's process id, 0 while it is killed.
 func (c *Cell) PID(i int) int {
 	c.mu.Lock()

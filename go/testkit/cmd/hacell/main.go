@@ -93,6 +93,41 @@ func run(bin string, addrs, admins []string, etcdPort int, ttl time.Duration) er
 	out.Printf("try: %s run --server %s jobs/demo -- sleep 30", bin, servers)
 	out.Printf("and: %s locks --admin %s", bin, c.AdminAddrs()[leader])
 	out.Printf("Ctrl-C (or SIGTERM) stops the cell; data and logs in %s", filepath.Clean(dir))
-	<-ctx.Done()
+	watch(ctx, c, leader)
 	return nil
+}
+
+// watchEvery is how often the cell is looked at for what a person trying
+// failover wants to see: a server that ended, and where leadership went.
+const watchEvery = 250 * time.Millisecond
+
+// watch prints each server that ends and each change of leader until ctx
+// ends, so that a kill -9 of a server shows its effect in this terminal.
+func watch(ctx context.Context, c *cell.Cell, leader int) {
+	t := time.NewTicker(watchEvery)
+	defer t.Stop()
+	gone := make([]bool, len(c.Addrs()))
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for i, a := range c.Addrs() {
+			if !gone[i] && c.Exited(i) {
+				gone[i] = true
+				out.Printf("server %s (pid %d) exited; see %s", a, c.PID(i), c.LogPath(i))
+			}
+		}
+		now := c.Leader(ctx)
+		if now == leader || ctx.Err() != nil {
+			continue
+		}
+		leader = now
+		if leader < 0 {
+			out.Print("no server leads the cell now")
+		} else {
+			out.Printf("server %s leads the cell now (admin %s)", c.Addrs()[leader], c.AdminAddrs()[leader])
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -22,6 +23,9 @@ import (
 )
 
 var pidRE = regexp.MustCompile(`\(pid (\d+)`)
+
+// serverRE reads a server's line: its pid and its admin address.
+var serverRE = regexp.MustCompile(`^ha: server \S+ \(pid (\d+), admin (\S+),`)
 
 // The cell is usable the moment the try line is printed (its first command
 // gets the lock, not "not the active server"), the admin API answers
@@ -62,6 +66,7 @@ func TestStopsEverythingOnSignal(t *testing.T) {
 			}()
 			var pids []int
 			var leaderAdmin string
+			serverPIDs := map[string]int{} // admin address -> pid
 			deadline := time.After(90 * time.Second)
 		read:
 			for {
@@ -73,6 +78,9 @@ func TestStopsEverythingOnSignal(t *testing.T) {
 						pid, _ := strconv.Atoi(m[1])
 						pids = append(pids, pid)
 					}
+					if m := serverRE.FindStringSubmatch(line); m != nil {
+						serverPIDs[m[2]], _ = strconv.Atoi(m[1])
+					}
 					if a, ok := strings.CutPrefix(line, "ha: and: "+mono+" locks --admin "); ok {
 						leaderAdmin = a
 					}
@@ -83,10 +91,6 @@ func TestStopsEverythingOnSignal(t *testing.T) {
 					t.Fatalf("no try line within 90 s; stderr:\n%s", stderr.String())
 				}
 			}
-			go func() { // keep draining, so the command never blocks on stdout
-				for range lines {
-				}
-			}()
 			require.Len(t, pids, 6, "three etcd members and three servers")
 			require.NotEmpty(t, leaderAdmin)
 
@@ -100,6 +104,28 @@ func TestStopsEverythingOnSignal(t *testing.T) {
 			require.NoError(t, err, "monolock locks: %s", b)
 			assert.Contains(t, string(b), "role: active")
 
+			if sig == syscall.SIGTERM {
+				// A person trying failover sees it: the leader killed, the
+				// line that says so, then the new leader.
+				require.NoError(t, syscall.Kill(serverPIDs[leaderAdmin], syscall.SIGKILL))
+				var exitedLine, newLeader bool
+				deadline := time.After(time.Minute)
+				for !exitedLine || !newLeader {
+					select {
+					case line, ok := <-lines:
+						require.True(t, ok, "hacell ended; stderr:\n%s", stderr.String())
+						t.Log(line)
+						exitedLine = exitedLine || strings.Contains(line, fmt.Sprintf("(pid %d) exited", serverPIDs[leaderAdmin]))
+						newLeader = newLeader || (strings.HasPrefix(line, "ha: server ") && strings.Contains(line, "leads the cell now") && !strings.Contains(line, leaderAdmin))
+					case <-deadline:
+						t.Fatalf("no exit and new leader lines within a minute of killing the leader")
+					}
+				}
+			}
+			go func() { // keep draining, so the command never blocks on stdout
+				for range lines {
+				}
+			}()
 			require.NoError(t, cmd.Process.Signal(sig))
 			select {
 			case err := <-exited:
