@@ -54,6 +54,11 @@ func useIt(ctx context.Context) error {
 `+codeBlock(t, top, "## Use it from code")+`
 	return nil
 }
+
+func shareIt(ctx context.Context, c *client.Client) error {
+`+codeBlock(t, pkg, "## Shared locks and semaphores")+`
+	return nil
+}
 `)
 	goCmd(t, dir, "mod", "init", "example.com/fresh")
 	goCmd(t, dir, strings.Fields(strings.Replace(replaceLine, "/path/to/clone/go", goDir, 1))[1:]...)
