@@ -17,7 +17,7 @@ import (
 
 	"github.com/monolock/monolock/go/internal/admin"
 	"github.com/monolock/monolock/go/internal/flaghelp"
-	"github.com/monolock/monolock/go/internal/runcmd"
+	"github.com/monolock/monolock/go/internal/flagtype"
 	"github.com/monolock/monolock/go/internal/termtext"
 )
 
@@ -32,7 +32,7 @@ func (a *adminFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&a.addr, "admin", admin.DefaultAddr, "admin API `address` (host:port or http(s):// URL)")
 	fs.StringVar(&a.tokenFile, "admin-token-file", "", "`file` holding the admin API's bearer token")
 	fs.StringVar(&a.caFile, "admin-ca", "", "PEM `file` of the CA that signed the admin API's certificate: use HTTPS")
-	runcmd.DurationVar(fs, &a.timeout, "timeout", 10*time.Second, "give up after this `duration` (a bare number is seconds)")
+	flagtype.DurationVar(fs, &a.timeout, "timeout", 10*time.Second, "give up after this `duration` (a bare number is seconds)")
 }
 
 // client builds the admin API client; errors are usage errors.

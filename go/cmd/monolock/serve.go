@@ -24,10 +24,10 @@ import (
 	"github.com/monolock/monolock/go/internal/admin"
 	"github.com/monolock/monolock/go/internal/configfile"
 	"github.com/monolock/monolock/go/internal/flaghelp"
+	"github.com/monolock/monolock/go/internal/flagtype"
 	"github.com/monolock/monolock/go/internal/ha"
 	"github.com/monolock/monolock/go/internal/lograte"
 	"github.com/monolock/monolock/go/internal/metrics"
-	"github.com/monolock/monolock/go/internal/runcmd"
 	"github.com/monolock/monolock/go/internal/server"
 	"github.com/monolock/monolock/go/internal/tlsconfig"
 	"github.com/monolock/monolock/go/internal/tokenstore"
@@ -98,7 +98,7 @@ func newServeFlagSet(f *serveFlags) *flag.FlagSet {
 	fs.SetOutput(io.Discard) // errors are reported in one line by the caller
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:7117", "TCP `address` to accept lock sessions on")
 	fs.StringVar(&f.dataDir, "data-dir", defaultDataDir(), "`directory` for the fencing token high-water mark (created if missing)")
-	runcmd.DurationVar(fs, &f.handshake, "handshake-timeout", server.DefaultHandshakeTimeout,
+	flagtype.DurationVar(fs, &f.handshake, "handshake-timeout", server.DefaultHandshakeTimeout,
 		"close a connection that has not sent its ACQUIRE within this `duration`")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "PEM `file` with the server certificate chain: serve TLS (1.2+, 1.3 preferred)")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM `file` with the private key of --tls-cert")
@@ -118,18 +118,18 @@ func newServeFlagSet(f *serveFlags) *flag.FlagSet {
 	fs.IntVar(&f.maxPerAddr, "max-sessions-per-addr", 0, "refuse connections beyond this many open sessions from one client address (0: no limit)")
 	fs.IntVar(&f.perAddrV6Prefix, "max-sessions-per-addr-ipv6-prefix", server.DefaultPerAddrIPv6Prefix,
 		"for --max-sessions-per-addr, IPv6 clients count by this many leading `bits` of their address (128: each address alone)")
-	runcmd.DurationVar(fs, &f.drainTimeout, "drain-timeout", defaultDrainTimeout,
+	flagtype.DurationVar(fs, &f.drainTimeout, "drain-timeout", defaultDrainTimeout,
 		"on SIGTERM, wait this long for sessions to take their shutdown ERROR before cutting them")
-	runcmd.DurationVar(fs, &f.lockDelay, "lock-delay", 0,
+	flagtype.DurationVar(fs, &f.lockDelay, "lock-delay", 0,
 		"after a holder goes silent (lease expired), keep its lock from the next waiter for this long (0: off)")
 	fs.StringVar(&f.etcd, "etcd", "", "etcd `endpoints` (host:port,...): run as one server of an HA cell (docs/ha.md)")
 	fs.StringVar(&f.etcdPrefix, "etcd-prefix", "/monolock/default/", "etcd key `prefix` of the cell")
 	fs.StringVar(&f.advertise, "advertise", "", "`address` clients use to reach this server (HA; default: --listen)")
-	runcmd.DurationVar(fs, &f.etcdTTL, "etcd-ttl", ha.DefaultTTL, "etcd lease `TTL` of the leadership (whole seconds, at least 2s)")
+	flagtype.DurationVar(fs, &f.etcdTTL, "etcd-ttl", ha.DefaultTTL, "etcd lease `TTL` of the leadership (whole seconds, at least 2s)")
 	fs.StringVar(&f.etcdCA, "etcd-ca", "", "PEM `file` of CAs that sign the etcd servers' certificates")
 	fs.StringVar(&f.etcdCert, "etcd-cert", "", "PEM client certificate `file` for etcd")
 	fs.StringVar(&f.etcdKey, "etcd-key", "", "PEM private key `file` of --etcd-cert")
-	runcmd.DurationVar(fs, &f.maxLease, "max-lease", 0, "refuse leases longer than this `duration` with ERROR 0x17 (0: no limit, the protocol's 49.7 days)")
+	flagtype.DurationVar(fs, &f.maxLease, "max-lease", 0, "refuse leases longer than this `duration` with ERROR 0x17 (0: no limit, the protocol's 49.7 days)")
 	fs.Uint64Var(&f.tokenFloor, "token-floor", 0, "issue only tokens above `N`: to restart a data directory whose token-hwm was lost, give N at least the largest token ever issued")
 	fs.StringVar(&f.readyFile, "ready-file", "",
 		"once the lock port and the admin API listen, write their addresses as JSON to this `file` (atomically; removed on exit; see docs/operating.md)")

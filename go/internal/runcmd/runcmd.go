@@ -26,6 +26,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/monolock/monolock/go/client"
+	"github.com/monolock/monolock/go/internal/flagtype"
 	"github.com/monolock/monolock/go/internal/termtext"
 	"github.com/monolock/monolock/go/pkg/protocol"
 )
@@ -165,16 +166,16 @@ func parse(args []string, stdout io.Writer) (*options, error) {
 		servers.set = false
 	}
 	fset.Var(servers, "server", "server `ADDR` (host:port, or a bare host for port 7117); repeat it or separate with commas for fallbacks (default: $MONOLOCK_SERVER, else "+client.DefaultServer+")")
-	DurationVar(fset, &o.lease, "lease", client.DefaultLease, "lease `D`, whole milliseconds: a holder that dies keeps the lock this long at most")
-	DurationVar(fset, &o.timeout, "timeout", 0, "give up waiting for the lock after `D`; 0 is --no-wait (default: wait as long as it takes)")
+	flagtype.DurationVar(fset, &o.lease, "lease", client.DefaultLease, "lease `D`, whole milliseconds: a holder that dies keeps the lock this long at most")
+	flagtype.DurationVar(fset, &o.timeout, "timeout", 0, "give up waiting for the lock after `D`; 0 is --no-wait (default: wait as long as it takes)")
 	fset.BoolVar(&o.noWait, "no-wait", false, "fail at once if the lock is held by someone else")
 	fset.IntVar(&o.conflictCode, "conflict-exit-code", ExitConflict, "exit status `N` when the lock is busy or --timeout expires")
 	fset.BoolVar(&o.shared, "shared", false, "hold NAME beside other shared holders, never beside an exclusive one (a reader)")
 	fset.BoolVar(&o.exclusive, "exclusive", false, "hold NAME alone (a writer; the default)")
 	fset.IntVar(&o.limit, "limit", 0, "hold NAME as one of at most `N` shared holders: a semaphore of N permits, 1 to 65535; implies --shared")
 	fset.StringVar(&o.shellCommand, "command", "", "run `STRING` with $SHELL -c (/bin/sh without $SHELL), as flock -c; also after NAME: NAME -c STRING")
-	DurationVar(fset, &o.grace, "grace", 0, "after a lost lock, wait `D` between SIGTERM and SIGKILL; the kill must be done 0.05 x lease before the server can grant the lock again, so D is at most 0.15 x lease - "+killAllowance.String()+" (default: that much, "+graceRoom(client.DefaultLease).String()+" with the default lease)")
-	DurationVar(fset, &o.dialTimeout, "dial-timeout", client.DefaultDialTimeout, "give up connecting to one server after `D`")
+	flagtype.DurationVar(fset, &o.grace, "grace", 0, "after a lost lock, wait `D` between SIGTERM and SIGKILL; the kill must be done 0.05 x lease before the server can grant the lock again, so D is at most 0.15 x lease - "+killAllowance.String()+" (default: that much, "+graceRoom(client.DefaultLease).String()+" with the default lease)")
+	flagtype.DurationVar(fset, &o.dialTimeout, "dial-timeout", client.DefaultDialTimeout, "give up connecting to one server after `D`")
 	fset.BoolVar(&o.verbose, "v", false, "also tell waiting, grant, forwarded signals and moves past a passive server on stderr")
 	fset.StringVar(&o.logFormat, "log-format", "text", "`FORMAT` of stderr: text (plain lines) or json (one object per line, every detail)")
 	fset.BoolVar(&o.tlsOn, "tls", false, "connect with TLS (implied by the other --tls-* flags)")
