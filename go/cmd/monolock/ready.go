@@ -8,17 +8,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/monolock/monolock/go/internal/readyfile"
 )
 
 // readyInfo is the object --ready-file holds while the server listens
 // (docs/operating.md, "The ready file"). Tests and tools read the bound
 // addresses from it instead of parsing the log.
-type readyInfo struct {
-	LockAddr  string `json:"lock_addr"`  // the bound lock protocol address
-	AdminAddr string `json:"admin_addr"` // the bound admin API address; "" when it is not running
-	PID       int    `json:"pid"`
-	Version   string `json:"version"`
-}
+type readyInfo = readyfile.Info
 
 // checkReadyPath is for setUp: a ready file whose directory is missing
 // would only fail once the server listens. The directory must be writable

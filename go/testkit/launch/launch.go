@@ -7,7 +7,8 @@
 // replace directives) and the go module's own tests need it too; a package
 // under go/internal/ cannot be imported from another module, and go/pkg/ is
 // the product's public API. testkit/ holds test support only: it has no
-// compatibility promise and imports nothing but the standard library, so
+// compatibility promise and imports nothing but the standard library (and
+// the ready file's schema, internal/readyfile, which imports nothing), so
 // it adds no dependency to a user of the module.
 package launch
 
@@ -23,15 +24,12 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/monolock/monolock/go/internal/readyfile"
 )
 
 // Ready is the object `monolock serve --ready-file` writes once it listens.
-type Ready struct {
-	LockAddr  string `json:"lock_addr"`
-	AdminAddr string `json:"admin_addr"` // "" when the admin API is not running
-	PID       int    `json:"pid"`
-	Version   string `json:"version"`
-}
+type Ready = readyfile.Info
 
 // Defaults of Options.
 const (
