@@ -25,6 +25,7 @@ func TestPublicSurface(t *testing.T) {
 		"New", "Option",
 		"ServerError", "ServerError.Error", "ServerError.Is", "ServerError.Temporary",
 		"Shared",
+		"TLSFiles", "TLSFromFiles", "TLSFromPEM",
 		"WithDialTimeout", "WithLease", "WithLogger", "WithOnWaiting", "WithServers", "WithTLS",
 	}
 	fset := token.NewFileSet()

@@ -2,8 +2,6 @@ package monolock
 
 import (
 	"crypto/tls"
-	"crypto/x509"
-	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -99,20 +97,9 @@ func (c *Config) tlsConfig() (*tls.Config, error) {
 	if !c.UseTLS && len(c.RootCAsPEM) == 0 && len(c.ClientCertPEM) == 0 && len(c.ClientKeyPEM) == 0 {
 		return nil, nil
 	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.ServerName}
-	if len(c.RootCAsPEM) > 0 {
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(c.RootCAsPEM) {
-			return nil, errors.New("monolock: RootCAsPEM holds no PEM certificate")
-		}
-		tc.RootCAs = pool
-	}
-	if len(c.ClientCertPEM) > 0 || len(c.ClientKeyPEM) > 0 {
-		cert, err := tls.X509KeyPair(c.ClientCertPEM, c.ClientKeyPEM)
-		if err != nil {
-			return nil, fmt.Errorf("monolock: client certificate: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
+	tc, err := client.TLSFromPEM(c.RootCAsPEM, c.ClientCertPEM, c.ClientKeyPEM, c.ServerName)
+	if err != nil {
+		return nil, fmt.Errorf("monolock: TLS (RootCAsPEM, ClientCertPEM, ClientKeyPEM): %w", err)
 	}
 	return tc, nil
 }

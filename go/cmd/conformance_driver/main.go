@@ -7,7 +7,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
@@ -22,28 +21,11 @@ import (
 
 // tlsConfig builds the client's TLS configuration from the files.
 func tlsConfig(t *pipe.TLS) (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, err
-		}
-		cfg.RootCAs = x509.NewCertPool()
-		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tls: no certificate in %s", t.CAFile)
-		}
-	}
-	if t.CertFile != "" || t.KeyFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return nil, err
-		}
-		cfg.Certificates = []tls.Certificate{cert}
-	}
+	f := client.TLSFiles{CA: t.CAFile, Cert: t.CertFile, Key: t.KeyFile}
 	if t.ServerName != nil {
-		cfg.ServerName = *t.ServerName
+		f.ServerName = *t.ServerName
 	}
-	return cfg, nil
+	return client.TLSFromFiles(f)
 }
 
 func main() {

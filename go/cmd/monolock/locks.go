@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -15,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/monolock/monolock/go/client"
 	"github.com/monolock/monolock/go/internal/admin"
 	"github.com/monolock/monolock/go/internal/flaghelp"
 	"github.com/monolock/monolock/go/internal/flagtype"
@@ -47,15 +47,10 @@ func (a *adminFlags) client() (*admin.Client, error) {
 	}
 	var tlsCfg *tls.Config
 	if a.caFile != "" {
-		pem, err := os.ReadFile(a.caFile)
-		if err != nil {
-			return nil, badUsage("--admin-ca: %v", err)
+		var err error
+		if tlsCfg, err = client.TLSFromFiles(client.TLSFiles{CA: a.caFile}); err != nil {
+			return nil, badUsage("--admin-ca %v", err)
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, badUsage("--admin-ca %s: no PEM certificate in it", a.caFile)
-		}
-		tlsCfg = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
 	if a.timeout <= 0 {
 		return nil, badUsage("--timeout must be positive")

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -20,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/monolock/monolock/go/client"
 	"github.com/monolock/monolock/go/internal/acl"
 	"github.com/monolock/monolock/go/internal/admin"
 	"github.com/monolock/monolock/go/internal/configfile"
@@ -730,23 +730,9 @@ func newHANode(f serveFlags, log *slog.Logger) (*ha.Node, error) {
 
 // etcdTLS is the client TLS configuration for etcd.
 func etcdTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
-		if err != nil {
-			return nil, err
-		}
-		cfg.RootCAs = x509.NewCertPool()
-		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--etcd-ca %s: no PEM certificates", caFile)
-		}
-	}
-	if certFile != "" {
-		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-		if err != nil {
-			return nil, fmt.Errorf("--etcd-cert: %w", err)
-		}
-		cfg.Certificates = []tls.Certificate{cert}
+	cfg, err := client.TLSFromFiles(client.TLSFiles{CA: caFile, Cert: certFile, Key: keyFile})
+	if err != nil {
+		return nil, fmt.Errorf("etcd client TLS (--etcd-ca, --etcd-cert, --etcd-key): %w", err)
 	}
 	return cfg, nil
 }

@@ -153,7 +153,7 @@ func TestBadConfigGivesOneLineAndStatus2(t *testing.T) {
 		{nil, []string{"serve", "--tls-cert", cert, "--tls-key", key, "--tls-client-ca", notPEM}, "no PEM certificate"},
 		{nil, []string{"serve", "--admin", "0.0.0.0:7118"}, "refusing to serve the admin API on non-loopback 0.0.0.0:7118"},
 		{nil, []string{"serve", "--admin-tls"}, "--admin-tls needs --tls-cert"},
-		{nil, []string{"serve", "--etcd", "127.0.0.1:2379", "--etcd-ca", notPEM}, "--etcd-ca " + notPEM + ": no PEM certificates"},
+		{nil, []string{"serve", "--etcd", "127.0.0.1:2379", "--etcd-ca", notPEM}, "etcd client TLS (--etcd-ca, --etcd-cert, --etcd-key): " + notPEM + ": no PEM certificate in it"},
 		{nil, []string{"serve", "--etcd", "127.0.0.1:2379", "--etcd-cert", cert}, "needs both --etcd-cert and --etcd-key"},
 		{nil, []string{"serve", "--admin-max-connections", "0"}, "--admin-max-connections must be 1 to 32 (it is counted in the 64 file descriptors --max-sessions leaves), got 0"},
 		{[]string{"MONOLOCK_ADMIN_MAX_CONNECTIONS=33"}, []string{"serve"}, "--admin-max-connections must be 1 to 32"},

@@ -10,7 +10,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -303,25 +302,7 @@ func (o *options) tlsConfig() (*tls.Config, error) {
 	if !o.tlsOn && o.tlsCA == "" && o.tlsCert == "" && o.tlsName == "" {
 		return nil, nil
 	}
-	cfg := &tls.Config{ServerName: o.tlsName, MinVersion: tls.VersionTLS12}
-	if o.tlsCA != "" {
-		pem, err := os.ReadFile(o.tlsCA)
-		if err != nil {
-			return nil, err
-		}
-		cfg.RootCAs = x509.NewCertPool()
-		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%s: no PEM certificate found", o.tlsCA)
-		}
-	}
-	if o.tlsCert != "" {
-		cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
-		if err != nil {
-			return nil, err
-		}
-		cfg.Certificates = []tls.Certificate{cert}
-	}
-	return cfg, nil
+	return client.TLSFromFiles(client.TLSFiles{CA: o.tlsCA, Cert: o.tlsCert, Key: o.tlsKey, ServerName: o.tlsName})
 }
 
 // Main runs `monolock run` with the arguments after "run" and returns the

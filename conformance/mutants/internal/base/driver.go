@@ -7,10 +7,9 @@ package base
 
 import (
 	"crypto/tls"
-	"crypto/x509"
-	"fmt"
 	"os"
 
+	"github.com/monolock/monolock/go/client"
 	"github.com/monolock/monolock/go/testkit/pipe"
 )
 
@@ -55,25 +54,11 @@ type Bugs struct {
 // tlsConfig builds the TLS configuration; an empty server name is filled in
 // per address by the dialer.
 func tlsConfig(t *pipe.TLS) (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: x509.NewCertPool()}
-	pem, err := os.ReadFile(t.CAFile)
-	if err != nil {
-		return nil, err
-	}
-	if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("no certificate in %s", t.CAFile)
-	}
-	if t.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return nil, err
-		}
-		cfg.Certificates = []tls.Certificate{cert}
-	}
+	f := client.TLSFiles{CA: t.CAFile, Cert: t.CertFile, Key: t.KeyFile}
 	if t.ServerName != nil {
-		cfg.ServerName = *t.ServerName
+		f.ServerName = *t.ServerName
 	}
-	return cfg, nil
+	return client.TLSFromFiles(f)
 }
 
 // Main runs the driver on stdin/stdout until quit or EOF.
