@@ -94,14 +94,39 @@ func AppendAcquire(dst []byte, name string, leaseMS uint32) ([]byte, error) {
 // validateAcquire applies the server's ACQUIRE checks in the server's order,
 // so a client refuses exactly what the server would refuse, with the same code.
 func validateAcquire(name string, leaseMS uint32) error {
-	switch {
-	case leaseMS == 0:
+	if err := checkLease(leaseMS); err != nil {
+		return err
+	}
+	return checkName(name)
+}
+
+// The checks of an ACQUIRE, one function each, in the order the server
+// applies them (docs/protocol.md): the lease, then (version 2) the mode and
+// limit, then the name's length, which a reader checks before it reads the
+// name, then its UTF-8. Every writer and reader of the frame uses these.
+
+func checkLease(leaseMS uint32) error {
+	if leaseMS == 0 {
 		return ErrInvalidLease
-	case len(name) == 0:
+	}
+	return nil
+}
+
+func checkNameLen(n int) error {
+	switch {
+	case n == 0:
 		return ErrEmptyName
-	case len(name) > MaxNameLen:
+	case n > MaxNameLen:
 		return ErrNameTooLong
-	case !utf8.ValidString(name):
+	}
+	return nil
+}
+
+func checkName(name string) error {
+	if err := checkNameLen(len(name)); err != nil {
+		return err
+	}
+	if !utf8.ValidString(name) {
 		return ErrNameNotUTF8
 	}
 	return nil
@@ -142,36 +167,8 @@ func truncateUTF8(s string, n int) string {
 // caller is expected to answer with ERROR and close the connection, so the
 // stream is not resynchronised.
 func ReadAcquireBody(r io.Reader) (version uint8, leaseMS uint32, name string, err error) {
-	var hdr [acquireHeaderLen]byte
-	if _, err = io.ReadFull(r, hdr[:1]); err != nil {
-		return 0, 0, "", err
-	}
-	version = hdr[0]
-	if version != Version {
-		// The rest of the frame may have another layout: stop here.
-		return version, 0, "", ErrUnsupportedVersion
-	}
-	if _, err = io.ReadFull(r, hdr[1:]); err != nil {
-		return version, 0, "", err
-	}
-	leaseMS = binary.BigEndian.Uint32(hdr[1:5])
-	nameLen := int(binary.BigEndian.Uint16(hdr[5:7]))
-	switch {
-	case leaseMS == 0:
-		return version, leaseMS, "", ErrInvalidLease
-	case nameLen == 0:
-		return version, leaseMS, "", ErrEmptyName
-	case nameLen > MaxNameLen:
-		return version, leaseMS, "", ErrNameTooLong
-	}
-	buf := make([]byte, nameLen)
-	if _, err = io.ReadFull(r, buf); err != nil {
-		return version, leaseMS, "", err
-	}
-	if !utf8.Valid(buf) {
-		return version, leaseMS, "", ErrNameNotUTF8
-	}
-	return version, leaseMS, string(buf), nil
+	a, err := readAcquire(r, func(v uint8) bool { return v == Version })
+	return a.Version, a.LeaseMS, a.Name, err
 }
 
 // ReadAcquiredBody reads an ACQUIRED message body, i.e. everything after the

@@ -64,13 +64,13 @@ func AppendAcquireV2(dst []byte, name string, leaseMS uint32, mode uint8, limit 
 // validateAcquireV2 applies the server's checks of a version 2 ACQUIRE in
 // the server's order: the lease, the mode and limit, then the name.
 func validateAcquireV2(name string, leaseMS uint32, mode uint8, limit uint16) error {
-	if leaseMS == 0 {
-		return ErrInvalidLease
+	if err := checkLease(leaseMS); err != nil {
+		return err
 	}
 	if err := validateMode(mode, limit); err != nil {
 		return err
 	}
-	return validateAcquire(name, leaseMS)
+	return checkName(name)
 }
 
 // validateMode refuses a mode other than exclusive and shared, and an
@@ -91,11 +91,21 @@ func validateMode(mode uint8, limit uint16) error {
 // checked after the lease and before the name. Another version fails with
 // ErrUnsupportedVersion before anything after the version byte is read.
 func ReadAcquire(r io.Reader) (Acquire, error) {
+	return readAcquire(r, func(v uint8) bool { return v == Version || v == VersionShared })
+}
+
+// readAcquire reads an ACQUIRE body of a version that accept takes, with
+// the checks in the server's order; another version fails with
+// ErrUnsupportedVersion before anything after the version byte is read.
+func readAcquire(r io.Reader, accept func(version uint8) bool) (Acquire, error) {
 	var hdr [acquireV2HeaderLen]byte
 	if _, err := io.ReadFull(r, hdr[:1]); err != nil {
 		return Acquire{}, err
 	}
 	a := Acquire{Version: hdr[0]}
+	if !accept(a.Version) {
+		return a, ErrUnsupportedVersion // the rest may have another layout
+	}
 	var nameLen int
 	switch a.Version {
 	case Version:
@@ -104,8 +114,8 @@ func ReadAcquire(r io.Reader) (Acquire, error) {
 		}
 		a.LeaseMS = binary.BigEndian.Uint32(hdr[1:5])
 		nameLen = int(binary.BigEndian.Uint16(hdr[5:7]))
-		if a.LeaseMS == 0 {
-			return a, ErrInvalidLease
+		if err := checkLease(a.LeaseMS); err != nil {
+			return a, err
 		}
 	case VersionShared:
 		if _, err := io.ReadFull(r, hdr[1:]); err != nil {
@@ -115,20 +125,18 @@ func ReadAcquire(r io.Reader) (Acquire, error) {
 		a.Mode = hdr[5]
 		a.Limit = binary.BigEndian.Uint16(hdr[6:8])
 		nameLen = int(binary.BigEndian.Uint16(hdr[8:10]))
-		if a.LeaseMS == 0 {
-			return a, ErrInvalidLease
+		if err := checkLease(a.LeaseMS); err != nil {
+			return a, err
 		}
 		if err := validateMode(a.Mode, a.Limit); err != nil {
 			return a, err
 		}
 	default:
-		return a, ErrUnsupportedVersion // the rest may have another layout
+		return a, ErrUnsupportedVersion
 	}
-	switch {
-	case nameLen == 0:
-		return a, ErrEmptyName
-	case nameLen > MaxNameLen:
-		return a, ErrNameTooLong
+	// The length before the name: a name too long is not read at all.
+	if err := checkNameLen(nameLen); err != nil {
+		return a, err
 	}
 	buf := make([]byte, nameLen)
 	if _, err := io.ReadFull(r, buf); err != nil {
