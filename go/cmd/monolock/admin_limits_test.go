@@ -117,7 +117,9 @@ func TestIdleAdminConnectionsLeaveTheLockPortItsDescriptors(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	assert.LessOrEqual(t, len(answered), defaultAdminConns, "admin connections served at once")
+	// More than defaultAdminConns may have been answered: a connection
+	// that had its answer and waited idle gives its place to a new one
+	// (admin.LimitListener). None waited in a queue, as checked above.
 	assert.NotEmpty(t, answered)
 
 	// With the admin connections still open: every session the lock port

@@ -12,8 +12,9 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"os"
 	"sync/atomic"
+
+	"github.com/monolock/monolock/go/internal/configfile"
 )
 
 // Files names the PEM files of a TLS setup.
@@ -41,9 +42,23 @@ func Load(f Files) (*Reloader, error) {
 	return r, nil
 }
 
+// maxPEM bounds a certificate, key or CA file: a long chain or a bundle
+// of CAs is tens of kilobytes.
+const maxPEM = 4 << 20
+
 // Reload reads the files again. On error the settings in force stay.
 func (r *Reloader) Reload() error {
-	cert, err := tls.LoadX509KeyPair(r.files.Cert, r.files.Key)
+	// Regular files of a bounded size only: a FIFO swapped in for one
+	// must not hang a reload (configfile).
+	certPEM, err := configfile.Read(r.files.Cert, maxPEM)
+	if err != nil {
+		return fmt.Errorf("TLS key pair %s, %s: %w", r.files.Cert, r.files.Key, err)
+	}
+	keyPEM, err := configfile.Read(r.files.Key, maxPEM)
+	if err != nil {
+		return fmt.Errorf("TLS key pair %s, %s: %w", r.files.Cert, r.files.Key, err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		return fmt.Errorf("TLS key pair %s, %s: %w", r.files.Cert, r.files.Key, err)
 	}
@@ -52,7 +67,7 @@ func (r *Reloader) Reload() error {
 		MinVersion:   tls.VersionTLS12,
 	}
 	if r.files.ClientCA != "" {
-		pem, err := os.ReadFile(r.files.ClientCA)
+		pem, err := configfile.Read(r.files.ClientCA, maxPEM)
 		if err != nil {
 			return fmt.Errorf("TLS client CA: %w", err)
 		}
