@@ -333,7 +333,7 @@ impl Error {
     pub(crate) fn is_certificate_problem(&self) -> bool {
         #[cfg(feature = "tls")]
         if let Error::Io(err) = self {
-            return crate::tls::certificate_problem(err).is_some();
+            return crate::certificate::certificate_problem(err).is_some();
         }
         false
     }

@@ -72,6 +72,8 @@ mod logging;
 
 mod addr;
 mod blocking;
+#[cfg(feature = "tls")]
+mod certificate;
 mod claim;
 mod config;
 mod constants_gen;

@@ -35,6 +35,7 @@ use rustls::pki_types::ServerName;
 use rustls::{ClientConfig, ClientConnection, ConfigBuilder, WantsVerifier};
 
 use crate::addr::ServerAddr;
+use crate::certificate::{refused, CertificateProblem};
 
 /// A rustls client config builder on this crate's crypto provider (ring)
 /// with rustls's safe default protocol versions (TLS 1.2 and 1.3). It needs
@@ -69,87 +70,6 @@ fn client_session(settings: &TlsSettings, server: &ServerAddr) -> io::Result<Cli
     ClientConnection::new(Arc::clone(&settings.config), name).map_err(io::Error::other)
 }
 
-/// Which side refused a certificate in a TLS handshake
-/// (spec/constants.json, client_defaults.tls_certificate_rule).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Refused {
-    /// This client refused the server's certificate.
-    ServerCert,
-    /// The server refused this client's certificate (or its absence).
-    ClientCert,
-}
-
-/// Whose certificate `err` says was refused, if it is a certificate
-/// failure at all: a verification failure of ours, or one of the alerts a
-/// server sends when it refuses the client's certificate.
-fn refused(err: &rustls::Error) -> Option<Refused> {
-    use rustls::AlertDescription as A;
-    match err {
-        rustls::Error::InvalidCertificate(_) | rustls::Error::InvalidCertRevocationList(_) => {
-            Some(Refused::ServerCert)
-        }
-        rustls::Error::AlertReceived(
-            A::BadCertificate
-            | A::UnsupportedCertificate
-            | A::CertificateRevoked
-            | A::CertificateExpired
-            | A::CertificateUnknown
-            | A::UnknownCA
-            | A::AccessDenied
-            | A::CertificateRequired,
-        ) => Some(Refused::ClientCert),
-        _ => None,
-    }
-}
-
-/// A TLS handshake with a server that failed on a certificate. It would
-/// fail the same way again: the acquisition does not ask that server again
-/// (the retry plan's `not_monolock` outcome), and the error is not
-/// temporary. It travels inside [`Error::Io`](crate::Error::Io).
-#[derive(Debug)]
-pub(crate) struct CertificateProblem {
-    server: String,
-    side: Refused,
-    cause: rustls::Error,
-}
-
-impl CertificateProblem {
-    /// Which side refused a certificate.
-    #[cfg(test)]
-    pub(crate) fn side(&self) -> Refused {
-        self.side
-    }
-}
-
-impl std::fmt::Display for CertificateProblem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let hint = match self.side {
-            Refused::ServerCert => {
-                "the server's certificate is not trusted: check the CA file and the server name"
-            }
-            Refused::ClientCert => {
-                "the server refused this client's certificate: give a client certificate that its CA signs"
-            }
-        };
-        write!(
-            f,
-            "TLS handshake with {} failed: {} ({hint})",
-            self.server, self.cause
-        )
-    }
-}
-
-impl std::error::Error for CertificateProblem {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.cause)
-    }
-}
-
-/// The certificate problem inside an I/O error, if it carries one.
-pub(crate) fn certificate_problem(err: &io::Error) -> Option<&CertificateProblem> {
-    err.get_ref()?.downcast_ref::<CertificateProblem>()
-}
-
 /// `err` as a [`CertificateProblem`] with `server` when rustls failed it on
 /// a certificate; otherwise `Err(err)` as it was.
 fn as_certificate_problem(server: &ServerAddr, err: io::Error) -> Result<io::Error, io::Error> {
@@ -166,11 +86,7 @@ fn as_certificate_problem(server: &ServerAddr, err: io::Error) -> Result<io::Err
         .into_inner()
         .and_then(|e| e.downcast::<rustls::Error>().ok())
         .expect("checked above");
-    let problem = CertificateProblem {
-        server: server.to_string(),
-        side,
-        cause,
-    };
+    let problem = CertificateProblem::new(server.to_string(), side, cause);
     Ok(io::Error::new(kind, problem))
 }
 
@@ -377,6 +293,7 @@ impl AsyncTls {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::certificate::{certificate_problem, Refused};
 
     #[test]
     fn a_failed_handshake_names_the_server_and_says_when_it_may_not_be_tls() {
