@@ -115,16 +115,15 @@ func (c *Client) acquire(ctx context.Context, name string, try bool, opts []Acqu
 		}
 		addr := c.cfg.servers[step.Server]
 		lock, reached, queued, err := c.attempt(ctx, name, frame, try, addr)
-		if err == nil {
-			plan.Report(retry.Granted, queued)
-			return lock, nil
+		if err != nil && claimOpts.shared && errors.Is(err, protocol.ErrUnsupportedVersion) {
+			err = &sharedUnsupportedError{addr: addr, cause: err}
 		}
-		var (
-			notMonolock *notMonolockError
-			connErr     *connectError
-		)
-		refused := errors.As(err, &connErr) && connErr.cert != noCertProblem
-		if !reached || errors.As(err, &notMonolock) {
+		outcome := attemptOutcome(err, reached)
+		switch outcome {
+		case retry.Granted:
+			plan.Report(outcome, queued)
+			return lock, nil
+		case retry.ConnectFailed, retry.NotMonolock:
 			// No monolock server answered this attempt: whether or not
 			// ctx ended it, it is one more server not reached.
 			if missed == nil {
@@ -132,15 +131,13 @@ func (c *Client) acquire(ctx context.Context, name string, try bool, opts []Acqu
 			}
 			missed[step.Server] = err
 			lastErr = errorf("%w: %w", ErrUnavailable, collect(missed))
-			switch {
-			case ctx.Err() != nil:
+			if ctx.Err() != nil {
 				return nil, interrupted(name, ctx, lastErr)
-			case notMonolock != nil, refused:
-				// It answers the same way next time: not asked again.
-				plan.Report(retry.NotMonolock, queued)
-			default:
-				plan.Report(retry.ConnectFailed, 0)
 			}
+			if outcome == retry.ConnectFailed {
+				queued = 0
+			}
+			plan.Report(outcome, queued)
 			continue
 		}
 		if ctx.Err() != nil {
@@ -149,21 +146,11 @@ func (c *Client) acquire(ctx context.Context, name string, try bool, opts []Acqu
 			return nil, interrupted(name, ctx, nil)
 		}
 		clear(missed)
-		if claimOpts.shared && errors.Is(err, protocol.ErrUnsupportedVersion) {
-			err = &sharedUnsupportedError{addr: addr, cause: err}
-		}
 		lastErr = err
-		switch {
-		case errors.Is(err, ErrBusy):
-			plan.Report(retry.Busy, queued)
-		case !retryable(err):
-			plan.Report(retry.Terminal, queued)
-		default:
-			if try && !isServerError(err) {
-				lastErr = errorf("%w: %s: %w", ErrUnavailable, addr, err)
-			}
-			plan.Report(retry.Requeue, queued)
+		if outcome == retry.Requeue && try && !isServerError(err) {
+			lastErr = errorf("%w: %s: %w", ErrUnavailable, addr, err)
 		}
+		plan.Report(outcome, queued)
 	}
 }
 
