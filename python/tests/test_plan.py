@@ -13,9 +13,9 @@ import pytest
 from monolock import errors
 from monolock._config import Address, ClientConfig
 from monolock._connecting import certificate_problem, connect_error
+from monolock._failure import Failure
 from monolock._plan import (
     Attempt,
-    Failure,
     Sleep,
     Step,
     acquisition_plan,

@@ -22,6 +22,7 @@ from typing import Union, cast
 
 from ._config import Address
 from ._connecting import connect_error
+from ._failure import Failure
 from ._lock import (
     ConnectionHandler,
     HeldLock,
@@ -30,7 +31,8 @@ from ._lock import (
     _call_hook,
     release_wait,
 )
-from ._plan import Failure, logger, timeout_error
+from ._log import logger
+from ._plan import timeout_error
 from ._reactor import MAX_SELECT, READ, WRITE, Handler, Keeper, Latch, tell
 from ._session import Close, Failed, Granted, Lost, Queued, Send, Session, SessionEvent
 from .errors import AcquireCancelled, ConnectionClosed, LockLost

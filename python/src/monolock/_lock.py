@@ -8,7 +8,8 @@ import time
 from typing import Any, Callable, Generic, Protocol, TypeVar
 
 from . import _constants_gen as spec
-from ._plan import Failure, logger
+from ._failure import Failure
+from ._log import logger
 from ._session import Close, Failed, Granted, Lost, Queued, Send, Session, SessionEvent
 from .errors import LockLost, LockReleased, MonolockError, unprefixed
 

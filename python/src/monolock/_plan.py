@@ -11,7 +11,6 @@ caller's deadline.
 from __future__ import annotations
 
 import json
-import logging
 import time
 from collections.abc import Generator
 from dataclasses import dataclass
@@ -19,6 +18,8 @@ from typing import Callable, TypeVar, Union
 
 from . import _protocol as proto
 from ._config import Address, ClientConfig, check_timeout
+from ._failure import Failure
+from ._log import logger
 from ._schedule import RETRY_RESET_AFTER_QUEUED_MS, Backoff
 from ._session import Session
 from .errors import (
@@ -36,8 +37,6 @@ from .errors import (
 
 L = TypeVar("L")
 
-logger = logging.getLogger("monolock")
-
 
 @dataclass(frozen=True)
 class Attempt:
@@ -54,15 +53,6 @@ class Attempt:
     address: Address
     connect_timeout: float | None
     deadline: float | None
-
-
-@dataclass(frozen=True)
-class Failure:
-    """The outcome of an attempt that did not end in a grant."""
-
-    error: MonolockError
-    queued: float = 0.0
-    """Seconds the claim had been queued (after WAITING) when it failed."""
 
 
 @dataclass(frozen=True)

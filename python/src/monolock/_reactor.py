@@ -31,7 +31,7 @@ from collections import deque
 from contextlib import suppress
 from typing import Callable
 
-from ._plan import logger
+from ._log import logger
 
 # Longest single wait (the keeper's poll, a caller's wait for a note): long
 # leases and timeouts wake them up early.

@@ -30,8 +30,9 @@ from ._config import (
     Servers,
 )
 from ._connecting import connect_error
+from ._failure import Failure
 from ._lock import BaseLock, ConnectionHandler, LostCallback, WaitingCallback, release_wait
-from ._plan import Attempt, Failure, Step, prepare_acquisition, timeout_error
+from ._plan import Attempt, Step, prepare_acquisition, timeout_error
 from ._session import Session, SessionEvent
 from .errors import MonolockError
 

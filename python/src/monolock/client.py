@@ -34,8 +34,9 @@ from ._config import (
 )
 from ._connecting import connect_error
 from ._connection import Connection, SockAddr
+from ._failure import Failure
 from ._lock import BaseLock, LostCallback, WaitingCallback
-from ._plan import Attempt, Failure, Step, prepare_acquisition, run_sync
+from ._plan import Attempt, Step, prepare_acquisition, run_sync
 from ._reactor import keeper
 from ._session import Session
 from .errors import AcquireCancelled
