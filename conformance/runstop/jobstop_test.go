@@ -74,14 +74,7 @@ func TestCtrlZStopsTheWork(t *testing.T) {
 			stoppedAll(t, procs)
 			ticks := fileSize(t, filepath.Join(dir, "ticks"))
 
-			var g grant
-			select {
-			case g = <-waiter:
-			case <-time.After(2*lease + slack):
-				t.Fatalf("the waiter was not granted within %v of the stop", 2*lease+slack)
-			}
-			require.NoError(t, g.err)
-			assert.Empty(t, g.survivors, "processes of the command still there when the waiter was granted")
+			awaitGrantWithNoSurvivor(t, waiter)
 			assert.Equal(t, ticks, fileSize(t, filepath.Join(dir, "ticks")), "the command worked after Ctrl-Z")
 
 			term.Type("\n") // fg: monolock run finds its lock lost
@@ -112,20 +105,27 @@ func TestSIGSTOPOfRunAlone(t *testing.T) {
 			require.NoError(t, run.cmd.Process.Signal(syscall.SIGSTOP))
 			t.Cleanup(func() { _ = run.cmd.Process.Signal(syscall.SIGCONT) })
 
-			var g grant
-			select {
-			case g = <-waiter:
-			case <-time.After(2*lease + slack):
-				t.Fatalf("the waiter was not granted within %v of the stop", 2*lease+slack)
-			}
-			require.NoError(t, g.err)
-			assert.Empty(t, g.survivors, "processes of the command still there when the waiter was granted")
+			awaitGrantWithNoSurvivor(t, waiter)
 
 			require.NoError(t, run.cmd.Process.Signal(syscall.SIGCONT))
 			assert.Equal(t, exitLockLost, run.wait(t, lease+slack))
 			assert.Contains(t, run.output(), "the watchdog killed the command at its deadline, monolock run having been stopped")
 		})
 	}
+}
+
+// awaitGrantWithNoSurvivor waits for the waiter's grant after a stop of
+// monolock run, and checks that no process of the command was there then.
+func awaitGrantWithNoSurvivor(t *testing.T, waiter <-chan grant) {
+	t.Helper()
+	var g grant
+	select {
+	case g = <-waiter:
+	case <-time.After(2*lease + slack):
+		t.Fatalf("the waiter was not granted within %v of the stop", 2*lease+slack)
+	}
+	require.NoError(t, g.err)
+	assert.Empty(t, g.survivors, "processes of the command still there when the waiter was granted")
 }
 
 // shellQuote quotes s as one word for sh.

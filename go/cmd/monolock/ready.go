@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/monolock/monolock/go/internal/configfile"
 	"github.com/monolock/monolock/go/internal/readyfile"
 )
 
@@ -67,7 +68,7 @@ func readReadyFile(path string) (info readyInfo, found bool, err error) {
 		return readyInfo{}, false, err
 	}
 	if !st.Mode().IsRegular() {
-		return readyInfo{}, false, fmt.Errorf("a %s, not a ready file, is there; remove it, or give another path", fileKind(st.Mode()))
+		return readyInfo{}, false, fmt.Errorf("a %s, not a ready file, is there; remove it, or give another path", configfile.Kind(st.Mode()))
 	}
 	b, err := io.ReadAll(io.LimitReader(f, 64<<10))
 	if err != nil {
@@ -125,19 +126,4 @@ func removeReadyFile(path string, pid int) {
 	if info, found, err := readReadyFile(path); err == nil && found && info.PID == pid {
 		_ = os.Remove(path)
 	}
-}
-
-// fileKind names what a path that is no regular file holds.
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeNamedPipe != 0:
-		return "FIFO"
-	case m&fs.ModeSocket != 0:
-		return "socket"
-	case m&fs.ModeDevice != 0:
-		return "device"
-	case m.IsDir():
-		return "directory"
-	}
-	return "special file"
 }

@@ -24,7 +24,7 @@ func Read(path string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is a %s, not a regular file", path, kind(st.Mode()))
+		return nil, fmt.Errorf("%s is a %s, not a regular file", path, Kind(st.Mode()))
 	}
 	b, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
@@ -36,8 +36,9 @@ func Read(path string, limit int64) ([]byte, error) {
 	return b, nil
 }
 
-// kind names what a path that is no regular file holds.
-func kind(m fs.FileMode) string {
+// Kind names what a path that is no regular file holds: FIFO, socket,
+// device, directory or special file.
+func Kind(m fs.FileMode) string {
 	switch {
 	case m&fs.ModeNamedPipe != 0:
 		return "FIFO"
