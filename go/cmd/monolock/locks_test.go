@@ -108,7 +108,7 @@ type fakeServer struct {
 }
 
 func (fakeServer) HeldBackUntil(uint64) (time.Time, bool) { return time.Time{}, false }
-func (fakeServer) KickHeldBack(uint64) bool                 { return false }
+func (fakeServer) KickHeldBack(uint64) bool               { return false }
 
 func (f fakeServer) LockPage(after string, limit int) ([]server.LockStatus, bool) {
 	locks := f.locks

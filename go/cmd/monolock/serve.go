@@ -603,7 +603,7 @@ func statsOf(srv *server.Server, m *metrics.Metrics) func() admin.Stats {
 	return func() admin.Stats {
 		locks, holders, waiters := srv.Counts()
 		t := m.Totals()
-		return admin.Stats{Sessions: srv.Sessions(), Locks: locks, Holders: holders, Waiters: waiters,
+		return admin.Stats{Sessions: srv.Sessions(), HeldBack: srv.HeldBack(), Locks: locks, Holders: holders, Waiters: waiters,
 			Grants: t.Grants, Expiries: t.Expiries, Kicks: t.Kicks}
 	}
 }

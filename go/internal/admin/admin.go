@@ -136,8 +136,9 @@ const (
 
 // Stats are the server's totals, as /metrics has them.
 type Stats struct {
-	Sessions int `json:"sessions"` // open sessions, holders, waiters and those not past their ACQUIRE
-	Locks    int `json:"locks"`    // lock names with a holder or waiters
+	Sessions int `json:"sessions"`  // open sessions, holders, waiters and those not past their ACQUIRE
+	HeldBack int `json:"held_back"` // holders whose sessions are gone, kept for their hold (see Lock.HeldBackHolders)
+	Locks    int `json:"locks"`     // lock names with a holder or waiters
 	Holders  int `json:"holders"`
 	Waiters  int `json:"waiters"`
 	// Counters since the server started: a rate is the difference of two

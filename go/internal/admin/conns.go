@@ -41,8 +41,8 @@ type limitListener struct {
 	max        int
 	evictAfter time.Duration
 	dropped    func()
-	mu      sync.Mutex
-	open    map[*limitedConn]struct{}
+	mu         sync.Mutex
+	open       map[*limitedConn]struct{}
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {

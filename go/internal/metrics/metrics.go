@@ -24,6 +24,7 @@ import (
 // Source is the server state read at scrape time; *server.Server has it.
 type Source interface {
 	Sessions() int
+	HeldBack() int
 	Counts() (locks, holders, waiters int)
 }
 
@@ -143,6 +144,8 @@ func (m *Metrics) SetSource(src Source) {
 	m.reg.MustRegister(
 		gauge("monolock_sessions", "Open sessions (connections), including those not past their ACQUIRE.",
 			func() float64 { return float64(src.Sessions()) }),
+		gauge("monolock_held_back_holders", "Holders whose sessions are gone (reset, or silent under the lock delay) and whose claims keep their places, each counting as a session against the session limits.",
+			func() float64 { return float64(src.HeldBack()) }),
 		gauge("monolock_locks", "Lock names with a holder or waiters.",
 			func() float64 { l, _, _ := src.Counts(); return float64(l) }),
 		gauge("monolock_holders", "Locks currently held.",

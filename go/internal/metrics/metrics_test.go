@@ -15,6 +15,7 @@ import (
 type fakeSource struct{}
 
 func (fakeSource) Sessions() int                         { return 5 }
+func (fakeSource) HeldBack() int                         { return 6 }
 func (fakeSource) Counts() (locks, holders, waiters int) { return 3, 2, 4 }
 
 func TestEventsCountWithoutAllocating(t *testing.T) {
@@ -38,6 +39,7 @@ func TestEventsCountWithoutAllocating(t *testing.T) {
 
 	gauges := gaugeValues(t, m)
 	assert.Equal(t, 5.0, gauges["monolock_sessions"])
+	assert.Equal(t, 6.0, gauges["monolock_held_back_holders"])
 	assert.Equal(t, 3.0, gauges["monolock_locks"])
 	assert.Equal(t, 2.0, gauges["monolock_holders"])
 	assert.Equal(t, 4.0, gauges["monolock_waiters"])
