@@ -70,24 +70,18 @@ func (s *Server) session(id uint64) *session {
 	return s.sessions[id]
 }
 
-// agreesOnLimit refuses a shared claim whose limit differs from the
-// limit of the shared sessions already on name, before its lease is
-// recorded; the table checks again when the claim enters it.
-func (s *Server) agreesOnLimit(c *locktable.Claim, name string) error {
-	if !c.Shared {
-		return nil
-	}
-	if limit, bound := s.table.Limit(name); bound && limit != c.Limit {
-		return s.limitMismatch(name, c.Limit)
-	}
-	return nil
-}
-
 // limitMismatch is the ERROR 0x1a for a shared claim on name with limit
-// mine.
+// mine, when the table refused it (a claim with another limit came first,
+// after the admission).
 func (s *Server) limitMismatch(name string, mine uint16) error {
 	theirs, _ := s.table.Limit(name)
-	return &wireError{protocol.ErrLimitMismatch, fmt.Sprintf("limit %s differs from the limit %s of the shared sessions on this lock", limitText(mine), limitText(theirs))}
+	return limitMismatchError(mine, theirs)
+}
+
+// limitMismatchError says both limits.
+func limitMismatchError(mine, theirs uint16) *wireError {
+	return &wireError{protocol.ErrLimitMismatch, fmt.Sprintf("limit %s differs from the limit %s of the shared sessions on this lock",
+		limitText(mine), limitText(theirs))}
 }
 
 // limitText says a shared claim's limit, 0 being none.
@@ -105,18 +99,19 @@ func errText(e *protocol.Error) string { return protocol.ErrCodeName(e.Code) }
 // It reads the clock itself, so a server that was paused checks on resume
 // before it writes anything.
 func (s *Server) active() error {
+	if ok, leader := s.activeNow(); !ok {
+		return notActive(leader)
+	}
+	return nil
+}
+
+// activeNow reports whether this server may acknowledge sessions now, and
+// when not, the active server's address if known.
+func (s *Server) activeNow() (ok bool, leader string) {
 	if s.gate == nil {
-		return nil
+		return true, ""
 	}
-	ok, leader := s.gate.Active(time.Now())
-	if ok {
-		return nil
-	}
-	reason := "not the active server"
-	if leader != "" {
-		reason += "; the active server is " + leader
-	}
-	return &wireError{protocol.ErrShuttingDown, reason}
+	return s.gate.Active(time.Now())
 }
 
 // admit records the lease (in the data directory, or in the cell's etcd)

@@ -311,6 +311,21 @@ func (ss *session) drainAndClose() (peerClosed bool) {
 	return peerClosed
 }
 
+// admissionInputs finds what the admission of req reads besides req: the
+// server's policy now, the ACL's verdict for this client, and the limit the
+// name's shared claims agreed on.
+func (ss *session) admissionInputs(req claimRequest) admissionInputs {
+	in := admissionInputs{maxLease: ss.srv.maxLease}
+	in.active, in.leader = ss.srv.activeNow()
+	if a := ss.srv.authorizer; a != nil {
+		in.acl = a.Authorize(ss.conn, req.name)
+	}
+	if req.shared {
+		in.limit, in.bound = ss.srv.table.Limit(req.name)
+	}
+	return in
+}
+
 // handshake reads the ACQUIRE, registers the claim and answers it. It
 // records in hs when the lease runs from and how long it is, or returns why
 // the session ended.
@@ -339,25 +354,15 @@ func (ss *session) handshake(hs *handshakeInput) error {
 	leaseMS, name := acq.LeaseMS, acq.Name
 	lastSeen := time.Now()
 	lease := time.Duration(leaseMS) * time.Millisecond
-	if limit := ss.srv.maxLease; limit > 0 && lease > limit {
-		// The protocol has no upper bound; an operator may set one, so that
-		// a holder that vanishes without a FIN cannot keep a lock for days.
-		return &wireError{protocol.ErrInvalidLease, fmt.Sprintf("lease %d ms is above this server's maximum of %d ms", leaseMS, limit.Milliseconds())}
-	}
-	if err := ss.srv.active(); err != nil {
-		return err // a passive server of an HA cell: the client moves on
-	}
-	if a := ss.srv.authorizer; a != nil {
-		if err := a.Authorize(ss.conn, name); err != nil {
+	req := claimRequest{name: name, lease: lease, shared: acq.Shared(), limit: acq.Limit}
+	if refused := admission(req, ss.admissionInputs(req)); refused != nil {
+		if refused.code == protocol.ErrNotAuthorized {
 			ss.srv.lines.aclRefused.Log("lock", name, "identities", strings.Join(peer.Identities(ss.conn), " "),
 				"remote", ss.conn.RemoteAddr().String())
-			return &wireError{protocol.ErrNotAuthorized, protocol.ErrCodeName(protocol.ErrNotAuthorized.Code) + ": " + err.Error()}
 		}
+		return refused
 	}
-	ss.claim.Shared, ss.claim.Limit = acq.Shared(), acq.Limit
-	if err := ss.srv.agreesOnLimit(&ss.claim, name); err != nil {
-		return err
-	}
+	ss.claim.Shared, ss.claim.Limit = req.shared, req.limit
 	// Only a claim that will be acknowledged enters the lease record: one
 	// refused above (a lease over --max-lease, the ACL, a limit the
 	// name's shared sessions do not share) is nothing a restart has to

@@ -1,0 +1,68 @@
+package server
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/monolock/monolock/go/pkg/protocol"
+)
+
+// claimRequest is what a decoded ACQUIRE asks for.
+type claimRequest struct {
+	name   string
+	lease  time.Duration
+	shared bool
+	limit  uint16
+}
+
+// admissionInputs is everything else the admission of a claim reads, each
+// found by its caller: the server's policy, the client's identity's
+// verdict, and the lock table's state of the name. Nothing in it is read
+// from a socket or a clock by the decision itself.
+type admissionInputs struct {
+	maxLease time.Duration // --max-lease; 0: no limit
+	// active: this server may acknowledge claims (it is not a passive
+	// server of an HA cell); leader names the active one when it is not.
+	active bool
+	leader string
+	// acl is the ACL's refusal of the client for this name, nil when it
+	// may take it (or there is no ACL).
+	acl error
+	// limit is the limit that the name's shared claims agreed on, when
+	// bound (there are any).
+	limit uint16
+	bound bool
+}
+
+// admission decides whether a claim may be acknowledged: nil to admit it
+// (then the lease record takes its lease, and the lock table its place),
+// else the ERROR that refuses it. The checks come in the protocol's
+// order after those of the frame itself (docs/protocol.md): the server's
+// maximum lease, the active server, the ACL, the limit agreement.
+func admission(req claimRequest, in admissionInputs) *wireError {
+	switch {
+	case in.maxLease > 0 && req.lease > in.maxLease:
+		// The protocol has no upper bound; an operator may set one, so
+		// that a holder that vanishes without a FIN cannot keep a lock
+		// for days.
+		return &wireError{protocol.ErrInvalidLease, fmt.Sprintf("lease %d ms is above this server's maximum of %d ms",
+			req.lease.Milliseconds(), in.maxLease.Milliseconds())}
+	case !in.active:
+		return notActive(in.leader) // a passive server of an HA cell: the client moves on
+	case in.acl != nil:
+		return &wireError{protocol.ErrNotAuthorized, protocol.ErrCodeName(protocol.ErrNotAuthorized.Code) + ": " + in.acl.Error()}
+	case req.shared && in.bound && in.limit != req.limit:
+		return limitMismatchError(req.limit, in.limit)
+	}
+	return nil
+}
+
+// notActive is the ERROR 0x01 of a passive server, which names the active
+// one when it knows it.
+func notActive(leader string) *wireError {
+	reason := "not the active server"
+	if leader != "" {
+		reason += "; the active server is " + leader
+	}
+	return &wireError{protocol.ErrShuttingDown, reason}
+}
