@@ -188,11 +188,30 @@ func New(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s := &Server{}
-	var tokens Tokens = cfg.Tokens
-	var restartUntil time.Time
+	s := &Server{
+		gate:             cfg.Gate,
+		handshakeTimeout: cfg.HandshakeTimeout,
+		authorizer:       cfg.Authorizer,
+		maxSessions:      cfg.MaxSessions,
+		maxPerAddr:       cfg.MaxSessionsPerAddr,
+		perAddrV6Bits:    cmp.Or(cfg.PerAddrIPv6Prefix, DefaultPerAddrIPv6Prefix),
+		lockDelay:        cfg.LockDelay,
+		maxLease:         cfg.MaxLease,
+		obs:              obs,
+		log:              log,
+		tokens:           cfg.Tokens,
+		listeners:        make(map[net.Listener]struct{}),
+		sessions:         make(map[uint64]*session),
+		heldBack:         make(map[uint64]*heldBackHolder),
+		holdEnds:         make(map[string]time.Time),
+		perAddr:          make(map[netip.Addr]int),
+		drained:          make(chan struct{}),
+	}
 	var heldBack map[string]time.Time
-	if tokens == nil {
+	if s.tokens == nil {
+		// The store calls back into s (tokens ready again, or failing):
+		// not before its first block is reserved, which Open does before
+		// it returns, and s.table is set right after.
 		store, err := tokenstore.Open(cfg.DataDir, tokenstore.Options{
 			BlockSize:  cfg.tokenBlock,
 			Floor:      cfg.TokenFloor,
@@ -210,32 +229,11 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 		s.leases = leases
-		restartUntil, heldBack = leases.Inherited()
-		tokens = afterRestart(store, restartUntil)
-		logRestartWait(log, restartUntil, heldBack)
+		s.restartUntil, heldBack = leases.Inherited()
+		s.tokens = afterRestart(store, s.restartUntil)
+		logRestartWait(log, s.restartUntil, heldBack)
 	}
-	*s = Server{
-		leases:           s.leases,
-		restartUntil:     restartUntil,
-		gate:             cfg.Gate,
-		handshakeTimeout: cfg.HandshakeTimeout,
-		authorizer:       cfg.Authorizer,
-		maxSessions:      cfg.MaxSessions,
-		maxPerAddr:       cfg.MaxSessionsPerAddr,
-		perAddrV6Bits:    cmp.Or(cfg.PerAddrIPv6Prefix, DefaultPerAddrIPv6Prefix),
-		lockDelay:        cfg.LockDelay,
-		maxLease:         cfg.MaxLease,
-		obs:              obs,
-		log:              log,
-		tokens:           tokens,
-		table:            locktable.New(tokens),
-		listeners:        make(map[net.Listener]struct{}),
-		sessions:         make(map[uint64]*session),
-		heldBack:         make(map[uint64]*heldBackHolder),
-		holdEnds:         make(map[string]time.Time),
-		perAddr:          make(map[netip.Addr]int),
-		drained:          make(chan struct{}),
-	}
+	s.table = locktable.New(s.tokens)
 	s.noise, _ = obs.(NoiseObserver)
 	if s.noise == nil {
 		s.noise = nopNoise{}
@@ -246,7 +244,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.lines = newNoisyLines(log)
 	s.sleep = time.Sleep
-	if wait := time.Until(restartUntil); wait > 0 {
+	if wait := time.Until(s.restartUntil); wait > 0 {
 		// Started only now that s is complete: Regrant runs on the timer's
 		// goroutine. It fires after the tokens' wait, which began earlier.
 		time.AfterFunc(wait, s.Regrant)
