@@ -286,6 +286,10 @@ func writeLockTable(w io.Writer, locks []admin.Lock, now time.Time) {
 			row(name, state, s)
 			name = ""
 		}
+		if more := l.HoldersTotal - len(holders); more > 0 {
+			fmt.Fprintf(tw, "%s\t… and %d more holder%s\t-\t-\t-\t-\t-\t-\n", name, more, plural(more))
+			name = ""
+		}
 		for _, s := range l.HeldBackHolders {
 			state := "held back"
 			if s.HeldBackUntil != nil {
@@ -294,7 +298,11 @@ func writeLockTable(w io.Writer, locks []admin.Lock, now time.Time) {
 			row(name, state, s)
 			name = ""
 		}
-		unnamed := l.HeldBack - len(l.HeldBackHolders) // a server from before they were listed
+		unnamed := l.HeldBack - len(l.HeldBackHolders) // past the listing's bound, or a server from before they were listed
+		if len(l.HeldBackHolders) > 0 && unnamed > 0 {
+			fmt.Fprintf(tw, "%s\t… and %d more held back\t-\t-\t-\t-\t-\t-\n", name, unnamed)
+			name, unnamed = "", 0
+		}
 		switch {
 		case unnamed > 0 && len(holders) > 0:
 			fmt.Fprintf(tw, "%s\tdelayed (%d silent holder%s)\t-\t-\t-\t-\t-\t-\n", name, unnamed, plural(unnamed))
@@ -310,6 +318,9 @@ func writeLockTable(w io.Writer, locks []admin.Lock, now time.Time) {
 			}
 			row(name, state, s)
 			name = ""
+		}
+		if more := l.WaitersTotal - len(l.Waiters); more > 0 {
+			fmt.Fprintf(tw, "%s\t… and %d more waiting\t-\t-\t-\t-\t-\t-\n", name, more)
 		}
 	}
 	tw.Flush()

@@ -73,6 +73,19 @@ func TestWriteLocksPutsCellLineAboveTable(t *testing.T) {
 	assert.Equal(t, "no locks\n", unknown.String())
 }
 
+// A lock with more sessions than its listing names says how many more.
+func TestLockTableSaysHowManyMore(t *testing.T) {
+	now := time.Date(2026, 11, 30, 5, 15, 31, 0, time.UTC)
+	one := admin.Session{ID: 7, LeaseMS: 10000, Since: now, Mode: admin.ModeShared}
+	lk := admin.Lock{Name: "pool", Mode: admin.ModeShared, Holders: []admin.Session{one}, HoldersTotal: 17500,
+		HeldBack: 3, HeldBackHolders: []admin.Session{one}, Waiters: []admin.Session{one}, WaitersTotal: 4}
+	var b strings.Builder
+	writeLockTable(&b, []admin.Lock{lk}, now)
+	assert.Regexp(t, `(?m)^\s+… and 17499 more holders\s`, b.String())
+	assert.Regexp(t, `(?m)^\s+… and 2 more held back\s`, b.String())
+	assert.Regexp(t, `(?m)^\s+… and 3 more waiting\s`, b.String())
+}
+
 // The --json shape: "locks" as GET /v1/locks has it, and "cell" with every
 // field in every mode.
 func TestLocksJSONShape(t *testing.T) {

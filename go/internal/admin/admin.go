@@ -41,6 +41,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/monolock/monolock/go/internal/locktable"
 	"github.com/monolock/monolock/go/internal/server"
 	"github.com/monolock/monolock/go/pkg/protocol"
 )
@@ -105,7 +106,11 @@ type Lock struct {
 	Limit *uint16 `json:"limit,omitempty"`
 	// Holder is the first of Holders, null when there are none.
 	Holder  *Session  `json:"holder"`
-	Holders []Session `json:"holders"`
+	Holders []Session `json:"holders"` // at most MaxListedSessions; holders_total counts them all
+	// HoldersTotal and WaitersTotal count every live holder and waiter,
+	// of which the lists name at most MaxListedSessions each.
+	HoldersTotal int `json:"holders_total"`
+	WaitersTotal int `json:"waiters_total"`
 	// HeldBack counts holders that went silent, whose places are kept for
 	// the lock delay.
 	HeldBack int `json:"held_back,omitempty"`
@@ -125,13 +130,20 @@ type LocksResponse struct {
 	Next string `json:"next,omitempty"`
 }
 
-// Listing limits. A page of MaxPageLimit locks with 255-byte names is
-// about 1.2 MB of JSON; MaxListings of them at once bound what listings
-// hold in memory, however many clients ask and however slowly they read.
+// Listing limits. A page ends at ?limit= locks or once its JSON passes
+// MaxPageBytes (one lock more at most, and at least one lock), whichever
+// comes first; a lock names at most MaxListedSessions holders, held-back
+// holders and waiters each, so that one lock's JSON is bounded too (about
+// 200 KB at the most, with 255-byte names and long identities). So a page
+// is at most MaxPageBytes plus one lock, and MaxListings of them at once
+// bound what listings hold in memory, however many clients ask and however
+// slowly they read.
 const (
-	DefaultPageLimit = 500  // locks per page without ?limit=
-	MaxPageLimit     = 2000 // the largest ?limit= accepted
-	MaxListings      = 4    // listings built or written at once; more get 503
+	DefaultPageLimit  = 500     // locks per page without ?limit=
+	MaxPageLimit      = 2000    // the largest ?limit= accepted
+	MaxPageBytes      = 1 << 20 // a page ends once its JSON passes this
+	MaxListedSessions = locktable.MaxListed
+	MaxListings       = 4 // listings built or written at once; more get 503
 )
 
 // Stats are the server's totals, as /metrics has them.
@@ -393,8 +405,13 @@ func (a *api) locks(w http.ResponseWriter, r *http.Request) {
 	}
 	status, more := a.srv.LockPage(after, limit)
 	resp := LocksResponse{Locks: make([]Lock, 0, len(status))}
-	for _, l := range status {
-		out := Lock{Name: l.Name, HeldBack: l.HeldBack, Blocked: l.Blocked,
+	size := 0
+	for i, l := range status {
+		if size > MaxPageBytes {
+			more = i < len(status) // the rest of this page comes with the next
+			break
+		}
+		out := Lock{Name: l.Name, HeldBack: l.HeldBack, Blocked: l.Blocked, HoldersTotal: l.HoldersTotal, WaitersTotal: l.WaitersTotal,
 			Holders: make([]Session, 0, len(l.Holders)), Waiters: make([]Session, 0, len(l.Waiters))}
 		switch {
 		case l.Shared:
@@ -418,6 +435,7 @@ func (a *api) locks(w http.ResponseWriter, r *http.Request) {
 			out.HeldBackHolders = append(out.HeldBackHolders, session(h))
 		}
 		resp.Locks = append(resp.Locks, out)
+		size += jsonSize(out)
 	}
 	if more && len(resp.Locks) > 0 {
 		resp.Next = resp.Locks[len(resp.Locks)-1].Name
@@ -521,6 +539,13 @@ func (a *api) kick(w http.ResponseWriter, r *http.Request) {
 		a.log.Warn("admin kicked a held-back holder", "session", id, "by", r.RemoteAddr)
 		writeJSON(w, http.StatusOK, KickResponse{Kicked: id, HeldBack: true})
 	}
+}
+
+// jsonSize is how many bytes v takes in a page as writeJSON writes it:
+// indented, one lock two levels deep.
+func jsonSize(v any) int {
+	b, _ := json.MarshalIndent(v, "    ", "  ")
+	return len(b)
 }
 
 // requireToken lets a request through only with the right bearer token.

@@ -803,3 +803,42 @@ func TestLimitListenerMakesRoomForANewRequest(t *testing.T) {
 	close(bs.release)
 	assert.Contains(t, <-listing, "HTTP/1.1 200 OK", "the listing was cut off")
 }
+
+// bigServer lists locks with as many sessions as a lock's listing names,
+// each with a long identity.
+type bigServer struct{ admin.Server }
+
+func (bigServer) LockPage(after string, limit int) ([]server.LockStatus, bool) {
+	var page []server.LockStatus
+	for i := 0; i < 300 && len(page) < limit; i++ {
+		name := fmt.Sprintf("lock/%03d", i)
+		if name <= after {
+			continue
+		}
+		st := server.LockStatus{Name: name, Shared: true, HoldersTotal: 17500}
+		for j := range admin.MaxListedSessions {
+			st.Holders = append(st.Holders, server.SessionInfo{ID: uint64(j), Shared: true,
+				Identity: "uri:spiffe://example.org/" + strings.Repeat("x", 150), Remote: "[2001:db8::1]:54321"})
+		}
+		page = append(page, st)
+	}
+	return page, false
+}
+
+// A page ends once its JSON passes MaxPageBytes, and says where the next
+// one begins; a lock with 17,500 holders lists MaxListedSessions of them
+// and counts them all.
+func TestLockPageIsBoundedInBytes(t *testing.T) {
+	hs := httptest.NewServer(admin.Handler(admin.Config{Server: bigServer{}}))
+	t.Cleanup(hs.Close)
+	code, _, body := getBody(t, hs.URL+"/v1/locks?limit=2000")
+	require.Equal(t, http.StatusOK, code)
+	assert.Less(t, len(body), admin.MaxPageBytes+200<<10, "at most the budget and one lock")
+	var page admin.LocksResponse
+	require.NoError(t, json.Unmarshal([]byte(body), &page))
+	require.NotEmpty(t, page.Locks)
+	assert.Less(t, len(page.Locks), 300, "the budget ended the page")
+	assert.Equal(t, page.Locks[len(page.Locks)-1].Name, page.Next)
+	assert.Equal(t, 17500, page.Locks[0].HoldersTotal)
+	assert.Len(t, page.Locks[0].Holders, admin.MaxListedSessions)
+}

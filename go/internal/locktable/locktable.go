@@ -81,6 +81,8 @@ type lock struct {
 	// be let to 3 while two held-back holders keep their permits.
 	shared int32
 	limit  uint16
+	// heldBack counts the holders held back (ReleaseHeldBack).
+	heldBack int32
 	// exclusive: the holders (one) hold exclusively.
 	exclusive bool
 	// blocked keeps the lock from being granted to anyone until Unblock:
@@ -213,6 +215,9 @@ func (t *Table) remove(l *lock, c *Claim) {
 	} else {
 		l.queue.remove(c)
 	}
+	if c.heldBack {
+		l.heldBack--
+	}
 	c.lock, c.held, c.heldBack = nil, false, false
 }
 
@@ -234,7 +239,10 @@ func (t *Table) ReleaseHeldBack(c *Claim) (heldBack bool, promoted, failed []*Cl
 		promoted, failed = t.releaseLocked(c)
 		return false, promoted, failed
 	}
-	c.heldBack = true // still a shared claim: its limit binds the name
+	if !c.heldBack {
+		c.heldBack = true // still a shared claim: its limit binds the name
+		l.heldBack++
+	}
 	return true, nil, nil
 }
 
@@ -398,12 +406,14 @@ type LockInfo struct {
 	Limit  uint16
 	// Holder is the first of Holders, nil when there are none.
 	Holder  *Entry
-	Holders []Entry // every holder whose session is live, in grant order
+	Holders []Entry // the holders whose sessions are live, in grant order: at most MaxListed
+	// HoldersTotal and WaitersTotal count them all, listed or not.
+	HoldersTotal, WaitersTotal int
 	// HeldBack counts the holders whose sessions ended without a release
 	// and whose places are kept for the lock delay; HeldBackHolders are
 	// they, in grant order.
 	HeldBack        int
-	HeldBackHolders []Entry
+	HeldBackHolders []Entry // at most MaxListed of them
 	Waiters         []Entry // in queue order
 	// Blocked: nobody may be granted the lock yet, because an exclusive
 	// holder went silent and the lock delay has not passed, or a holder
@@ -486,27 +496,37 @@ func (h *pageHeap) Pop() any {
 	return e
 }
 
-// infoLocked describes l for a snapshot or a page. Caller holds t.mu.
+// MaxListed bounds each list of sessions in a LockInfo (live holders,
+// held-back holders, waiters): a lock may have thousands of shared holders,
+// and a listing page must stay small however many. The totals count them
+// all.
+const MaxListed = 100
+
+// infoLocked describes l for a snapshot or a page, listing at most
+// MaxListed sessions of each kind: its cost follows that, not the number
+// of holders. Caller holds t.mu.
 func (t *Table) infoLocked(name string, l *lock) LockInfo {
-	info := LockInfo{Name: name, Shared: l.holders.n > 0 && !l.exclusive}
+	info := LockInfo{Name: name, Shared: l.holders.n > 0 && !l.exclusive,
+		HeldBack: int(l.heldBack), HoldersTotal: int(l.holders.n - l.heldBack), WaitersTotal: int(l.queue.n)}
 	if l.shared > 0 || info.Shared {
 		info.Limit = l.limit
 	}
-	info.Holders = make([]Entry, 0, int(l.holders.n))
-	for h := l.holders.head; h != nil; h = h.next {
-		if h.heldBack {
-			info.HeldBack++
+	info.Holders = make([]Entry, 0, min(info.HoldersTotal, MaxListed))
+	wantLive, wantHeldBack := min(info.HoldersTotal, MaxListed), min(info.HeldBack, MaxListed)
+	for h := l.holders.head; h != nil && (len(info.Holders) < wantLive || len(info.HeldBackHolders) < wantHeldBack); h = h.next {
+		switch {
+		case h.heldBack && len(info.HeldBackHolders) < wantHeldBack:
 			info.HeldBackHolders = append(info.HeldBackHolders, entry(h))
-			continue
+		case !h.heldBack && len(info.Holders) < wantLive:
+			info.Holders = append(info.Holders, entry(h))
 		}
-		info.Holders = append(info.Holders, entry(h))
 	}
 	if len(info.Holders) > 0 {
 		info.Holder = &info.Holders[0]
 	}
 	info.Blocked = l.blocked || (info.HeldBack > 0 && l.exclusive)
-	info.Waiters = make([]Entry, 0, int(l.queue.n))
-	for w := l.queue.head; w != nil; w = w.next {
+	info.Waiters = make([]Entry, 0, min(info.WaitersTotal, MaxListed))
+	for w := l.queue.head; w != nil && len(info.Waiters) < MaxListed; w = w.next {
 		info.Waiters = append(info.Waiters, entry(w))
 	}
 	return info
@@ -522,11 +542,8 @@ func (t *Table) Counts() (locks, held, waiters int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, l := range t.locks {
-		for h := l.holders.head; h != nil; h = h.next {
-			if !h.heldBack {
-				held++
-				break
-			}
+		if l.holders.n > l.heldBack {
+			held++
 		}
 		waiters += int(l.queue.n)
 	}

@@ -195,3 +195,45 @@ func TestSharedPromotionTokenFailure(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, granted)
 }
+
+// A lock's listing names at most MaxListed sessions of each kind and
+// counts them all, so that a page's size follows the page, not the number
+// of holders (17,500 shared holders made a one-lock page of 4.5 MB).
+func TestListingIsBoundedPerLock(t *testing.T) {
+	tab := New(&counter{})
+	const live, heldBack, waiting = MaxListed + 50, MaxListed + 7, MaxListed + 3
+	var claims []*Claim
+	for i := range live + heldBack {
+		c := sharedClaim(uint64(i+1), "pool", 0)
+		claims = append(claims, c)
+		acquire(t, tab, c)
+	}
+	for _, c := range claims[live:] {
+		held, _, _ := tab.ReleaseHeldBack(c)
+		require.True(t, held)
+	}
+	acquire(t, tab, claim(100000, "pool")) // a writer waits, and the readers behind it
+	for i := range waiting - 1 {
+		acquire(t, tab, sharedClaim(uint64(200000+i), "pool", 0))
+	}
+	page, _ := tab.Page("", 10)
+	require.Len(t, page, 1)
+	l := page[0]
+	assert.Len(t, l.Holders, MaxListed)
+	assert.Equal(t, live, l.HoldersTotal)
+	assert.Len(t, l.HeldBackHolders, MaxListed)
+	assert.Equal(t, heldBack, l.HeldBack)
+	assert.Len(t, l.Waiters, MaxListed)
+	assert.Equal(t, waiting, l.WaitersTotal)
+	assert.Equal(t, uint64(1), l.Holders[0].Session, "in grant order")
+	assert.Equal(t, uint64(live+1), l.HeldBackHolders[0].Session)
+	_, held, waiters := tab.Counts()
+	assert.Equal(t, 1, held)
+	assert.Equal(t, waiting, waiters)
+	// Once every live holder is gone the held-back ones still hold it.
+	for _, c := range claims[:live] {
+		tab.Release(c)
+	}
+	_, held, _ = tab.Counts()
+	assert.Equal(t, 0, held, "held back only: not held by a live session")
+}

@@ -615,6 +615,9 @@ type LockStatus struct {
 	Holder     *SessionInfo  // the first of Holders; nil while nobody holds it
 	Holders    []SessionInfo // every live holder, in grant order
 	HeldBack   int           // holders that went silent, kept for the lock delay
+	// HoldersTotal and WaitersTotal count every live holder and waiter;
+	// the lists name at most locktable.MaxListed of each.
+	HoldersTotal, WaitersTotal int
 	// HeldBackHolders are they: gone sessions whose claims keep their
 	// places until HeldBackUntil (kickable with force).
 	HeldBackHolders []SessionInfo
@@ -646,6 +649,7 @@ func (s *Server) lockStatus(locks []locktable.LockInfo) []LockStatus {
 	out := make([]LockStatus, 0, len(locks))
 	for _, l := range locks {
 		st := LockStatus{Name: l.Name, Shared: l.Shared, Limit: l.Limit, HeldBack: l.HeldBack, Blocked: l.Blocked,
+			HoldersTotal: l.HoldersTotal, WaitersTotal: l.WaitersTotal,
 			Holders: make([]SessionInfo, 0, len(l.Holders)), Waiters: make([]SessionInfo, 0, len(l.Waiters))}
 		for _, h := range l.Holders {
 			st.Holders = append(st.Holders, s.sessionInfo(h))
