@@ -280,7 +280,7 @@ func writeLockTable(w io.Writer, locks []admin.Lock, now time.Time) {
 			if s.Mode == admin.ModeShared {
 				state = "held shared"
 				if i == 0 && l.Limit != nil && *l.Limit > 0 {
-					state += fmt.Sprintf(" (%d of %d)", len(holders)+l.HeldBack, *l.Limit)
+					state += fmt.Sprintf(" (%d of %d)", max(l.HoldersTotal, len(holders))+l.HeldBack, *l.Limit)
 				}
 			}
 			row(name, state, s)

@@ -145,7 +145,7 @@
       holders.forEach((h, i) => {
         let state = h.mode === "shared" ? "held shared" : "held";
         if (l.blocked) state += " (delayed)";
-        if (i === 0 && h.mode === "shared" && l.limit) state += " (" + (holders.length + heldBack) + " of " + l.limit + ")";
+        if (i === 0 && h.mode === "shared" && l.limit) state += " (" + (Math.max(l.holders_total || 0, holders.length) + heldBack) + " of " + l.limit + ")";
         rows.push({ lock: l.name, first: i === 0, state, s: h, holder: true });
       });
       if (holders.length > 0 && heldBack > 0) {
