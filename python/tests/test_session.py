@@ -451,3 +451,24 @@ def test_unsupported_version_to_an_exclusive_claim_stays_unsupported_version() -
     session.start(0)
     out = session.receive_data(proto.encode_error(0x10, ""), MS)
     assert isinstance(out[0], Failed) and type(out[0].error) is errors.UnsupportedVersion
+
+
+def test_the_core_takes_no_lock_and_does_no_io() -> None:
+    """The session core is sans-IO, as Rust's ``core::Session`` is: its
+    owner serializes the calls (the sync client through SerializedSession),
+    so it imports nothing that locks, waits or talks to the network."""
+    import ast
+    from pathlib import Path
+
+    import monolock._session as core
+
+    tree = ast.parse(Path(core.__file__).read_text())
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            imported.add(node.module.split(".")[0])
+    assert imported.isdisjoint(
+        {"threading", "socket", "ssl", "asyncio", "select", "selectors", "time"}
+    ), imported

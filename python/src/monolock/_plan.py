@@ -103,9 +103,12 @@ class Claim:
     shared: bool = False
     limit: int = 0
 
-    def session(self, lease_ms: int, *, try_only: bool, server: str) -> Session:
-        """A new session core for one attempt of this claim at ``server``."""
-        return Session(
+    def session(
+        self, lease_ms: int, *, try_only: bool, server: str, core: type[Session] = Session
+    ) -> Session:
+        """A new session core for one attempt of this claim at ``server``
+        (``core``: the sync client's :class:`SerializedSession`)."""
+        return core(
             self.name,
             lease_ms,
             try_only=try_only,

@@ -12,10 +12,14 @@ protocol that concerns one connection lives here, once, for both APIs:
 reply accounting, the heartbeat schedule, the client timeout, the validity
 deadline, and the order "tell the loss first, close later".
 
-Two methods may be called from any thread: :meth:`Session.poll` (the lock's
-polled checks) and :meth:`Session.release` (the application lets go). So a
-lock held by a sync thread reads the same single loss decision as the
-client's keeper thread; whichever looks first at the deadline takes it.
+A session takes no lock and does no I/O: its owner serializes every call,
+as h11's connection asks of its owner. The asyncio client calls it from its
+event loop only. The sync client calls it from the keeper thread and from
+the application's threads (:meth:`Session.poll`, the lock's polled checks,
+and :meth:`Session.release`), through :class:`monolock._serialized.SerializedSession`,
+which takes one lock around each call; so a lock held by a sync thread reads
+the same single loss decision as the keeper thread, whichever looks first at
+the deadline takes it.
 
 Times are ``time.monotonic_ns()`` integers passed in by the caller: whole
 nanoseconds keep the deadlines exact (``send + 0.8 x lease`` is reached at
@@ -25,7 +29,6 @@ exactly that instant, as in spec/vectors/session.json).
 from __future__ import annotations
 
 import enum
-import threading
 from dataclasses import dataclass
 from typing import Union
 
@@ -178,111 +181,102 @@ class Session:
         self._told = False
         """Whether a Lost event for ``_loss`` has been returned to the owner."""
         self._let_go = False
-        # poll() and release() come from the application's threads.
-        self._guard = threading.Lock()
 
     # -- inputs from the owner ---------------------------------------------
 
     def start(self, now: int) -> list[SessionEvent]:
         """The connection is open: send ACQUIRE (nothing if already released)."""
-        with self._guard:
-            if self.phase is Phase.CLOSED:
-                return []
-            if self.phase is not Phase.IDLE:
-                raise RuntimeError("session already started")
-            self.phase = Phase.CONNECTING
-            self._acked_send = now  # the client timeout runs from the ACQUIRE
-            return [self._send(self._acquire_frame, now)]
+        if self.phase is Phase.CLOSED:
+            return []
+        if self.phase is not Phase.IDLE:
+            raise RuntimeError("session already started")
+        self.phase = Phase.CONNECTING
+        self._acked_send = now  # the client timeout runs from the ACQUIRE
+        return [self._send(self._acquire_frame, now)]
 
     def receive_data(self, data: bytes, now: int) -> list[SessionEvent]:
         """Process bytes from the server, then what time has made due."""
-        with self._guard:
-            # Deadlines first: once one has passed, whatever is still in the
-            # receive buffer comes too late.
-            out = self._due(now)
-            if self.phase is Phase.LOST:
-                return out + self._after_loss(data)
-            if self.phase in (Phase.IDLE, Phase.CLOSED):
+        # Deadlines first: once one has passed, whatever is still in the
+        # receive buffer comes too late.
+        out = self._due(now)
+        if self.phase is Phase.LOST:
+            return out + self._after_loss(data)
+        if self.phase in (Phase.IDLE, Phase.CLOSED):
+            return out
+        if not self._heard and data:
+            self._heard = True
+            if data[0] not in _SERVER_MESSAGES:  # an HTTP port, TLS in plaintext
+                return out + self._end(NotMonolock(self.server, data))
+        try:
+            frames = self._decoder.feed(data)
+        except ProtocolViolation as exc:
+            return out + self._end(exc)
+        for frame in frames:
+            out += self._on_frame(frame, now)
+            if self.closed:
                 return out
-            if not self._heard and data:
-                self._heard = True
-                if data[0] not in _SERVER_MESSAGES:  # an HTTP port, TLS in plaintext
-                    return out + self._end(NotMonolock(self.server, data))
-            try:
-                frames = self._decoder.feed(data)
-            except ProtocolViolation as exc:
-                return out + self._end(exc)
-            for frame in frames:
-                out += self._on_frame(frame, now)
-                if self.closed:
-                    return out
-            return out + self._heartbeat(now)
+        return out + self._heartbeat(now)
 
     def tick(self, now: int) -> list[SessionEvent]:
         """Let time pass: the deadline, the close of a lost session, a
         release, a due heartbeat."""
-        with self._guard:
-            return self._due(now) + self._heartbeat(now)
+        return self._due(now) + self._heartbeat(now)
 
     def connection_lost(self, exc: BaseException | None = None) -> list[SessionEvent]:
         """The transport ended (EOF, reset, I/O error)."""
-        with self._guard:
-            out = self._untold()
-            if self.phase is Phase.LOST:
-                return out + self._close()
-            if self.phase in (Phase.IDLE, Phase.CLOSED):
-                return out
-            error: MonolockError
-            if (
-                self.phase is Phase.CONNECTING
-                and isinstance(exc, OSError)
-                and certificate_problem(exc) is not None
-            ):
-                # TLS 1.3: the server's refusal of this client's certificate
-                # comes with the first read, after ACQUIRE went out. The
-                # handshake failed after all (tls_certificate_rule).
-                error = connect_error(self.server, exc, handshake=True)
-            else:
-                detail = f": {exc}" if exc else ""
-                error = ConnectionClosed(f"monolock: connection closed by the server{detail}")
-            if exc is not None:
-                error.__cause__ = exc
-            return out + self._end(error)
+        out = self._untold()
+        if self.phase is Phase.LOST:
+            return out + self._close()
+        if self.phase in (Phase.IDLE, Phase.CLOSED):
+            return out
+        error: MonolockError
+        if (
+            self.phase is Phase.CONNECTING
+            and isinstance(exc, OSError)
+            and certificate_problem(exc) is not None
+        ):
+            # TLS 1.3: the server's refusal of this client's certificate
+            # comes with the first read, after ACQUIRE went out. The
+            # handshake failed after all (tls_certificate_rule).
+            error = connect_error(self.server, exc, handshake=True)
+        else:
+            detail = f": {exc}" if exc else ""
+            error = ConnectionClosed(f"monolock: connection closed by the server{detail}")
+        if exc is not None:
+            error.__cause__ = exc
+        return out + self._end(error)
 
-    # -- inputs from any thread ---------------------------------------------
+    # -- inputs from the application (release, poll) ----------------------------
 
     def release(self) -> None:
         """The application lets go (release, cancel, timeout). The owner's
         next :meth:`tick` returns the :class:`Close`; from now on no loss is
-        decided. Thread-safe."""
-        with self._guard:
-            self._let_go = True
-            if self.phase is Phase.IDLE:
-                self.phase = Phase.CLOSED  # never connected: nothing to close
+        decided."""
+        self._let_go = True
+        if self.phase is Phase.IDLE:
+            self.phase = Phase.CLOSED  # never connected: nothing to close
 
     def poll(self, now: int) -> LockLost | None:
         """The loss of the lock, deciding it if the deadline has passed,
         whether or not the owner has ticked yet (the owner's next input then
-        returns the :class:`Lost`). Thread-safe."""
-        with self._guard:
-            if self.phase is Phase.HELD and not self._let_go and now >= self.expires_at:
-                self._decide(self._timeout_error())
-            return self._loss
+        returns the :class:`Lost`)."""
+        if self.phase is Phase.HELD and not self._let_go and now >= self.expires_at:
+            self._decide(self._timeout_error())
+        return self._loss
 
     # -- outputs --------------------------------------------------------------
 
     def next_wakeup(self) -> int | None:
         """When :meth:`tick` must run next, or ``None`` once closed."""
-        with self._guard:
-            if self.phase in (Phase.IDLE, Phase.CLOSED):
-                return None
-            if self._let_go or (self._loss is not None and not self._told):
-                return 0  # at once
-            if self.phase is Phase.LOST:
-                return self.close_at
-            if self._in_flight:
-                return self.expires_at
-            return min(self.expires_at, self._next_heartbeat_at())
+        if self.phase in (Phase.IDLE, Phase.CLOSED):
+            return None
+        if self._let_go or (self._loss is not None and not self._told):
+            return 0  # at once
+        if self.phase is Phase.LOST:
+            return self.close_at
+        if self._in_flight:
+            return self.expires_at
+        return min(self.expires_at, self._next_heartbeat_at())
 
     @property
     def expires_at(self) -> int:
@@ -314,7 +308,7 @@ class Session:
         """Whether the session has ended."""
         return self.phase is Phase.CLOSED
 
-    # -- internals (called with the guard held) --------------------------------
+    # -- internals ---------------------------------------------------------------
 
     def _next_heartbeat_at(self) -> int:
         return self._last_send + round(self.schedule.interval_ms * 1_000_000)

@@ -38,6 +38,7 @@ from ._failure import Failure
 from ._lock import BaseLock, LostCallback, WaitingCallback
 from ._plan import Attempt, Step, prepare_acquisition, run_sync
 from ._reactor import keeper
+from ._serialized import SerializedSession
 from ._session import Session
 from .errors import AcquireCancelled
 
@@ -281,7 +282,9 @@ class Client(ClientConfig):
             if cancel is not None and cancel.is_set():
                 raise AcquireCancelled()
             reactor = keeper()
-            session = claim.session(self.lease_ms, try_only=try_only, server=str(step.address))
+            session = claim.session(
+                self.lease_ms, try_only=try_only, server=str(step.address), core=SerializedSession
+            )
             conn = _Connection(reactor, session, on_waiting, on_lost)
             if self.ssl_context is None and _HAS_POLL:
                 try:
