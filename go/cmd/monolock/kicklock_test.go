@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monolock/monolock/go/internal/admin"
-	"github.com/monolock/monolock/go/internal/server"
 	"github.com/monolock/monolock/go/pkg/protocol"
 )
 
@@ -61,11 +60,11 @@ func TestKickByLockName(t *testing.T) {
 // A lock the server knows but nobody holds: said so, with its waiters;
 // nothing is kicked.
 func TestKickByLockNameNotHeld(t *testing.T) {
-	waiter := server.SessionInfo{ID: 9, Lease: time.Second}
-	hs := httptest.NewServer(admin.Handler(admin.Config{Server: fakeServer{locks: []server.LockStatus{
-		heldBy("jobs/a", server.SessionInfo{ID: 1, Lease: time.Second}),
-		{Name: "jobs/delayed", Blocked: true, Waiters: []server.SessionInfo{waiter}},
-		{Name: "jobs/q", Waiters: []server.SessionInfo{waiter, waiter}},
+	waiter := admin.Session{ID: 9, LeaseMS: 1000}
+	hs := httptest.NewServer(admin.Handler(admin.Config{Server: fakeServer{locks: []admin.Lock{
+		heldBy("jobs/a", admin.Session{ID: 1, LeaseMS: 1000}),
+		{Name: "jobs/delayed", Blocked: true, Waiters: []admin.Session{waiter}},
+		{Name: "jobs/q", Waiters: []admin.Session{waiter, waiter}},
 	}}}))
 	t.Cleanup(hs.Close)
 	code, stdout, stderr := command(t, nil, "kick", "--admin", hs.URL, "--lock", "jobs/q")

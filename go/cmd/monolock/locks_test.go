@@ -116,19 +116,19 @@ func keys[V any](m map[string]V) []string {
 
 // fakeServer is what the admin API reads, with or without an HA cell.
 type fakeServer struct {
-	cell  *server.CellStatus  // nil: standalone
-	locks []server.LockStatus // sorted by name; nil: one lock, jobs/a
+	cell  *server.CellStatus // nil: standalone
+	locks []admin.Lock       // sorted by name; nil: one lock, jobs/a
 }
 
 func (fakeServer) HeldBackUntil(uint64) (time.Time, bool) { return time.Time{}, false }
 func (fakeServer) KickHeldBack(uint64) bool               { return false }
 
-func (f fakeServer) LockPage(after string, limit int) ([]server.LockStatus, bool) {
+func (f fakeServer) LockPage(after string, limit int) ([]admin.Lock, bool) {
 	locks := f.locks
 	if locks == nil {
-		locks = []server.LockStatus{heldBy("jobs/a", server.SessionInfo{ID: 1, Token: 5, Lease: time.Second})}
+		locks = []admin.Lock{heldBy("jobs/a", admin.Session{ID: 1, Token: 5, LeaseMS: 1000})}
 	}
-	i, _ := slices.BinarySearchFunc(locks, after, func(l server.LockStatus, name string) int {
+	i, _ := slices.BinarySearchFunc(locks, after, func(l admin.Lock, name string) int {
 		return strings.Compare(l.Name, name)
 	})
 	if i < len(locks) && locks[i].Name == after {
@@ -139,8 +139,11 @@ func (f fakeServer) LockPage(after string, limit int) ([]server.LockStatus, bool
 }
 
 // heldBy is the listing of lock name with one exclusive holder.
-func heldBy(name string, holder server.SessionInfo) server.LockStatus {
-	l := server.LockStatus{Name: name, Holders: []server.SessionInfo{holder}}
+func heldBy(name string, holder admin.Session) admin.Lock {
+	if holder.Mode == "" {
+		holder.Mode = admin.ModeExclusive
+	}
+	l := admin.Lock{Name: name, Mode: admin.ModeExclusive, Holders: []admin.Session{holder}, HoldersTotal: 1}
 	l.Holder = &l.Holders[0]
 	return l
 }
@@ -237,10 +240,10 @@ func TestLocksCommandOnOlderServer(t *testing.T) {
 // --json keeps its shape, with every lock.
 func TestLocksCommandPagesThroughTheListing(t *testing.T) {
 	const n = 2*admin.DefaultPageLimit + 17
-	locks := make([]server.LockStatus, n)
+	locks := make([]admin.Lock, n)
 	for i := range locks {
 		locks[i] = heldBy(fmt.Sprintf("jobs/%04d", i),
-			server.SessionInfo{ID: uint64(i + 1), Token: uint64(i + 1), Lease: time.Second, Since: time.Now()})
+			admin.Session{ID: uint64(i + 1), Token: uint64(i + 1), LeaseMS: 1000, Since: time.Now()})
 	}
 	hs := httptest.NewServer(admin.Handler(admin.Config{Server: fakeServer{locks: locks}}))
 	t.Cleanup(hs.Close)

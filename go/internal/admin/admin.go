@@ -41,6 +41,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/monolock/monolock/go/internal/listing"
 	"github.com/monolock/monolock/go/internal/locktable"
 	"github.com/monolock/monolock/go/internal/server"
 	"github.com/monolock/monolock/go/pkg/protocol"
@@ -50,7 +51,7 @@ import (
 type Server interface {
 	// LockPage is up to limit locks named after after, in name order,
 	// and whether more follow.
-	LockPage(after string, limit int) (page []server.LockStatus, more bool)
+	LockPage(after string, limit int) (page []listing.Lock, more bool)
 	Kick(sessionID uint64) bool
 	// HeldBackUntil tells whether sessionID is a held-back holder (its
 	// session is gone, its claim keeps its place) and until when.
@@ -76,51 +77,18 @@ type Config struct {
 	AllowedHosts []string
 }
 
-// Session is one session in a lock listing.
-type Session struct {
-	ID       uint64    `json:"session"`
-	Remote   string    `json:"remote"`
-	Identity string    `json:"identity"`
-	Token    uint64    `json:"token,omitempty"`
-	LeaseMS  int64     `json:"lease_ms"`
-	Since    time.Time `json:"since"`
-	Mode     string    `json:"mode"` // ModeExclusive or ModeShared
-	// HeldBackUntil: a held-back holder (see Lock.HeldBackHolders) is
-	// kept until then; absent for a live session.
-	HeldBackUntil *time.Time `json:"held_back_until,omitempty"`
-}
+// Session and Lock are the listing's types (package listing): the server
+// builds them, this API writes them, and its client reads them.
+type (
+	Session = listing.Session
+	Lock    = listing.Lock
+)
 
 // Modes of a claim and of a held lock, as listings name them.
 const (
-	ModeExclusive = "exclusive"
-	ModeShared    = "shared"
+	ModeExclusive = listing.ModeExclusive
+	ModeShared    = listing.ModeShared
 )
-
-// Lock is one lock in a listing.
-type Lock struct {
-	Name string `json:"name"`
-	// Mode is how the holders hold it; absent while nobody does.
-	Mode string `json:"mode,omitempty"`
-	// Limit is the limit of the shared sessions on the lock (0: none);
-	// absent when there are none.
-	Limit *uint16 `json:"limit,omitempty"`
-	// Holder is the first of Holders, null when there are none.
-	Holder  *Session  `json:"holder"`
-	Holders []Session `json:"holders"` // at most MaxListedSessions; holders_total counts them all
-	// HoldersTotal and WaitersTotal count every live holder and waiter,
-	// of which the lists name at most MaxListedSessions each.
-	HoldersTotal int `json:"holders_total"`
-	WaitersTotal int `json:"waiters_total"`
-	// HeldBack counts holders that went silent, whose places are kept for
-	// the lock delay.
-	HeldBack int `json:"held_back,omitempty"`
-	// HeldBackHolders are those holders: their sessions are gone (reset,
-	// or silent under the lock delay), their claims keep their places
-	// until held_back_until; a kick ends one only with force.
-	HeldBackHolders []Session `json:"held_back_holders,omitempty"`
-	Waiters         []Session `json:"waiters"`
-	Blocked         bool      `json:"blocked,omitempty"` // nobody is granted it yet: an exclusive holder went silent (lock delay), or a restart waits out a holder of the previous run
-}
 
 // LocksResponse is the body of GET /v1/locks: one page.
 type LocksResponse struct {
@@ -403,39 +371,16 @@ func (a *api) locks(w http.ResponseWriter, r *http.Request) {
 			"%d lock listings are in progress, the most at once; retry shortly", MaxListings)})
 		return
 	}
-	status, more := a.srv.LockPage(after, limit)
-	resp := LocksResponse{Locks: make([]Lock, 0, len(status))}
+	locks, more := a.srv.LockPage(after, limit)
+	resp := LocksResponse{Locks: append([]Lock{}, locks...)}
 	size := 0
-	for i, l := range status {
+	for i, l := range locks {
 		if size > MaxPageBytes {
-			more = i < len(status) // the rest of this page comes with the next
+			// The rest of this page comes with the next.
+			resp.Locks, more = locks[:i], true
 			break
 		}
-		out := Lock{Name: l.Name, HeldBack: l.HeldBack, Blocked: l.Blocked, HoldersTotal: l.HoldersTotal, WaitersTotal: l.WaitersTotal,
-			Holders: make([]Session, 0, len(l.Holders)), Waiters: make([]Session, 0, len(l.Waiters))}
-		switch {
-		case l.Shared:
-			out.Mode = ModeShared
-		case len(l.Holders) > 0:
-			out.Mode = ModeExclusive
-		}
-		if l.LimitBound {
-			out.Limit = &l.Limit
-		}
-		for _, h := range l.Holders {
-			out.Holders = append(out.Holders, session(h))
-		}
-		if len(out.Holders) > 0 {
-			out.Holder = &out.Holders[0]
-		}
-		for _, s := range l.Waiters {
-			out.Waiters = append(out.Waiters, session(s))
-		}
-		for _, h := range l.HeldBackHolders {
-			out.HeldBackHolders = append(out.HeldBackHolders, session(h))
-		}
-		resp.Locks = append(resp.Locks, out)
-		size += jsonSize(out)
+		size += jsonSize(l)
 	}
 	if more && len(resp.Locks) > 0 {
 		resp.Next = resp.Locks[len(resp.Locks)-1].Name
@@ -468,20 +413,6 @@ func pageParams(rawQuery string) (after string, limit int, err error) {
 		return "", 0, fmt.Errorf("after: %d bytes; want a lock name (at most %d bytes), the \"next\" of the previous page", len(after), protocol.MaxNameLen)
 	}
 	return after, limit, nil
-}
-
-func session(s server.SessionInfo) Session {
-	mode := ModeExclusive
-	if s.Shared {
-		mode = ModeShared
-	}
-	out := Session{ID: s.ID, Remote: s.Remote, Identity: s.Identity, Token: s.Token,
-		LeaseMS: s.Lease.Milliseconds(), Since: s.Since.UTC(), Mode: mode}
-	if !s.HeldBackUntil.IsZero() {
-		until := s.HeldBackUntil.UTC()
-		out.HeldBackUntil = &until
-	}
-	return out
 }
 
 // cell describes the HA cell: this server's role, the active server and

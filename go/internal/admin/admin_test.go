@@ -672,7 +672,7 @@ type blockingServer struct {
 	release chan struct{}
 }
 
-func (b blockingServer) LockPage(after string, limit int) ([]server.LockStatus, bool) {
+func (b blockingServer) LockPage(after string, limit int) ([]admin.Lock, bool) {
 	b.entered <- struct{}{}
 	<-b.release
 	return b.Server.LockPage(after, limit)
@@ -808,19 +808,19 @@ func TestLimitListenerMakesRoomForANewRequest(t *testing.T) {
 // each with a long identity.
 type bigServer struct{ admin.Server }
 
-func (bigServer) LockPage(after string, limit int) ([]server.LockStatus, bool) {
-	var page []server.LockStatus
+func (bigServer) LockPage(after string, limit int) ([]admin.Lock, bool) {
+	var page []admin.Lock
 	for i := 0; i < 300 && len(page) < limit; i++ {
 		name := fmt.Sprintf("lock/%03d", i)
 		if name <= after {
 			continue
 		}
-		st := server.LockStatus{Name: name, Shared: true, HoldersTotal: 17500}
+		lk := admin.Lock{Name: name, Mode: admin.ModeShared, HoldersTotal: 17500}
 		for j := range admin.MaxListedSessions {
-			st.Holders = append(st.Holders, server.SessionInfo{ID: uint64(j), Shared: true,
+			lk.Holders = append(lk.Holders, admin.Session{ID: uint64(j), Mode: admin.ModeShared,
 				Identity: "uri:spiffe://example.org/" + strings.Repeat("x", 150), Remote: "[2001:db8::1]:54321"})
 		}
-		page = append(page, st)
+		page = append(page, lk)
 	}
 	return page, false
 }

@@ -181,7 +181,7 @@ func TestLockDelayAfterSilence(t *testing.T) {
 func (c *client) sessionID(t *testing.T, srv *testServer) uint64 {
 	t.Helper()
 	local := c.conn.LocalAddr().String()
-	for _, l := range srv.LockStatus() {
+	for _, l := range srv.LockListing() {
 		if l.Holder != nil && l.Holder.Remote == local {
 			return l.Holder.ID
 		}
@@ -213,9 +213,9 @@ func TestLockDelayDoesNotDelayCleanCloseOrKick(t *testing.T) {
 	c.expectAcquired()
 }
 
-// LockStatus names each session's address, identity and lease, holder
+// The listing names each session's address, identity and lease, holder
 // first and waiters in queue order.
-func TestLockStatusDetails(t *testing.T) {
+func TestLockListingDetails(t *testing.T) {
 	obs := newCountingObserver()
 	srv := startServer(t, Config{Observer: obs})
 	a, b := dial(t, srv.addr), dial(t, srv.addr)
@@ -224,17 +224,17 @@ func TestLockStatusDetails(t *testing.T) {
 	b.acquire("res", 45000)
 	b.expectWaiting()
 
-	st := srv.LockStatus()
+	st := srv.LockListing()
 	require.Len(t, st, 1)
 	require.NotNil(t, st[0].Holder)
 	h := st[0].Holder
 	assert.Equal(t, a.conn.LocalAddr().String(), h.Remote)
 	assert.Equal(t, "anonymous", h.Identity)
-	assert.Equal(t, 30*time.Second, h.Lease)
+	assert.Equal(t, int64(30000), h.LeaseMS)
 	assert.Equal(t, tok, h.Token)
 	require.Len(t, st[0].Waiters, 1)
 	assert.Equal(t, b.conn.LocalAddr().String(), st[0].Waiters[0].Remote)
-	assert.Equal(t, 45*time.Second, st[0].Waiters[0].Lease)
+	assert.Equal(t, int64(45000), st[0].Waiters[0].LeaseMS)
 	assert.Zero(t, st[0].Waiters[0].Token)
 	locks, holders, waiters := srv.Counts()
 	assert.Equal(t, [3]int{1, 1, 1}, [3]int{locks, holders, waiters})

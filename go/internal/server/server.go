@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/monolock/monolock/go/internal/leaserecord"
+	"github.com/monolock/monolock/go/internal/listing"
 	"github.com/monolock/monolock/go/internal/locktable"
 	"github.com/monolock/monolock/go/internal/lograte"
 	"github.com/monolock/monolock/go/internal/peer"
@@ -155,10 +156,10 @@ type Server struct {
 	// heldBackPlaces counts the held-back holders whose sessions are
 	// forgotten: the places in the session limits they hold.
 	heldBackPlaces int
-	perAddr   map[netip.Addr]int         // open sessions and held-back holders per client address (clientKey), when limited
-	lastID    uint64
-	shutdown  bool
-	drained   chan struct{} // closed when shutdown began and the last session ended
+	perAddr        map[netip.Addr]int // open sessions and held-back holders per client address (clientKey), when limited
+	lastID         uint64
+	shutdown       bool
+	drained        chan struct{} // closed when shutdown began and the last session ended
 
 	sessionsWG sync.WaitGroup // one per live session reader
 }
@@ -589,98 +590,84 @@ func (s *Server) Locks() []locktable.LockInfo {
 	return s.table.Snapshot()
 }
 
-// SessionInfo describes one session holding or waiting for a lock.
-type SessionInfo struct {
-	ID       uint64
-	Remote   string        // client address as host:port
-	Identity string        // see package peer; "anonymous" without a client certificate
-	Lease    time.Duration // the lease the client asked for
-	Token    uint64        // fencing token; 0 while waiting
-	Since    time.Time     // granted at (holder) or queued at (waiter)
-	Shared   bool          // a shared claim, else an exclusive one
-	// HeldBackUntil: a held-back holder's hold ends then (zero for a
-	// live session).
-	HeldBackUntil time.Time
+// LockListing returns every live lock, sorted by name, as the admin API
+// lists it (at most locktable.MaxListed sessions of each kind per lock).
+// Sessions that end while it is built may be listed without remote
+// address and identity.
+func (s *Server) LockListing() []listing.Lock {
+	return s.listLocks(s.table.Snapshot())
 }
 
-// LockStatus is one lock in the admin listing.
-type LockStatus struct {
-	Name string
-	// Shared: held by shared claims. Limit is the limit the shared
-	// sessions on the lock agreed on (0: none), LimitBound whether there
-	// are any.
-	Shared     bool
-	Limit      uint16
-	LimitBound bool
-	Holder     *SessionInfo  // the first of Holders; nil while nobody holds it
-	Holders    []SessionInfo // every live holder, in grant order
-	HeldBack   int           // holders that went silent, kept for the lock delay
-	// HoldersTotal and WaitersTotal count every live holder and waiter;
-	// the lists name at most locktable.MaxListed of each.
-	HoldersTotal, WaitersTotal int
-	// HeldBackHolders are they: gone sessions whose claims keep their
-	// places until HeldBackUntil (kickable with force).
-	HeldBackHolders []SessionInfo
-	Waiters         []SessionInfo // in queue order: the first is promoted next
-	// Blocked: nobody is granted the lock yet: an exclusive holder went
-	// silent or reset its connection (lock delay), or a holder of the
-	// previous run (or leader) may still count on it.
-	Blocked bool
-}
-
-// LockStatus returns every live lock, sorted by name, with the details of its
-// holder and waiters. Sessions that end while the snapshot is taken may be
-// listed without remote address and identity.
-func (s *Server) LockStatus() []LockStatus {
-	return s.lockStatus(s.table.Snapshot())
-}
-
-// LockPage is one page of LockStatus: up to limit locks whose names sort
+// LockPage is one page of the listing: up to limit locks whose names sort
 // after after ("" for the first page), in name order, and whether more
 // follow. Only the page is built, never the whole table. Pages are read
 // one at a time, not as one snapshot: a lock taken or freed meanwhile
 // may be missing or extra, but no name is listed twice or out of order.
-func (s *Server) LockPage(after string, limit int) (page []LockStatus, more bool) {
+func (s *Server) LockPage(after string, limit int) (page []listing.Lock, more bool) {
 	locks, more := s.table.Page(after, limit)
-	return s.lockStatus(locks), more
+	return s.listLocks(locks), more
 }
 
-func (s *Server) lockStatus(locks []locktable.LockInfo) []LockStatus {
-	out := make([]LockStatus, 0, len(locks))
+// listLocks describes the table's locks with what the server knows of
+// their sessions: address, identity, lease, and a held-back holder's end.
+func (s *Server) listLocks(locks []locktable.LockInfo) []listing.Lock {
+	out := make([]listing.Lock, 0, len(locks))
 	for _, l := range locks {
-		st := LockStatus{Name: l.Name, Shared: l.Shared, Limit: l.Limit, HeldBack: l.HeldBack, Blocked: l.Blocked,
+		lk := listing.Lock{Name: l.Name, HeldBack: l.HeldBack, Blocked: l.Blocked,
 			HoldersTotal: l.HoldersTotal, WaitersTotal: l.WaitersTotal,
-			Holders: make([]SessionInfo, 0, len(l.Holders)), Waiters: make([]SessionInfo, 0, len(l.Waiters))}
+			Holders: make([]listing.Session, 0, len(l.Holders)), Waiters: make([]listing.Session, 0, len(l.Waiters))}
+		limitBound := false
 		for _, h := range l.Holders {
-			st.Holders = append(st.Holders, s.sessionInfo(h))
-			st.LimitBound = st.LimitBound || h.Shared
+			lk.Holders = append(lk.Holders, s.listSession(h))
+			limitBound = limitBound || h.Shared
 		}
-		if len(st.Holders) > 0 {
-			st.Holder = &st.Holders[0]
+		if len(lk.Holders) > 0 {
+			lk.Holder = &lk.Holders[0]
 		}
 		for _, w := range l.Waiters {
-			st.LimitBound = st.LimitBound || w.Shared
-			st.Waiters = append(st.Waiters, s.sessionInfo(w))
+			lk.Waiters = append(lk.Waiters, s.listSession(w))
+			limitBound = limitBound || w.Shared
 		}
 		for _, h := range l.HeldBackHolders {
-			st.LimitBound = st.LimitBound || h.Shared
-			info := SessionInfo{ID: h.Session, Token: h.Token, Since: h.Since, Shared: h.Shared}
-			info.HeldBackUntil, _ = s.HeldBackUntil(h.Session)
-			st.HeldBackHolders = append(st.HeldBackHolders, info)
+			hb := listing.Session{ID: h.Session, Token: h.Token, Since: h.Since.UTC(), Mode: modeOf(h.Shared)}
+			if until, ok := s.HeldBackUntil(h.Session); ok {
+				until = until.UTC()
+				hb.HeldBackUntil = &until
+			}
+			lk.HeldBackHolders = append(lk.HeldBackHolders, hb)
+			limitBound = limitBound || h.Shared
 		}
-		out = append(out, st)
+		switch {
+		case l.Shared:
+			lk.Mode = listing.ModeShared
+		case len(l.Holders) > 0:
+			lk.Mode = listing.ModeExclusive
+		}
+		if limitBound {
+			limit := l.Limit
+			lk.Limit = &limit
+		}
+		out = append(out, lk)
 	}
 	return out
 }
 
-func (s *Server) sessionInfo(e locktable.Entry) SessionInfo {
-	info := SessionInfo{ID: e.Session, Token: e.Token, Since: e.Since, Shared: e.Shared}
+// listSession describes a live session of the table for the listing.
+func (s *Server) listSession(e locktable.Entry) listing.Session {
+	out := listing.Session{ID: e.Session, Token: e.Token, Since: e.Since.UTC(), Mode: modeOf(e.Shared)}
 	if sess := s.session(e.Session); sess != nil {
-		info.Remote = sess.conn.RemoteAddr().String()
-		info.Identity = peer.Primary(sess.conn)
-		info.Lease = time.Duration(sess.leaseMS.Load()) * time.Millisecond
+		out.Remote = sess.conn.RemoteAddr().String()
+		out.Identity = peer.Primary(sess.conn)
+		out.LeaseMS = int64(sess.leaseMS.Load())
 	}
-	return info
+	return out
+}
+
+func modeOf(shared bool) string {
+	if shared {
+		return listing.ModeShared
+	}
+	return listing.ModeExclusive
 }
 
 // Counts returns the number of live locks, held locks and queued waiters.
