@@ -497,8 +497,7 @@ func serve(s *serveSetup) int {
 	nodeDone := make(chan struct{})
 	leaveCell := func() { stopNode(); <-nodeDone }
 	if node != nil {
-		node.Bind(srv)
-		go func() { defer close(nodeDone); node.Run(nodeCtx) }()
+		go func() { defer close(nodeDone); node.Run(nodeCtx, srv) }()
 	} else {
 		close(nodeDone)
 	}

@@ -99,7 +99,7 @@ type Node struct {
 	stale  []clientv3.LeaseID  // earlier terms' leases not yet revoked
 }
 
-// New connects to etcd. Bind the server, then Run.
+// New connects to etcd; Run then drives a server.
 func New(cfg Config) (*Node, error) {
 	if cfg.TTL == 0 {
 		cfg.TTL = DefaultTTL
@@ -130,9 +130,6 @@ func New(cfg Config) (*Node, error) {
 	n.leader.Store("")
 	return n, nil
 }
-
-// Bind sets the server the node drives.
-func (n *Node) Bind(s Server) { n.server = s }
 
 // Close closes the etcd client.
 func (n *Node) Close() error {
@@ -241,8 +238,13 @@ func (n *Node) key(name string) string { return n.cfg.Prefix + name }
 // one) is tried again retryTerm later.
 const retryTerm = 500 * time.Millisecond
 
-// Run campaigns, leads while it can, and campaigns again, until ctx ends.
-func (n *Node) Run(ctx context.Context) error {
+// Run campaigns, leads while it can, and campaigns again, until ctx ends,
+// driving srv: it regrants, steps down and holds back locks as the cell
+// requires.
+func (n *Node) Run(ctx context.Context, srv Server) error {
+	// Set before the first term, read by it only: the server is given to
+	// the node where the node starts to drive it, not bound to it later.
+	n.server = srv
 	for ctx.Err() == nil {
 		err := n.term(ctx)
 		if ctx.Err() != nil {
