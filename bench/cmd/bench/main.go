@@ -18,8 +18,10 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"log"
@@ -122,102 +124,155 @@ var fullPlan = plan{
 	semHold:       200 * time.Microsecond,
 }
 
-var quickPlan = plan{
-	throughputFor: 1500 * time.Millisecond,
-	workerCounts:  []int{1, 16, 64},
-	handoffFor:    2 * time.Second,
-	handoffers:    16,
-	idleCounts: map[string][]int{
+// quick is p for development: every workload briefly (a few minutes), the
+// same workers and leases, smaller sizes and fewer runs.
+func (p plan) quick() plan {
+	p.throughputFor = 1500 * time.Millisecond
+	p.handoffFor = 2 * time.Second
+	p.idleCounts = map[string][]int{
 		systems.Monolock:  {2000},
 		systems.Redis:     {2000},
 		systems.Etcd:      {200},
 		systems.ZooKeeper: {200},
 		systems.Postgres:  {100},
-	},
-	idleLease:     10 * time.Second,
-	idleWindow:    3 * time.Second,
-	deadLease:     2 * time.Second,
-	deadTrials:    1,
-	clientFor:     time.Second,
-	safetyLease:   2 * time.Second,
-	safetyRuns:    2,
-	failoverRuns:  1,
-	overlapLease:  2 * time.Second,
-	overlapRuns:   1,
-	sharedFor:     1500 * time.Millisecond,
-	sharedWorkers: []int{1, 16},
-	rwReaders:     []int{4, 16},
-	rwSettle:      2 * time.Millisecond,
-	semWorkers:    16,
-	semLimit:      4,
-	semHold:       200 * time.Microsecond,
+	}
+	p.idleWindow = 3 * time.Second
+	p.deadTrials = 1
+	p.clientFor = time.Second
+	p.safetyRuns = 2
+	p.failoverRuns = 1
+	p.overlapRuns = 1
+	p.sharedFor = 1500 * time.Millisecond
+	return p
 }
 
+// options are the command line of the benchmark.
+type options struct {
+	out, analysis, only       string
+	quick, noPeers, keepPeers bool
+	render                    bool
+	profileDir                string
+	plan                      plan
+	systems, clients, safety  []string // the systems and clients to measure
+	safetyRuns, overlapRuns   int
+}
+
+// benchMain runs the benchmark in its steps: read the command line, set up
+// (peers, the server binary), run the workloads asked for, and write the
+// report (merged into the last full run's when one section ran alone).
 func benchMain() int {
+	o, code := parseOptions()
+	if code >= 0 {
+		return code
+	}
+	log.SetFlags(log.Ltime)
+	if o.render {
+		return renderOnly(o.out, o.analysis)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	raiseFileLimit()
+	r := newResults(o.quick)
+	work, err := os.MkdirTemp("", "monolock-bench-")
+	if err != nil {
+		log.Print(err)
+		return 1
+	}
+	defer os.RemoveAll(work)
+	stopPeers, err := setUpPeers(o)
+	if err != nil {
+		log.Print(err)
+		return 1
+	}
+	defer stopPeers()
+	r.Versions = versions(o.systems)
+	bin, err := monoserver.Build(filepath.Join("..", "go"), work)
+	if err != nil {
+		log.Print(err)
+		return 1
+	}
+	rn := &runner{ctx: ctx, plan: o.plan, bin: bin, work: work, r: r, systems: o.systems, clients: o.clients, profileDir: o.profileDir,
+		safetyRuns: o.safetyRuns, safetyClientNames: o.safety, overlapRuns: o.overlapRuns}
+	if err := runWorkloads(ctx, rn, o.only); err != nil {
+		log.Print(err)
+		return 1
+	}
+	return writeReport(o, r)
+}
+
+// parseOptions reads the command line; code is an exit status when the
+// command must end at once, else -1.
+func parseOptions() (o options, code int) {
 	var (
-		out        = flag.String("out", "../docs", "docs `directory` to write benchmarks.md and bench/*.png into")
-		quick      = flag.Bool("quick", false, "run every workload briefly (a few minutes), for development")
-		only       = flag.String("workloads", strings.Join(allWorkloads, ","), "comma-separated `workloads` to run (safety, failover or overlap alone, or any of shared, rwhandoff and semaphore without the others, keeps the other sections of OUT/bench/results.json)")
 		sysList    = flag.String("systems", strings.Join(systems.All, ","), "comma-separated `systems` to measure")
 		clientList = flag.String("clients", strings.Join(wantedClients, ","), "comma-separated `clients` for the clients workload")
 		safeList   = flag.String("safety-clients", strings.Join(safetyClients, ","), "comma-separated monolock `clients` for the safety workload")
 		safeRuns   = flag.Int("safety-runs", 0, "runs per recipe and fault in the safety workload (`N`; default 5, 2 with -quick)")
 		ovRuns     = flag.Int("overlap-runs", 0, "runs per tool, command and fault in the overlap workload (`N`; default 5, 1 with -quick)")
-		noPeers    = flag.Bool("no-peers", false, "do not install/start/stop peers (they run already)")
-		keepPeers  = flag.Bool("keep-peers", false, "leave the peers running at the end")
-		profileDir = flag.String("profile", "", "write CPU profiles of the monolock server and of this client process into `dir`")
-		render     = flag.Bool("render", false, "only re-render benchmarks.md and the charts from OUT/bench/results.json (after editing analysis.md)")
-		analysis   = flag.String("analysis", "analysis.md", "hand-written `file` appended to benchmarks.md")
 		workers    = flag.String("workers", "", "comma-separated worker `counts` for the throughput workload (default 1,16,64)")
 		cellFor    = flag.Duration("throughput-for", 0, "`duration` of each throughput cell (default 10s, 1.5s with -quick)")
 		sharedFor  = flag.Duration("shared-for", 0, "`duration` of each cell of the shared, rwhandoff and semaphore workloads (default 5s, 1.5s with -quick)")
 	)
+	flag.StringVar(&o.out, "out", "../docs", "docs `directory` to write benchmarks.md and bench/*.png into")
+	flag.BoolVar(&o.quick, "quick", false, "run every workload briefly (a few minutes), for development")
+	flag.StringVar(&o.only, "workloads", strings.Join(allWorkloads, ","), "comma-separated `workloads` to run (safety, failover or overlap alone, or any of shared, rwhandoff and semaphore without the others, keeps the other sections of OUT/bench/results.json)")
+	flag.BoolVar(&o.noPeers, "no-peers", false, "do not install/start/stop peers (they run already)")
+	flag.BoolVar(&o.keepPeers, "keep-peers", false, "leave the peers running at the end")
+	flag.StringVar(&o.profileDir, "profile", "", "write CPU profiles of the monolock server and of this client process into `dir`")
+	flag.BoolVar(&o.render, "render", false, "only re-render benchmarks.md and the charts from OUT/bench/results.json (after editing analysis.md)")
+	flag.StringVar(&o.analysis, "analysis", "analysis.md", "hand-written `file` appended to benchmarks.md")
 	flag.Parse()
-	log.SetFlags(log.Ltime)
-	if *render {
-		return renderOnly(*out, *analysis)
-	}
-	p := fullPlan
-	if *quick {
-		p = quickPlan
+
+	o.plan = fullPlan
+	if o.quick {
+		o.plan = fullPlan.quick()
 	}
 	if *workers != "" {
-		p.workerCounts = nil
+		o.plan.workerCounts = nil
 		for _, f := range strings.Split(*workers, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(f))
 			if err != nil || n < 1 {
 				log.Printf("-workers: %q is not a worker count", f)
-				return 2
+				return o, 2
 			}
-			p.workerCounts = append(p.workerCounts, n)
+			o.plan.workerCounts = append(o.plan.workerCounts, n)
 		}
 	}
 	if *cellFor > 0 {
-		p.throughputFor = *cellFor
+		o.plan.throughputFor = *cellFor
 	}
 	if *sharedFor > 0 {
-		p.sharedFor = *sharedFor
+		o.plan.sharedFor = *sharedFor
 	}
-	want := func(list, item string) bool { return strings.Contains(","+list+",", ","+item+",") }
-	var sysNames []string
-	for _, s := range systems.All {
-		if want(*sysList, s) {
-			sysNames = append(sysNames, s)
+	o.systems = pick(systems.All, *sysList)
+	if len(o.systems) == 0 {
+		log.Printf("-systems: none of %q is one of %s", *sysList, strings.Join(systems.All, ","))
+		return o, 2
+	}
+	o.clients = pick(wantedClients, *clientList)
+	o.safety = pick(safetyClients, *safeList)
+	o.safetyRuns, o.overlapRuns = cmp.Or(*safeRuns, o.plan.safetyRuns), cmp.Or(*ovRuns, o.plan.overlapRuns)
+	return o, -1
+}
+
+// pick keeps the names of all that the comma-separated list names, in the
+// order of all.
+func pick(all []string, list string) []string {
+	var out []string
+	for _, name := range all {
+		if strings.Contains(","+list+",", ","+name+",") {
+			out = append(out, name)
 		}
 	}
-	if len(sysNames) == 0 {
-		log.Printf("-systems: none of %q is one of %s", *sysList, strings.Join(systems.All, ","))
-		return 2
-	}
+	return out
+}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	raiseFileLimit()
-
-	r := &report.Results{
+// newResults starts the results of a run with the machine it runs on.
+func newResults(quick bool) *report.Results {
+	return &report.Results{
 		Started:   time.Now(),
 		Command:   commandLine(),
-		Quick:     *quick,
+		Quick:     quick,
 		Cores:     runtime.NumCPU(),
 		CPUModel:  cpuModel(),
 		GoVersion: runtime.Version(),
@@ -225,58 +280,34 @@ func benchMain() int {
 		LoadStart: loadavg(),
 		Versions:  map[string]string{},
 	}
+}
 
-	work, err := os.MkdirTemp("", "monolock-bench-")
-	if err != nil {
-		log.Print(err)
-		return 1
+// setUpPeers installs and starts the peers that a system of o needs,
+// unless -no-peers; the function it returns stops them (unless
+// -keep-peers).
+func setUpPeers(o options) (stop func(), err error) {
+	stop = func() {}
+	if o.noPeers || !slices.ContainsFunc(o.systems, systems.Peer) {
+		return stop, nil
 	}
-	defer os.RemoveAll(work)
+	if err := peersScript("install"); err != nil {
+		return stop, fmt.Errorf("installing peers: %w", err)
+	}
+	if err := peersScript("start"); err != nil {
+		return stop, fmt.Errorf("starting peers: %w", err)
+	}
+	if o.keepPeers {
+		return stop, nil
+	}
+	return func() {
+		if err := peersScript("stop"); err != nil {
+			log.Printf("stopping peers: %v", err)
+		}
+	}, nil
+}
 
-	if !*noPeers && slices.ContainsFunc(sysNames, systems.Peer) {
-		if err := peersScript("install"); err != nil {
-			log.Printf("installing peers: %v", err)
-			return 1
-		}
-		if err := peersScript("start"); err != nil {
-			log.Printf("starting peers: %v", err)
-			return 1
-		}
-		if !*keepPeers {
-			defer func() {
-				if err := peersScript("stop"); err != nil {
-					log.Printf("stopping peers: %v", err)
-				}
-			}()
-		}
-	}
-	r.Versions = versions(sysNames)
-
-	bin, err := monoserver.Build(filepath.Join("..", "go"), work)
-	if err != nil {
-		log.Print(err)
-		return 1
-	}
-	var clientNames []string
-	for _, c := range wantedClients {
-		if want(*clientList, c) {
-			clientNames = append(clientNames, c)
-		}
-	}
-	var safeNames []string
-	for _, c := range safetyClients {
-		if want(*safeList, c) {
-			safeNames = append(safeNames, c)
-		}
-	}
-	rn := &runner{ctx: ctx, plan: p, bin: bin, work: work, r: r, systems: sysNames, clients: clientNames, profileDir: *profileDir,
-		safetyRuns: p.safetyRuns, safetyClientNames: safeNames, overlapRuns: p.overlapRuns}
-	if *safeRuns > 0 {
-		rn.safetyRuns = *safeRuns
-	}
-	if *ovRuns > 0 {
-		rn.overlapRuns = *ovRuns
-	}
+// runWorkloads runs the workloads that only names, in run order.
+func runWorkloads(ctx context.Context, rn *runner, only string) error {
 	for _, w := range []struct {
 		name string
 		run  func() error
@@ -293,45 +324,47 @@ func benchMain() int {
 		{"rwhandoff", rn.rwHandoff},
 		{"semaphore", rn.semaphore},
 	} {
-		if !want(*only, w.name) {
+		if len(pick([]string{w.name}, only)) == 0 {
 			continue
 		}
 		if err := w.run(); err != nil {
-			log.Printf("%s: %v", w.name, err)
-			return 1
+			return fmt.Errorf("%s: %w", w.name, err)
 		}
 		if ctx.Err() != nil {
-			log.Print("interrupted")
-			return 1
+			return errors.New("interrupted")
 		}
 	}
+	return nil
+}
+
+// writeReport ends r and writes benchmarks.md and the charts; a section
+// that ran alone is merged into the last run's results first.
+func writeReport(o options, r *report.Results) int {
 	r.Duration = time.Since(r.Started)
 	r.LoadEnd = loadavg()
 	r.Notes = notes(r)
-
-	took := time.Since(r.Started)
-	if section := separateSection(*only); section != "" {
+	took := r.Duration
+	if section := separateSection(o.only); section != "" {
 		// Only this section ran: keep every other section of the last run.
 		if r.Shared != nil {
 			r.Shared.Started, r.Shared.Duration, r.Shared.Command = r.Started, r.Duration, r.Command
 			r.Shared.LoadStart, r.Shared.LoadEnd = r.LoadStart, r.LoadEnd
 		}
-		if merged, ok := mergeSection(*out, r, section); ok {
-			log.Printf("merged the %s section into %s", section, filepath.Join(*out, "bench", "results.json"))
+		if merged, ok := mergeSection(o.out, r, section); ok {
+			log.Printf("merged the %s section into %s", section, filepath.Join(o.out, "bench", "results.json"))
 			r = merged
 		}
 	}
-
-	text, err := os.ReadFile(*analysis)
+	text, err := os.ReadFile(o.analysis)
 	if err != nil && !os.IsNotExist(err) {
 		log.Print(err)
 		return 1
 	}
-	if err := report.Write(*out, r, string(text), charts.PNG{}); err != nil {
+	if err := report.Write(o.out, r, string(text), charts.PNG{}); err != nil {
 		log.Print(err)
 		return 1
 	}
-	log.Printf("wrote %s after %s", filepath.Join(*out, "benchmarks.md"), took.Round(time.Second))
+	log.Printf("wrote %s after %s", filepath.Join(o.out, "benchmarks.md"), took.Round(time.Second))
 	return 0
 }
 
