@@ -6,24 +6,23 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"runtime"
-	"slices"
-	"strconv"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/magefile/mage/mg"
 	"github.com/magefile/mage/sh"
+
+	"github.com/monolock/monolock/tools/foreground"
+	"github.com/monolock/monolock/tools/fuzztargets"
+	"github.com/monolock/monolock/tools/peerfree"
 )
 
 // Aliases: a top-level function and a namespace cannot share the name
@@ -78,102 +77,7 @@ func Release() error {
 // go command).
 func Serve(ctx context.Context) error {
 	mg.CtxDeps(ctx, Build)
-	return runForeground(ctx, exec.Command(binPath(), "serve"), "monolock serve", time.Minute)
-}
-
-// runForeground runs cmd with this process's stdin, stdout and stderr until
-// it exits, or until Ctrl-C, SIGTERM or SIGHUP reaches this process or the
-// processes that started it are gone (startersGone); then it sends cmd
-// SIGTERM, its graceful stop, and kills it if it has not exited within
-// grace.
-func runForeground(ctx context.Context, cmd *exec.Cmd, name string, grace time.Duration) error {
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	stops := make(chan os.Signal, 1)
-	// Caught before the start, so that no signal kills this process alone
-	// and leaves the child behind.
-	signal.Notify(stops, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(stops)
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	select {
-	case err := <-exited:
-		return err
-	case <-ctx.Done(): // mage cancels on SIGINT
-	case <-stops:
-	case <-startersGone():
-	}
-	// Windows has no signals.
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		_ = cmd.Process.Kill()
-	}
-	select {
-	case err := <-exited:
-		return err
-	case <-time.After(grace):
-		_ = cmd.Process.Kill()
-		return fmt.Errorf("%s did not stop within %v of SIGTERM; killed", name, grace)
-	}
-}
-
-// startersGone returns a channel closed when the processes that started
-// this one are gone: mage, which runs the compiled magefile, and the go
-// command above it under `go run mage.go`. Neither passes a SIGTERM on to
-// its child, so this one watches them. Unix only: elsewhere it never closes.
-func startersGone() <-chan struct{} {
-	gone := make(chan struct{})
-	parent := os.Getppid()
-	grandparent, ok := parentOf(parent)
-	if runtime.GOOS == "windows" || !ok {
-		return gone
-	}
-	watchGrandparent := commandName(grandparent) == "go"
-	go func() {
-		tick := time.NewTicker(250 * time.Millisecond)
-		defer tick.Stop()
-		for range tick.C {
-			// A process whose parent dies is given a new parent.
-			if os.Getppid() != parent {
-				break
-			}
-			if g, ok := parentOf(parent); watchGrandparent && (!ok || g != grandparent) {
-				break
-			}
-		}
-		close(gone)
-	}()
-	return gone
-}
-
-// parentOf returns the parent process id of pid: from /proc on Linux, from
-// ps elsewhere.
-func parentOf(pid int) (int, bool) {
-	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
-		// "pid (comm) state ppid ...": comm may hold spaces and parentheses.
-		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(fields) > 1 {
-			ppid, err := strconv.Atoi(fields[1])
-			return ppid, err == nil
-		}
-		return 0, false
-	}
-	out, err := exec.Command("ps", "-o", "ppid=", "-p", strconv.Itoa(pid)).Output()
-	if err != nil {
-		return 0, false
-	}
-	ppid, err := strconv.Atoi(strings.TrimSpace(string(out)))
-	return ppid, err == nil
-}
-
-// commandName returns the name of pid's program, without its directory.
-func commandName(pid int) string {
-	if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil {
-		return strings.TrimSpace(string(comm))
-	}
-	out, _ := exec.Command("ps", "-o", "comm=", "-p", strconv.Itoa(pid)).Output()
-	return filepath.Base(strings.TrimSpace(string(out)))
+	return foreground.Run(ctx, exec.Command(binPath(), "serve"), "monolock serve", time.Minute)
 }
 
 // Ha builds monolock and runs a local HA cell until Ctrl-C: a three-member
@@ -190,7 +94,7 @@ func Ha(ctx context.Context) error {
 		return err
 	}
 	// The cell stops its three servers one after the other, each within 15 s.
-	return runForeground(ctx, exec.Command(hacell, "-bin", binPath()), "hacell", 2*time.Minute)
+	return foreground.Run(ctx, exec.Command(hacell, "-bin", binPath()), "hacell", 2*time.Minute)
 }
 
 // Deps installs the system packages the tests need (etcd for the HA tests).
@@ -266,40 +170,7 @@ var benchPeerTests = []string{"github.com/monolock/monolock/bench/internal/chart
 // are free of benchPeerModules. It fails if a package that links one has
 // tests and is not in benchPeerTests: such a test would run nowhere.
 func benchPackages() ([]string, error) {
-	out, err := sh.Output("go", "-C", filepath.Join(root, "bench"), "list", "-f", "{{.ImportPath}} {{len .TestGoFiles}} {{len .XTestGoFiles}}", "./...")
-	if err != nil {
-		return nil, err
-	}
-	var free, untested []string
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		f := strings.Fields(line)
-		if len(f) != 3 {
-			return nil, fmt.Errorf("go list: unexpected line %q", line)
-		}
-		pkg, hasTests := f[0], f[1] != "0" || f[2] != "0"
-		deps, err := sh.Output("go", "-C", filepath.Join(root, "bench"), "list", "-test", "-deps", "-f", "{{with .Module}}{{.Path}}{{end}}", pkg)
-		if err != nil {
-			return nil, err
-		}
-		peer := ""
-		for _, m := range strings.Fields(deps) {
-			for _, p := range benchPeerModules {
-				if strings.HasPrefix(m, p) {
-					peer = m
-				}
-			}
-		}
-		switch {
-		case peer == "":
-			free = append(free, pkg)
-		case hasTests && !slices.Contains(benchPeerTests, pkg):
-			untested = append(untested, pkg+" (links "+peer+")")
-		}
-	}
-	if len(untested) > 0 {
-		return nil, fmt.Errorf("these packages link a peer client or plotting library and have tests, which test:go does not run: %s; move the tested code to a peer-free package, or add the package to benchPeerTests (run by bench)", strings.Join(untested, ", "))
-	}
-	return free, nil
+	return peerfree.Packages(filepath.Join(root, "bench"), benchPeerModules, benchPeerTests)
 }
 
 // Python runs python/scripts/test.sh: its own venv, ruff, mypy --strict, pytest.
@@ -437,39 +308,18 @@ func Fuzz() error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}} {{.Dir}} {{join .TestGoFiles " "}} {{join .XTestGoFiles " "}}`, "./...")
-	cmd.Dir = filepath.Join(root, "go")
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
+	targets, err := fuzztargets.Find(filepath.Join(root, "go"))
 	if err != nil {
 		return err
 	}
 	ran := 0
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 3 {
-			continue // no test files
+	for _, tg := range targets {
+		if err := runIn("go", "go", "test", "-run", "^$", "-fuzz", "^"+tg.Name+"$", "-fuzztime", fuzztime, tg.Pkg); err != nil {
+			return err
 		}
-		pkg, dir := f[0], f[1]
-		for _, file := range f[2:] {
-			src, err := os.ReadFile(filepath.Join(dir, file))
-			if err != nil {
-				return err
-			}
-			for _, l := range strings.Split(string(src), "\n") {
-				// func FuzzName(f *testing.F) {
-				name, rest, ok := strings.Cut(strings.TrimPrefix(l, "func "), "(")
-				if !strings.HasPrefix(l, "func Fuzz") || !ok || !strings.Contains(rest, "*testing.F)") {
-					continue
-				}
-				if err := runIn("go", "go", "test", "-run", "^$", "-fuzz", "^"+name+"$", "-fuzztime", fuzztime, pkg); err != nil {
-					return err
-				}
-				ran++
-				if err := keepCorpus(filepath.Join(gocache, "fuzz", pkg, name), filepath.Join(dir, "testdata", "fuzz", name)); err != nil {
-					return err
-				}
-			}
+		ran++
+		if err := keepCorpus(filepath.Join(gocache, "fuzz", tg.Pkg, tg.Name), filepath.Join(tg.Dir, "testdata", "fuzz", tg.Name)); err != nil {
+			return err
 		}
 	}
 	if ran == 0 {
