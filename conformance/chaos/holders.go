@@ -1,7 +1,9 @@
 package chaos
 
 import (
+	"cmp"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -114,7 +116,11 @@ func analyse(l Lock, ws []Window, end time.Duration) holdings {
 				b.Holders = append(b.Holders, w)
 			}
 		}
-		slices.SortFunc(b.Holders, func(x, y Window) int { return int(x.Start - y.Start) })
+		// By start, then by worker: holders come from a map, and a report
+		// must read the same every time.
+		slices.SortFunc(b.Holders, func(x, y Window) int {
+			return cmp.Or(cmp.Compare(x.Start, y.Start), strings.Compare(x.Worker, y.Worker), cmp.Compare(x.Token, y.Token))
+		})
 	}
 	return h
 }
