@@ -51,4 +51,3 @@ type Lock struct {
 	Waiters         []Session `json:"waiters"`
 	Blocked         bool      `json:"blocked,omitempty"` // nobody is granted it yet: an exclusive holder went silent (lock delay), or a restart waits out a holder of the previous run
 }
-

@@ -14,9 +14,9 @@ import (
 // crash). The lease record (leaserecord.Record) says how long: one
 // wait for every lock, which covers the leases up to its threshold, and
 // longer waits by lock name. The first is afterRestart, the second
-// holdBack. Claims queue meanwhile and are granted in arrival order. After
+// claims.Registry.HoldName. Claims queue meanwhile and are granted in arrival order. After
 // a clean stop the record keeps only the locks whose holders may not have
-// heard of it (see leaseEnded).
+// heard of it (see claims.Registry.Detach).
 
 // afterRestart returns tokens that are unavailable before until; the
 // server calls Regrant once they are available (see New).
@@ -41,51 +41,9 @@ func (r *restartWait) Next() (uint64, error) {
 	return r.Tokens.Next()
 }
 
-// holdBack keeps name from being granted until until, as the lock delay
-// does after a silent holder: new claims queue behind it, the listing
-// shows the lock blocked, and the first waiter is granted it then.
-func (s *Server) holdBack(name string, until time.Time) {
-	s.table.Block(name) // false: blocked already; the longer hold decides
-	s.holdUntil(name, until, time.Now())
-}
-
-// HoldBack is holdBack for a new leader of an HA cell, for a lock that a
-// holder under the previous leader may still count on.
-func (s *Server) HoldBack(name string, until time.Time) { s.holdBack(name, until) }
-
-// holdUntil ends the block on name (Block) at until, or later if another
-// hold of it lasts longer: every block ends here, so a shorter hold never
-// ends a longer one. A lock delay is no block: the silent holder keeps
-// its place among the holders (dropClaimHeldBack), so it never ends one
-// either.
-// start is when the lock was let go, for the promotion's latency.
-func (s *Server) holdUntil(name string, until, start time.Time) {
-	s.holdsMu.Lock()
-	prev, armed := s.holdEnds[name]
-	if !armed || until.After(prev) {
-		s.holdEnds[name] = until
-	}
-	s.holdsMu.Unlock()
-	if !armed {
-		time.AfterFunc(time.Until(until), func() { s.unhold(name, start) })
-	}
-}
-
-// unhold unblocks name once its longest hold has passed.
-func (s *Server) unhold(name string, start time.Time) {
-	s.holdsMu.Lock()
-	if wait := time.Until(s.holdEnds[name]); wait > 0 {
-		s.holdsMu.Unlock()
-		time.AfterFunc(wait, func() { s.unhold(name, start) })
-		return
-	}
-	delete(s.holdEnds, name)
-	// Under holdsMu, so that a hold that comes next blocks the lock anew
-	// rather than finding it still blocked and ending unenforced.
-	promoted, failed := s.table.Unblock(name)
-	s.holdsMu.Unlock()
-	s.handOver(promoted, failed, start)
-}
+// HoldBack keeps name from being granted until until, for a new leader of
+// an HA cell: a holder under the previous leader may still count on it.
+func (s *Server) HoldBack(name string, until time.Time) { s.claims.HoldName(name, until) }
 
 // logRestartWait says, at start, what the previous run left to wait out.
 func logRestartWait(log *slog.Logger, all time.Time, locks map[string]time.Time) {

@@ -19,7 +19,7 @@ import (
 // (srv keeps serving its sessions; the runs share only the files.)
 func crash(t *testing.T, srv *testServer) {
 	t.Helper()
-	srv.Server.leases.Close()
+	srv.Server.claims.Record().Close()
 	require.NoError(t, srv.Server.tokens.Close())
 }
 

@@ -1,7 +1,14 @@
 // Package server is the monolock lock server: it accepts TCP connections,
 // speaks the wire protocol of pkg/protocol on each, and keeps the lock table.
 //
-// One connection is one session and one claim on one lock. Each session has a
+// The server is in three layers that call one way: this package is the
+// connection layer (bytes in, frames out, deadlines, TLS, drain, the
+// session limits), package claims the claim layer (admission, the lease
+// record, holds, hand-over, listing), and package locktable decides grants.
+// A claim reaches back to its connection only through its claims.Sink,
+// which a session implements. See docs/how-it-works.md.
+//
+// Today one connection is one session and one claim on one lock. Each session has a
 // single reader goroutine at a time (the one that reads the ACQUIRE hands
 // over to a fresh one, with the minimum stack, for the heartbeats) and no
 // timers of its own: the handshake timeout and the lease are read deadlines
@@ -27,15 +34,15 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/netip"
 	"sync"
 	"time"
 
+	"github.com/monolock/monolock/go/internal/claims"
 	"github.com/monolock/monolock/go/internal/leaserecord"
 	"github.com/monolock/monolock/go/internal/listing"
 	"github.com/monolock/monolock/go/internal/locktable"
 	"github.com/monolock/monolock/go/internal/lograte"
-	"github.com/monolock/monolock/go/internal/peer"
+	"github.com/monolock/monolock/go/internal/sessionlimit"
 	"github.com/monolock/monolock/go/internal/tokenstore"
 	"github.com/monolock/monolock/go/pkg/protocol"
 )
@@ -48,13 +55,9 @@ const DefaultHandshakeTimeout = 10 * time.Second
 // hold up the goroutine that writes to it (a promoter, or shutdown).
 const writeTimeout = 5 * time.Second
 
-// Authorizer decides whether the peer on conn may claim the lock name. It
-// runs after the name passed validation; an error ends the session with
-// ERROR 0x18. conn is the accepted connection (a *tls.Conn once TLS is
-// configured), so an implementation can look at the peer's identity.
-type Authorizer interface {
-	Authorize(conn net.Conn, name string) error
-}
+// Authorizer decides whether the peer on conn may claim the lock name (see
+// claims.Authorizer); an error ends the session with ERROR 0x18.
+type Authorizer = claims.Authorizer
 
 // Config configures a Server. The zero value of every optional field is a
 // sensible default.
@@ -117,49 +120,33 @@ type Config struct {
 // with Shutdown.
 type Server struct {
 	handshakeTimeout time.Duration
-	authorizer       Authorizer
 	maxSessions      int
 	maxPerAddr       int
-	perAddrV6Bits    int // PerAddrIPv6Prefix
-	lockDelay        time.Duration
-	maxLease         time.Duration
 	obs              Observer
 	log              *slog.Logger
 	tokens           Tokens
 	gate             Gate // nil: always active (a single server)
-	// leases records in the data directory what a holder could still
-	// count on after a crash (a single server; an HA cell's leader has a
-	// record in etcd, from gate). A session keeps the record it was
-	// admitted into.
-	leases *leaserecord.Record
 	// restartUntil is when a restarted server may grant again (see
 	// afterRestart); zero on a first start. Locks that must wait longer
-	// are held back by name (see holdBack).
+	// are held back by name (claims.Registry.HoldName).
 	restartUntil time.Time
-	table        *locktable.Table
-	// holdEnds are the blocked locks' ends (holdUntil); the longest
-	// decides.
-	holdsMu  sync.Mutex
-	holdEnds map[string]time.Time
+	// claims is the claim layer, limits the places of the session limits
+	// (held by connections, and by held-back claims after theirs).
+	claims *claims.Registry
+	limits *sessionlimit.Limits
 
 	// What a peer can cause at will, without credentials: counted, and
 	// logged at a bounded rate.
 	noise NoiseObserver
-	holds HoldObserver
 	lines noisyLines
 	sleep func(time.Duration) // time.Sleep; tests record the accept back-off
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
 	sessions  map[uint64]*session
-	heldBack  map[uint64]*heldBackHolder // by their ended sessions' ids
-	// heldBackPlaces counts the held-back holders whose sessions are
-	// forgotten: the places in the session limits they hold.
-	heldBackPlaces int
-	perAddr        map[netip.Addr]int // open sessions and held-back holders per client address (clientKey), when limited
-	lastID         uint64
-	shutdown       bool
-	drained        chan struct{} // closed when shutdown began and the last session ended
+	lastID    uint64
+	shutdown  bool
+	drained   chan struct{} // closed when shutdown began and the last session ended
 
 	sessionsWG sync.WaitGroup // one per live session reader
 }
@@ -192,27 +179,23 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		gate:             cfg.Gate,
 		handshakeTimeout: cfg.HandshakeTimeout,
-		authorizer:       cfg.Authorizer,
 		maxSessions:      cfg.MaxSessions,
 		maxPerAddr:       cfg.MaxSessionsPerAddr,
-		perAddrV6Bits:    cmp.Or(cfg.PerAddrIPv6Prefix, DefaultPerAddrIPv6Prefix),
-		lockDelay:        cfg.LockDelay,
-		maxLease:         cfg.MaxLease,
-		obs:              obs,
-		log:              log,
-		tokens:           cfg.Tokens,
-		listeners:        make(map[net.Listener]struct{}),
-		sessions:         make(map[uint64]*session),
-		heldBack:         make(map[uint64]*heldBackHolder),
-		holdEnds:         make(map[string]time.Time),
-		perAddr:          make(map[netip.Addr]int),
-		drained:          make(chan struct{}),
+		limits: sessionlimit.New(cfg.MaxSessions, cfg.MaxSessionsPerAddr,
+			cmp.Or(cfg.PerAddrIPv6Prefix, DefaultPerAddrIPv6Prefix)),
+		obs:       obs,
+		log:       log,
+		tokens:    cfg.Tokens,
+		listeners: make(map[net.Listener]struct{}),
+		sessions:  make(map[uint64]*session),
+		drained:   make(chan struct{}),
 	}
+	var leases *leaserecord.Record
 	var heldBack map[string]time.Time
 	if s.tokens == nil {
 		// The store calls back into s (tokens ready again, or failing):
 		// not before its first block is reserved, which Open does before
-		// it returns, and s.table is set right after.
+		// it returns, and s.claims is set right after.
 		store, err := tokenstore.Open(cfg.DataDir, tokenstore.Options{
 			BlockSize:  cfg.tokenBlock,
 			Floor:      cfg.TokenFloor,
@@ -224,25 +207,32 @@ func New(cfg Config) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		leases, err := leaserecord.Open(cfg.DataDir, leaserecord.Options{NamedLease: cfg.namedLease, FreshDir: store.Fresh()})
+		leases, err = leaserecord.Open(cfg.DataDir, leaserecord.Options{NamedLease: cfg.namedLease, FreshDir: store.Fresh()})
 		if err != nil {
 			store.Close()
 			return nil, err
 		}
-		s.leases = leases
 		s.restartUntil, heldBack = leases.Inherited()
 		s.tokens = afterRestart(store, s.restartUntil)
 		logRestartWait(log, s.restartUntil, heldBack)
 	}
-	s.table = locktable.New(s.tokens)
 	s.noise, _ = obs.(NoiseObserver)
 	if s.noise == nil {
 		s.noise = nopNoise{}
 	}
-	s.holds, _ = obs.(HoldObserver)
-	if s.holds == nil {
-		s.holds = nopHolds{}
+	holds, _ := obs.(HoldObserver)
+	if holds == nil {
+		holds = nopHolds{}
 	}
+	var gate claims.Gate
+	if cfg.Gate != nil {
+		gate = cfg.Gate // not a typed nil
+	}
+	s.claims = claims.New(claims.Config{
+		Table: locktable.New(s.tokens), Record: leases, Gate: gate,
+		Authorizer: cfg.Authorizer, MaxLease: cfg.MaxLease, LockDelay: cfg.LockDelay,
+		Observer: obs, Holds: holds, Log: log,
+	})
 	s.lines = newNoisyLines(log)
 	s.sleep = time.Sleep
 	if wait := time.Until(s.restartUntil); wait > 0 {
@@ -251,7 +241,7 @@ func New(cfg Config) (*Server, error) {
 		time.AfterFunc(wait, s.Regrant)
 	}
 	for name, until := range heldBack {
-		s.holdBack(name, until)
+		s.claims.HoldName(name, until)
 	}
 	return s, nil
 }
@@ -264,16 +254,10 @@ type Tokens interface {
 	Close() error
 }
 
-// Gate decides, in an HA cell, whether this server is the active one.
+// Gate decides, in an HA cell, whether this server is the active one
+// (claims.Gate), and describes the cell.
 type Gate interface {
-	// Active reports whether this server may acknowledge sessions at now;
-	// if not, active is the address of the server that may ("" if unknown).
-	Active(now time.Time) (ok bool, active string)
-	// Leases is the cell's lease record while this server leads (nil
-	// otherwise): a session is acknowledged only once it admitted the
-	// session's lease, so that a server that takes over holds its lock
-	// back that long.
-	Leases() *leaserecord.Record
+	claims.Gate
 	// Status describes the cell as this server sees it.
 	Status() CellStatus
 }
@@ -318,21 +302,11 @@ func (s *Server) StepDown(reason string) {
 
 // Regrant hands out the locks whose waiters could not get a token while
 // the token source had none; the source calls it once tokens are back.
-func (s *Server) Regrant() {
-	start := time.Now()
-	promoted, failed := s.table.Regrant()
-	s.handOver(promoted, failed, start)
-	if len(promoted) > 0 {
-		s.log.Info("fencing tokens available again; waiting claims granted", "claims", len(promoted))
-	}
-}
+func (s *Server) Regrant() { s.claims.Regrant() }
 
 // TokenFailure reports a failed token reservation. The store retries once
 // per interval, so this logs at most that often; waiters stay queued.
-func (s *Server) TokenFailure(err error) {
-	s.obs.TokenReservationFailed()
-	s.log.Error("cannot reserve fencing tokens; grants wait until the data directory is writable again", "err", err)
-}
+func (s *Server) TokenFailure(err error) { s.claims.TokenFailure(err) }
 
 // Serve accepts connections on ln until Shutdown, then returns nil. Any other
 // accept failure that is not temporary is returned. Serve closes ln.
@@ -381,15 +355,6 @@ func isTemporary(err error) bool {
 	return errors.As(err, &t) && t.Temporary()
 }
 
-// leaseRecord is the record new sessions are admitted into: the data
-// directory's, or the cell's while this server leads; nil if none.
-func (s *Server) leaseRecord() *leaserecord.Record {
-	if s.gate != nil {
-		return s.gate.Leases()
-	}
-	return s.leases
-}
-
 func (s *Server) isShutdown() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -412,7 +377,8 @@ func (s *Server) startSession(conn net.Conn) {
 		conn.Close()
 		return
 	}
-	if reason := s.overLimitLocked(conn); reason != "" {
+	place, reason := s.limits.Take(conn.RemoteAddr())
+	if reason != "" {
 		s.mu.Unlock()
 		// Before any reply: the client sees a failed connection, which it
 		// retries like any temporary failure.
@@ -427,83 +393,31 @@ func (s *Server) startSession(conn net.Conn) {
 		return
 	}
 	s.lastID++
-	sess := newSession(s, s.lastID, conn)
+	sess := newSession(s, s.lastID, conn, place)
 	s.sessions[sess.id()] = sess
 	s.sessionsWG.Add(1)
 	s.mu.Unlock()
 	go s.runSession(sess)
 }
 
-// forgetSession forgets a session whose reader has finished: it leaves the
-// session table and the connection limits.
+// forgetSession forgets a session whose reader has finished (its place
+// in the session limits is given back or handed to its held-back claim
+// already: claims.Registry.Detach).
 func (s *Server) forgetSession(sess *session) {
 	s.mu.Lock()
 	delete(s.sessions, sess.id())
-	if h := s.heldBack[sess.id()]; h != nil {
-		s.takePlaceLocked(h) // its holder is held back: the place is the holder's now
-	}
-	s.leavePerAddrLocked(clientKey(remoteIP(sess.conn), s.perAddrV6Bits))
 	s.mu.Unlock()
 	s.sessionsWG.Done()
 }
 
-// leavePerAddrLocked gives a place of the per-address limit back. Caller
-// holds s.mu.
-func (s *Server) leavePerAddrLocked(ip netip.Addr) {
-	if s.maxPerAddr > 0 {
-		if s.perAddr[ip]--; s.perAddr[ip] <= 0 {
-			delete(s.perAddr, ip)
-		}
-	}
-}
-
 // Reasons a connection is refused, as passed to Observer.Refused.
 const (
-	RefusedMaxSessions = "max_sessions"
-	RefusedPerAddr     = "per_address"
+	RefusedMaxSessions = sessionlimit.RefusedTotal
+	RefusedPerAddr     = sessionlimit.RefusedPerAddr
 )
 
-// overLimitLocked counts conn against the connection limits and returns ""
-// if it may become a session, else why not. Caller holds s.mu.
-func (s *Server) overLimitLocked(conn net.Conn) string {
-	if s.maxSessions > 0 && len(s.sessions)+s.heldBackPlaces >= s.maxSessions {
-		return RefusedMaxSessions
-	}
-	if s.maxPerAddr > 0 {
-		ip := clientKey(remoteIP(conn), s.perAddrV6Bits)
-		if s.perAddr[ip] >= s.maxPerAddr {
-			return RefusedPerAddr
-		}
-		s.perAddr[ip]++
-	}
-	return ""
-}
-
 // DefaultPerAddrIPv6Prefix: an IPv6 client counts by its /64.
-const DefaultPerAddrIPv6Prefix = 64
-
-// clientKey is what the per-address limit counts ip under: an IPv6
-// address masked to its first v6Bits bits, an IPv4 address itself.
-func clientKey(ip netip.Addr, v6Bits int) netip.Addr {
-	if !ip.Is6() || v6Bits >= 128 {
-		return ip
-	}
-	p, err := ip.WithZone("").Prefix(v6Bits)
-	if err != nil {
-		return ip
-	}
-	return p.Addr()
-}
-
-// remoteIP is the client's IP address (IPv4-mapped IPv6 unmapped), or the
-// zero Addr for a connection that is not IP.
-func remoteIP(conn net.Conn) netip.Addr {
-	if ta, ok := conn.RemoteAddr().(*net.TCPAddr); ok {
-		return ta.AddrPort().Addr().Unmap()
-	}
-	ap, _ := netip.ParseAddrPort(conn.RemoteAddr().String())
-	return ap.Addr().Unmap()
-}
+const DefaultPerAddrIPv6Prefix = sessionlimit.DefaultIPv6Prefix
 
 // Shutdown stops the server: it closes the listeners, stops all grants, sends
 // ERROR 0x01 to every session and closes it. No waiter is promoted from the
@@ -520,10 +434,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	sessions := s.sessionsLocked()
 	s.mu.Unlock()
 	// Before any session ends: a holder's end must not promote its waiters.
-	s.table.Close()
+	s.claims.Close()
 
 	if first {
 		s.lines.flush() // the counts of suppressed lines, before the last words
+		s.claims.FlushLog()
 		// Each session gets its ERROR from its own goroutine, so a peer that
 		// does not read stalls only itself (for at most writeTimeout).
 		s.sessionsWG.Add(len(sessions))
@@ -535,12 +450,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 		go func() {
 			s.sessionsWG.Wait()
-			if rec := s.leaseRecord(); rec != nil {
-				// Every session has ended: the next run (leader) waits
-				// only for the holders that may not know (see leaseEnded).
-				if err := rec.Drained(); err != nil {
-					s.log.Error("cannot record the clean stop; the next start (leader) waits out this run's leases", "err", err)
-				}
+			// Every session has ended: the next run (leader) waits only
+			// for the holders that may not know (claims.Registry.Detach).
+			if err := s.claims.Drained(); err != nil {
+				s.log.Error("cannot record the clean stop; the next start (leader) waits out this run's leases", "err", err)
 			}
 			s.tokens.Close()
 			close(s.drained)
@@ -586,94 +499,34 @@ func (s *Server) Kick(sessionID uint64) bool {
 }
 
 // Locks returns a snapshot of every live lock with its holder and waiters.
-func (s *Server) Locks() []locktable.LockInfo {
-	return s.table.Snapshot()
-}
+func (s *Server) Locks() []locktable.LockInfo { return s.claims.Locks() }
 
 // LockListing returns every live lock, sorted by name, as the admin API
-// lists it (at most locktable.MaxListed sessions of each kind per lock).
-// Sessions that end while it is built may be listed without remote
-// address and identity.
-func (s *Server) LockListing() []listing.Lock {
-	return s.listLocks(s.table.Snapshot())
-}
+// lists it (claims.Registry.LockListing).
+func (s *Server) LockListing() []listing.Lock { return s.claims.LockListing() }
 
-// LockPage is one page of the listing: up to limit locks whose names sort
-// after after ("" for the first page), in name order, and whether more
-// follow. Only the page is built, never the whole table. Pages are read
-// one at a time, not as one snapshot: a lock taken or freed meanwhile
-// may be missing or extra, but no name is listed twice or out of order.
+// LockPage is one page of the listing (claims.Registry.LockPage).
 func (s *Server) LockPage(after string, limit int) (page []listing.Lock, more bool) {
-	locks, more := s.table.Page(after, limit)
-	return s.listLocks(locks), more
-}
-
-// listLocks describes the table's locks with what the server knows of
-// their sessions: address, identity, lease, and a held-back holder's end.
-func (s *Server) listLocks(locks []locktable.LockInfo) []listing.Lock {
-	out := make([]listing.Lock, 0, len(locks))
-	for _, l := range locks {
-		lk := listing.Lock{Name: l.Name, HeldBack: l.HeldBack, Blocked: l.Blocked,
-			HoldersTotal: l.HoldersTotal, WaitersTotal: l.WaitersTotal,
-			Holders: make([]listing.Session, 0, len(l.Holders)), Waiters: make([]listing.Session, 0, len(l.Waiters))}
-		limitBound := false
-		for _, h := range l.Holders {
-			lk.Holders = append(lk.Holders, s.listSession(h))
-			limitBound = limitBound || h.Shared
-		}
-		if len(lk.Holders) > 0 {
-			lk.Holder = &lk.Holders[0]
-		}
-		for _, w := range l.Waiters {
-			lk.Waiters = append(lk.Waiters, s.listSession(w))
-			limitBound = limitBound || w.Shared
-		}
-		for _, h := range l.HeldBackHolders {
-			hb := listing.Session{ID: h.Session, Token: h.Token, Since: h.Since.UTC(), Mode: modeOf(h.Shared)}
-			if until, ok := s.HeldBackUntil(h.Session); ok {
-				until = until.UTC()
-				hb.HeldBackUntil = &until
-			}
-			lk.HeldBackHolders = append(lk.HeldBackHolders, hb)
-			limitBound = limitBound || h.Shared
-		}
-		switch {
-		case l.Shared:
-			lk.Mode = listing.ModeShared
-		case len(l.Holders) > 0:
-			lk.Mode = listing.ModeExclusive
-		}
-		if limitBound {
-			limit := l.Limit
-			lk.Limit = &limit
-		}
-		out = append(out, lk)
-	}
-	return out
-}
-
-// listSession describes a live session of the table for the listing.
-func (s *Server) listSession(e locktable.Entry) listing.Session {
-	out := listing.Session{ID: e.Session, Token: e.Token, Since: e.Since.UTC(), Mode: modeOf(e.Shared)}
-	if sess := s.session(e.Session); sess != nil {
-		out.Remote = sess.conn.RemoteAddr().String()
-		out.Identity = peer.Primary(sess.conn)
-		out.LeaseMS = int64(sess.leaseMS.Load())
-	}
-	return out
-}
-
-func modeOf(shared bool) string {
-	if shared {
-		return listing.ModeShared
-	}
-	return listing.ModeExclusive
+	return s.claims.LockPage(after, limit)
 }
 
 // Counts returns the number of live locks, held locks and queued waiters.
-func (s *Server) Counts() (locks, holders, waiters int) {
-	return s.table.Counts()
-}
+func (s *Server) Counts() (locks, holders, waiters int) { return s.claims.Counts() }
+
+// HeldBackUntil returns when the hold of session id's held-back holder
+// ends, if session id is one.
+func (s *Server) HeldBackUntil(id uint64) (time.Time, bool) { return s.claims.HeldBackUntil(id) }
+
+// KickHeldBack ends the hold of session id's held-back holder now and
+// hands its lock on, and reports whether there was one. Nobody can tell
+// that holder (its connection is gone): it may still be working, and
+// from now on only the fencing token protects the resource against it.
+func (s *Server) KickHeldBack(id uint64) bool { return s.claims.KickHeldBack(id) }
+
+// HeldBack returns the number of held-back holders: sessions that are
+// gone but whose claims still hold their places, and count against the
+// session limits.
+func (s *Server) HeldBack() int { return s.claims.HeldBack() }
 
 // Ready reports whether the server is accepting sessions and can grant: it
 // serves at least one listener, is not shutting down, its token store can
@@ -683,7 +536,7 @@ func (s *Server) Ready() bool {
 	if s.tokens.Failure() != nil {
 		return false // no grant can be made until the disk recovers
 	}
-	if rec := s.leaseRecord(); rec != nil && rec.Failure() != nil {
+	if rec := s.claims.Record(); rec != nil && rec.Failure() != nil {
 		return false // nor can a claim whose lease needs a write be acknowledged
 	}
 	if s.RestartWait() > 0 {
@@ -735,6 +588,7 @@ func (s *Server) runSession(sess *session) {
 				s.lines.tls.Log("remote", tc.RemoteAddr(), "err", err)
 			}
 			sess.endAndHandOver(nil, "")
+			sess.place.Leave()
 			s.forgetSession(sess)
 			return
 		}
@@ -758,23 +612,13 @@ type nopNoise struct{}
 
 // HoldObserver is an optional extension of Observer: an Observer that also
 // has HeldBack is told of every lock held back from the next waiter after
-// its holder ended without a release.
-type HoldObserver interface {
-	// HeldBack: a holder's lock is kept from the next waiter for a while;
-	// cause is HeldBackReset or HeldBackLockDelay.
-	HeldBack(cause string)
-}
+// its holder ended without a release (claims.HoldObserver).
+type HoldObserver = claims.HoldObserver
 
-// The causes of HoldObserver.HeldBack. A hold is logged as "holder gone
-// without a release; lock held back" whatever its cause; the metric tells
-// them apart.
+// The causes of HoldObserver.HeldBack (see package claims).
 const (
-	// HeldBackReset: the holder's connection ended with a TCP reset (its
-	// lock is kept for the rest of its lease, or the lock delay if longer).
-	HeldBackReset = "reset"
-	// HeldBackLockDelay: the holder went silent past its lease and
-	// --lock-delay keeps its lock that much longer.
-	HeldBackLockDelay = "lock_delay"
+	HeldBackReset     = claims.HeldBackReset
+	HeldBackLockDelay = claims.HeldBackLockDelay
 )
 
 type nopHolds struct{}
@@ -787,7 +631,7 @@ func (nopNoise) TLSHandshakeFailed() {}
 // noisyLines are the log lines a flood can cause, one rate limit each:
 // the first few of every interval, then one summary with the count.
 type noisyLines struct {
-	accept, tls, maxSessions, perAddr, leaseRecord, heldBack, aclRefused *lograte.Line
+	accept, tls, maxSessions, perAddr *lograte.Line
 }
 
 func newNoisyLines(log *slog.Logger) noisyLines {
@@ -799,18 +643,11 @@ func newNoisyLines(log *slog.Logger) noisyLines {
 		tls:         line(slog.LevelInfo, "TLS handshake failed"),
 		maxSessions: line(slog.LevelWarn, "session limit reached; refusing connections"),
 		perAddr:     line(slog.LevelWarn, "per-address session limit reached; refusing connections"),
-		leaseRecord: line(slog.LevelError, "cannot record a longer lease; refusing sessions with it"),
-		// A client that acquires and resets, again and again, makes one
-		// of these per connection.
-		heldBack: line(slog.LevelInfo, "holder gone without a release; lock held back"),
-		// An operator's first question when a client is refused; a
-		// client can be refused again and again.
-		aclRefused: line(slog.LevelWarn, "claim refused by the ACL"),
 	}
 }
 
 func (n noisyLines) flush() {
-	for _, l := range []*lograte.Line{n.accept, n.tls, n.maxSessions, n.perAddr, n.leaseRecord, n.heldBack, n.aclRefused} {
+	for _, l := range []*lograte.Line{n.accept, n.tls, n.maxSessions, n.perAddr} {
 		l.Flush()
 	}
 }

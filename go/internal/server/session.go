@@ -9,15 +9,14 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/monolock/monolock/go/internal/leaserecord"
-	"github.com/monolock/monolock/go/internal/locktable"
+	"github.com/monolock/monolock/go/internal/claims"
 	"github.com/monolock/monolock/go/internal/peer"
+	"github.com/monolock/monolock/go/internal/sessionlimit"
 	"github.com/monolock/monolock/go/pkg/protocol"
 )
 
@@ -34,7 +33,8 @@ import (
 type session struct {
 	srv   *Server
 	conn  net.Conn
-	claim locktable.Claim // claim.Session is the session's id
+	claim claims.Claim // its id is the session's; the session is its sink
+	place sessionlimit.Place
 
 	// state is 0 while the session lives. Whichever goroutine ends it sets
 	// it (under wmu) to stateEnded, and to the UnixNano until which the
@@ -51,13 +51,8 @@ type session struct {
 	// 96-byte allocation.)
 	ending sync.Mutex
 
-	wmu     sync.Mutex
-	leaseMS atomic.Uint32 // the client's lease, for the admin listing
-	wbuf    [9]byte       // guarded by wmu: WAITING or ACQUIRED, built without allocating
-
-	// leases is the record admit entered the lease into (the data
-	// directory's, or the cell's of the term that acknowledged it).
-	leases *leaserecord.Record
+	wmu  sync.Mutex
+	wbuf [9]byte // guarded by wmu: WAITING or ACQUIRED, built without allocating
 }
 
 // stateEnded is session.state once the session is ended, unless a final
@@ -73,14 +68,14 @@ func (ss *session) ended() bool { return ss.state.Load() != 0 }
 // half-closing and draining lets the peer read it and close first.
 const lingerTimeout = time.Second
 
-func newSession(srv *Server, id uint64, conn net.Conn) *session {
-	ss := &session{srv: srv, conn: conn}
-	ss.claim.Session = id
+func newSession(srv *Server, id uint64, conn net.Conn, place sessionlimit.Place) *session {
+	ss := &session{srv: srv, conn: conn, place: place}
+	ss.claim.Init(id, ss)
 	return ss
 }
 
 // id is the session's number, unique in this server's run.
-func (ss *session) id() uint64 { return ss.claim.Session }
+func (ss *session) id() uint64 { return ss.claim.ID() }
 
 // inputSize is the reader's input buffer: one read of it takes a whole
 // ACQUIRE with a name of up to inputSize-8 bytes, where reading field by
@@ -189,12 +184,7 @@ func (in *input) skipBuffered(b byte) int {
 
 // wireError is the ERROR a session ends with: a canonical code plus an
 // optional reason that replaces the canonical text.
-type wireError struct {
-	code   *protocol.Error
-	reason string
-}
-
-func (e *wireError) Error() string { return e.code.Error() + ": " + e.reason }
+type wireError = claims.WireError
 
 // errFinished stops the reader of a session that someone else ended.
 var errFinished = errors.New("session finished")
@@ -244,27 +234,24 @@ func (ss *session) heartbeats(hs *handshakeInput) {
 // when the lease would have run out after the last valid message (zero
 // for a session never acknowledged).
 func (ss *session) finish(err error, until time.Time) {
-	defer ss.srv.forgetSession(ss)
 	var we *wireError
 	var pe *protocol.Error
 	switch {
 	case errors.As(err, &we):
-		ss.srv.log.Debug("session error", "session", ss.id(), "remote", ss.conn.RemoteAddr(), "code", we.code.Code, "reason", we.reason)
-		ss.endAndHandOver(we.code, we.reason)
+		ss.srv.log.Debug("session error", "session", ss.id(), "remote", ss.conn.RemoteAddr(), "code", we.Code.Code, "reason", we.Reason)
+		ss.endAndHandOver(we.Code, we.Reason)
 	case errors.As(err, &pe):
 		ss.srv.log.Debug("session error", "session", ss.id(), "remote", ss.conn.RemoteAddr(), "code", pe.Code)
 		ss.endAndHandOver(pe, "")
 	case errors.Is(err, errSilent):
 		ss.srv.log.Debug("session expired", "session", ss.id(), "remote", ss.conn.RemoteAddr())
-		if ss.endHoldingBack(nil, "", ss.srv.lockDelay, HeldBackLockDelay) {
-			ss.srv.obs.Expired()
-		}
+		ss.end(nil, "", endExpired, until)
 	case errors.Is(err, errReset):
 		// A reset is no release: a middlebox or a rebooted host may have
 		// sent it, and the holder may not know yet. Its lock is kept until
 		// the lease would have run out, as for a silent holder.
 		ss.srv.log.Debug("session reset", "session", ss.id(), "remote", ss.conn.RemoteAddr())
-		ss.endHoldingBack(nil, "", max(time.Until(until), ss.srv.lockDelay), HeldBackReset)
+		ss.end(nil, "", endReset, until)
 	default:
 		// Peer closed, handshake timeout, or ended by someone else: close
 		// without a message. This is how every session ends, so the Debug
@@ -275,7 +262,8 @@ func (ss *session) finish(err error, until time.Time) {
 		ss.endAndHandOver(nil, "")
 	}
 	peerClosed := ss.drainAndClose()
-	ss.srv.leaseEnded(ss, err, until, peerClosed)
+	ss.srv.claims.Detach(&ss.claim, ss.place, peerClosed || errors.Is(err, io.EOF), until)
+	ss.srv.forgetSession(ss)
 }
 
 // tlsHandshakeFailed reports whether err ended a TLS connection before its
@@ -311,21 +299,6 @@ func (ss *session) drainAndClose() (peerClosed bool) {
 	return peerClosed
 }
 
-// admissionInputs finds what the admission of req reads besides req: the
-// server's policy now, the ACL's verdict for this client, and the limit the
-// name's shared claims agreed on.
-func (ss *session) admissionInputs(req claimRequest) admissionInputs {
-	in := admissionInputs{maxLease: ss.srv.maxLease}
-	in.active, in.leader = ss.srv.activeNow()
-	if a := ss.srv.authorizer; a != nil {
-		in.acl = a.Authorize(ss.conn, req.name)
-	}
-	if req.shared {
-		in.limit, in.bound = ss.srv.table.Limit(req.name)
-	}
-	return in
-}
-
 // handshake reads the ACQUIRE, registers the claim and answers it. It
 // records in hs when the lease runs from and how long it is, or returns why
 // the session ended.
@@ -351,27 +324,13 @@ func (ss *session) handshake(hs *handshakeInput) error {
 	if err != nil {
 		return err
 	}
-	leaseMS, name := acq.LeaseMS, acq.Name
 	lastSeen := time.Now()
-	lease := time.Duration(leaseMS) * time.Millisecond
-	req := claimRequest{name: name, lease: lease, shared: acq.Shared(), limit: acq.Limit}
-	if refused := admission(req, ss.admissionInputs(req)); refused != nil {
-		if refused.code == protocol.ErrNotAuthorized {
-			ss.srv.lines.aclRefused.Log("lock", name, "identities", strings.Join(peer.Identities(ss.conn), " "),
-				"remote", ss.conn.RemoteAddr().String())
+	lease := time.Duration(acq.LeaseMS) * time.Millisecond
+	req := claims.Request{Name: acq.Name, Lease: lease, Shared: acq.Shared(), Limit: acq.Limit, Conn: ss.conn}
+	if err := ss.srv.claims.Admit(&ss.claim, req); err != nil {
+		if errors.Is(err, claims.ErrEnded) {
+			return errFinished // kicked during the handshake
 		}
-		return refused
-	}
-	ss.claim.Shared, ss.claim.Limit = req.shared, req.limit
-	// Only a claim that will be acknowledged enters the lease record: one
-	// refused above (a lease over --max-lease, the ACL, a limit the
-	// name's shared sessions do not share) is nothing a restart has to
-	// wait out.
-	if err := ss.srv.admit(ss, name, lease); err != nil {
-		return err
-	}
-	ss.leaseMS.Store(leaseMS) // from here on finish tells the record (leaseEnded)
-	if err := ss.register(name); err != nil {
 		return err
 	}
 	if err := ss.reply(); err != nil {
@@ -393,7 +352,7 @@ func (ss *session) beat(in *input, src *source, lastSeen time.Time, lease time.D
 		if err := ss.conn.SetReadDeadline(until); err != nil {
 			return until, err
 		}
-		// endHoldingBack, from another goroutine, sets state before it
+		// end, from another goroutine, sets state before it
 		// moves the deadline; checking after setting ours means one of the
 		// two deadlines that wake us is in force.
 		if ss.ended() {
@@ -453,36 +412,8 @@ func (ss *session) replyFailed(err error) error {
 	return errReset
 }
 
-// register puts the session's claim into the lock table, unless the session
-// has already been ended by someone else (a kick during the handshake): the
-// check and the insert happen under wmu, which endHoldingBack takes to set
-// state, so a claim never enters the table after the session's end dropped it.
-func (ss *session) register(name string) error {
-	ss.wmu.Lock()
-	defer ss.wmu.Unlock()
-	if ss.ended() {
-		return errFinished
-	}
-	ss.claim.Name = name
-	granted, err := ss.srv.table.Acquire(&ss.claim)
-	if err != nil {
-		if errors.Is(err, locktable.ErrClosed) {
-			return protocol.ErrShuttingDown
-		}
-		if errors.Is(err, locktable.ErrLimitMismatch) {
-			return ss.srv.limitMismatch(name, ss.claim.Limit)
-		}
-		ss.srv.log.Error("cannot issue a fencing token", "err", err)
-		return &wireError{protocol.ErrShuttingDown, "cannot issue a fencing token"}
-	}
-	if granted {
-		ss.srv.obs.Granted()
-	}
-	return nil
-}
-
 func unknownType(t uint8) error {
-	return &wireError{protocol.ErrUnknownMessage, fmt.Sprintf("unknown message type: 0x%02x", t)}
+	return &wireError{Code: protocol.ErrUnknownMessage, Reason: fmt.Sprintf("unknown message type: 0x%02x", t)}
 }
 
 // reply answers an ACQUIRE or HEARTBEAT with the session's state at the
@@ -490,7 +421,7 @@ func unknownType(t uint8) error {
 // Deciding under wmu, which a promotion also takes, keeps the order right:
 // a WAITING is never written after the promotion's ACQUIRED.
 func (ss *session) reply() error {
-	if err := ss.srv.active(); err != nil {
+	if err := ss.srv.claims.MayAcknowledge(); err != nil {
 		return err // never acknowledge for a cell this server no longer leads
 	}
 	ss.wmu.Lock()
@@ -507,19 +438,16 @@ func (ss *session) reply() error {
 	return ss.writeLocked(frame)
 }
 
-// promote sends the unsolicited ACQUIRED of a promotion and reports whether
-// it was written. A failed write ends the session; its reader then hands
-// the lock to the next waiter.
-func (ss *session) promote() bool {
-	if ss.srv.active() != nil {
-		return false // stepping down ends this session
-	}
+// Granted sends the unsolicited ACQUIRED of a promotion (claims.Sink) and
+// reports whether it was written. A failed write ends the session; its
+// reader then hands the lock to the next waiter.
+func (ss *session) Granted(token uint64) bool {
 	ss.wmu.Lock()
 	defer ss.wmu.Unlock()
 	if ss.ended() {
 		return false
 	}
-	if err := ss.writeLocked(protocol.AppendAcquired(ss.wbuf[:0], ss.claim.Token())); err != nil {
+	if err := ss.writeLocked(protocol.AppendAcquired(ss.wbuf[:0], token)); err != nil {
 		ss.conn.Close()
 		return false
 	}
@@ -542,17 +470,35 @@ func (ss *session) writeLocked(frame []byte) error {
 // connection. Either way a blocked reader wakes up. It reports whether this
 // call ended the session.
 func (ss *session) endAndHandOver(final *protocol.Error, reason string) bool {
-	return ss.endHoldingBack(final, reason, 0, "")
+	return ss.end(final, reason, endRelease, time.Time{})
 }
 
-// endHoldingBack is endAndHandOver, but a positive hold keeps the session's
-// lock from the next waiter for that long (the lock delay after a silent
-// holder, the rest of the lease after a reset); cause (HeldBackReset or
-// HeldBackLockDelay) says which, for the metrics.
+// End is endAndHandOver for the claim layer (claims.Sink).
+func (ss *session) End(final *protocol.Error, reason string) bool {
+	return ss.endAndHandOver(final, reason)
+}
+
+// Peer describes the client for the listing (claims.Sink).
+func (ss *session) Peer() (remote, identity string) {
+	return ss.conn.RemoteAddr().String(), peer.Primary(ss.conn)
+}
+
+// claimEnd says how a session's end ends its claim.
+type claimEnd uint8
+
+const (
+	endRelease claimEnd = iota // the lock goes on at once
+	endExpired                 // the lease ran out: held back for the lock delay
+	endReset                   // the connection was reset: held back until the lease ends
+)
+
+// end is endAndHandOver, ending the claim as how says: an expired or
+// reset holder keeps its lock from the next waiter for a while (see
+// claims.Registry.Expire and Reset; until is when the lease runs out).
 //
 // The final ERROR is written before the claim is dropped: a kicked holder
 // must be told before the next waiter is granted its lock.
-func (ss *session) endHoldingBack(final *protocol.Error, reason string, hold time.Duration, cause string) bool {
+func (ss *session) end(final *protocol.Error, reason string, how claimEnd, until time.Time) bool {
 	ss.wmu.Lock()
 	if ss.ended() {
 		ss.wmu.Unlock()
@@ -564,10 +510,13 @@ func (ss *session) endHoldingBack(final *protocol.Error, reason string, hold tim
 	defer ss.ending.Unlock()
 
 	written := final != nil && ss.writeFinal(final, reason)
-	if hold > 0 {
-		ss.srv.dropClaimHeldBack(&ss.claim, clientKey(remoteIP(ss.conn), ss.srv.perAddrV6Bits), hold, cause)
-	} else {
-		ss.srv.dropClaim(&ss.claim)
+	switch how {
+	case endExpired:
+		ss.srv.claims.Expire(&ss.claim)
+	case endReset:
+		ss.srv.claims.Reset(&ss.claim, until)
+	default:
+		ss.srv.claims.Release(&ss.claim)
 	}
 	cw, ok := ss.conn.(interface{ CloseWrite() error })
 	if !written || !ok || cw.CloseWrite() != nil {
@@ -593,3 +542,5 @@ func (ss *session) writeFinal(final *protocol.Error, reason string) bool {
 	ss.srv.obs.ErrorSent(final.Code)
 	return true
 }
+
+func errText(e *protocol.Error) string { return protocol.ErrCodeName(e.Code) }

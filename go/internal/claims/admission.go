@@ -1,18 +1,23 @@
-package server
+package claims
 
 import (
 	"fmt"
+	"net"
+	"strconv"
 	"time"
 
 	"github.com/monolock/monolock/go/pkg/protocol"
 )
 
-// claimRequest is what a decoded ACQUIRE asks for.
-type claimRequest struct {
-	name   string
-	lease  time.Duration
-	shared bool
-	limit  uint16
+// Request is what a decoded ACQUIRE asks for, and the connection it came
+// on: the ACL looks at its peer's identity. The claim layer never reads
+// from or writes to it.
+type Request struct {
+	Name   string
+	Lease  time.Duration
+	Shared bool
+	Limit  uint16
+	Conn   net.Conn
 }
 
 // admissionInputs is everything else the admission of a claim reads, each
@@ -39,30 +44,45 @@ type admissionInputs struct {
 // else the ERROR that refuses it. The checks come in the protocol's
 // order after those of the frame itself (docs/protocol.md): the server's
 // maximum lease, the active server, the ACL, the limit agreement.
-func admission(req claimRequest, in admissionInputs) *wireError {
+func admission(req Request, in admissionInputs) *WireError {
 	switch {
-	case in.maxLease > 0 && req.lease > in.maxLease:
+	case in.maxLease > 0 && req.Lease > in.maxLease:
 		// The protocol has no upper bound; an operator may set one, so
 		// that a holder that vanishes without a FIN cannot keep a lock
 		// for days.
-		return &wireError{protocol.ErrInvalidLease, fmt.Sprintf("lease %d ms is above this server's maximum of %d ms",
-			req.lease.Milliseconds(), in.maxLease.Milliseconds())}
+		return &WireError{protocol.ErrInvalidLease, fmt.Sprintf("lease %d ms is above this server's maximum of %d ms",
+			req.Lease.Milliseconds(), in.maxLease.Milliseconds())}
 	case !in.active:
 		return notActive(in.leader) // a passive server of an HA cell: the client moves on
 	case in.acl != nil:
-		return &wireError{protocol.ErrNotAuthorized, protocol.ErrCodeName(protocol.ErrNotAuthorized.Code) + ": " + in.acl.Error()}
-	case req.shared && in.bound && in.limit != req.limit:
-		return limitMismatchError(req.limit, in.limit)
+		return &WireError{protocol.ErrNotAuthorized, protocol.ErrCodeName(protocol.ErrNotAuthorized.Code) + ": " + in.acl.Error()}
+	case req.Shared && in.bound && in.limit != req.Limit:
+		return limitMismatchError(req.Limit, in.limit)
 	}
 	return nil
 }
 
 // notActive is the ERROR 0x01 of a passive server, which names the active
 // one when it knows it.
-func notActive(leader string) *wireError {
+func notActive(leader string) *WireError {
 	reason := "not the active server"
 	if leader != "" {
 		reason += "; the active server is " + leader
 	}
-	return &wireError{protocol.ErrShuttingDown, reason}
+	return &WireError{protocol.ErrShuttingDown, reason}
+}
+
+// limitMismatchError is the ERROR 0x1a for a shared claim with limit mine
+// on a name whose shared claims agreed on theirs; it says both.
+func limitMismatchError(mine, theirs uint16) *WireError {
+	return &WireError{protocol.ErrLimitMismatch, fmt.Sprintf("limit %s differs from the limit %s of the shared sessions on this lock",
+		limitText(mine), limitText(theirs))}
+}
+
+// limitText says a shared claim's limit, 0 being none.
+func limitText(limit uint16) string {
+	if limit == 0 {
+		return "0 (none)"
+	}
+	return strconv.Itoa(int(limit))
 }

@@ -1,4 +1,4 @@
-package server
+package claims
 
 import (
 	"errors"
@@ -14,12 +14,12 @@ import (
 // refusal wins when several apply (the protocol's order).
 func TestAdmission(t *testing.T) {
 	acl := errors.New("no ACL rule lets anonymous take it")
-	exclusive := claimRequest{name: "jobs/x", lease: 10 * time.Second}
-	shared2 := claimRequest{name: "pool", lease: 10 * time.Second, shared: true, limit: 2}
+	exclusive := Request{Name: "jobs/x", Lease: 10 * time.Second}
+	shared2 := Request{Name: "pool", Lease: 10 * time.Second, Shared: true, Limit: 2}
 	open := admissionInputs{active: true}
 	for _, c := range []struct {
 		name   string
-		req    claimRequest
+		req    Request
 		in     admissionInputs
 		code   *protocol.Error // nil: admitted
 		reason string
@@ -56,8 +56,8 @@ func TestAdmission(t *testing.T) {
 			continue
 		}
 		if assert.NotNil(t, got, c.name) {
-			assert.Equal(t, c.code, got.code, c.name)
-			assert.Equal(t, c.reason, got.reason, c.name)
+			assert.Equal(t, c.code, got.Code, c.name)
+			assert.Equal(t, c.reason, got.Reason, c.name)
 		}
 	}
 }

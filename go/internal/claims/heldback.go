@@ -1,0 +1,117 @@
+package claims
+
+import (
+	"time"
+
+	"github.com/monolock/monolock/go/internal/sessionlimit"
+)
+
+// The causes of a hold, as passed to HoldObserver.HeldBack. A hold is
+// logged as "holder gone without a release; lock held back" whatever its
+// cause; the metric tells them apart.
+const (
+	// HeldBackReset: the holder's connection ended with a TCP reset (its
+	// lock is kept for the rest of its lease, or the lock delay if longer).
+	HeldBackReset = "reset"
+	// HeldBackLockDelay: the holder went silent past its lease and
+	// --lock-delay keeps its lock that much longer.
+	HeldBackLockDelay = "lock_delay"
+)
+
+// heldBack is the hold of a claim whose holder ended without a release
+// (its connection was reset, or it went silent under a lock delay): it
+// keeps its place among the lock's holders until until, as it may still
+// be touching the resource. It has no connection any more, but it is
+// still a claim: listed, counted against the session limits once its
+// connection's place is handed to it (Detach), and kickable (KickHeldBack).
+type heldBack struct {
+	until time.Time
+	timer *time.Timer
+	place sessionlimit.Place // the place of its connection, once that is gone
+}
+
+// endHoldingBack ends c; if c held the lock, it stays among the holders
+// for delay, so nobody who would not fit beside it is granted the lock
+// before then. The hold is counted under cause. It reports whether c was
+// held back.
+func (r *Registry) endHoldingBack(c *Claim, delay time.Duration, cause string) bool {
+	start := time.Now()
+	r.mu.Lock()
+	c.ended = true
+	isHeld, promoted, failed := r.table.ReleaseHeldBack(&c.entry)
+	if isHeld {
+		c.hold = &heldBack{until: start.Add(delay)}
+		r.heldBack++
+		// Under r.mu: endHold, which takes it, cannot run before the
+		// timer is set.
+		c.hold.timer = time.AfterFunc(delay, func() { r.endHold(c, start) })
+	} else {
+		delete(r.claims, c.ID())
+	}
+	granted, refused := r.claimsOfLocked(promoted, failed)
+	r.mu.Unlock()
+	r.handOver(granted, refused, start)
+	if !isHeld {
+		return false
+	}
+	r.holds.HeldBack(cause)
+	if rec := r.Record(); rec != nil {
+		rec.Hold(c.entry.Name, start.Add(delay)) // also for the next run (leader)
+	}
+	r.lines.heldBack.Log("lock", c.entry.Name, "delay", delay)
+	return true
+}
+
+// endHold ends c's hold: it leaves the table, its lock goes on, and the
+// place it took over is free. It reports whether c was held back.
+func (r *Registry) endHold(c *Claim, since time.Time) bool {
+	r.mu.Lock()
+	h := c.hold
+	if h == nil {
+		r.mu.Unlock()
+		return false
+	}
+	c.hold = nil
+	r.heldBack--
+	h.timer.Stop()
+	h.place.Leave()
+	delete(r.claims, c.ID())
+	promoted, failed := r.table.Release(&c.entry)
+	granted, refused := r.claimsOfLocked(promoted, failed)
+	r.mu.Unlock()
+	r.handOver(granted, refused, since)
+	return true
+}
+
+// HeldBackUntil returns when the hold of claim id ends, if it is held back.
+func (r *Registry) HeldBackUntil(id uint64) (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c := r.claims[id]; c != nil && c.hold != nil {
+		return c.hold.until, true
+	}
+	return time.Time{}, false
+}
+
+// KickHeldBack ends the hold of claim id now and hands its lock on, and
+// reports whether it was held back. Nobody can tell its holder (its
+// connection is gone): it may still be working, and from now on only the
+// fencing token protects the resource against it.
+func (r *Registry) KickHeldBack(id uint64) bool {
+	r.mu.Lock()
+	c := r.claims[id]
+	r.mu.Unlock()
+	if c == nil || !r.endHold(c, time.Now()) {
+		return false
+	}
+	r.log.Info("held-back holder kicked", "session", id)
+	return true
+}
+
+// HeldBack returns the number of held-back holders: claims whose
+// connections are gone but which still hold their places.
+func (r *Registry) HeldBack() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.heldBack
+}

@@ -1,0 +1,94 @@
+package claims
+
+import (
+	"github.com/monolock/monolock/go/internal/listing"
+	"github.com/monolock/monolock/go/internal/locktable"
+)
+
+// LockListing returns every live lock, sorted by name, as the admin API
+// lists it (at most locktable.MaxListed sessions of each kind per lock).
+// Claims that end while it is built may be listed without remote address
+// and identity.
+func (r *Registry) LockListing() []listing.Lock {
+	return r.listLocks(r.table.Snapshot())
+}
+
+// LockPage is one page of the listing: up to limit locks whose names sort
+// after after ("" for the first page), in name order, and whether more
+// follow. Only the page is built, never the whole table. Pages are read
+// one at a time, not as one snapshot: a lock taken or freed meanwhile may
+// be missing or extra, but no name is listed twice or out of order.
+func (r *Registry) LockPage(after string, limit int) (page []listing.Lock, more bool) {
+	locks, more := r.table.Page(after, limit)
+	return r.listLocks(locks), more
+}
+
+// Locks returns a snapshot of every live lock with its holders and waiters.
+func (r *Registry) Locks() []locktable.LockInfo { return r.table.Snapshot() }
+
+// Counts returns the number of live locks, held locks and queued waiters.
+func (r *Registry) Counts() (locks, holders, waiters int) { return r.table.Counts() }
+
+// listLocks describes the table's locks with what the layer knows of
+// their claims: address, identity, lease, and a held-back holder's end.
+func (r *Registry) listLocks(locks []locktable.LockInfo) []listing.Lock {
+	out := make([]listing.Lock, 0, len(locks))
+	for _, l := range locks {
+		lk := listing.Lock{Name: l.Name, HeldBack: l.HeldBack, Blocked: l.Blocked,
+			HoldersTotal: l.HoldersTotal, WaitersTotal: l.WaitersTotal,
+			Holders: make([]listing.Session, 0, len(l.Holders)), Waiters: make([]listing.Session, 0, len(l.Waiters))}
+		limitBound := false
+		for _, h := range l.Holders {
+			lk.Holders = append(lk.Holders, r.listClaim(h))
+			limitBound = limitBound || h.Shared
+		}
+		if len(lk.Holders) > 0 {
+			lk.Holder = &lk.Holders[0]
+		}
+		for _, w := range l.Waiters {
+			lk.Waiters = append(lk.Waiters, r.listClaim(w))
+			limitBound = limitBound || w.Shared
+		}
+		for _, h := range l.HeldBackHolders {
+			hb := listing.Session{ID: h.Session, Token: h.Token, Since: h.Since.UTC(), Mode: modeOf(h.Shared)}
+			if until, ok := r.HeldBackUntil(h.Session); ok {
+				until = until.UTC()
+				hb.HeldBackUntil = &until
+			}
+			lk.HeldBackHolders = append(lk.HeldBackHolders, hb)
+			limitBound = limitBound || h.Shared
+		}
+		switch {
+		case l.Shared:
+			lk.Mode = listing.ModeShared
+		case len(l.Holders) > 0:
+			lk.Mode = listing.ModeExclusive
+		}
+		if limitBound {
+			limit := l.Limit
+			lk.Limit = &limit
+		}
+		out = append(out, lk)
+	}
+	return out
+}
+
+// listClaim describes a live claim of the table for the listing.
+func (r *Registry) listClaim(e locktable.Entry) listing.Session {
+	out := listing.Session{ID: e.Session, Token: e.Token, Since: e.Since.UTC(), Mode: modeOf(e.Shared)}
+	r.mu.Lock()
+	c := r.claims[e.Session]
+	r.mu.Unlock()
+	if c != nil {
+		out.Remote, out.Identity = c.sink.Peer()
+		out.LeaseMS = int64(c.LeaseMS())
+	}
+	return out
+}
+
+func modeOf(shared bool) string {
+	if shared {
+		return listing.ModeShared
+	}
+	return listing.ModeExclusive
+}
