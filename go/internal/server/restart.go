@@ -41,10 +41,6 @@ func (r *restartWait) Next() (uint64, error) {
 	return r.Tokens.Next()
 }
 
-// HoldBack keeps name from being granted until until, for a new leader of
-// an HA cell: a holder under the previous leader may still count on it.
-func (s *Server) HoldBack(name string, until time.Time) { s.claims.HoldName(name, until) }
-
 // logRestartWait says, at start, what the previous run left to wait out.
 func logRestartWait(log *slog.Logger, all time.Time, locks map[string]time.Time) {
 	wait := max(time.Until(all), 0)

@@ -119,20 +119,19 @@ type Config struct {
 // Server is a monolock server. Create it with New, run it with Serve, stop it
 // with Shutdown.
 type Server struct {
-	handshakeTimeout time.Duration
-	maxSessions      int
-	maxPerAddr       int
-	obs              Observer
-	log              *slog.Logger
-	tokens           Tokens
-	gate             Gate // nil: always active (a single server)
+	// sessionEnv is what the sessions use: the claim layer (claims),
+	// obs, log, handshakeTimeout.
+	sessionEnv
+	maxSessions int
+	maxPerAddr  int
+	tokens      Tokens
+	gate        Gate // nil: always active (a single server)
 	// restartUntil is when a restarted server may grant again (see
 	// afterRestart); zero on a first start. Locks that must wait longer
 	// are held back by name (claims.Registry.HoldName).
 	restartUntil time.Time
-	// claims is the claim layer, limits the places of the session limits
-	// (held by connections, and by held-back claims after theirs).
-	claims *claims.Registry
+	// limits counts the places of the session limits (held by
+	// connections, and by held-back claims after theirs).
 	limits *sessionlimit.Limits
 
 	// What a peer can cause at will, without credentials: counted, and
@@ -177,14 +176,12 @@ func New(cfg Config) (*Server, error) {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	s := &Server{
-		gate:             cfg.Gate,
-		handshakeTimeout: cfg.HandshakeTimeout,
-		maxSessions:      cfg.MaxSessions,
-		maxPerAddr:       cfg.MaxSessionsPerAddr,
+		sessionEnv:  sessionEnv{obs: obs, log: log, handshakeTimeout: cfg.HandshakeTimeout},
+		gate:        cfg.Gate,
+		maxSessions: cfg.MaxSessions,
+		maxPerAddr:  cfg.MaxSessionsPerAddr,
 		limits: sessionlimit.New(cfg.MaxSessions, cfg.MaxSessionsPerAddr,
 			cmp.Or(cfg.PerAddrIPv6Prefix, DefaultPerAddrIPv6Prefix)),
-		obs:       obs,
-		log:       log,
 		tokens:    cfg.Tokens,
 		listeners: make(map[net.Listener]struct{}),
 		sessions:  make(map[uint64]*session),
@@ -233,6 +230,7 @@ func New(cfg Config) (*Server, error) {
 		Authorizer: cfg.Authorizer, MaxLease: cfg.MaxLease, LockDelay: cfg.LockDelay,
 		Observer: obs, Holds: holds, Log: log,
 	})
+	s.forget = s.forgetSession
 	s.lines = newNoisyLines(log)
 	s.sleep = time.Sleep
 	if wait := time.Until(s.restartUntil); wait > 0 {
@@ -303,6 +301,10 @@ func (s *Server) StepDown(reason string) {
 // Regrant hands out the locks whose waiters could not get a token while
 // the token source had none; the source calls it once tokens are back.
 func (s *Server) Regrant() { s.claims.Regrant() }
+
+// HoldBack keeps name from being granted until until, for a new leader of
+// an HA cell: a holder under the previous leader may still count on it.
+func (s *Server) HoldBack(name string, until time.Time) { s.claims.HoldName(name, until) }
 
 // TokenFailure reports a failed token reservation. The store retries once
 // per interval, so this logs at most that often; waiters stay queued.
@@ -393,7 +395,7 @@ func (s *Server) startSession(conn net.Conn) {
 		return
 	}
 	s.lastID++
-	sess := newSession(s, s.lastID, conn, place)
+	sess := newSession(&s.sessionEnv, s.lastID, conn, place)
 	s.sessions[sess.id()] = sess
 	s.sessionsWG.Add(1)
 	s.mu.Unlock()

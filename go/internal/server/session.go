@@ -31,7 +31,7 @@ import (
 // stack never shrinks back to it once the handshake has grown it, so the
 // fresh one keeps an idle session at one 2 KiB stack instead of 4 KiB.
 type session struct {
-	srv   *Server
+	env   *sessionEnv
 	conn  net.Conn
 	claim claims.Claim // its id is the session's; the session is its sink
 	place sessionlimit.Place
@@ -68,8 +68,19 @@ func (ss *session) ended() bool { return ss.state.Load() != 0 }
 // half-closing and draining lets the peer read it and close first.
 const lingerTimeout = time.Second
 
-func newSession(srv *Server, id uint64, conn net.Conn, place sessionlimit.Place) *session {
-	ss := &session{srv: srv, conn: conn, place: place}
+// sessionEnv is what a session needs of its server: the claim layer, the
+// observer and logger, the handshake timeout, and how to be forgotten
+// once its reader has finished. A session never reaches the Server itself.
+type sessionEnv struct {
+	claims           *claims.Registry
+	obs              Observer
+	log              *slog.Logger
+	handshakeTimeout time.Duration
+	forget           func(*session)
+}
+
+func newSession(env *sessionEnv, id uint64, conn net.Conn, place sessionlimit.Place) *session {
+	ss := &session{env: env, conn: conn, place: place}
 	ss.claim.Init(id, ss)
 	return ss
 }
@@ -238,32 +249,32 @@ func (ss *session) finish(err error, until time.Time) {
 	var pe *protocol.Error
 	switch {
 	case errors.As(err, &we):
-		ss.srv.log.Debug("session error", "session", ss.id(), "remote", ss.conn.RemoteAddr(), "code", we.Code.Code, "reason", we.Reason)
+		ss.env.log.Debug("session error", "session", ss.id(), "remote", ss.conn.RemoteAddr(), "code", we.Code.Code, "reason", we.Reason)
 		ss.endAndHandOver(we.Code, we.Reason)
 	case errors.As(err, &pe):
-		ss.srv.log.Debug("session error", "session", ss.id(), "remote", ss.conn.RemoteAddr(), "code", pe.Code)
+		ss.env.log.Debug("session error", "session", ss.id(), "remote", ss.conn.RemoteAddr(), "code", pe.Code)
 		ss.endAndHandOver(pe, "")
 	case errors.Is(err, errSilent):
-		ss.srv.log.Debug("session expired", "session", ss.id(), "remote", ss.conn.RemoteAddr())
+		ss.env.log.Debug("session expired", "session", ss.id(), "remote", ss.conn.RemoteAddr())
 		ss.end(nil, "", endExpired, until)
 	case errors.Is(err, errReset):
 		// A reset is no release: a middlebox or a rebooted host may have
 		// sent it, and the holder may not know yet. Its lock is kept until
 		// the lease would have run out, as for a silent holder.
-		ss.srv.log.Debug("session reset", "session", ss.id(), "remote", ss.conn.RemoteAddr())
+		ss.env.log.Debug("session reset", "session", ss.id(), "remote", ss.conn.RemoteAddr())
 		ss.end(nil, "", endReset, until)
 	default:
 		// Peer closed, handshake timeout, or ended by someone else: close
 		// without a message. This is how every session ends, so the Debug
 		// arguments are only boxed when they will be logged.
-		if ss.srv.log.Enabled(context.Background(), slog.LevelDebug) {
-			ss.srv.log.Debug("session closed", "session", ss.id(), "remote", ss.conn.RemoteAddr(), "err", err)
+		if ss.env.log.Enabled(context.Background(), slog.LevelDebug) {
+			ss.env.log.Debug("session closed", "session", ss.id(), "remote", ss.conn.RemoteAddr(), "err", err)
 		}
 		ss.endAndHandOver(nil, "")
 	}
 	peerClosed := ss.drainAndClose()
-	ss.srv.claims.Detach(&ss.claim, ss.place, peerClosed || errors.Is(err, io.EOF), until)
-	ss.srv.forgetSession(ss)
+	ss.env.claims.Detach(&ss.claim, ss.place, peerClosed || errors.Is(err, io.EOF), until)
+	ss.env.forget(ss)
 }
 
 // tlsHandshakeFailed reports whether err ended a TLS connection before its
@@ -304,7 +315,7 @@ func (ss *session) drainAndClose() (peerClosed bool) {
 // the session ended.
 func (ss *session) handshake(hs *handshakeInput) error {
 	// The whole ACQUIRE must arrive within the handshake timeout.
-	if err := ss.conn.SetReadDeadline(time.Now().Add(ss.srv.handshakeTimeout)); err != nil {
+	if err := ss.conn.SetReadDeadline(time.Now().Add(ss.env.handshakeTimeout)); err != nil {
 		return err
 	}
 	t, err := hs.readByte()
@@ -327,7 +338,7 @@ func (ss *session) handshake(hs *handshakeInput) error {
 	lastSeen := time.Now()
 	lease := time.Duration(acq.LeaseMS) * time.Millisecond
 	req := claims.Request{Name: acq.Name, Lease: lease, Shared: acq.Shared(), Limit: acq.Limit, Conn: ss.conn}
-	if err := ss.srv.claims.Admit(&ss.claim, req); err != nil {
+	if err := ss.env.claims.Admit(&ss.claim, req); err != nil {
 		if errors.Is(err, claims.ErrEnded) {
 			return errFinished // kicked during the handshake
 		}
@@ -369,7 +380,7 @@ func (ss *session) beat(in *input, src *source, lastSeen time.Time, lease time.D
 			// burst that arrived in one read gets one reply, not a write
 			// per byte: a pipelining peer cannot make us write for it.
 			if extra := in.skipBuffered(protocol.MsgHeartbeat); extra > 0 {
-				ss.srv.obs.HeartbeatBurst(extra)
+				ss.env.obs.HeartbeatBurst(extra)
 			}
 			if err := ss.reply(); err != nil {
 				return until, ss.replyFailed(err)
@@ -421,7 +432,7 @@ func unknownType(t uint8) error {
 // Deciding under wmu, which a promotion also takes, keeps the order right:
 // a WAITING is never written after the promotion's ACQUIRED.
 func (ss *session) reply() error {
-	if err := ss.srv.claims.MayAcknowledge(); err != nil {
+	if err := ss.env.claims.MayAcknowledge(); err != nil {
 		return err // never acknowledge for a cell this server no longer leads
 	}
 	ss.wmu.Lock()
@@ -512,11 +523,11 @@ func (ss *session) end(final *protocol.Error, reason string, how claimEnd, until
 	written := final != nil && ss.writeFinal(final, reason)
 	switch how {
 	case endExpired:
-		ss.srv.claims.Expire(&ss.claim)
+		ss.env.claims.Expire(&ss.claim)
 	case endReset:
-		ss.srv.claims.Reset(&ss.claim, until)
+		ss.env.claims.Reset(&ss.claim, until)
 	default:
-		ss.srv.claims.Release(&ss.claim)
+		ss.env.claims.Release(&ss.claim)
 	}
 	cw, ok := ss.conn.(interface{ CloseWrite() error })
 	if !written || !ok || cw.CloseWrite() != nil {
@@ -539,7 +550,7 @@ func (ss *session) writeFinal(final *protocol.Error, reason string) bool {
 	if _, err := ss.conn.Write(protocol.AppendError(nil, final.Code, reason)); err != nil {
 		return false
 	}
-	ss.srv.obs.ErrorSent(final.Code)
+	ss.env.obs.ErrorSent(final.Code)
 	return true
 }
 
