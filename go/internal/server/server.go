@@ -51,10 +51,6 @@ import (
 // complete ACQUIRE before it is closed without a message.
 const DefaultHandshakeTimeout = 10 * time.Second
 
-// writeTimeout bounds every frame write, so a peer that stops reading cannot
-// hold up the goroutine that writes to it (a promoter, or shutdown).
-const writeTimeout = 5 * time.Second
-
 // Authorizer decides whether the peer on conn may claim the lock name (see
 // claims.Authorizer); an error ends the session with ERROR 0x18.
 type Authorizer = claims.Authorizer
@@ -242,14 +238,6 @@ func New(cfg Config) (*Server, error) {
 		s.claims.HoldName(name, until)
 	}
 	return s, nil
-}
-
-// Tokens issues fencing tokens: the data directory's store by default.
-type Tokens interface {
-	Next() (uint64, error)
-	// Failure is the error that keeps tokens from being issued, or nil.
-	Failure() error
-	Close() error
 }
 
 // Gate decides, in an HA cell, whether this server is the active one

@@ -62,6 +62,10 @@ const stateEnded = -1
 // ended reports whether the session has started ending.
 func (ss *session) ended() bool { return ss.state.Load() != 0 }
 
+// writeTimeout bounds every frame write, so a peer that stops reading cannot
+// hold up the goroutine that writes to it (a promoter, or shutdown).
+const writeTimeout = 5 * time.Second
+
 // lingerTimeout bounds how long a session that got its final ERROR is kept
 // to drain what the peer still sends. Closing a socket with unread input
 // makes the kernel send a reset, which can destroy the ERROR in flight;

@@ -14,9 +14,17 @@ import (
 // crash). The lease record (leaserecord.Record) says how long: one
 // wait for every lock, which covers the leases up to its threshold, and
 // longer waits by lock name. The first is afterRestart, the second
-// claims.Registry.HoldName. Claims queue meanwhile and are granted in arrival order. After
-// a clean stop the record keeps only the locks whose holders may not have
-// heard of it (see claims.Registry.Detach).
+// claims.Registry.HoldName. Claims queue meanwhile and are granted in
+// arrival order. After a clean stop the record keeps only the locks whose
+// holders may not have heard of it (see claims.Registry.Detach).
+
+// Tokens issues fencing tokens: the data directory's store by default.
+type Tokens interface {
+	Next() (uint64, error)
+	// Failure is the error that keeps tokens from being issued, or nil.
+	Failure() error
+	Close() error
+}
 
 // afterRestart returns tokens that are unavailable before until; the
 // server calls Regrant once they are available (see New).
