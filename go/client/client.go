@@ -147,8 +147,17 @@ func (c *Client) acquire(ctx context.Context, name string, try bool, opts []Acqu
 		}
 		clear(missed)
 		lastErr = err
+		if outcome == retry.Busy {
+			lastErr = &busyError{name: name, shared: claimOpts.shared, limit: claimOpts.limit}
+		}
 		if outcome == retry.Requeue && try && !isServerError(err) {
 			lastErr = errorf("%w: %s: %w", ErrUnavailable, addr, err)
+		}
+		if outcome == retry.NotActive {
+			var se *ServerError
+			errors.As(err, &se)
+			plan.ReportNotActive(leaderIndex(c.cfg.servers, se.Reason))
+			continue
 		}
 		plan.Report(outcome, queued)
 	}

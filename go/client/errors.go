@@ -85,7 +85,11 @@ type ServerError struct {
 // twice.
 func (e *ServerError) Error() string {
 	text := e.Reason
-	if text == "" {
+	switch {
+	case e.Code == protocol.ErrNotActive.Code && text != "":
+		// The reason is the active server's address.
+		text = protocol.ErrCodeName(e.Code) + "; the active server is " + text
+	case text == "":
 		text = "unknown error"
 		if known := protocol.CodeErr(e.Code); known != nil {
 			text = protocol.ErrCodeName(e.Code)
@@ -144,6 +148,30 @@ type timeoutError struct {
 	name string
 	last error
 }
+
+// busyError is ErrBusy for one claim: its message says what kept it out
+// in the words of every client (spec/vectors/messages.json, busy), such
+// as "monolock: all 2 permits of "pool/gpu" are taken".
+type busyError struct {
+	name   string
+	shared bool
+	limit  uint16
+}
+
+func (e *busyError) Error() string {
+	q := strconv.Quote(e.name)
+	switch {
+	case !e.shared:
+		return prefix + "lock " + q + " is held by another session"
+	case e.limit == 1:
+		return prefix + "the 1 permit of " + q + " is taken"
+	case e.limit > 1:
+		return prefix + "all " + strconv.Itoa(int(e.limit)) + " permits of " + q + " are taken"
+	}
+	return prefix + "lock " + q + " is held exclusively by another session"
+}
+
+func (e *busyError) Is(target error) bool { return target == ErrBusy }
 
 func (e *timeoutError) Error() string {
 	msg := prefix + "timed out waiting for the lock " + strconv.Quote(e.name)

@@ -252,10 +252,22 @@ func TestMessageVectors(t *testing.T) {
 			LastReason string `json:"last_reason"`
 			Message    string `json:"message"`
 		} `json:"acquire_timeouts"`
+		Busy []struct {
+			Name    string `json:"name"`
+			Shared  bool   `json:"shared"`
+			Limit   uint16 `json:"limit"`
+			Message string `json:"message"`
+		} `json:"busy"`
 	}
 	testspec.Load(t, "vectors/messages.json", &vec)
 	require.NotEmpty(t, vec.ServerErrors)
 	require.NotEmpty(t, vec.AcquireTimeouts)
+	require.NotEmpty(t, vec.Busy)
+	for _, v := range vec.Busy {
+		err := &busyError{name: v.Name, shared: v.Shared, limit: v.Limit}
+		assert.Equal(t, v.Message, err.Error())
+		assert.ErrorIs(t, err, ErrBusy)
+	}
 	for _, v := range vec.ServerErrors {
 		assert.Equal(t, v.Message, (&ServerError{Code: v.Code, Reason: v.Reason}).Error())
 	}

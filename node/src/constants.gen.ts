@@ -59,6 +59,7 @@ export const ERRORS = {
   codes: [
     { code: 0x01, name: "SHUTTING_DOWN", text: "server shutting down" },
     { code: 0x02, name: "ADMIN_CLOSED", text: "closed by administrator" },
+    { code: 0x03, name: "NOT_ACTIVE", text: "not the active server" },
     { code: 0x10, name: "UNSUPPORTED_VERSION", text: "unsupported protocol version" },
     { code: 0x11, name: "EXPECTED_ACQUIRE", text: "first message must be ACQUIRE" },
     { code: 0x12, name: "DUPLICATE_ACQUIRE", text: "duplicate ACQUIRE" },

@@ -7,6 +7,7 @@
 pub(crate) mod code {
     pub(crate) const SHUTTING_DOWN: u8 = 0x01;
     pub(crate) const ADMIN_CLOSED: u8 = 0x02;
+    pub(crate) const NOT_ACTIVE: u8 = 0x03;
     pub(crate) const UNSUPPORTED_VERSION: u8 = 0x10;
     pub(crate) const EXPECTED_ACQUIRE: u8 = 0x11;
     pub(crate) const DUPLICATE_ACQUIRE: u8 = 0x12;
@@ -21,9 +22,10 @@ pub(crate) mod code {
 }
 
 /// Canonical text of every known wire code, in code order.
-pub(crate) const CANONICAL: [(u8, &str); 13] = [
+pub(crate) const CANONICAL: [(u8, &str); 14] = [
     (code::SHUTTING_DOWN, "server shutting down"),
     (code::ADMIN_CLOSED, "closed by administrator"),
+    (code::NOT_ACTIVE, "not the active server"),
     (code::UNSUPPORTED_VERSION, "unsupported protocol version"),
     (code::EXPECTED_ACQUIRE, "first message must be ACQUIRE"),
     (code::DUPLICATE_ACQUIRE, "duplicate ACQUIRE"),
@@ -49,6 +51,14 @@ macro_rules! with_codes {
             /// 0x02 ADMIN_CLOSED: "closed by administrator". Temporary. An operator closed this
             /// session. Waiting: re-queue with backoff. Holding: the lock is lost; report it.
             AdminClosed = ADMIN_CLOSED,
+            /// 0x03 NOT_ACTIVE: "not the active server". Temporary. A passive server of an HA
+            /// cell refused the claim, or the server holding it stopped leading. The reason is
+            /// exactly the active server's advertised address, HOST:PORT, when the passive
+            /// server knows it, else the canonical text. Waiting: if that address is one of the
+            /// client's own servers (spec/vectors/retry.json, leader_names), try it next; never
+            /// a server that is not in the list. A passive answer never grows the backoff
+            /// (retry.json, outcome not_active). Holding: the lock is lost; report it.
+            NotActive = NOT_ACTIVE,
             /// 0x10 UNSUPPORTED_VERSION: "unsupported protocol version". Terminal. The client
             /// must switch to a protocol version the server speaks, if it has one.
             UnsupportedVersion = UNSUPPORTED_VERSION,

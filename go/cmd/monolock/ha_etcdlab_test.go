@@ -169,8 +169,8 @@ func (l *etcdLab) probe(k int) (reason string, err error) {
 		if typ, _, code, reason, err = readFrame(l.t, c, time.Second); err != nil {
 			return
 		}
-		if typ != protocol.MsgError || code != protocol.ErrShuttingDown.Code {
-			err = fmt.Errorf("ACQUIRE answered with message 0x%02x (code 0x%02x), not ERROR 0x01", typ, code)
+		if typ != protocol.MsgError || code != protocol.ErrNotActive.Code {
+			err = fmt.Errorf("ACQUIRE answered with message 0x%02x (code 0x%02x), not ERROR 0x03", typ, code)
 		}
 	})
 	return reason, err

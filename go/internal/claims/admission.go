@@ -53,7 +53,7 @@ func admission(req Request, in admissionInputs) *WireError {
 		return &WireError{protocol.ErrInvalidLease, fmt.Sprintf("lease %d ms is above this server's maximum of %d ms",
 			req.Lease.Milliseconds(), in.maxLease.Milliseconds())}
 	case !in.active:
-		return notActive(in.leader) // a passive server of an HA cell: the client moves on
+		return notActive(in.leader) // a passive server of an HA cell: the client moves on, to the leader if it knows it
 	case in.acl != nil:
 		return &WireError{protocol.ErrNotAuthorized, protocol.ErrCodeName(protocol.ErrNotAuthorized.Code) + ": " + in.acl.Error()}
 	case req.Shared && in.bound && in.limit != req.Limit:
@@ -62,14 +62,15 @@ func admission(req Request, in admissionInputs) *WireError {
 	return nil
 }
 
-// notActive is the ERROR 0x01 of a passive server, which names the active
-// one when it knows it.
+// notActive is the ERROR 0x03 of a passive server. Its reason is exactly
+// the active server's advertised address, HOST:PORT, when it is known (a
+// client whose list has that address tries it next), else the code's
+// canonical text (spec/errors.json).
 func notActive(leader string) *WireError {
-	reason := "not the active server"
-	if leader != "" {
-		reason += "; the active server is " + leader
+	if leader == "" {
+		return &WireError{Code: protocol.ErrNotActive}
 	}
-	return &WireError{protocol.ErrShuttingDown, reason}
+	return &WireError{Code: protocol.ErrNotActive, Reason: leader}
 }
 
 // limitMismatchError is the ERROR 0x1a for a shared claim with limit mine

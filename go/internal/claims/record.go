@@ -18,7 +18,7 @@ func (r *Registry) recordLease(c *Claim, lease time.Duration) error {
 			return err
 		}
 		if rec, where = r.gate.Leases(), "in the cell"; rec == nil {
-			return &WireError{protocol.ErrShuttingDown, "not the active server"}
+			return notActive("")
 		}
 	}
 	if rec != nil {

@@ -20,10 +20,10 @@ import (
 )
 
 // passiveServer answers every ACQUIRE as a passive server of an HA cell
-// does: ERROR 0x01 naming the active server.
+// does: ERROR 0x03 naming the active server.
 func passiveServer(t *testing.T, active string) string {
 	t.Helper()
-	return errorServer(t, protocol.ErrShuttingDown.Code, "not the active server; the active server is "+active)
+	return errorServer(t, protocol.ErrNotActive.Code, active)
 }
 
 // errorServer answers every ACQUIRE with ERROR code and reason.
@@ -109,7 +109,7 @@ func TestRetryFilterCountsWhatItLeavesOut(t *testing.T) {
 	log.Warn(retryMsg, "err", other)
 	log.Warn(retryMsg, "err", down) // in turn with other: each is limited
 	log.Warn(retryMsg, "err", other)
-	passive := &client.ServerError{Code: 0x01, Reason: "not the active server; the active server is b:1"}
+	passive := &client.ServerError{Code: 0x03, Reason: "b:1"}
 	log.Warn(retryMsg, "err", passive)
 	log.Info("monolock: lock lost", "err", down)
 	assert.Equal(t, "monolock run: acquisition failed, retrying: no server available: cannot connect to a:1\n"+
@@ -120,7 +120,7 @@ func TestRetryFilterCountsWhatItLeavesOut(t *testing.T) {
 	out.Reset()
 	log = slog.New(newRetryFilter(newHumanHandler(&out, slog.LevelInfo), true))
 	log.Warn(retryMsg, "err", passive)
-	assert.Equal(t, "monolock run: trying the next server: not the active server; the active server is b:1 (0x01)\n", out.String())
+	assert.Equal(t, "monolock run: trying the next server: not the active server; the active server is b:1 (0x03)\n", out.String())
 }
 
 // A server's reason is someone else's text: escaped, it cannot drive the

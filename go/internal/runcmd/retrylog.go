@@ -126,9 +126,13 @@ func (f *retryFilter) WithGroup(name string) slog.Handler {
 }
 
 // passive reports whether err is a passive server of an HA cell sending
-// the client on: ERROR 0x01 "not the active server[; the active server is X]".
+// the client on: ERROR 0x03, or the ERROR 0x01 "not the active server..."
+// of a server from before 0x03.
 func passive(err error) bool {
 	var se *client.ServerError
-	return errors.As(err, &se) && se.Code == protocol.ErrShuttingDown.Code &&
-		strings.HasPrefix(se.Reason, "not the active server")
+	if !errors.As(err, &se) {
+		return false
+	}
+	return se.Code == protocol.ErrNotActive.Code ||
+		se.Code == protocol.ErrShuttingDown.Code && strings.HasPrefix(se.Reason, "not the active server")
 }

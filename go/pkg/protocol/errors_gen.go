@@ -18,6 +18,16 @@ var (
 	// backoff. Holding: the lock is lost; report it.
 	ErrAdminClosed = newError(0x02, "closed by administrator")
 
+	// ErrNotActive is 0x03 NOT_ACTIVE: "not the active server". Temporary. A
+	// passive server of an HA cell refused the claim, or the server holding it
+	// stopped leading. The reason is exactly the active server's advertised
+	// address, HOST:PORT, when the passive server knows it, else the canonical
+	// text. Waiting: if that address is one of the client's own servers
+	// (spec/vectors/retry.json, leader_names), try it next; never a server
+	// that is not in the list. A passive answer never grows the backoff
+	// (retry.json, outcome not_active). Holding: the lock is lost; report it.
+	ErrNotActive = newError(0x03, "not the active server")
+
 	// ErrUnsupportedVersion is 0x10 UNSUPPORTED_VERSION: "unsupported protocol
 	// version". Terminal. The client must switch to a protocol version the
 	// server speaks, if it has one.

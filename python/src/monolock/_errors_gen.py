@@ -18,6 +18,7 @@ __all__ = [
     "LimitMismatch",
     "NameNotUTF8",
     "NameTooLong",
+    "NotActive",
     "NotAuthorized",
     "ShuttingDown",
     "UnknownMessage",
@@ -42,6 +43,20 @@ class AdminClosed(KnownServerError):
     __module__ = "monolock.errors"  # where users import it from
     code = 0x02
     text = "closed by administrator"
+
+
+class NotActive(KnownServerError):
+    """0x03 NOT_ACTIVE: "not the active server". Temporary. A passive server of an HA cell
+    refused the claim, or the server holding it stopped leading. The reason is exactly the
+    active server's advertised address, HOST:PORT, when the passive server knows it, else
+    the canonical text. Waiting: if that address is one of the client's own servers
+    (spec/vectors/retry.json, leader_names), try it next; never a server that is not in the
+    list. A passive answer never grows the backoff (retry.json, outcome not_active).
+    Holding: the lock is lost; report it."""
+
+    __module__ = "monolock.errors"  # where users import it from
+    code = 0x03
+    text = "not the active server"
 
 
 class UnsupportedVersion(KnownServerError):
@@ -144,6 +159,7 @@ class LimitMismatch(KnownServerError):
 CODE_CLASSES: tuple[type[KnownServerError], ...] = (
     ShuttingDown,
     AdminClosed,
+    NotActive,
     UnsupportedVersion,
     ExpectedAcquire,
     DuplicateAcquire,

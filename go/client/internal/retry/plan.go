@@ -25,6 +25,7 @@ const (
 	Terminal                     // a terminal error: it goes to the caller
 	Busy                         // try-acquire found the lock held
 	NotMonolock                  // the server does not speak the protocol: drop it
+	NotActive                    // a passive server of an HA cell (ERROR 0x03): see ReportNotActive
 )
 
 // Kind is what to do next.
@@ -59,6 +60,7 @@ type Plan struct {
 	cursor    int
 	unreached int  // connect failures since the last sleep or answer
 	sleepDue  bool // a sleep comes before the next connect
+	pauseDue  bool // the short pause after a passive answer comes first
 	over      bool
 	bo        backoff.Backoff
 }
@@ -73,6 +75,12 @@ func (p *Plan) Next() Step {
 	switch {
 	case p.over:
 		return Step{Kind: GiveUp}
+	case p.pauseDue:
+		// delay_0, which is no step of the backoff: it starts over after.
+		p.pauseDue = false
+		d := p.bo.Next()
+		p.bo.Reset()
+		return Step{Kind: Sleep, Delay: d}
 	case p.sleepDue:
 		p.sleepDue = false
 		return Step{Kind: Sleep, Delay: p.bo.Next()}
@@ -84,6 +92,8 @@ func (p *Plan) Next() Step {
 // long that attempt had been queued after WAITING (zero if never).
 func (p *Plan) Report(o Outcome, queued time.Duration) {
 	switch o {
+	case NotActive:
+		p.ReportNotActive(-1)
 	case Granted, Terminal, Busy:
 		p.over = true
 	case NotMonolock:
@@ -121,6 +131,28 @@ func (p *Plan) Report(o Outcome, queued time.Duration) {
 		}
 		p.sleepDue = true
 	}
+}
+
+// ReportNotActive tells the plan that a passive server of an HA cell
+// refused the attempt (ERROR 0x03), naming leader, the index in the list
+// of the active server (-1: none of the list). A cell that answers is
+// alive and its election ends within its TTL, so the backoff starts over
+// and the pause is the first delay only; the next attempt goes to leader
+// if it is still in the walk, else on as after any failure. Try-acquire
+// takes it as a requeue: its one pass goes on in list order.
+func (p *Plan) ReportNotActive(leader int) {
+	if p.try {
+		p.Report(Requeue, 0)
+		return
+	}
+	p.unreached = 0
+	p.bo.Reset()
+	if leader >= 0 && leader < p.servers && !p.dropped[leader] {
+		p.cursor = leader
+	} else {
+		p.advance()
+	}
+	p.pauseDue = true
 }
 
 // advance moves the cursor to the next server still in the walk.

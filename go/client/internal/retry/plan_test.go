@@ -21,6 +21,7 @@ func TestRetryVectors(t *testing.T) {
 				Expect   string  `json:"expect"`
 				Outcome  string  `json:"outcome"`
 				QueuedMS float64 `json:"queued_ms"`
+				Leader   *int    `json:"leader"`
 			} `json:"steps"`
 		} `json:"cases"`
 	}
@@ -49,6 +50,14 @@ func TestRetryVectors(t *testing.T) {
 					require.Equal(t, server, got.Server, where)
 				default:
 					t.Fatalf("%s: unknown expectation", where)
+				}
+				if st.Outcome == "not_active" {
+					leader := -1
+					if st.Leader != nil {
+						leader = *st.Leader
+					}
+					p.ReportNotActive(leader)
+					continue
 				}
 				o, ok := outcomes[st.Outcome]
 				require.True(t, ok, "%s: unknown outcome %q", where, st.Outcome)
