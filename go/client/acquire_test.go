@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/monolock/monolock/go/pkg/protocol"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -157,4 +158,65 @@ func TestNotMonolockFailsAtOnce(t *testing.T) {
 	require.ErrorAs(t, r.err, &tmp)
 	assert.False(t, tmp.Temporary(), "not temporary (spec/vectors/temporary.json)")
 	srv.noConnection(200 * time.Millisecond)
+}
+
+// A passive server of an HA cell that names a server of the client's list
+// (ERROR 0x03) sends the next attempt straight there, after a pause of the
+// first backoff step only, skipping the servers between.
+func TestNotActiveSendsTheNextAttemptToTheNamedLeader(t *testing.T) {
+	passive, skipped, leader := newFakeServer(t), newFakeServer(t), newFakeServer(t)
+	c, err := New(WithServers(passive.addr(), skipped.addr(), leader.addr()), WithLease(10*time.Second))
+	require.NoError(t, err)
+	res := acquireAsync(ctxTimeout(t, wait), c, "x", false)
+
+	p := passive.accept()
+	p.expectAcquire("x", 10*time.Second)
+	told := time.Now()
+	p.send(errFrame(protocol.ErrNotActive.Code, leader.addr()))
+	l := leader.accept()
+	at := l.expectAcquire("x", 10*time.Second)
+	assert.Less(t, at.Sub(told), time.Second, "after a pause of at most 50 ms, not a grown backoff")
+	l.send(acquired(9))
+	r := result(t, res)
+	require.NoError(t, r.err)
+	assert.Equal(t, uint64(9), r.lock.Token())
+	skipped.noConnection(100 * time.Millisecond)
+	require.NoError(t, r.lock.Release())
+}
+
+// An address that is not in the client's list is never dialled, whatever a
+// passive server says: the next attempt moves on through the list.
+func TestNotActiveNeverDialsAnAddressOutsideTheList(t *testing.T) {
+	passive, next := newFakeServer(t), newFakeServer(t)
+	elsewhere := newFakeServer(t)
+	c, err := New(WithServers(passive.addr(), next.addr()), WithLease(10*time.Second))
+	require.NoError(t, err)
+	res := acquireAsync(ctxTimeout(t, wait), c, "x", false)
+	p := passive.accept()
+	p.expectAcquire("x", 10*time.Second)
+	p.send(errFrame(protocol.ErrNotActive.Code, elsewhere.addr()))
+	n := next.accept()
+	n.expectAcquire("x", 10*time.Second)
+	n.send(acquired(3))
+	r := result(t, res)
+	require.NoError(t, r.err)
+	elsewhere.noConnection(100 * time.Millisecond)
+	require.NoError(t, r.lock.Release())
+}
+
+// A try-acquire's busy error says what kept it out, in every client's
+// words (spec/vectors/messages.json, busy).
+func TestTryAcquireBusyNamesThePermits(t *testing.T) {
+	srv := newFakeServer(t)
+	c := newClient(t, srv.addr(), 10*time.Second)
+	res := make(chan error, 1)
+	go func() {
+		_, err := c.TryAcquire(ctxTimeout(t, wait), "pool/gpu", Shared(), Limit(2))
+		res <- err
+	}()
+	conn := srv.accept()
+	conn.send(waiting())
+	err := <-res
+	require.ErrorIs(t, err, ErrBusy)
+	assert.Equal(t, `monolock: all 2 permits of "pool/gpu" are taken`, err.Error())
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -567,4 +568,103 @@ func TestHALocksShowsRoleLeaderAndGrace(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	assert.Regexp(t, `^role: active  leader: `+regexp.QuoteMeta(addrB)+`  grace: \d+\.\d s left, new claims wait\n\n`+
 		`LOCK\s+STATE.*\njobs/x\s+delayed(\s+-)+\s*\n$`, stdout)
+}
+
+// A waiting client reaches the new leader (queued or granted) as soon as it is elected: the
+// passive servers answer ERROR 0x03 naming the leader they know, and that
+// answer restarts the client's backoff, so the backoff that grew while the
+// killed leader could not be reached costs nothing once there is a new
+// one. The bound is generous (the client pauses at most 50 ms); a client
+// that ignored the hint and kept its backoff took up to 2 s per step
+// (docs/ha.md).
+func TestHAWaiterReachesTheNewLeaderWithinASecondOfItsElection(t *testing.T) {
+	etcd := testetcd.Start(t)
+	addrs := []string{testetcd.FreePort(t), testetcd.FreePort(t), testetcd.FreePort(t)}
+	admins := []string{"", testetcd.FreePort(t), testetcd.FreePort(t)}
+	a := cellServer(t, etcd, addrs[0])
+	a.WaitLog(0, wait, "ha: leading the cell")
+	cellServer(t, etcd, addrs[1], admins[1])
+	cellServer(t, etcd, addrs[2], admins[2])
+
+	var mu sync.Mutex
+	var queuedAt []time.Time
+	waiting := client.WithOnWaiting(func(string) {
+		mu.Lock()
+		queuedAt = append(queuedAt, time.Now())
+		mu.Unlock()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*wait)
+	defer cancel()
+	holderClient, err := client.New(client.WithServers(addrs...), client.WithLease(time.Second))
+	require.NoError(t, err)
+	holder, err := holderClient.Acquire(ctx, "x")
+	require.NoError(t, err)
+	waiterClient, err := client.New(client.WithServers(addrs...), client.WithLease(time.Second), waiting)
+	require.NoError(t, err)
+	granted := make(chan *client.Lock, 1)
+	go func() {
+		l, err := waiterClient.Acquire(ctx, "x")
+		if err != nil {
+			t.Errorf("waiter: %v", err)
+		}
+		mu.Lock()
+		queuedAt = append(queuedAt, time.Now()) // a grant reached it too
+		mu.Unlock()
+		granted <- l
+	}()
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(queuedAt) > 0 },
+		wait, 10*time.Millisecond, "the waiter never queued on the leader")
+
+	require.NoError(t, a.Cmd.Process.Kill())
+	<-holder.Done()
+	// The election, as the new leader's admin API first says it.
+	var elected time.Time
+	var leader string
+	require.Eventually(t, func() bool {
+		for _, admin := range admins[1:] {
+			if st, ok := tryCellStatus(admin); ok && st["role"] == "leader" {
+				elected, leader = time.Now(), st["leader"].(string)
+				return true
+			}
+		}
+		return false
+	}, 2*wait, 10*time.Millisecond, "no new leader")
+	var reached time.Time
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, at := range queuedAt {
+			if at.After(elected) {
+				reached = at
+				return true
+			}
+		}
+		return false
+	}, 2*wait, 10*time.Millisecond, "the waiter never reached the new leader %s", leader)
+	// reached can also come just before elected is seen: the poll is late
+	// by up to its interval and a request.
+	t.Logf("the waiter reached the new leader %v after its election was seen", reached.Sub(elected))
+	assert.Less(t, reached.Sub(elected), time.Second, "the waiter found the new leader late")
+	select {
+	case l := <-granted:
+		require.NotNil(t, l)
+		assert.Greater(t, l.Token(), holder.Token())
+		require.NoError(t, l.Release())
+	case <-time.After(2 * wait):
+		t.Fatal("no grant after the failover")
+	}
+}
+
+// tryCellStatus is cellStatus for a server that may not answer yet.
+func tryCellStatus(admin string) (map[string]any, bool) {
+	resp, err := http.Get("http://" + admin + "/v1/cell")
+	if err != nil {
+		return nil, false
+	}
+	defer resp.Body.Close()
+	var st map[string]any
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&st) != nil {
+		return nil, false
+	}
+	return st, true
 }
