@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monolock/monolock/go/internal/admin"
+	"github.com/monolock/monolock/go/internal/listing"
 	"github.com/monolock/monolock/go/internal/server"
 )
 
@@ -122,6 +123,9 @@ type fakeServer struct {
 
 func (fakeServer) HeldBackUntil(uint64) (time.Time, bool) { return time.Time{}, false }
 func (fakeServer) KickHeldBack(uint64) bool               { return false }
+func (fakeServer) SessionPage(string, string, uint64, int) (listing.SessionPage, bool) {
+	return listing.SessionPage{}, false
+}
 
 func (f fakeServer) LockPage(after string, limit int) ([]admin.Lock, bool) {
 	locks := f.locks

@@ -57,6 +57,9 @@ type Server interface {
 	// session is gone, its claim keeps its place) and until when.
 	HeldBackUntil(sessionID uint64) (time.Time, bool)
 	KickHeldBack(sessionID uint64) bool
+	// SessionPage is up to limit sessions of one kind (listing.Kind...)
+	// of lock name after key after, and whether name has any session.
+	SessionPage(name, kind string, after uint64, limit int) (page listing.SessionPage, found bool)
 	Ready() bool
 }
 
@@ -174,6 +177,7 @@ func Handler(cfg Config) http.Handler {
 	mux.HandleFunc("GET /ui/{file}", serveUI)
 	protected := http.NewServeMux()
 	protected.HandleFunc("GET /v1/locks", a.locks)
+	protected.HandleFunc("GET /v1/lock/sessions", a.lockSessions)
 	protected.HandleFunc("GET /v1/cell", a.cell)
 	protected.HandleFunc("GET /v1/stats", a.statsHandler)
 	protected.HandleFunc("POST /v1/sessions/{id}/kick", a.kick)
@@ -357,20 +361,10 @@ func (a *api) locks(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, ErrorResponse{err.Error()})
 		return
 	}
-	// The slot is held until the page is written: a client that does not
-	// read keeps its page in memory until the write timeout.
-	select {
-	case a.listings <- struct{}{}:
-		defer func() { <-a.listings }()
-	default:
-		// At once, not queued; and the connection goes, so that a burst
-		// of refused clients does not hold admin connections either.
-		w.Header().Set("Retry-After", "1")
-		w.Header().Set("Connection", "close")
-		writeJSON(w, http.StatusServiceUnavailable, ErrorResponse{fmt.Sprintf(
-			"%d lock listings are in progress, the most at once; retry shortly", MaxListings)})
+	if !a.takeListing(w) {
 		return
 	}
+	defer func() { <-a.listings }()
 	locks, more := a.srv.LockPage(after, limit)
 	resp := LocksResponse{Locks: append([]Lock{}, locks...)}
 	size := 0
@@ -388,6 +382,100 @@ func (a *api) locks(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
+// lockSessions answers one page of one kind of a lock's sessions:
+// GET /v1/lock/sessions?name=NAME&kind=holders|held_back_holders|waiters
+// [&after=KEY][&limit=N]. A lock lists at most MaxListedSessions of each
+// kind in /v1/locks; this walks the rest, bounded like a page of locks.
+func (a *api) lockSessions(w http.ResponseWriter, r *http.Request) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err == nil {
+		err = onlyOnce(q, "name", "kind", "after", "limit")
+	}
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, ErrorResponse{err.Error()})
+		return
+	}
+	bad := func(format string, args ...any) {
+		writeJSON(w, http.StatusBadRequest, ErrorResponse{fmt.Sprintf(format, args...)})
+	}
+	name, kind := q.Get("name"), q.Get("kind")
+	switch {
+	case name == "" || len(name) > protocol.MaxNameLen:
+		bad("name: want a lock name (1 to %d bytes)", protocol.MaxNameLen)
+		return
+	case kind != listing.KindHolders && kind != listing.KindHeldBackHolders && kind != listing.KindWaiters:
+		bad("kind %q: want %s, %s or %s", kind, listing.KindHolders, listing.KindHeldBackHolders, listing.KindWaiters)
+		return
+	}
+	var after uint64
+	if v := q.Get("after"); v != "" {
+		if after, err = strconv.ParseUint(v, 10, 64); err != nil {
+			bad("after %q: want the \"next\" of the previous page", v)
+			return
+		}
+	}
+	limit := MaxListedSessions
+	if v, ok := q["limit"]; ok {
+		n, err := strconv.Atoi(v[0])
+		if err != nil || n < 1 || n > MaxPageLimit {
+			bad("limit %q: want a number of sessions from 1 to %d", v[0], MaxPageLimit)
+			return
+		}
+		limit = n
+	}
+	if !a.takeListing(w) {
+		return
+	}
+	defer func() { <-a.listings }()
+	page, found := a.srv.SessionPage(name, kind, after, limit)
+	if !found {
+		writeJSON(w, http.StatusNotFound, ErrorResponse{fmt.Sprintf("nobody holds or waits for %q", name)})
+		return
+	}
+	size := 0
+	for i, s := range page.Sessions {
+		if size > MaxPageBytes {
+			page.Sessions = page.Sessions[:i]
+			last := page.Sessions[i-1]
+			page.Next = last.Token
+			if kind == listing.KindWaiters {
+				page.Next = last.Arrival
+			}
+			break
+		}
+		size += jsonSize(s)
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+// onlyOnce refuses a query that gives one of keys more than once.
+func onlyOnce(q url.Values, keys ...string) error {
+	for _, k := range keys {
+		if len(q[k]) > 1 {
+			return fmt.Errorf("%s given %d times; give it once", k, len(q[k]))
+		}
+	}
+	return nil
+}
+
+// takeListing takes a listing slot, or answers 503 and reports false. The
+// slot is held until the page is written: a client that does not read
+// keeps its page in memory until the write timeout.
+func (a *api) takeListing(w http.ResponseWriter) bool {
+	select {
+	case a.listings <- struct{}{}:
+		return true
+	default:
+		// At once, not queued; and the connection goes, so that a burst
+		// of refused clients does not hold admin connections either.
+		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Connection", "close")
+		writeJSON(w, http.StatusServiceUnavailable, ErrorResponse{fmt.Sprintf(
+			"%d lock listings are in progress, the most at once; retry shortly", MaxListings)})
+		return false
+	}
+}
+
 // pageParams reads ?limit=N&after=NAME of GET /v1/locks. Other parameters
 // are ignored, as by every endpoint.
 func pageParams(rawQuery string) (after string, limit int, err error) {
@@ -395,10 +483,8 @@ func pageParams(rawQuery string) (after string, limit int, err error) {
 	if err != nil {
 		return "", 0, fmt.Errorf("bad query string: %v", err)
 	}
-	for _, k := range []string{"limit", "after"} {
-		if len(q[k]) > 1 {
-			return "", 0, fmt.Errorf("%s given %d times; give it once", k, len(q[k]))
-		}
+	if err := onlyOnce(q, "limit", "after"); err != nil {
+		return "", 0, err
 	}
 	limit = DefaultPageLimit
 	if v, ok := q["limit"]; ok {

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -23,6 +25,7 @@ import (
 
 	"github.com/monolock/monolock/go/client"
 	"github.com/monolock/monolock/go/internal/admin"
+	"github.com/monolock/monolock/go/internal/listing"
 	"github.com/monolock/monolock/go/internal/metrics"
 	"github.com/monolock/monolock/go/internal/server"
 	"github.com/monolock/monolock/go/internal/testserver"
@@ -841,4 +844,72 @@ func TestLockPageIsBoundedInBytes(t *testing.T) {
 	assert.Equal(t, page.Locks[len(page.Locks)-1].Name, page.Next)
 	assert.Equal(t, 17500, page.Locks[0].HoldersTotal)
 	assert.Len(t, page.Locks[0].Holders, admin.MaxListedSessions)
+}
+
+// One lock's sessions beyond the MaxListedSessions that /v1/locks names
+// are paged by kind: 150 shared holders and 3 waiters on one name.
+func TestLockSessionsArePaged(t *testing.T) {
+	s := start(t, "")
+	c, err := client.New(client.WithServers(s.addr), client.WithLease(10*time.Second))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*wait)
+	defer cancel()
+	const holders = admin.MaxListedSessions + 50
+	tokens := map[uint64]bool{}
+	for range holders {
+		l, err := c.Acquire(ctx, "pool", client.Shared())
+		require.NoError(t, err)
+		tokens[l.Token()] = true
+		t.Cleanup(func() { _ = l.Release() })
+	}
+	for range 3 {
+		startWaiter(t, s.addr, "pool") // exclusive claims queue behind the shared holders
+	}
+	require.Eventually(t, func() bool { _, _, w := s.srv.Counts(); return w == 3 }, wait, 10*time.Millisecond)
+
+	var seen []uint64
+	after, pages := "", 0
+	for {
+		code, _, body := getBody(t, s.admin.URL+"/v1/lock/sessions?name=pool&kind=holders&limit=64&after="+after)
+		require.Equal(t, http.StatusOK, code, body)
+		var page listing.SessionPage
+		require.NoError(t, json.Unmarshal([]byte(body), &page))
+		pages++
+		for _, h := range page.Sessions {
+			seen = append(seen, h.Token)
+			assert.NotEmpty(t, h.Remote)
+		}
+		if page.Next == 0 {
+			break
+		}
+		assert.Len(t, page.Sessions, 64)
+		after = strconv.FormatUint(page.Next, 10)
+	}
+	assert.Equal(t, 3, pages)
+	assert.Len(t, seen, holders)
+	assert.True(t, slices.IsSorted(seen), "in token order")
+	for _, tok := range seen {
+		assert.True(t, tokens[tok])
+	}
+
+	code, _, body := getBody(t, s.admin.URL+"/v1/lock/sessions?name=pool&kind=waiters&limit=2")
+	require.Equal(t, http.StatusOK, code, body)
+	var w listing.SessionPage
+	require.NoError(t, json.Unmarshal([]byte(body), &w))
+	require.Len(t, w.Sessions, 2)
+	assert.Equal(t, w.Sessions[1].Arrival, w.Next)
+	code, _, body = getBody(t, s.admin.URL+"/v1/lock/sessions?name=pool&kind=waiters&after="+strconv.FormatUint(w.Next, 10))
+	require.Equal(t, http.StatusOK, code, body)
+	w = listing.SessionPage{}
+	require.NoError(t, json.Unmarshal([]byte(body), &w))
+	assert.Len(t, w.Sessions, 1)
+	assert.Zero(t, w.Next)
+
+	for _, q := range []string{"name=pool", "name=pool&kind=all", "kind=holders", "name=pool&kind=holders&after=x",
+		"name=pool&kind=holders&limit=0", "name=pool&kind=holders&kind=waiters"} {
+		code, _, body := getBody(t, s.admin.URL+"/v1/lock/sessions?"+q)
+		assert.Equal(t, http.StatusBadRequest, code, "%s: %s", q, body)
+	}
+	code, _, _ = getBody(t, s.admin.URL+"/v1/lock/sessions?name=nobody&kind=holders")
+	assert.Equal(t, http.StatusNotFound, code)
 }

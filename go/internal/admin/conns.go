@@ -58,8 +58,8 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			displaced = l.longestWaitingLocked(now)
 			if displaced == nil {
 				l.mu.Unlock()
+				l.drop() // counted before the peer can see the close
 				c.Close()
-				l.drop()
 				continue
 			}
 			delete(l.open, displaced) // its place is the new one's
@@ -68,8 +68,8 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		l.open[lc] = struct{}{}
 		l.mu.Unlock()
 		if displaced != nil {
-			displaced.Conn.Close()
 			l.drop()
+			displaced.Conn.Close()
 		}
 		return lc, nil
 	}

@@ -73,6 +73,41 @@ func (r *Registry) listLocks(locks []locktable.LockInfo) []listing.Lock {
 	return out
 }
 
+// SessionPage lists up to limit sessions of one kind of lock name (a
+// listing.Kind...) after the key after (0: from the first), and reports
+// whether the name has any holder or waiter.
+func (r *Registry) SessionPage(name, kind string, after uint64, limit int) (page listing.SessionPage, found bool) {
+	tableKind := map[string]locktable.SessionKind{listing.KindHolders: locktable.LiveHolders,
+		listing.KindHeldBackHolders: locktable.HeldBackHolders, listing.KindWaiters: locktable.Waiters}[kind]
+	entries, more, found := r.table.SessionPage(name, tableKind, after, limit)
+	page = listing.SessionPage{Lock: name, Kind: kind, Sessions: make([]listing.Session, 0, len(entries))}
+	for _, e := range entries {
+		var s listing.Session
+		switch kind {
+		case listing.KindHeldBackHolders:
+			s = listing.Session{ID: e.Session, Token: e.Token, Since: e.Since.UTC(), Mode: modeOf(e.Shared)}
+			if until, ok := r.HeldBackUntil(e.Session); ok {
+				until = until.UTC()
+				s.HeldBackUntil = &until
+			}
+		case listing.KindWaiters:
+			s = r.listClaim(e)
+			s.Arrival = e.Arrival
+		default:
+			s = r.listClaim(e)
+		}
+		page.Sessions = append(page.Sessions, s)
+	}
+	if more && len(entries) > 0 {
+		last := entries[len(entries)-1]
+		page.Next = last.Token
+		if kind == listing.KindWaiters {
+			page.Next = last.Arrival
+		}
+	}
+	return page, found
+}
+
 // listClaim describes a live claim of the table for the listing.
 func (r *Registry) listClaim(e locktable.Entry) listing.Session {
 	out := listing.Session{ID: e.Session, Token: e.Token, Since: e.Since.UTC(), Mode: modeOf(e.Shared)}

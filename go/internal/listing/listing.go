@@ -18,6 +18,9 @@ type Session struct {
 	// HeldBackUntil: a held-back holder (see Lock.HeldBackHolders) is
 	// kept until then; absent for a live session.
 	HeldBackUntil *time.Time `json:"held_back_until,omitempty"`
+	// Arrival orders a lock's waiters (absent for holders, which the
+	// token orders): a page of them goes on after the last one's.
+	Arrival uint64 `json:"arrival,omitempty"`
 }
 
 // Modes of a claim and of a held lock, as listings name them.
@@ -50,4 +53,24 @@ type Lock struct {
 	HeldBackHolders []Session `json:"held_back_holders,omitempty"`
 	Waiters         []Session `json:"waiters"`
 	Blocked         bool      `json:"blocked,omitempty"` // nobody is granted it yet: an exclusive holder went silent (lock delay), or a restart waits out a holder of the previous run
+}
+
+// The kinds of a lock's sessions, as a page of them names them (the
+// fields of Lock that list them).
+const (
+	KindHolders         = "holders"
+	KindHeldBackHolders = "held_back_holders"
+	KindWaiters         = "waiters"
+)
+
+// SessionPage is one page of one kind of a lock's sessions (GET
+// /v1/lock/sessions): holders and held-back holders in token order,
+// waiters in queue order.
+type SessionPage struct {
+	Lock     string    `json:"lock"`
+	Kind     string    `json:"kind"`
+	Sessions []Session `json:"sessions"`
+	// Next is set when more follow: the token (holders) or arrival
+	// (waiters) of the last session of this page, to pass as after.
+	Next uint64 `json:"next,omitempty"`
 }

@@ -53,8 +53,9 @@ type Claim struct {
 	Shared bool
 	Limit  uint16
 
-	token atomic.Uint64 // 0 while waiting; set once on grant
-	since int64         // when queued, then when granted (UnixNano); guarded by Table.mu
+	token   atomic.Uint64 // 0 while waiting; set once on grant
+	since   int64         // when queued, then when granted (UnixNano); guarded by Table.mu
+	arrival uint64        // the claim's place in the order of Acquire calls; guarded by Table.mu
 
 	lock       *lock  // nil when not in the table; guarded by Table.mu
 	held       bool   // in lock's holders, else in its queue; guarded by Table.mu
@@ -108,9 +109,10 @@ type Table struct {
 	tokens TokenSource
 	now    func() time.Time
 
-	mu     sync.Mutex
-	locks  map[string]*lock
-	closed bool
+	mu       sync.Mutex
+	locks    map[string]*lock
+	arrivals uint64 // Acquire calls so far: each claim's arrival number
+	closed   bool
 }
 
 // New returns an empty table that takes tokens from tokens.
@@ -131,6 +133,8 @@ func (t *Table) Acquire(c *Claim) (granted bool, err error) {
 	if c.lock != nil {
 		panic("locktable: claim acquired twice")
 	}
+	t.arrivals++
+	c.arrival = t.arrivals
 	l := t.locks[c.Name]
 	if l == nil {
 		l = &lock{}
@@ -395,6 +399,10 @@ type Entry struct {
 	Token   uint64    // 0 for waiters
 	Since   time.Time // granted at (holder) or queued at (waiter)
 	Shared  bool      // a shared claim, else an exclusive one
+	// Arrival orders the claims by their Acquire: a lock's queue is in
+	// its order (and its holders in token order), so either is where a
+	// page of a lock's sessions goes on from.
+	Arrival uint64
 }
 
 // LockInfo describes one lock in a snapshot.
@@ -533,7 +541,47 @@ func (t *Table) infoLocked(name string, l *lock) LockInfo {
 }
 
 func entry(c *Claim) Entry {
-	return Entry{Session: c.Session, Token: c.token.Load(), Since: time.Unix(0, c.since), Shared: c.Shared}
+	return Entry{Session: c.Session, Token: c.token.Load(), Since: time.Unix(0, c.since), Shared: c.Shared, Arrival: c.arrival}
+}
+
+// SessionKind is which of a lock's sessions SessionPage lists.
+type SessionKind uint8
+
+const (
+	LiveHolders     SessionKind = iota // holders whose sessions are live, by token
+	HeldBackHolders                    // holders held back (ReleaseHeldBack), by token
+	Waiters                            // the queue, in order (by arrival)
+)
+
+// SessionPage lists up to limit sessions of kind on name whose key is
+// above after (the token of a holder, the arrival of a waiter; 0 for the
+// first page), in the lock's order, and whether more follow; found is
+// false when nobody holds or waits for name. The holders are in token
+// order and the queue in arrival order, so a walk of the pages lists no
+// session twice and none out of order while the lock changes between
+// them; one page costs a walk of the list up to it, under the table's
+// mutex, and its sessions (at most limit).
+func (t *Table) SessionPage(name string, kind SessionKind, after uint64, limit int) (page []Entry, more, found bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l := t.locks[name]
+	if l == nil || limit <= 0 {
+		return nil, false, l != nil
+	}
+	list, key := l.holders.head, func(c *Claim) uint64 { return c.token.Load() }
+	if kind == Waiters {
+		list, key = l.queue.head, func(c *Claim) uint64 { return c.arrival }
+	}
+	for c := list; c != nil; c = c.next {
+		if key(c) <= after || (kind == LiveHolders && c.heldBack) || (kind == HeldBackHolders && !c.heldBack) {
+			continue
+		}
+		if len(page) == limit {
+			return page, true, true
+		}
+		page = append(page, entry(c))
+	}
+	return page, false, true
 }
 
 // Counts returns the number of live locks, of held locks (by a live

@@ -237,3 +237,53 @@ func TestListingIsBoundedPerLock(t *testing.T) {
 	_, held, _ = tab.Counts()
 	assert.Equal(t, 0, held, "held back only: not held by a live session")
 }
+
+// A lock's sessions page by kind: holders by token, held-back holders by
+// token, waiters by arrival; a page goes on after the last key it gave,
+// so a session that leaves between pages moves nobody into a page twice.
+func TestSessionPage(t *testing.T) {
+	tab := New(&counter{})
+	var holders, waiters []*Claim
+	for i := range 5 {
+		c := &Claim{Session: uint64(i + 1), Name: "pool", Shared: true}
+		_, err := tab.Acquire(c)
+		require.NoError(t, err)
+		holders = append(holders, c)
+	}
+	for i := range 3 {
+		c := &Claim{Session: uint64(10 + i), Name: "pool"}
+		_, err := tab.Acquire(c)
+		require.NoError(t, err)
+		waiters = append(waiters, c)
+	}
+	heldBack, _, _ := tab.ReleaseHeldBack(holders[1])
+	require.True(t, heldBack)
+
+	ids := func(es []Entry) (out []uint64) {
+		for _, e := range es {
+			out = append(out, e.Session)
+		}
+		return out
+	}
+	page, more, found := tab.SessionPage("pool", LiveHolders, 0, 2)
+	require.True(t, found)
+	assert.True(t, more)
+	assert.Equal(t, []uint64{1, 3}, ids(page), "the held-back holder 2 is not a live one")
+	tab.Release(holders[0]) // leaves between pages: nobody moves back into the next
+	page, more, _ = tab.SessionPage("pool", LiveHolders, page[1].Token, 2)
+	assert.False(t, more)
+	assert.Equal(t, []uint64{4, 5}, ids(page))
+
+	page, more, _ = tab.SessionPage("pool", HeldBackHolders, 0, 10)
+	assert.False(t, more)
+	assert.Equal(t, []uint64{2}, ids(page))
+
+	page, more, _ = tab.SessionPage("pool", Waiters, 0, 1)
+	assert.True(t, more)
+	assert.Equal(t, []uint64{10}, ids(page))
+	page, _, _ = tab.SessionPage("pool", Waiters, page[0].Arrival, 5)
+	assert.Equal(t, []uint64{11, 12}, ids(page))
+
+	_, _, found = tab.SessionPage("nobody", Waiters, 0, 5)
+	assert.False(t, found)
+}

@@ -500,6 +500,12 @@ func (s *Server) LockPage(after string, limit int) (page []listing.Lock, more bo
 	return s.claims.LockPage(after, limit)
 }
 
+// SessionPage is one page of one kind of a lock's sessions
+// (claims.Registry.SessionPage).
+func (s *Server) SessionPage(name, kind string, after uint64, limit int) (listing.SessionPage, bool) {
+	return s.claims.SessionPage(name, kind, after, limit)
+}
+
 // Counts returns the number of live locks, held locks and queued waiters.
 func (s *Server) Counts() (locks, holders, waiters int) { return s.claims.Counts() }
 
