@@ -99,8 +99,20 @@ macro_rules! define_error {
                 /// What the server said about it.
                 reason: Reason,
             },
-            /// Try-acquire found the lock held by someone else.
-            Busy,
+            /// Try-acquire found no room for its claim on the lock: it is held
+            /// by someone else, or its permits are taken. The message says
+            /// which, in the words of every client
+            /// (spec/vectors/messages.json, busy): `monolock: lock
+            /// "jobs/nightly" is held by another session`, `monolock: all 4
+            /// permits of "pool/gpu" are taken`.
+            Busy {
+                /// The lock that was tried.
+                name: String,
+                /// Whether the claim was shared ([`Claim::is_shared`](crate::Claim::is_shared)).
+                shared: bool,
+                /// The claim's number of permits ([`Claim::limit`](crate::Claim::limit)).
+                limit: Option<u32>,
+            },
             /// The caller's deadline passed while acquiring.
             ///
             /// When the deadline passed after an attempt had failed (a server that
@@ -200,7 +212,7 @@ macro_rules! define_error {
                     Error::Lost(cause) | Error::SharedUnsupported { cause, .. } => {
                         return cause.code()
                     }
-                    Error::Busy
+                    Error::Busy { .. }
                     | Error::Timeout { .. }
                     | Error::ClientTimeout { .. }
                     | Error::Cancelled
@@ -288,7 +300,7 @@ impl Error {
     pub fn is_temporary(&self) -> bool {
         match self {
             Error::Io(_) => !self.is_certificate_problem(),
-            Error::Busy
+            Error::Busy { .. }
             | Error::Timeout { .. }
             | Error::ClientTimeout { .. }
             | Error::Protocol(_)
@@ -309,7 +321,7 @@ impl Error {
 
     /// True for [`Error::Busy`].
     pub fn is_busy(&self) -> bool {
-        matches!(self, Error::Busy)
+        matches!(self, Error::Busy { .. })
     }
 
     /// True for [`Error::Timeout`] and [`Error::ClientTimeout`] (also as
@@ -344,7 +356,11 @@ impl Error {
     /// does not repeat it.
     fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Busy => f.write_str("lock is held by another client"),
+            Error::Busy {
+                name,
+                shared,
+                limit,
+            } => busy_text(f, name, *shared, *limit),
             Error::Timeout { name, last } => {
                 write!(f, "timed out waiting for the lock {name:?}")?;
                 match last.as_deref() {
@@ -398,14 +414,35 @@ impl Error {
             coded => {
                 let code = coded.code().unwrap_or_default();
                 let text = coded.reason().map(Reason::text).unwrap_or_default();
-                let text = match (text.is_empty(), canonical_text(code)) {
-                    (false, _) => text,
-                    (true, Some(canonical)) => canonical,
-                    (true, None) => "unknown error",
-                };
-                write!(f, "{text} (0x{code:02x})")
+                match (text.is_empty(), canonical_text(code)) {
+                    // The reason of a passive server is the active one's address.
+                    (false, Some(canonical)) if code == code::NOT_ACTIVE => {
+                        write!(f, "{canonical}; the active server is {text} (0x{code:02x})")
+                    }
+                    (false, _) => write!(f, "{text} (0x{code:02x})"),
+                    (true, Some(canonical)) => write!(f, "{canonical} (0x{code:02x})"),
+                    (true, None) => write!(f, "unknown error (0x{code:02x})"),
+                }
             }
         }
+    }
+}
+
+/// What kept a try-acquire's claim on `name` out: a holder of an exclusive
+/// lock, the permits of a semaphore (whoever holds them), or, for a shared
+/// claim without a bound, an exclusive holder (spec/vectors/messages.json,
+/// busy).
+fn busy_text(
+    f: &mut fmt::Formatter<'_>,
+    name: &str,
+    shared: bool,
+    limit: Option<u32>,
+) -> fmt::Result {
+    match (shared, limit) {
+        (false, _) => write!(f, "lock {name:?} is held by another session"),
+        (true, Some(1)) => write!(f, "the 1 permit of {name:?} is taken"),
+        (true, Some(n)) if n > 1 => write!(f, "all {n} permits of {name:?} are taken"),
+        (true, _) => write!(f, "lock {name:?} is held exclusively by another session"),
     }
 }
 
@@ -569,6 +606,19 @@ mod tests {
             };
             assert_eq!(err.to_string(), case["message"].as_str().unwrap());
         }
+        let busy = v["busy"].as_array().unwrap();
+        assert!(!busy.is_empty());
+        for case in busy {
+            // A limit of 0 is the vectors' "no limit".
+            let limit = case["limit"].as_u64().filter(|n| *n > 0);
+            let err = Error::Busy {
+                name: case["name"].as_str().unwrap().into(),
+                shared: case["shared"].as_bool().unwrap(),
+                limit: limit.map(|n| u32::try_from(n).unwrap()),
+            };
+            assert_eq!(err.to_string(), case["message"].as_str().unwrap());
+            assert!(err.is_busy() && err.is_temporary() && err.code().is_none());
+        }
     }
 
     #[test]
@@ -600,7 +650,11 @@ mod tests {
         };
         let nested = Error::Lost(Box::new(timeout(Some(Box::new(refused.clone())))));
         for err in [
-            Error::Busy,
+            Error::Busy {
+                name: "jobs/x".into(),
+                shared: false,
+                limit: None,
+            },
             timeout(None),
             timeout(Some(Box::new(refused.clone()))),
             timeout(Some(Box::new(not_monolock.clone()))),

@@ -44,7 +44,11 @@ fn try_acquire_reports_busy_and_sends_no_more() {
     let c = client(&server.addr, 2000);
     let held = c.acquire("busy").unwrap();
     let err = c.try_acquire("busy").unwrap_err();
-    assert!(matches!(err, Error::Busy), "{err}");
+    assert!(matches!(err, Error::Busy { .. }), "{err}");
+    assert_eq!(
+        err.to_string(),
+        "monolock: lock \"busy\" is held by another session"
+    );
     assert!(err.is_busy() && err.code().is_none());
     drop(held);
     // The busy attempt left no queue place behind, and the drop returned

@@ -81,7 +81,7 @@ impl Out {
 
     fn error(&self, id: &str, err: &Error) {
         let kind = match err {
-            Error::Busy => "busy",
+            Error::Busy { .. } => "busy",
             Error::Timeout { .. } | Error::ClientTimeout { .. } => "timeout",
             Error::Cancelled => "cancelled",
             Error::ServerEnded => "server", // an ERROR whose code never came: code null

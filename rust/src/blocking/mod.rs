@@ -209,7 +209,7 @@ impl Client {
             config: &self.config,
             name,
             frame: &frame,
-            shared: claim.is_shared(),
+            claim,
             cancel,
         };
         loop {
@@ -228,7 +228,7 @@ impl Client {
                                 cancel.detach();
                             }
                             log_failure(name, server, &failure);
-                            plan.failed(failure);
+                            plan.report(failure, &self.config.servers);
                         }
                     }
                 }
@@ -250,7 +250,7 @@ struct Attempt<'a> {
     config: &'a Config,
     name: &'a str,
     frame: &'a [u8],
-    shared: bool,
+    claim: Claim,
     cancel: Option<&'a CancelHandle>,
 }
 
@@ -274,9 +274,10 @@ impl Attempt<'_> {
         }
         let (mut session, mut turn) = Session::connect_as(
             &server.to_string(),
+            self.name,
+            self.claim,
             self.config.lease_ms,
             plan.mode(),
-            self.shared,
             Instant::now(),
         );
         let mut buf = [0u8; 512];

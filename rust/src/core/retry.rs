@@ -103,6 +103,9 @@ pub(crate) enum Next {
 enum Then {
     Connect,
     Sleep,
+    /// The short pause after a passive server's answer: the backoff's
+    /// first delay, after which it starts over again.
+    Pause,
     GiveUp(Error),
 }
 
@@ -113,8 +116,10 @@ enum Then {
 /// answered and then failed is always followed by a backoff; a claim queued
 /// for `RESET_AFTER_QUEUED` or longer resets the backoff; a server that
 /// does not speak monolock, or whose TLS handshake failed on a
-/// certificate, leaves the walk for good. Try-acquire makes one
-/// pass and never sleeps; a temporary error moves it on like a failed connect.
+/// certificate, leaves the walk for good. A passive server of an HA cell
+/// (ERROR 0x03) starts the backoff over and sends the next attempt to the
+/// leader it named, if that is in the walk. Try-acquire makes one pass and
+/// never sleeps; a temporary error moves it on like a failed connect.
 #[derive(Debug)]
 pub(crate) struct Plan {
     mode: Mode,
@@ -202,13 +207,66 @@ impl Plan {
             Then::Sleep => {
                 self.unreachable = 0;
                 let delay = self.backoff.next_delay();
-                Next::Sleep(match self.deadline {
-                    Some(deadline) => delay.min(deadline.saturating_duration_since(now)),
-                    None => delay,
-                })
+                Next::Sleep(self.cut_to_deadline(delay, now))
+            }
+            Then::Pause => {
+                // delay_0, which is no step of the backoff: it starts over.
+                self.unreachable = 0;
+                let delay = self.backoff.next_delay();
+                self.backoff.reset();
+                Next::Sleep(self.cut_to_deadline(delay, now))
             }
             Then::Connect => Next::Connect(self.cursor),
         }
+    }
+
+    /// A sleep never outlasts the caller's deadline.
+    fn cut_to_deadline(&self, delay: Duration, now: Instant) -> Duration {
+        match self.deadline {
+            Some(deadline) => delay.min(deadline.saturating_duration_since(now)),
+            None => delay,
+        }
+    }
+
+    /// Takes the outcome of the attempt that [`Plan::next`] asked for, on
+    /// a plan that walks `servers` (the client's list): a passive server's
+    /// ERROR 0x03 goes to [`Plan::not_active`] with the leader its reason
+    /// names, any other outcome to [`Plan::failed`].
+    pub(crate) fn report(&mut self, failure: Failure, servers: &[ServerAddr]) {
+        match failure {
+            Failure::Session {
+                error: error @ Error::NotActive(_),
+                ..
+            } => {
+                let leader = error
+                    .reason()
+                    .and_then(|reason| leader_index(servers, reason.text()));
+                self.not_active(leader, error);
+            }
+            other => self.failed(other),
+        }
+    }
+
+    /// Takes a passive server's answer (ERROR 0x03, `error`) that named
+    /// `leader`, the index of the active server in the list (`None`: none
+    /// of the list). A cell that answers is alive and elects within its
+    /// TTL, so the backoff starts over and only a short pause follows; the
+    /// next attempt goes to the leader if it is still in the walk, else on
+    /// as after any failure. Try-acquire's one pass takes it as a requeue.
+    pub(crate) fn not_active(&mut self, leader: Option<usize>, error: Error) {
+        if self.mode == Mode::Try {
+            let queued = Duration::ZERO;
+            return self.failed(Failure::Session { error, queued });
+        }
+        self.last_server = self.cursor;
+        self.unreachable = 0;
+        self.backoff.reset();
+        match leader {
+            Some(i) if i < self.servers && !self.dropped[i] => self.cursor = i,
+            _ => self.advance(),
+        }
+        self.then = Then::Pause;
+        self.last = Some(error);
     }
 
     /// Takes the outcome of the attempt that [`Plan::next`] asked for.
@@ -235,7 +293,7 @@ impl Plan {
             }
             Failure::Session { error, queued } => {
                 self.advance();
-                if matches!(error, Error::Busy) || !error.is_temporary() {
+                if matches!(error, Error::Busy { .. }) || !error.is_temporary() {
                     (Then::GiveUp(error), None)
                 } else if self.mode == Mode::Try {
                     // One pass: a temporary error (a passive server of an
@@ -275,6 +333,19 @@ impl Plan {
             }
         }
     }
+}
+
+/// The index in `servers` of the server a passive server's ERROR 0x03
+/// names in `reason` (spec/vectors/retry.json, leader_names): the reason
+/// is parsed as a configured address is, and the first server with the
+/// same host (ASCII case aside) and port is it. Nothing is resolved, so
+/// only an address the client was given can be named; a reason that does
+/// not parse (the canonical text, say) names none.
+pub(crate) fn leader_index(servers: &[ServerAddr], reason: &str) -> Option<usize> {
+    let named = ServerAddr::parse(reason).ok()?;
+    servers
+        .iter()
+        .position(|s| s.port == named.port && s.host.eq_ignore_ascii_case(&named.host))
 }
 
 /// Whether the server of a failed attempt leaves the walk: it does not
@@ -404,7 +475,15 @@ mod tests {
                     Some("terminal") => {
                         plan.failed(session(Error::from_code(code::NOT_AUTHORIZED, "")))
                     }
-                    Some("busy") => plan.failed(session(Error::Busy)),
+                    Some("busy") => plan.failed(session(Error::Busy {
+                        name: "test".into(),
+                        shared: false,
+                        limit: None,
+                    })),
+                    Some("not_active") => {
+                        let leader = step["leader"].as_u64().map(|i| i as usize);
+                        plan.not_active(leader, Error::from_code(code::NOT_ACTIVE, ""))
+                    }
                     Some("not_monolock") => plan.failed(session(Error::NotMonolock {
                         server: "test:1".into(),
                         sent: b"HTTP/1.1 400".to_vec(),
@@ -413,6 +492,64 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Which server of the list a passive server's ERROR 0x03 names
+    /// (spec/vectors/retry.json, leader_names).
+    #[test]
+    fn leader_name_vectors() {
+        let v = spec::load("vectors/retry.json");
+        let names = &v["leader_names"];
+        let servers: Vec<ServerAddr> = names["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| ServerAddr::parse(s.as_str().unwrap()).unwrap())
+            .collect();
+        let cases = names["cases"].as_array().unwrap();
+        assert!(!cases.is_empty());
+        for case in cases {
+            let reason = case["reason"].as_str().unwrap();
+            let want = case["index"].as_u64().map(|i| i as usize);
+            assert_eq!(leader_index(&servers, reason), want, "reason {reason:?}");
+        }
+    }
+
+    /// An attempt's ERROR 0x03 reaches the plan with the leader its reason
+    /// names: the next connect goes there after the short pause.
+    #[test]
+    fn a_passive_answer_is_reported_with_its_leader() {
+        let servers: Vec<ServerAddr> = ["a:1", "b:1", "c:1"]
+            .iter()
+            .map(|s| ServerAddr::parse(s).unwrap())
+            .collect();
+        let now = Instant::now();
+        let mut p = Plan::new(Mode::Wait, servers.len(), None);
+        let passive = |reason: &str| Failure::Session {
+            error: Error::from_code(code::NOT_ACTIVE, reason),
+            queued: Duration::ZERO,
+        };
+        assert!(matches!(p.next(now), Next::Connect(0)));
+        p.report(passive("C:1"), &servers);
+        assert!(matches!(p.next(now), Next::Sleep(d) if d <= Duration::from_millis(50)));
+        assert!(matches!(p.next(now), Next::Connect(2)));
+        // The canonical text names no server: on to the next one.
+        p.report(passive(""), &servers);
+        assert!(matches!(p.next(now), Next::Sleep(_)));
+        assert!(matches!(p.next(now), Next::Connect(0)));
+        match p.last_failure() {
+            Some((2, Error::NotActive(_))) => {}
+            other => panic!("{other:?}"),
+        }
+        // Any other failure is the plain outcome.
+        p.report(
+            Failure::Session {
+                error: Error::from_code(code::NOT_AUTHORIZED, ""),
+                queued: Duration::ZERO,
+            },
+            &servers,
+        );
+        assert!(matches!(p.next(now), Next::GiveUp(Error::NotAuthorized(_))));
     }
 
     #[test]

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use super::codec::{Decoder, Frame, HEARTBEAT};
 use super::retry::Mode;
 use super::schedule::Schedule;
+use crate::claim::Claim;
 use crate::error::Error;
 
 /// Where the claim stands, as far as the client knows (the vectors'
@@ -157,14 +158,17 @@ pub(crate) struct Session {
     server: String,
     /// Whether the server's first byte started a server message.
     heard: bool,
-    /// Whether the claim is shared (a version 2 ACQUIRE): a 0x10 answer
-    /// then means a server without shared locks.
-    shared: bool,
+    /// The lock and the kind of claim, for the errors that name them: a
+    /// try-acquire's busy lock, and a shared claim's (version 2) 0x10
+    /// answer that means a server without shared locks.
+    name: String,
+    claim: Claim,
 }
 
 impl Session {
-    /// An exclusive claim whose connection to `server` (`host:port`, for
-    /// messages) just opened: the turn says to send ACQUIRE.
+    /// An exclusive claim on the lock "test" whose connection to `server`
+    /// (`host:port`, for messages) just opened: the turn says to send
+    /// ACQUIRE.
     #[cfg(test)]
     pub(crate) fn connect(
         server: &str,
@@ -172,17 +176,20 @@ impl Session {
         mode: Mode,
         now: Instant,
     ) -> (Session, Turn) {
-        Session::connect_as(server, lease_ms, mode, false, now)
+        Session::connect_as(server, "test", Claim::exclusive(), lease_ms, mode, now)
     }
 
-    /// A claim, `shared` or not, whose connection to `server` just opened:
-    /// the turn says to send ACQUIRE. Nothing else differs between the two
-    /// but the error of a server that refuses the shared ACQUIRE's version.
+    /// A `claim` on the lock `name` whose connection to `server` just
+    /// opened: the turn says to send ACQUIRE. Nothing differs between the
+    /// kinds of claim but the errors: a busy lock says what kept the claim
+    /// out, and a server that refuses a shared ACQUIRE's version is one
+    /// without shared locks.
     pub(crate) fn connect_as(
         server: &str,
+        name: &str,
+        claim: Claim,
         lease_ms: u32,
         mode: Mode,
-        shared: bool,
         now: Instant,
     ) -> (Session, Turn) {
         let session = Session {
@@ -198,7 +205,8 @@ impl Session {
             loss: None,
             server: server.to_owned(),
             heard: false,
-            shared,
+            name: name.to_owned(),
+            claim,
         };
         let turn = Turn {
             send: Some(Request::Acquire),
@@ -319,7 +327,7 @@ impl Session {
                 },
             ) => {
                 let mut err = Error::from_code(code, reason);
-                if self.shared {
+                if self.claim.is_shared() {
                     err = err.for_shared_claim(&self.server);
                 }
                 return self.end(err, turn);
@@ -342,7 +350,7 @@ impl Session {
                 if self.ack(now, turn) && self.phase == Phase::Connecting {
                     if self.mode == Mode::Try {
                         // Try-acquire: someone else holds it.
-                        return self.end(Error::Busy, turn);
+                        return self.end(self.busy(), turn);
                     }
                     self.phase = Phase::Waiting;
                     self.queued_at = Some(now);
@@ -363,6 +371,15 @@ impl Session {
             _ => {
                 self.ack(now, turn);
             }
+        }
+    }
+
+    /// A try-acquire's WAITING: the error says what kept this claim out.
+    fn busy(&self) -> Error {
+        Error::Busy {
+            name: self.name.clone(),
+            shared: self.claim.is_shared(),
+            limit: self.claim.limit(),
         }
     }
 
@@ -525,7 +542,7 @@ mod tests {
             Error::Io(_) => "io".into(),
             Error::Protocol(_) => "protocol".into(),
             Error::NotMonolock { .. } => "not_monolock".into(),
-            Error::Busy => "busy".into(),
+            Error::Busy { .. } => "busy".into(),
             Error::ServerEnded => "server".into(),
             coded => format!("server 0x{:02x}", coded.code().expect("a wire code")),
         }
@@ -608,7 +625,14 @@ mod tests {
             // A case's `claim` makes the session a shared one. The client
             // encodes the ACQUIRE (codec's client_valid_v2 test pins those
             // bytes); what follows must be the same as for an exclusive claim.
-            let shared = case["claim"]["shared"].as_bool().unwrap_or(false);
+            let claim = match (
+                case["claim"]["shared"].as_bool().unwrap_or(false),
+                case["claim"]["limit"].as_u64(),
+            ) {
+                (false, _) => Claim::exclusive(),
+                (true, None) => Claim::shared(),
+                (true, Some(limit)) => Claim::semaphore(limit as u32),
+            };
             let t0 = Instant::now();
             let mut session: Option<Session> = None;
             for (i, step) in case["steps"].as_array().unwrap().iter().enumerate() {
@@ -616,7 +640,7 @@ mod tests {
                 let input = step["in"].as_str().unwrap();
                 let turn = match (input, session.as_mut()) {
                     ("connect", None) => {
-                        let (s, turn) = Session::connect_as("test:1", lease, mode, shared, at);
+                        let (s, turn) = Session::connect_as("test:1", name, claim, lease, mode, at);
                         session = Some(s);
                         turn
                     }
@@ -800,7 +824,8 @@ mod tests {
     #[test]
     fn a_shared_claim_answered_with_0x10_fails_with_shared_unsupported() {
         let t0 = Instant::now();
-        let (mut s, _) = Session::connect_as("old:7117", 1000, Mode::Wait, true, t0);
+        let (mut s, _) =
+            Session::connect_as("old:7117", "db", Claim::shared(), 1000, Mode::Wait, t0);
         let turn = s.step(Input::Bytes(&[0x13, 0x10, 0]), t0);
         assert_eq!(outputs(&turn), ["fail server 0x10", "close"]);
         let err = turn.failed.unwrap();
@@ -811,6 +836,24 @@ mod tests {
         let (mut s, _) = Session::connect("old:7117", 1000, Mode::Wait, t0);
         let turn = s.step(Input::Bytes(&[0x13, 0x10, 0]), t0);
         assert!(matches!(turn.failed, Some(Error::UnsupportedVersion(_))));
+    }
+
+    /// A try-acquire's WAITING is busy, in words that fit the claim.
+    #[test]
+    fn a_busy_lock_names_what_kept_the_claim_out() {
+        let t0 = Instant::now();
+        let claim = Claim::semaphore(4);
+        let (mut s, _) = Session::connect_as("test:1", "pool/gpu", claim, 1000, Mode::Try, t0);
+        let turn = s.step(Input::Bytes(&[0x11]), t0);
+        assert_eq!(outputs(&turn), ["fail busy", "close"]);
+        match turn.failed.unwrap() {
+            Error::Busy {
+                name,
+                shared: true,
+                limit: Some(4),
+            } => assert_eq!(name, "pool/gpu"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

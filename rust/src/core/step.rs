@@ -130,7 +130,7 @@ mod tests {
         assert!(matches!(
             res,
             Err(Failure::Session {
-                error: Error::Busy,
+                error: Error::Busy { .. },
                 ..
             })
         ));

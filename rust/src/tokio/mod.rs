@@ -158,16 +158,13 @@ impl Client {
             match plan.next(Instant::now()) {
                 Next::Connect(server) => {
                     let server = &self.config.servers[server];
-                    match self
-                        .attempt(server, name, &frame, claim.is_shared(), &plan)
-                        .await
-                    {
+                    match self.attempt(server, name, &frame, claim, &plan).await {
                         Ok((conn, session, turn)) => {
                             return LockGuard::start(name, conn, session, turn)
                         }
                         Err(failure) => {
                             log_failure(name, server, &failure);
-                            plan.failed(failure);
+                            plan.report(failure, &self.config.servers);
                         }
                     }
                 }
@@ -188,7 +185,7 @@ impl Client {
         server: &ServerAddr,
         name: &str,
         frame: &[u8],
-        shared: bool,
+        claim: Claim,
         plan: &Plan,
     ) -> Result<(Conn, Session, Turn), Failure> {
         let mut connect_timeout = self.config.connect_timeout;
@@ -209,9 +206,10 @@ impl Client {
         };
         let (mut session, mut turn) = Session::connect_as(
             &server.to_string(),
+            name,
+            claim,
             self.config.lease_ms,
             plan.mode(),
-            shared,
             Instant::now(),
         );
         let mut buf = [0u8; 512];
