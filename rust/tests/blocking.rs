@@ -577,3 +577,37 @@ fn the_admin_port_is_not_monolock_and_says_so_at_once() {
     c.acquire_timeout("jobs/x\n", Duration::from_secs(60))
         .unwrap();
 }
+
+/// A passive server of an HA cell (ERROR 0x03) names the active one: the
+/// next attempt goes straight there, past the servers between, and no
+/// longer than the short pause after the answer.
+#[test]
+fn a_passive_server_sends_the_claim_to_the_leader_it_names() {
+    let server = Server::start();
+    let leader = server.addr.to_uppercase();
+    let passive = Fake::start(move |listener| {
+        let mut s = accept(&listener);
+        read_acquire(&mut s);
+        send(&mut s, &error(0x03, &leader));
+        expect_close(&mut s);
+    });
+    // Between the two: never asked.
+    let skipped = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let c = Client::builder()
+        .servers([
+            passive.addr.clone(),
+            skipped.local_addr().unwrap().to_string(),
+            server.addr.clone(),
+        ])
+        .lease(Duration::from_millis(2000))
+        .build()
+        .unwrap();
+    let g = c
+        .acquire_timeout("ha/leader", Duration::from_secs(10))
+        .unwrap();
+    passive.join();
+    skipped.set_nonblocking(true).unwrap();
+    let err = skipped.accept().expect_err("the skipped server was asked");
+    assert_eq!(err.kind(), std::io::ErrorKind::WouldBlock);
+    g.release();
+}

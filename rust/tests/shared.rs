@@ -119,6 +119,10 @@ fn a_reader_behind_a_waiting_writer_waits_for_it() {
         .try_acquire_with("s-barging", Claim::shared())
         .unwrap_err();
     assert!(err.is_busy(), "{err}");
+    assert_eq!(
+        err.to_string(),
+        "monolock: lock \"s-barging\" is held exclusively by another session"
+    );
     let (rc, reader_waits) = counting_client(&server.addr);
     let reader = spawn_acquire(rc, "s-barging", Claim::shared());
     wait_for_queue(&reader_waits, 1);
@@ -142,6 +146,10 @@ fn a_semaphore_of_three_queues_the_fourth_until_a_release() {
         .try_acquire_with("s-sem", Claim::semaphore(3))
         .unwrap_err();
     assert!(err.is_busy(), "{err}");
+    assert_eq!(
+        err.to_string(),
+        "monolock: all 3 permits of \"s-sem\" are taken"
+    );
     let (fc, waits) = counting_client(&server.addr);
     let fourth = spawn_acquire(fc, "s-sem", Claim::semaphore(3));
     wait_for_queue(&waits, 1);

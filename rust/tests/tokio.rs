@@ -385,3 +385,36 @@ async fn a_timeout_keeps_the_last_attempts_cause() {
     assert!(err.to_string().contains(&addr), "{err}");
     assert!(std::error::Error::source(&err).is_some());
 }
+
+/// A passive server of an HA cell (ERROR 0x03) names the active one: the
+/// next attempt goes straight there, past the servers between.
+#[tokio::test]
+async fn a_passive_server_sends_the_claim_to_the_leader_it_names() {
+    let server = Server::start();
+    let leader = server.addr.clone();
+    let passive = Fake::start(move |listener| {
+        let mut s = accept(&listener);
+        read_acquire(&mut s);
+        send(&mut s, &error(0x03, &leader));
+        expect_close(&mut s);
+    });
+    let skipped = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let c = Client::builder()
+        .servers([
+            passive.addr.clone(),
+            skipped.local_addr().unwrap().to_string(),
+            server.addr.clone(),
+        ])
+        .lease(Duration::from_millis(2000))
+        .build()
+        .unwrap();
+    let g = c
+        .acquire_timeout("ha/leader", Duration::from_secs(10))
+        .await
+        .unwrap();
+    join(passive).await;
+    skipped.set_nonblocking(true).unwrap();
+    let err = skipped.accept().expect_err("the skipped server was asked");
+    assert_eq!(err.kind(), std::io::ErrorKind::WouldBlock);
+    g.release().await;
+}

@@ -296,8 +296,8 @@ impl Plan {
                 if matches!(error, Error::Busy { .. }) || !error.is_temporary() {
                     (Then::GiveUp(error), None)
                 } else if self.mode == Mode::Try {
-                    // One pass: a temporary error (a passive server of an
-                    // HA cell answers 0x01) moves on to the next server.
+                    // One pass: a temporary error (such as a passive
+                    // server's 0x03) moves on to the next server.
                     self.unreachable += 1;
                     self.on_or_pass_over(error)
                 } else {
