@@ -10,11 +10,19 @@ import pytest
 
 import monolock
 from monolock import errors
-from monolock._config import Address, ClientConfig, check_timeout, parse_address, parse_servers
+from monolock._config import (
+    Address,
+    ClientConfig,
+    check_timeout,
+    leader_index,
+    parse_address,
+    parse_servers,
+)
 
 from .support import load_spec
 
 ADDRESSES = load_spec("vectors/addresses.json")
+LEADER_NAMES = load_spec("vectors/retry.json")["leader_names"]
 
 
 @pytest.mark.parametrize("case", ADDRESSES["ok"], ids=lambda c: c["in"])
@@ -131,3 +139,11 @@ def test_good_timeouts() -> None:
     assert check_timeout(None) is None
     assert check_timeout(0) == 0.0
     assert check_timeout(2) == 2.0
+
+
+@pytest.mark.parametrize("case", LEADER_NAMES["cases"], ids=lambda c: c["reason"] or "empty")
+def test_leader_name_vector(case: dict[str, Any]) -> None:
+    """spec/vectors/retry.json leader_names: which server of the list an
+    ERROR 0x03's reason names, if any."""
+    servers = ClientConfig(LEADER_NAMES["servers"]).servers
+    assert leader_index(servers, case["reason"]) == case.get("index")

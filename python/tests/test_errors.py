@@ -180,3 +180,21 @@ def test_acquire_timeout_messages(case: dict[str, Any]) -> None:
     if "last_code" in case:
         last = errors.error_for_code(case["last_code"], case["last_reason"])
     assert str(timeout_error(case["name"], last)) == case["message"]
+
+
+@pytest.mark.parametrize("case", MESSAGES["busy"], ids=lambda c: c["message"])
+def test_busy_messages(case: dict[str, Any]) -> None:
+    """spec/vectors/messages.json: a try-acquire's busy lock says what kept
+    the claim out."""
+    error = errors.LockBusy(case["name"], shared=case["shared"], limit=case["limit"])
+    assert str(error) == case["message"]
+    assert (error.name, error.shared, error.limit) == (case["name"], case["shared"], case["limit"])
+    assert error.temporary and error.code is None
+
+
+def test_not_active_reason_is_the_active_server() -> None:
+    """0x03's reason is an address: the error keeps it as the reason, and a
+    plain ServerError of that code says it the same way."""
+    error = errors.error_for_code(0x03, "b:1")
+    assert isinstance(error, errors.NotActive) and error.reason == "b:1" and error.temporary
+    assert str(errors.ServerError(0x03, "b:1")) == str(error)

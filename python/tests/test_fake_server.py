@@ -663,12 +663,61 @@ def test_try_acquire_moves_past_a_passive_server(api: Api, fake_server: FakeServ
         fut = api.acquire([passive.address, fake_server.address], "ha", lease=1, try_only=True)
         first = passive.accept()
         first.read_acquire()
-        first.send(proto.encode_error(0x01, "not active"))
+        first.send(proto.encode_error(0x03, fake_server.address))
         handle, conn = grant(fake_server, fut, 4)  # at once, no sleep
         passive.assert_no_connection(0.1)
         release_with(handle, conn)
     finally:
         passive.close()
+
+
+def test_a_passive_server_sends_the_claim_to_the_leader(api: Api, fake_server: FakeServer) -> None:
+    """ERROR 0x03 names the active server: after a short pause (delay_0,
+    25-50 ms) the next attempt goes there, past the server between."""
+    passive, between = FakeServer(), FakeServer()
+    try:
+        servers = [passive.address, between.address, fake_server.address]
+        fut = api.acquire(servers, "ha", lease=1)
+        first = passive.accept()
+        first.read_acquire()
+        refused = time.monotonic()
+        first.send(proto.encode_error(0x03, fake_server.address))
+        conn = fake_server.accept()
+        # delay_0: at least 25 ms, never the backoff's later steps.
+        assert_on_time("the attempt at the leader", time.monotonic(), refused + 0.025, late=0.3)
+        conn.read_acquire()
+        conn.send(acquired(8))
+        handle = fut.result(5)
+        between.assert_no_connection(0.1)
+        release_with(handle, conn)
+    finally:
+        passive.close()
+        between.close()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({}, 'monolock: lock "b" is held by another session'),
+        ({"limit": 2}, 'monolock: all 2 permits of "b" are taken'),
+        ({"shared": True}, 'monolock: lock "b" is held exclusively by another session'),
+    ],
+    ids=["exclusive", "semaphore", "shared"],
+)
+def test_busy_says_what_kept_the_claim_out(
+    api: Api, fake_server: FakeServer, kwargs: dict[str, Any], message: str
+) -> None:
+    """The message of a try-acquire's LockBusy follows the claim's mode
+    (spec/vectors/messages.json, busy)."""
+    fut = api.acquire(fake_server.address, "b", lease=1, try_only=True, **kwargs)
+    conn = fake_server.accept()
+    shared = bool(kwargs)
+    conn.read_exact(len(proto.encode_claim(b"b", 1000, shared, kwargs.get("limit", 0))))
+    conn.send(WAITING)
+    with pytest.raises(errors.LockBusy) as info:
+        fut.result(5)
+    assert str(info.value) == message
+    conn.wait_eof()
 
 
 # -- shared claims and semaphores (protocol version 2) ----------------------------

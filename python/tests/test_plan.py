@@ -265,7 +265,9 @@ def test_no_deadline_retries_on() -> None:
 # -- spec/vectors/retry.json --------------------------------------------------------
 
 
-def vector_failure(step: dict[str, Any], as_not_monolock: str) -> Failure:
+def vector_failure(
+    step: dict[str, Any], as_not_monolock: str, servers: list[str], pick: str
+) -> Failure:
     outcome = step["outcome"]
     error: errors.MonolockError
     if outcome == "connect_failed":
@@ -279,10 +281,21 @@ def vector_failure(step: dict[str, Any], as_not_monolock: str) -> Failure:
     elif outcome == "not_monolock":
         # A TLS handshake that failed on a certificate is the same outcome.
         error = cert_error("127.0.0.1:7118", ours=as_not_monolock == "client certificate")
+    elif outcome == "not_active":
+        error = errors.error_for_code(0x03, leader_reason(step.get("leader"), servers, pick))
     else:
         assert outcome == "busy", outcome
         error = errors.LockBusy("x")
     return Failure(error, step.get("queued_ms", 0) / 1000)
+
+
+def leader_reason(leader: int | None, servers: list[str], pick: str) -> str:
+    """What a passive server says to name ``leader``: that server's address
+    in other letters; for none of the list (None), the canonical text (an
+    empty reason) or, the other time, an address the client does not have."""
+    if leader is None:
+        return "" if pick == "low" else "10.0.0.9:7117"
+    return servers[leader].upper()
 
 
 @pytest.mark.parametrize("as_not_monolock", ["http", "server certificate", "client certificate"])
@@ -293,7 +306,8 @@ def test_retry_vector(case: dict[str, Any], pick: str, as_not_monolock: str) -> 
     so that both ends of every ``sleep LO..HI`` are checked exactly. The
     outcome not_monolock is played by an HTTP answer and by each side's
     refused certificate."""
-    servers = [f"127.0.0.1:{i + 1}" for i in range(case["servers"])]
+    # Names with capitals: a passive server may spell the leader otherwise.
+    servers = [f"Server-{i}.Example:{i + 1}" for i in range(case["servers"])]
     plan: Generator[Step, str | Failure | None, str] = acquisition_plan(
         ClientConfig(servers),
         None,
@@ -315,7 +329,7 @@ def test_retry_vector(case: dict[str, Any], pick: str, as_not_monolock: str) -> 
             assert isinstance(action, Attempt), (expect, action)
             assert str(action.address) == servers[int(arg)], expect
             granted = step["outcome"] == "granted"
-            result = "lock" if granted else vector_failure(step, as_not_monolock)
+            result = "lock" if granted else vector_failure(step, as_not_monolock, servers, pick)
         else:
             assert verb == "sleep" and isinstance(action, Sleep), (expect, action)
             low, high = (float(x) for x in arg.split(".."))

@@ -39,6 +39,7 @@ EXPECTED = {
     "MonolockError",
     "NameNotUTF8",
     "NameTooLong",
+    "NotActive",
     "NotAuthorized",
     "NotMonolock",
     "ProtocolViolation",

@@ -129,6 +129,31 @@ def _bad_address(value: ServerAddress, why: str) -> ConfigError:
     )
 
 
+def leader_index(servers: tuple[Address, ...], reason: str) -> int | None:
+    """The index in ``servers`` of the server an ERROR 0x03's ``reason``
+    names (spec/vectors/retry.json, leader_names), or ``None``: the reason
+    is parsed as a server address is, then matched by host, without regard
+    to ASCII case, and port; first match wins. Nothing is resolved, so only
+    an address this client was given can be named."""
+    try:
+        named = _parse_text(reason)
+    except ConfigError:
+        return None  # the canonical text, or an address that makes no sense
+    host = _ascii_lower(named.host)
+    for index, server in enumerate(servers):
+        if server.port == named.port and _ascii_lower(server.host) == host:
+            return index
+    return None
+
+
+_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+
+
+def _ascii_lower(text: str) -> str:
+    # str.lower() would fold non-ASCII letters too; host names compare by ASCII.
+    return text.translate(_ASCII_LOWER)
+
+
 def parse_servers(servers: Servers) -> tuple[Address, ...]:
     """Parse one address or a list of them; at least one is required."""
     if isinstance(servers, (str, tuple)):

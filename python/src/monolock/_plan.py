@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Callable, TypeVar, Union
 
 from . import _protocol as proto
-from ._config import Address, ClientConfig, check_timeout
+from ._config import Address, ClientConfig, check_timeout, leader_index
+from ._errors_gen import NotActive
 from ._failure import Failure
 from ._log import logger
 from ._schedule import RETRY_RESET_AFTER_QUEUED_MS, Backoff
@@ -176,14 +177,16 @@ def acquisition_plan(
     ``certificate`` set), leaves the walk for good and the next one is
     tried at once; with none left, its error goes to the caller. The
     backoff starts again after an attempt that had been queued for at least
-    ``RETRY_RESET_AFTER_QUEUED_MS``: that server was healthy. A
-    try-acquisition makes one pass and never sleeps: an unreachable server
-    or a temporary error (a passive server of an HA cell answers 0x01) moves
-    it on to the next server, and the last error goes to the caller once
-    every server has been tried. Terminal errors and a busy
-    lock go to the caller at once; so does :class:`AcquireTimeout` at
-    ``deadline``. A held lock is never in play here: its loss is the lock's
-    business.
+    ``RETRY_RESET_AFTER_QUEUED_MS``: that server was healthy. A passive
+    server of an HA cell (:class:`NotActive`, 0x03) starts the backoff over:
+    a pause of the first delay only, then the server its reason names when
+    that is one of ``config.servers`` still in the walk, else the next one.
+    A try-acquisition makes one pass and never sleeps: an unreachable server
+    or a temporary error (0x03 included) moves it on to the next server, and
+    the last error goes to the caller once every server has been tried.
+    Terminal errors and a busy lock go to the caller at once; so does
+    :class:`AcquireTimeout` at ``deadline``. A held lock is never in play
+    here: its loss is the lock's business.
 
     Each attempt and failure is logged at DEBUG on the ``monolock`` logger,
     each retry (a backoff sleep) and each server left out at WARNING.
@@ -214,30 +217,40 @@ def acquisition_plan(
             if not any(live):
                 raise error  # retrying a wrong port only hides the mistake
             logger.warning("acquire %r: left out of this acquisition: %s", name, unprefixed(error))
-        cursor = _next_live(live, cursor)
-        unreached = _is_unreached(error)
-        # A NotMonolock or a refused certificate is not temporary (that
-        # server answers the same way again), but the walk still goes on at
-        # once to the servers left.
-        movable = error.temporary or leaves_rotation(error)
-        if movable and (unreached or (try_only and isinstance(error, _REQUEUE))):
-            # On at once, until every server left has failed since the last
-            # sleep (a try: in its one pass, temporary errors included).
-            skipped.append(error)
-            if sum(not leaves_rotation(e) for e in skipped) < sum(live):
-                continue
-            if try_only:
-                if len(servers) == 1 or not all(_is_unreached(e) for e in skipped):
-                    raise error  # the last error of the pass
-                raise ConnectError(PREFIX + _unreached(skipped)) from error
-        elif isinstance(error, _REQUEUE) and error.temporary and not try_only:
-            if result.queued * 1000 >= RETRY_RESET_AFTER_QUEUED_MS:
-                backoff.reset()
+        if isinstance(error, NotActive) and not try_only:
+            # A passive server of an HA cell: the cell is alive and elects
+            # within its TTL, so the backoff starts over and the next attempt
+            # goes to the leader it named (a try takes it as a requeue).
+            cursor = _leader_or_next(live, cursor, leader_index(servers, error.reason))
+            backoff.reset()
+            delay = backoff.next_delay()
+            backoff.reset()  # that pause, delay_0, is no step of the backoff
+            why = unprefixed(error)
         else:
-            raise error
-        why = _unreached(skipped) if unreached else unprefixed(error)
-        skipped = []
-        delay = backoff.next_delay()
+            cursor = _next_live(live, cursor)
+            unreached = _is_unreached(error)
+            # A NotMonolock or a refused certificate is not temporary (that
+            # server answers the same way again), but the walk still goes on
+            # at once to the servers left.
+            movable = error.temporary or leaves_rotation(error)
+            if movable and (unreached or (try_only and isinstance(error, _REQUEUE))):
+                # On at once, until every server left has failed since the
+                # last sleep (a try: in its one pass, temporary errors included).
+                skipped.append(error)
+                if sum(not leaves_rotation(e) for e in skipped) < sum(live):
+                    continue
+                if try_only:
+                    if len(servers) == 1 or not all(_is_unreached(e) for e in skipped):
+                        raise error  # the last error of the pass
+                    raise ConnectError(PREFIX + _unreached(skipped)) from error
+            elif isinstance(error, _REQUEUE) and error.temporary and not try_only:
+                if result.queued * 1000 >= RETRY_RESET_AFTER_QUEUED_MS:
+                    backoff.reset()
+            else:
+                raise error
+            why = _unreached(skipped) if unreached else unprefixed(error)
+            delay = backoff.next_delay()
+        skipped = []  # a sleep, or an answer, starts the count of failed connects over
         if deadline is not None:
             remaining = deadline - clock()
             if remaining <= 0:
@@ -255,6 +268,15 @@ def _is_unreached(error: MonolockError) -> bool:
 def _unreached(skipped: list[MonolockError]) -> str:
     texts = "; ".join(unprefixed(e) for e in skipped)
     return f"no server could be reached: {texts}"
+
+
+def _leader_or_next(live: list[bool], cursor: int, leader: int | None) -> int:
+    """Where to go after a passive server's answer: the leader it named,
+    if that server is still in the walk (it may have failed before: a
+    restarted server may lead now), else on as after any failure."""
+    if leader is not None and live[leader]:
+        return leader
+    return _next_live(live, cursor)
 
 
 def _next_live(live: list[bool], cursor: int) -> int:

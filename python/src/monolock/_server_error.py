@@ -60,7 +60,28 @@ class ServerError(MonolockError):
         self.temporary = is_temporary_code(code)
         self.reason = reason or self.text
         self.from_server = from_server
-        super().__init__(f"monolock: {self.reason} (0x{code:02x})")
+        super().__init__(f"monolock: {_describe(code, reason, self.text)} (0x{code:02x})")
+
+
+_NOT_ACTIVE_CODE = 0x03
+"""NOT_ACTIVE: a passive server of an HA cell; its reason is an address."""
+
+
+def _describe(code: int, reason: str, text: str) -> str:
+    """What a message says before the code (spec/vectors/messages.json):
+    the reason, or the canonical text when it is empty. The reason of 0x03
+    is the active server's address, not a sentence, so the canonical text
+    leads and names it."""
+    if code == _NOT_ACTIVE_CODE and reason:
+        return f"{_canonical(code)}; the active server is {reason}"
+    return reason or text
+
+
+def _canonical(code: int) -> str:
+    # Imported here: _errors_gen derives its classes from this module.
+    from ._errors_gen import CODE_CLASSES
+
+    return next((cls.text for cls in CODE_CLASSES if cls.code == code), ServerError.text)
 
 
 class KnownServerError(ServerError):

@@ -412,7 +412,7 @@ class Session:
             self._ack(now)
             if isinstance(frame, proto.Waiting):
                 if self.try_only:
-                    return self._end(LockBusy(self.name))
+                    return self._end(LockBusy(self.name, shared=self.shared, limit=self.limit))
                 self.phase = Phase.WAITING
                 return [Queued()]
             return self._grant(frame)

@@ -22,6 +22,7 @@ another error's drops that error's prefix.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
 from . import _errors_gen
@@ -109,13 +110,33 @@ class SharedUnsupported(UnsupportedVersion):
 
 
 class LockBusy(MonolockError):
-    """``try_acquire`` found the lock held by someone else."""
+    """``try_acquire`` found no room for its claim on the lock ``name``.
+
+    ``shared`` and ``limit`` are the claim's (0: no bound); the message says
+    what kept it out: another session holding an exclusive claim's lock, the
+    taken permits of a semaphore, or an exclusive holder of a shared lock.
+    """
 
     temporary = True
 
-    def __init__(self, name: str) -> None:
-        super().__init__(f"monolock: lock {name!r} is held by another client")
+    def __init__(self, name: str, *, shared: bool = False, limit: int = 0) -> None:
+        super().__init__(PREFIX + _busy_text(json.dumps(name, ensure_ascii=False), shared, limit))
         self.name = name
+        self.shared = shared
+        self.limit = limit
+
+
+def _busy_text(quoted: str, shared: bool, limit: int) -> str:
+    """In the words of every client (spec/vectors/messages.json, busy)."""
+    if not shared:
+        return f"lock {quoted} is held by another session"
+    if limit == 1:
+        return f"the 1 permit of {quoted} is taken"
+    if limit > 1:
+        # An exclusive holder takes them all too: say only that none is free.
+        return f"all {limit} permits of {quoted} are taken"
+    # Shared with no bound: only an exclusive claim keeps it out.
+    return f"lock {quoted} is held exclusively by another session"
 
 
 class ConfigError(MonolockError, ValueError):
