@@ -162,10 +162,13 @@ func TestCrashDuringTheLockDelayKeepsIt(t *testing.T) {
 }
 
 // shutdownAsync stops srv while the test goes on talking to its clients.
-func shutdownAsync(srv *testServer) <-chan error {
+func shutdownAsync(srv *testServer) <-chan error { return shutdownWithin(srv, 20*time.Second) }
+
+// shutdownWithin is shutdownAsync with a drain of drain.
+func shutdownWithin(srv *testServer, drain time.Duration) <-chan error {
 	done := make(chan error, 1)
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), drain)
 		defer cancel()
 		done <- srv.Server.Shutdown(ctx)
 	}()
@@ -214,7 +217,8 @@ func TestCleanShutdownLeavesNothingToWaitFor(t *testing.T) {
 func TestShutdownKeepsTheWaitOfAHolderThatDidNotClose(t *testing.T) {
 	for _, named := range []time.Duration{0, time.Second} {
 		t.Run(fmt.Sprintf("named-above=%v", named), func(t *testing.T) {
-			const cutLease, outlivedLease = 3 * time.Second, 300 * time.Millisecond
+			// The drain (1.5 s) ends before cut's lease: cut is cut.
+			const cutLease, outlivedLease, drain = 4 * time.Second, 300 * time.Millisecond, 1500 * time.Millisecond
 			dir := t.TempDir()
 			cfg := Config{DataDir: dir, namedLease: named}
 			first := startServer(t, cfg)
@@ -234,11 +238,11 @@ func TestShutdownKeepsTheWaitOfAHolderThatDidNotClose(t *testing.T) {
 			outlived.expectAcquired()
 
 			// From here on cut and outlived neither read nor close.
-			stopped := shutdownAsync(first)
+			stopped := shutdownWithin(first, drain)
 			told.expectError(protocol.ErrShuttingDown)
 			told.expectClosed()
 			told.conn.Close()
-			require.NoError(t, <-stopped, "the drain closes the silent sessions after the linger")
+			require.ErrorIs(t, <-stopped, context.DeadlineExceeded, "the drain cuts the silent session at its end")
 
 			second := startServer(t, cfg)
 			assert.Zero(t, second.Server.RestartWait(), "no wait for every lock")
@@ -300,4 +304,27 @@ func TestRefusedAcquiresLeaveNoLease(t *testing.T) {
 		c.acquire(name, 10000)
 		c.expectAcquired()
 	}
+}
+
+// A holder slowed down (a loaded machine) reads its ERROR 0x01 and closes
+// well after the linger a session ends with, yet within the drain: it has
+// heard, and the next run holds nothing back. (With the drain of a
+// second that every session had, the lock waited out the whole lease.)
+func TestShutdownWaitsForASlowHolderToClose(t *testing.T) {
+	dir := t.TempDir()
+	first := startServer(t, Config{DataDir: dir})
+	slow := dial(t, first.addr)
+	slow.acquire("slow", 60000)
+	slow.expectAcquired()
+	stopped := shutdownWithin(first, 10*time.Second)
+	slow.expectError(protocol.ErrShuttingDown)
+	time.Sleep(lingerTimeout + 500*time.Millisecond)
+	slow.conn.Close()
+	require.NoError(t, <-stopped)
+
+	second := startServer(t, Config{DataDir: dir})
+	assert.False(t, blocked(second, "slow"), "the lock of a holder that closed is not held back")
+	c := dial(t, second.addr)
+	c.acquire("slow", 60000)
+	c.expectAcquired()
 }

@@ -427,6 +427,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.claims.Close()
 
 	if first {
+		drainUntil, ok := ctx.Deadline()
+		if !ok {
+			drainUntil = time.Now().Add(defaultDrain)
+		}
+		s.drainUntil.Store(drainUntil.UnixNano())
 		s.lines.flush() // the counts of suppressed lines, before the last words
 		s.claims.FlushLog()
 		// Each session gets its ERROR from its own goroutine, so a peer that
@@ -469,6 +474,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		return ctx.Err()
 	}
 }
+
+// defaultDrain bounds the drain of a Shutdown whose context has no
+// deadline: how long a session that got its ERROR 0x01 is waited for to
+// close.
+const defaultDrain = 10 * time.Second
 
 // drainRecordWait bounds how long Shutdown, past its context, waits for
 // the sessions it cut to end and the clean stop to be recorded.

@@ -81,6 +81,9 @@ type sessionEnv struct {
 	log              *slog.Logger
 	handshakeTimeout time.Duration
 	forget           func(*session)
+	// drainUntil is the deadline of the shutdown's drain (UnixNano), 0
+	// until the server shuts down.
+	drainUntil atomic.Int64
 }
 
 func newSession(env *sessionEnv, id uint64, conn net.Conn, place sessionlimit.Place) *session {
@@ -276,7 +279,7 @@ func (ss *session) finish(err error, until time.Time) {
 		}
 		ss.endAndHandOver(nil, "")
 	}
-	peerClosed := ss.drainAndClose()
+	peerClosed := ss.drainAndClose(until)
 	ss.env.claims.Detach(&ss.claim, ss.place, peerClosed || errors.Is(err, io.EOF), until)
 	ss.env.forget(ss)
 }
@@ -294,12 +297,23 @@ func tlsHandshakeFailed(conn net.Conn, err error) bool {
 // drainAndClose closes the connection; after a final ERROR it first reads
 // and discards input until the peer closes or lingerTimeout passes. It
 // reports whether the drain ended with the peer's close (EOF).
-func (ss *session) drainAndClose() (peerClosed bool) {
+//
+// During a shutdown the drain lasts longer: until the drain's deadline
+// or the end of the session's lease (until), whichever comes first. A
+// holder that closes after its ERROR 0x01 shows it heard; one that has
+// not closed when the drain ends may not have, and the next run keeps
+// its lock's wait (claims.Registry.Detach). A client slowed by a loaded
+// machine may take more than lingerTimeout to read and close, and its
+// lock would wait for nothing.
+func (ss *session) drainAndClose(until time.Time) (peerClosed bool) {
 	// Whoever ended the session has written its final ERROR once it lets
 	// go of ending.
 	ss.ending.Lock()
 	ss.ending.Unlock()
 	if end := ss.state.Load(); end > 0 {
+		if d := ss.env.drainUntil.Load(); d > end && until.UnixNano() > end {
+			end = min(d, until.UnixNano())
+		}
 		// Set again: the reader may have moved the deadline since the end.
 		_ = ss.conn.SetReadDeadline(time.Unix(0, end))
 		var buf [256]byte
