@@ -61,3 +61,27 @@ export function parseAddress(address: string): ServerAddress {
 export function formatAddress({ host, port }: ServerAddress): string {
   return isIPv6(host) ? `[${host}]:${port}` : `${host}:${port}`;
 }
+
+/**
+ * The index in `servers` of the server an ERROR 0x03's reason names, or
+ * `undefined` (spec/vectors/retry.json, leader_names). The reason is parsed
+ * as a server address is; the host is compared without regard to ASCII
+ * case, the port exactly. Nothing is resolved, so only an address the
+ * client was given can be named: a passive server never sends it elsewhere.
+ */
+export function leaderIndex(servers: readonly ServerAddress[], reason: string): number | undefined {
+  let named: ServerAddress;
+  try {
+    named = parseAddress(reason);
+  } catch {
+    return undefined; // the canonical text, or no address at all
+  }
+  const host = asciiLower(named.host);
+  const index = servers.findIndex((s) => s.port === named.port && asciiLower(s.host) === host);
+  return index < 0 ? undefined : index;
+}
+
+/** Lower case for A-Z only: host names compare so, and other letters stay as they are. */
+function asciiLower(text: string): string {
+  return text.replace(/[A-Z]/g, (c) => c.toLowerCase());
+}

@@ -1,7 +1,7 @@
 /** The Client: configuration plus acquire / tryAcquire. */
 
 import type * as tls from "node:tls";
-import { formatAddress, parseAddress, type ServerAddress } from "./address.js";
+import { formatAddress, leaderIndex, parseAddress, type ServerAddress } from "./address.js";
 import { DEFAULT_SERVER } from "./constants.js";
 import type { Cause } from "./core.js";
 import {
@@ -14,6 +14,7 @@ import {
   type LimitMismatchError,
   type LockBusyError,
   type MonolockError,
+  type NotActiveError,
   type NotMonolockError,
   type ServerError,
   type SharedUnsupportedError,
@@ -150,7 +151,10 @@ export class Client {
    * after a backoff (unreachable servers are skipped at once until a whole
    * pass failed), until `timeoutMs` passes. A server that does not speak
    * monolock, or whose TLS handshake failed on a certificate, is not asked
-   * again. Rejects with a {@link ServerError} subclass (terminal code, or a
+   * again. A passive server of an HA cell ({@link NotActiveError}, 0x03)
+   * starts the backoff over with a short pause, and the next attempt goes to
+   * the active server its reason names when that is one of `servers`.
+   * Rejects with a {@link ServerError} subclass (terminal code, or a
    * check failed before sending), a {@link ConnectionError} when no server is
    * left to ask ({@link NotMonolockError}, {@link CertificateError}),
    * {@link AcquireTimeoutError} or {@link AcquireAbortedError}.
@@ -373,7 +377,12 @@ class Acquisition {
     this.lastError = error;
     const queuedMs = this.queuedAt === undefined ? 0 : performance.now() - this.queuedAt;
     const outcome = outcomeOf(cause, connected);
-    this.plan.report(outcome, queuedMs);
+    if (outcome === "not_active" && cause.kind === "server") {
+      // A passive server of an HA cell: its reason may name the leader.
+      this.plan.reportNotActive(leaderIndex(this.s.servers, cause.reason));
+    } else {
+      this.plan.report(outcome, queuedMs);
+    }
     this.retryNote = outcome === "not_monolock" ? "not asking it again; " : "";
     this.step();
   }

@@ -59,16 +59,46 @@ export class SharedUnsupportedError extends generated.UnsupportedVersionError {
   }
 }
 
-/** `tryAcquire` found the lock held by someone else. Temporary. */
+/** What a claim asked for, for {@link LockBusyError}: exclusive unless `shared`; `limit` 0 is no bound. */
+export interface BusyClaim {
+  readonly shared: boolean;
+  readonly limit: number;
+}
+
+/**
+ * `tryAcquire` found no room for its claim. The message says what kept it
+ * out, in the words of every client (spec/vectors/messages.json, busy):
+ * `monolock: lock "jobs/nightly" is held by another session`, or for a
+ * semaphore `monolock: all 2 permits of "pool/gpu" are taken`. Temporary.
+ */
 export class LockBusyError extends MonolockError {
   override name = "LockBusyError";
   /** The lock name that was busy. */
   readonly lockName: string;
+  /** Whether the claim was shared. */
+  readonly shared: boolean;
+  /** The claim's semaphore limit; 0 for none (and for an exclusive claim). */
+  readonly limit: number;
   /** @internal */
-  constructor(lockName: string) {
-    super(`monolock: lock ${JSON.stringify(lockName)} is held by another session`, null, true);
+  constructor(lockName: string, claim: BusyClaim = { shared: false, limit: 0 }) {
+    super(busyMessage(lockName, claim), null, true);
     this.lockName = lockName;
+    this.shared = claim.shared;
+    this.limit = claim.limit;
   }
+}
+
+/**
+ * Who can keep a claim out: anyone, for an exclusive one; every permit's
+ * holder (an exclusive one takes them all), for a semaphore; only an
+ * exclusive holder (or claim queued first), for a shared claim without one.
+ */
+function busyMessage(lockName: string, { shared, limit }: BusyClaim): string {
+  const quoted = JSON.stringify(lockName);
+  if (!shared) return `monolock: lock ${quoted} is held by another session`;
+  if (limit === 1) return `monolock: the 1 permit of ${quoted} is taken`;
+  if (limit > 1) return `monolock: all ${limit} permits of ${quoted} are taken`;
+  return `monolock: lock ${quoted} is held exclusively by another session`;
 }
 
 /**

@@ -22,7 +22,7 @@ export {
 } from "./constants.js";
 // One class per code of spec/errors.json (ShuttingDownError, ...).
 export * from "./errors.gen.js";
-export type { ConnectionPhase, ErrorOrigin, LostKind, MonolockErrorOptions } from "./errors.js";
+export type { BusyClaim, ConnectionPhase, ErrorOrigin, LostKind, MonolockErrorOptions } from "./errors.js";
 export {
   AcquireAbortedError,
   AcquireTimeoutError,

@@ -8,6 +8,7 @@
 import { backoffCeiling, backoffDelay } from "./backoff.js";
 import { FIRST_TERMINAL_CODE, RETRY } from "./constants.js";
 import type { Cause } from "./core.js";
+import { NotActiveError } from "./errors.gen.js";
 
 /** The next step of an acquisition. */
 export type PlanAction =
@@ -34,7 +35,12 @@ export type Outcome =
    * The server's first byte starts no server message, or the TLS handshake
    * failed on a certificate: it leaves the rotation.
    */
-  | "not_monolock";
+  | "not_monolock"
+  /**
+   * A passive server of an HA cell answered ERROR 0x03 (NOT_ACTIVE); report
+   * it with {@link RetryPlan.reportNotActive} to pass the server it named.
+   */
+  | "not_active";
 
 /** The outcome of a claim that ended without a grant; `connected`: the connection had been opened. */
 export function outcomeOf(cause: Cause, connected: boolean): Outcome {
@@ -43,7 +49,9 @@ export function outcomeOf(cause: Cause, connected: boolean): Outcome {
       return "busy";
     case "server":
       // No code (the session ended at the ERROR's type byte): no class, so like a dropped connection.
-      return cause.code !== null && cause.code >= FIRST_TERMINAL_CODE ? "terminal" : "requeue";
+      if (cause.code === null) return "requeue";
+      if (cause.code === NotActiveError.CODE) return "not_active";
+      return cause.code >= FIRST_TERMINAL_CODE ? "terminal" : "requeue";
     case "io":
       return connected ? "requeue" : "connect_failed";
     case "not_monolock":
@@ -60,9 +68,10 @@ export function outcomeOf(cause: Cause, connected: boolean): Outcome {
  * moves it to the next (wrapping). A connect failure is retried at once
  * unless every server failed to connect since the last sleep; a server that
  * answered and then failed is always followed by a backoff sleep. A server
- * that does not speak monolock leaves the walk for good. Try-acquire makes
- * one pass, moving on after any failure but busy or terminal, and never
- * sleeps.
+ * that does not speak monolock leaves the walk for good. A passive server
+ * of an HA cell starts the backoff over and may send the cursor to the
+ * leader it named. Try-acquire makes one pass, moving on after any failure
+ * but busy or terminal, and never sleeps.
  */
 export class RetryPlan {
   private cursor = 0;
@@ -74,6 +83,8 @@ export class RetryPlan {
   /** Servers that failed to connect since the last sleep; in try mode, that failed at all. */
   private failedInPass = 0;
   private sleepNext = false;
+  /** The short pause after a passive answer comes next: delay_0, not a step of the backoff. */
+  private pauseNext = false;
   private finished: "give_up" | "done" | undefined;
 
   constructor(
@@ -89,6 +100,12 @@ export class RetryPlan {
   /** What to do now. */
   next(): PlanAction {
     if (this.finished !== undefined) return { type: this.finished };
+    if (this.pauseNext) {
+      // Drawn as the first delay; the backoff stays at its start after it.
+      this.pauseNext = false;
+      this.backoffs = 0;
+      return { type: "sleep", ms: backoffDelay(0, this.random), ceilingMs: backoffCeiling(0) };
+    }
     if (this.sleepNext) {
       this.sleepNext = false;
       const ceilingMs = backoffCeiling(this.backoffs);
@@ -100,6 +117,9 @@ export class RetryPlan {
   /** Reports how the last `connect` ended; `queuedMs`: how long it had been queued after WAITING. */
   report(outcome: Outcome, queuedMs = 0): void {
     switch (outcome) {
+      case "not_active":
+        this.reportNotActive(undefined);
+        return;
       case "granted":
         this.finished = "done";
         return;
@@ -137,6 +157,27 @@ export class RetryPlan {
         this.pause();
         return;
     }
+  }
+
+  /**
+   * Reports that a passive server of an HA cell refused the last `connect`
+   * (ERROR 0x03), naming `leader`, the index of the active server in the
+   * list (undefined: none of the list). A cell that answers is alive and
+   * its election ends within its TTL, so the backoff starts over and the
+   * pause is the first delay only; the next attempt goes to the leader if
+   * it is still in the walk, else on as after any failure. Try-acquire
+   * takes it as a requeue: its one pass goes on in list order.
+   */
+  reportNotActive(leader: number | undefined): void {
+    if (this.mode === "try") {
+      this.report("requeue");
+      return;
+    }
+    this.backoffs = 0;
+    this.failedInPass = 0;
+    if (leader !== undefined && leader >= 0 && leader < this.servers && !this.dropped[leader]) this.cursor = leader;
+    else this.advance();
+    this.pauseNext = true;
   }
 
   /** After every server left failed (to connect, or in try mode at all): back off, or (try) give up. */

@@ -63,8 +63,7 @@ export class ServerError extends MonolockError {
 
   /** Creates an error for `code`; prefer {@link errorForCode} to get the right subclass. */
   constructor(code: number, reason = "", origin: ErrorOrigin = "server", options?: MonolockErrorOptions) {
-    const text = reason !== "" ? reason : (canonicalText(code) ?? "unknown error");
-    super(`monolock: ${text} (${hexCode(code)})`, code, isTemporaryCode(code), options);
+    super(`monolock: ${messageText(code, reason)} (${hexCode(code)})`, code, isTemporaryCode(code), options);
     this.reason = reason !== "" ? reason : (canonicalText(code) ?? "");
     this.origin = origin;
   }
@@ -80,6 +79,20 @@ const TEXTS: ReadonlyMap<number, string> = new Map(ERRORS.codes.map((e) => [e.co
 /** The canonical text of a known code, or `undefined`. */
 export function canonicalText(code: number): string | undefined {
   return TEXTS.get(code);
+}
+
+/** The code of NOT_ACTIVE, whose reason is an address (looked up here: errors.gen.ts extends this file). */
+const NOT_ACTIVE_CODE = ERRORS.codes.find((e) => e.name === "NOT_ACTIVE")?.code;
+
+/**
+ * The text of an ERROR's message (spec/vectors/messages.json): the reason,
+ * else the code's canonical text. A reason of NOT_ACTIVE is the active
+ * server's address, which alone would not say what went wrong.
+ */
+function messageText(code: number, reason: string): string {
+  if (reason === "") return canonicalText(code) ?? "unknown error";
+  if (code === NOT_ACTIVE_CODE) return `${canonicalText(code)}; the active server is ${reason}`;
+  return reason;
 }
 
 /** `0x05`: a code as the protocol docs write it. */

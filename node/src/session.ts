@@ -272,7 +272,10 @@ export class Session {
         return new ConnectionError(cause.detail, this.connected ? "open" : "connect", options);
       }
       case "busy":
-        return new LockBusyError(this.options.lockName);
+        return new LockBusyError(this.options.lockName, {
+          shared: this.options.shared !== undefined,
+          limit: this.options.shared?.limit ?? 0,
+        });
     }
   }
 

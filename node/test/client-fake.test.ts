@@ -12,6 +12,7 @@ import {
   LockLostError,
   LockReleasedError,
   type Logger,
+  NotActiveError,
   NotAuthorizedError,
   NotMonolockError,
   ServerError,
@@ -154,6 +155,18 @@ describe("acquire against a fake server", () => {
     assert.equal(lock.held, false);
     await lock.release(); // allowed after loss
     assert.equal(lock.state, "lost");
+  });
+
+  test("0x03 while held is a lost lock like any temporary error, naming the new leader", async () => {
+    const { conn, lock } = await grantedLock(1000);
+    conn.error(0x03, "10.0.0.2:7117");
+    const lost = await lock.lost;
+    assert.equal(lost.kind, "server");
+    assert.equal(lost.code, 0x03);
+    assert.ok(lost.cause instanceof NotActiveError);
+    assert.equal(lost.cause.reason, "10.0.0.2:7117");
+    assert.equal(lost.message, "monolock: lock lost: not the active server; the active server is 10.0.0.2:7117 (0x03)");
+    await lock.release();
   });
 
   test("unknown codes while held: plain ServerError, temporary by range", async () => {
@@ -303,6 +316,48 @@ describe("waiting, retries and giving up", () => {
     assert.equal(waits, 2);
     assert.deepEqual(names, ["requeue", "requeue"]); // the lock name, as in the other clients
     await lock.release();
+  });
+
+  test("a passive server's 0x03 sends the next attempt to the leader it names, after a short pause", async () => {
+    const skipped = await FakeServer.start();
+    const leader = await FakeServer.start();
+    try {
+      const client = new Client({ servers: [server.address, skipped.address, leader.address], leaseMs: 1000 });
+      const pending = client.acquire("ha/leader");
+      const passive = await server.accept();
+      await passive.readAcquire();
+      passive.error(0x03, leader.address); // the active server's advertised address
+      const t0 = performance.now();
+      const conn = await leader.accept();
+      const pause = performance.now() - t0;
+      assert.ok(pause >= 20 && pause < 500, `paused ${pause} ms`);
+      await conn.readAcquire();
+      conn.acquired(31n);
+      const lock = await pending;
+      assert.equal(lock.token, 31n);
+      assert.equal(skipped.connections.length, 0, "the server between was skipped");
+      await lock.release();
+    } finally {
+      await skipped.close();
+      await leader.close();
+    }
+  });
+
+  test("a 0x03 naming no server of the list moves on as any failure does", async () => {
+    const other = await FakeServer.start();
+    try {
+      const client = new Client({ servers: [server.address, other.address], leaseMs: 1000 });
+      const pending = client.acquire("ha/elsewhere");
+      const passive = await server.accept();
+      await passive.readAcquire();
+      passive.error(0x03, "10.9.9.9:7117"); // never resolved nor dialled
+      const conn = await other.accept();
+      await conn.readAcquire();
+      conn.acquired(32n);
+      await (await pending).release();
+    } finally {
+      await other.close();
+    }
   });
 
   test("tryAcquire does not retry a temporary ERROR", async () => {
@@ -770,7 +825,13 @@ describe("shared claims against a fake server", () => {
     const conn = await server.accept();
     await conn.readAcquire();
     conn.waiting();
-    await assert.rejects(pending, LockBusyError);
+    await assert.rejects(pending, (err: unknown) => {
+      assert.ok(err instanceof LockBusyError);
+      assert.equal(err.message, 'monolock: all 2 permits of "pool/gpu" are taken');
+      assert.equal(err.shared, true);
+      assert.equal(err.limit, 2);
+      return true;
+    });
     await conn.closed;
   });
 

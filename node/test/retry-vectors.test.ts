@@ -1,6 +1,7 @@
 // Every case of spec/vectors/retry.json, against the pure retry plan.
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
+import { leaderIndex, parseAddress } from "../src/address.js";
 import type { Cause } from "../src/core.js";
 import { type Outcome, outcomeOf, type PlanAction, RetryPlan } from "../src/plan.js";
 import { loadSpec } from "./helpers/spec.js";
@@ -10,8 +11,9 @@ interface Vectors {
     name: string;
     servers: number;
     mode: "wait" | "try";
-    steps: { expect: string; outcome?: Outcome; queued_ms?: number }[];
+    steps: { expect: string; outcome?: Outcome; queued_ms?: number; leader?: number }[];
   }[];
+  leader_names: { servers: string[]; cases: { reason: string; index?: number }[] };
 }
 
 const spec = loadSpec<Vectors>("vectors/retry.json");
@@ -32,9 +34,10 @@ function check(action: PlanAction, expect: string, where: string): void {
 }
 
 describe("spec/vectors/retry.json", () => {
-  test("has cases, the not_monolock outcome among them", () => {
+  test("has cases, the not_monolock and not_active outcomes among them", () => {
     assert.ok(spec.cases.length >= 10);
     assert.ok(spec.cases.some((c) => c.steps.some((s) => s.outcome === "not_monolock")));
+    assert.ok(spec.cases.some((c) => c.steps.some((s) => s.outcome === "not_active" && s.leader !== undefined)));
   });
   // Both ends of the jitter, and a random draw.
   for (const [label, random] of [
@@ -47,10 +50,25 @@ describe("spec/vectors/retry.json", () => {
         const plan = new RetryPlan(c.servers, c.mode, random);
         c.steps.forEach((step, i) => {
           check(plan.next(), step.expect, `step ${i}`);
-          if (step.outcome !== undefined) plan.report(step.outcome, step.queued_ms ?? 0);
+          // A passive answer carries the server it named, if any of the list.
+          if (step.outcome === "not_active") plan.reportNotActive(step.leader);
+          else if (step.outcome !== undefined) plan.report(step.outcome, step.queued_ms ?? 0);
         });
       });
     }
+  }
+});
+
+describe("spec/vectors/retry.json leader_names", () => {
+  const { servers, cases } = spec.leader_names;
+  const list = servers.map(parseAddress);
+  test("has cases", () => {
+    assert.ok(cases.length > 0);
+  });
+  for (const c of cases) {
+    test(`${JSON.stringify(c.reason)}: ${c.index ?? "none"}`, () => {
+      assert.equal(leaderIndex(list, c.reason), c.index);
+    });
   }
 });
 
@@ -62,6 +80,8 @@ describe("outcomes of a failed claim", () => {
     [{ kind: "protocol", detail: "x" }, true, "requeue"],
     [{ kind: "server", code: 0x01, reason: "" }, true, "requeue"],
     [{ kind: "server", code: 0x0f, reason: "" }, true, "requeue"],
+    [{ kind: "server", code: 0x03, reason: "b:1" }, true, "not_active"],
+    [{ kind: "server", code: 0x03, reason: "" }, true, "not_active"],
     [{ kind: "server", code: 0x10, reason: "" }, true, "terminal"],
     [{ kind: "server", code: 0x7e, reason: "" }, true, "terminal"],
     [{ kind: "busy" }, true, "busy"],

@@ -212,12 +212,14 @@ test("release wait bound matches spec/constants.json", () => {
 interface Messages {
   server_errors: { code: number; reason: string; message: string }[];
   acquire_timeouts: { name: string; last_code?: number; last_reason?: string; message: string }[];
+  busy: { name: string; shared: boolean; limit: number; message: string }[];
 }
 const messages = loadSpec<Messages>("vectors/messages.json");
 
 describe("spec/vectors/messages.json", () => {
   test("a server's ERROR", () => {
     assert.ok(messages.server_errors.length > 0);
+    assert.ok(messages.server_errors.some((v) => v.code === errors.NotActiveError.CODE && v.reason !== ""));
     for (const v of messages.server_errors) {
       assert.equal(errors.errorForCode(v.code, v.reason, "server").message, v.message);
     }
@@ -229,6 +231,17 @@ describe("spec/vectors/messages.json", () => {
       const cause =
         v.last_code === undefined ? undefined : errors.errorForCode(v.last_code, v.last_reason ?? "", "server");
       assert.equal(new errors.AcquireTimeoutError(v.name, { cause }).message, v.message);
+    }
+  });
+
+  test("a try-acquire that found no room says what kept its claim out", () => {
+    assert.ok(messages.busy.length > 0);
+    for (const v of messages.busy) {
+      const err = new errors.LockBusyError(v.name, { shared: v.shared, limit: v.limit });
+      assert.equal(err.message, v.message);
+      assert.equal(err.lockName, v.name);
+      assert.equal(err.code, null);
+      assert.equal(err.temporary, true);
     }
   });
 });

@@ -30,6 +30,7 @@ test("exports exactly the documented names", () => {
     "MonolockError",
     "NameNotUtf8Error",
     "NameTooLongError",
+    "NotActiveError",
     "NotAuthorizedError",
     "NotMonolockError",
     "PROTOCOL_VERSION",
