@@ -3,7 +3,10 @@ package claims
 import (
 	"time"
 
+	"github.com/monolock/monolock/go/internal/leaserecord"
+	"github.com/monolock/monolock/go/internal/locktable"
 	"github.com/monolock/monolock/go/internal/sessionlimit"
+	"github.com/monolock/monolock/go/pkg/protocol"
 )
 
 // The causes of a hold, as passed to HoldObserver.HeldBack. A hold is
@@ -56,7 +59,7 @@ func (r *Registry) endHoldingBack(c *Claim, delay time.Duration, cause string) b
 	}
 	r.holds.HeldBack(cause)
 	if rec := r.Record(); rec != nil {
-		rec.Hold(c.entry.Name, start.Add(delay)) // also for the next run (leader)
+		holdOnRecord(rec, &c.entry, start.Add(delay)) // also for the next run (leader)
 	}
 	r.lines.heldBack.Log("lock", c.entry.Name, "delay", delay)
 	return true
@@ -115,3 +118,45 @@ func (r *Registry) HeldBack() int {
 	defer r.mu.Unlock()
 	return r.heldBack
 }
+
+// holdOnRecord keeps e's lock held back in rec until until, also for the
+// next run: a shared holder's as one of its permits, which a clean stop
+// keeps apart from the whole name.
+func holdOnRecord(rec *leaserecord.Record, e *locktable.Claim, until time.Time) {
+	if e.Shared && e.Limit > 0 {
+		rec.HoldPermit(e.Name, until, e.Limit)
+		return
+	}
+	rec.Hold(e.Name, until)
+}
+
+// HoldPermit keeps one permit of the shared lock name, with limit, taken
+// until until for a holder of the server's previous run, under claim id:
+// a claim with no connection, held back, listed and kickable as the
+// held-back holders of this run are. Claims that fit beside it are
+// granted meanwhile.
+func (r *Registry) HoldPermit(id uint64, name string, limit uint16, until time.Time) error {
+	c := &Claim{}
+	c.Init(id, nobody{})
+	c.entry.Name, c.entry.Shared, c.entry.Limit = name, true, limit
+	start := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.table.AddHeldBack(&c.entry); err != nil {
+		return err
+	}
+	c.ended = true
+	c.hold = &heldBack{until: until}
+	r.heldBack++
+	r.claims[id] = c
+	c.hold.timer = time.AfterFunc(time.Until(until), func() { r.endHold(c, start) })
+	return nil
+}
+
+// nobody is the sink of a claim whose client is gone: it is never told
+// anything (a held-back claim is neither granted nor ended through it).
+type nobody struct{}
+
+func (nobody) Granted(uint64) bool              { return false }
+func (nobody) End(*protocol.Error, string) bool { return false }
+func (nobody) Peer() (remote, identity string)  { return "", "" }

@@ -72,7 +72,7 @@ func (r *Registry) Detach(c *Claim, place sessionlimit.Place, heard bool, until 
 		return
 	}
 	if c.Token() != 0 && !heard && time.Now().Before(until) && closing {
-		c.record.Hold(c.entry.Name, until)
+		holdOnRecord(c.record, &c.entry, until)
 	}
 	c.record.Done(c.entry.Name, r.recordedLease(time.Duration(ms)*time.Millisecond))
 }

@@ -33,7 +33,9 @@ const header = "monolock lease record v1\n"
 //
 // On disk it is a text file: a header line, then lines "all MS" and
 // "lock MS NAME" (NAME quoted as in Go), later lines overriding earlier
-// ones; "lock 0 NAME" drops NAME. Writes append and fsync; a full write
+// ones; "lock 0 NAME" drops NAME. The record of a clean stop may state a
+// shared lock's held-back permits instead, one line "permit MS LIMIT
+// NAME" each; a later "lock" line for NAME replaces them. Writes append and fsync; a full write
 // replaces the file (write, fsync, rename, fsync the directory). Its size
 // stays proportional to the long leases of live sessions and the waits
 // being kept.
@@ -41,6 +43,8 @@ type fileStore struct {
 	dir, path string
 	legacy    bool // legacyFileName is there, until a full write replaced it
 	fresh     bool // a new data directory: no record yet is no loss
+
+	permits map[string]Permits // what Load read, for LoadedPermits
 
 	// Touched only by the write in progress (the Record's writer), and by
 	// Load and Close, when none can be.
@@ -63,8 +67,11 @@ func OpenFile(dir string, opts Options) (*Record, error) {
 	return OpenStore(&fileStore{dir: dir, path: filepath.Join(dir, FileName), fresh: opts.FreshDir}, opts)
 }
 
+// LoadedPermits returns the held-back permits Load read, by name.
+func (f *fileStore) LoadedPermits() map[string]Permits { return f.permits }
+
 func (f *fileStore) Load() (time.Duration, map[string]time.Duration, error) {
-	all, locks, found, err := load(f.path)
+	all, locks, permits, found, err := load(f.path, time.Now())
 	if err != nil {
 		return 0, nil, err
 	}
@@ -81,6 +88,7 @@ func (f *fileStore) Load() (time.Duration, map[string]time.Duration, error) {
 			"start afresh with an empty record: printf '%s' > %s", f.path, strings.TrimSuffix(header, "\n")+`\n`, f.path)
 	}
 	f.legacy = hasLegacy
+	f.permits = permits
 	return max(all, legacyAll), locks, nil
 }
 
@@ -97,7 +105,13 @@ func (f *fileStore) Write(c Change) error {
 		fmt.Fprintf(&b, "all %d\n", c.All.Milliseconds())
 	}
 	for _, s := range c.Locks {
-		fmt.Fprintf(&b, "lock %d %s\n", s.Wait.Milliseconds(), strconv.Quote(s.Name))
+		if len(s.Permits) == 0 {
+			fmt.Fprintf(&b, "lock %d %s\n", s.Wait.Milliseconds(), strconv.Quote(s.Name))
+			continue
+		}
+		for _, wait := range s.Permits {
+			fmt.Fprintf(&b, "permit %d %d %s\n", wait.Milliseconds(), s.Limit, strconv.Quote(s.Name))
+		}
 	}
 	if c.Full {
 		return f.replace(b.Bytes())
@@ -144,17 +158,18 @@ func (f *fileStore) Close() {
 	}
 }
 
-// load reads a record: the wait for every lock and the waits by
-// name (0: none). A last line without its newline is a write that a crash
-// cut short, whose claim was never acknowledged: it is ignored.
-func load(path string) (all time.Duration, locks map[string]time.Duration, found bool, err error) {
-	locks = make(map[string]time.Duration)
+// load reads a record: the wait for every lock, the waits by name (0:
+// none), and the held-back permits by name, their ends counted from now.
+// A last line without its newline is a write that a crash cut short,
+// whose claim was never acknowledged: it is ignored.
+func load(path string, now time.Time) (all time.Duration, locks map[string]time.Duration, permits map[string]Permits, found bool, err error) {
+	locks, permits = make(map[string]time.Duration), make(map[string]Permits)
 	b, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
-		return 0, locks, false, nil
+		return 0, locks, permits, false, nil
 	}
 	if err != nil {
-		return 0, nil, false, fmt.Errorf("leaserecord: cannot read the lease record: %w: refusing to start without it; "+
+		return 0, nil, nil, false, fmt.Errorf("leaserecord: cannot read the lease record: %w: refusing to start without it; "+
 			"it must be a regular file that the server can read and write", err)
 	}
 	bad := func(line string) error {
@@ -163,7 +178,7 @@ func load(path string) (all time.Duration, locks map[string]time.Duration, found
 	}
 	text, ok := strings.CutPrefix(string(b), header)
 	if !ok {
-		return 0, nil, true, bad(string(b))
+		return 0, nil, nil, true, bad(string(b))
 	}
 	if i := strings.LastIndexByte(text, '\n'); i+1 < len(text) {
 		text = text[:i+1] // a torn last line
@@ -174,30 +189,45 @@ func load(path string) (all time.Duration, locks map[string]time.Duration, found
 		msText, name, _ := strings.Cut(rest, " ")
 		ms, perr := strconv.ParseInt(msText, 10, 64)
 		if perr != nil || ms < 0 || ms > math.MaxInt64/int64(time.Millisecond) {
-			return 0, nil, true, bad(line)
+			return 0, nil, nil, true, bad(line)
 		}
 		wait := time.Duration(ms) * time.Millisecond
 		switch kind {
 		case "all":
 			if name != "" {
-				return 0, nil, true, bad(line)
+				return 0, nil, nil, true, bad(line)
 			}
 			all = wait
 		case "lock":
 			n, uerr := strconv.Unquote(name)
 			if uerr != nil || n == "" {
-				return 0, nil, true, bad(line)
+				return 0, nil, nil, true, bad(line)
 			}
+			delete(permits, n)
 			if wait == 0 {
 				delete(locks, n)
 			} else {
 				locks[n] = wait
 			}
+		case "permit":
+			limitText, quoted, _ := strings.Cut(name, " ")
+			limit, lerr := strconv.ParseUint(limitText, 10, 16)
+			n, uerr := strconv.Unquote(quoted)
+			if lerr != nil || limit == 0 || uerr != nil || n == "" || wait == 0 {
+				return 0, nil, nil, true, bad(line)
+			}
+			p := permits[n]
+			if len(p.Until) > 0 && p.Limit != uint16(limit) {
+				return 0, nil, nil, true, bad(line) // one limit per name
+			}
+			p.Limit, p.Until = uint16(limit), append(p.Until, now.Add(wait))
+			permits[n] = p
+			delete(locks, n)
 		default:
-			return 0, nil, true, bad(line)
+			return 0, nil, nil, true, bad(line)
 		}
 	}
-	return all, locks, true, nil
+	return all, locks, permits, true, nil
 }
 
 // loadLegacy reads the max-lease-ms of earlier versions.

@@ -75,6 +75,9 @@ type Record struct {
 	lazyWrite time.Duration
 	opened    time.Time
 	inherited map[string]time.Time // the previous run's waits by name, for Inherited
+	// inheritedPermits are the previous run's held-back permits, by name,
+	// for InheritedPermits.
+	inheritedPermits map[string]Permits
 	allUntil0 time.Time            // the previous run's wait for every lock, for Inherited
 
 	// ownDurable is own as of the last durable write: a lease up to it
@@ -110,7 +113,14 @@ type leaseName struct {
 	name      string
 	sessions  int           // this run's sessions on it with a lease above the threshold
 	lease     time.Duration // the longest of their leases
-	until     time.Time     // a wait kept until then (Hold, the previous run's); zero: none
+	until     time.Time     // a wait kept until then (Hold, HoldPermit, the previous run's); zero: none
+	// whole is until without the permits: a wait for the whole name.
+	whole time.Time
+	// permits are the ends of shared holders' holds (HoldPermit, the
+	// previous run's), all with limit: a clean stop states them alone
+	// when nothing else holds the name back.
+	permits []time.Time
+	limit   uint16
 	stated    time.Duration // what the record says, once write statedSeq is durable
 	statedSeq uint64
 	// prev is what the record said before write statedSeq: while that
@@ -135,6 +145,8 @@ func OpenStore(store Store, opts Options) (*Record, error) {
 		names:     make(map[string]*leaseName),
 		inherited: make(map[string]time.Time),
 		seq:       1,
+
+		inheritedPermits: make(map[string]Permits),
 	}
 	if r.threshold <= 0 {
 		r.threshold = DefaultNamedLease
@@ -158,8 +170,19 @@ func OpenStore(store Store, opts Options) (*Record, error) {
 			continue
 		}
 		until := r.opened.Add(wait)
-		r.names[name] = &leaseName{name: name, until: until}
+		r.names[name] = &leaseName{name: name, until: until, whole: until}
 		r.inherited[name] = until
+	}
+	if ps, ok := store.(permitStore); ok {
+		for name, p := range ps.LoadedPermits() {
+			n := r.nameLocked(name)
+			n.limit = p.Limit
+			for _, until := range p.Until {
+				n.permits = append(n.permits, until)
+				n.until = later(n.until, until)
+			}
+			r.inheritedPermits[name] = p
+		}
 	}
 	// The rewrite states the same waits, from now: a crash during the
 	// wait leaves them for the next run in full. It also drops what is
@@ -189,6 +212,25 @@ func (r *Record) Inherited() (all time.Time, locks map[string]time.Time) {
 		}
 	}
 	return r.allUntil0, locks
+}
+
+// InheritedPermits returns the shared locks that the previous run, at its
+// clean stop, left held back by permits only: each permit is taken until
+// its own moment, and a claim that fits beside them may be granted.
+func (r *Record) InheritedPermits() map[string]Permits {
+	out := make(map[string]Permits, len(r.inheritedPermits))
+	for name, p := range r.inheritedPermits {
+		out[name] = Permits{Limit: p.Limit, Until: append([]time.Time(nil), p.Until...)}
+	}
+	return out
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // Failure returns the error of the last write while it has not been
@@ -296,6 +338,38 @@ func (r *Record) Hold(name string, until time.Time) {
 		return
 	}
 	n := r.nameLocked(name)
+	n.whole = later(n.whole, until)
+	r.holdLocked(n, until, now)
+}
+
+// HoldPermit is Hold for a shared holder with limit: while this run
+// lives it holds the whole name back after a crash, as Hold does; the
+// record of a clean stop keeps it as one permit taken until until,
+// unless something else holds the whole name back (see Permits).
+func (r *Record) HoldPermit(name string, until time.Time, limit uint16) {
+	now := time.Now()
+	if !until.After(now) || limit == 0 {
+		if until.After(now) {
+			r.Hold(name, until) // no limit: no permits to keep apart
+		}
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed || r.drained {
+		return
+	}
+	n := r.nameLocked(name)
+	if len(n.permits) > 0 && n.limit != limit {
+		n.whole = later(n.whole, until) // cannot happen: the table binds one limit
+	}
+	n.limit = limit
+	n.permits = append(n.permits, until)
+	r.holdLocked(n, until, now)
+}
+
+// holdLocked raises n's wait to until. Caller holds r.mu.
+func (r *Record) holdLocked(n *leaseName, until, now time.Time) {
 	if !until.After(n.until) {
 		return
 	}
@@ -546,7 +620,11 @@ func (r *Record) snapshotLocked(seq uint64, full bool) Change {
 		n.dirty = false
 		if full || v != n.stated { // else write statedSeq still says it
 			if v != 0 || !full { // a full write states only what is in force
-				c.Locks = append(c.Locks, Statement{Name: n.name, Wait: ceilMS(v)})
+				st := Statement{Name: n.name, Wait: ceilMS(v)}
+				if r.drained {
+					st.Permits, st.Limit = r.permitsOnlyLocked(n, now)
+				}
+				c.Locks = append(c.Locks, st)
 			}
 			n.prev, n.prevSeq = n.stated, n.statedSeq
 			n.stated, n.statedSeq = v, seq
@@ -571,6 +649,22 @@ func (r *Record) snapshotLocked(seq uint64, full bool) Change {
 	}
 	r.dirty = r.dirty[:0]
 	return c
+}
+
+// permitsOnlyLocked returns the waits of n's held-back permits when
+// nothing else holds n back (no session's lease, no hold of the whole
+// name): a clean stop then states them apart. Caller holds r.mu.
+func (r *Record) permitsOnlyLocked(n *leaseName, now time.Time) ([]time.Duration, uint16) {
+	if n.sessions > 0 || n.whole.After(now) || n.limit == 0 {
+		return nil, 0
+	}
+	var waits []time.Duration
+	for _, until := range n.permits {
+		if until.After(now) {
+			waits = append(waits, ceilMS(until.Sub(now)))
+		}
+	}
+	return waits, n.limit
 }
 
 // coarsen rounds a lease up to the grid that the record states leases

@@ -264,7 +264,7 @@ func TestLeaseRecordStaysBounded(t *testing.T) {
 
 func recordWaits(t *testing.T, dir string) (time.Duration, map[string]time.Duration) {
 	t.Helper()
-	all, byName, found, err := load(filepath.Join(dir, FileName))
+	all, byName, _, found, err := load(filepath.Join(dir, FileName), time.Now())
 	require.NoError(t, err)
 	require.True(t, found)
 	return all, byName
@@ -298,6 +298,10 @@ func TestLeaseRecordRefusesAGarbledFile(t *testing.T) {
 		header + "lock 100 unquoted\n",
 		header + "lock -5 \"x\"\n",
 		header + "wait 100\n",
+		header + "permit 100 0 \"x\"\n",
+		header + "permit 100 2 x\n",
+		header + "permit 0 2 \"x\"\n",
+		header + "permit 100 2 \"x\"\npermit 100 3 \"x\"\n",
 	} {
 		dir := t.TempDir()
 		require.NoError(t, os.WriteFile(filepath.Join(dir, FileName), []byte(content), 0o600))
@@ -480,4 +484,46 @@ func TestCoveredLeasesDoNotWaitForAWriteUnderWay(t *testing.T) {
 	require.NoError(t, <-longer)
 	require.NoError(t, <-longer)
 	r.Close()
+}
+
+// A clean stop states a shared lock's held-back permits apart, each with
+// its own wait, when nothing else holds the name back; the next run
+// inherits them as permits, not as a wait of the whole name. A name with
+// a hold of its own, or a later "lock" line, stays whole.
+func TestLeaseRecordKeepsHeldBackPermitsAcrossACleanStop(t *testing.T) {
+	dir := t.TempDir()
+	r := openLeases(t, dir)
+	now := time.Now()
+	r.HoldPermit("pool", now.Add(20*time.Second), 3)
+	r.HoldPermit("pool", now.Add(30*time.Second), 3)
+	r.HoldPermit("mixed", now.Add(20*time.Second), 2)
+	r.Hold("mixed", now.Add(25*time.Second))
+	require.NoError(t, r.Drained())
+	text := readRecord(t, dir)
+	assert.Contains(t, text, "\"pool\"\n")
+	assert.Equal(t, 2, strings.Count(text, "permit "), text)
+	assert.Contains(t, text, "lock ")
+
+	next := openLeases(t, dir)
+	_, locks := next.Inherited()
+	assert.Contains(t, locks, "mixed")
+	assert.NotContains(t, locks, "pool")
+	permits := next.InheritedPermits()
+	require.Contains(t, permits, "pool")
+	assert.Equal(t, uint16(3), permits["pool"].Limit)
+	require.Len(t, permits["pool"].Until, 2)
+	for i, want := range []time.Duration{20 * time.Second, 30 * time.Second} {
+		assert.WithinDuration(t, now.Add(want), permits["pool"].Until[i], time.Second)
+	}
+	// Until this run stops cleanly, a crash holds the whole name back.
+	assert.Contains(t, readRecord(t, dir), "lock ")
+	next.Close()
+
+	// A later whole-name line replaces the permits.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, FileName),
+		[]byte(header+"permit 5000 2 \"p\"\nlock 7000 \"p\"\n"), 0o600))
+	last := openLeases(t, dir)
+	_, locks = last.Inherited()
+	assert.Contains(t, locks, "p")
+	assert.Empty(t, last.InheritedPermits())
 }

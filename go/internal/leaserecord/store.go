@@ -37,6 +37,28 @@ type Change struct {
 type Statement struct {
 	Name string
 	Wait time.Duration
+	// Permits, when set, narrows the wait: only shared holders held back
+	// with Limit may still count on the lock, each for its own wait (the
+	// longest is Wait), so the next start keeps those permits taken
+	// instead of the whole name. Only the record of a clean stop says
+	// it; a store that cannot keep it (permitStore) states Wait for the
+	// whole name, which is never shorter.
+	Permits []time.Duration
+	Limit   uint16
+}
+
+// permitStore is a Store that keeps Statement.Permits: Load's waits then
+// leave out the names it returns here, held back by permits only.
+type permitStore interface {
+	Store
+	LoadedPermits() map[string]Permits
+}
+
+// Permits are the held-back permits of a shared lock: each is taken
+// until its own moment; Limit is the limit their holders stated.
+type Permits struct {
+	Limit uint16
+	Until []time.Time
 }
 
 // Empty reports whether c changes nothing.

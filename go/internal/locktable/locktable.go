@@ -250,6 +250,39 @@ func (t *Table) ReleaseHeldBack(c *Claim) (heldBack bool, promoted, failed []*Cl
 	return true, nil, nil
 }
 
+// AddHeldBack puts c among the holders of c.Name, held back, with no
+// token: a shared holder of the server's previous run that may still
+// count on one of the lock's permits after a clean stop. Claims that fit
+// beside it are granted; it leaves with Release. c must be shared, with
+// the limit of the name's other shared claims (ErrLimitMismatch), and
+// nobody may hold the name exclusively.
+func (t *Table) AddHeldBack(c *Claim) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c.lock != nil || !c.Shared || c.Limit == 0 {
+		panic("locktable: AddHeldBack of a claim that is in the table, exclusive or without a limit")
+	}
+	l := t.locks[c.Name]
+	if l == nil {
+		l = &lock{}
+		t.locks[c.Name] = l
+	}
+	if (l.shared > 0 && l.limit != c.Limit) || (l.holders.n > 0 && l.exclusive) {
+		t.dropIfEmpty(c.Name, l)
+		return ErrLimitMismatch
+	}
+	t.arrivals++
+	c.arrival = t.arrivals
+	c.since = t.now().UnixNano()
+	l.limit = c.Limit
+	l.shared++
+	l.heldBack++
+	c.lock, c.held, c.heldBack = l, true, true
+	l.holders.pushBack(c)
+	l.exclusive = false
+	return nil
+}
+
 // Block holds name back: nobody is granted it until Unblock(name), whoever
 // holds it now. A server restarted after a crash, or a new leader of an
 // HA cell, does this for each lock that a holder it does not know may
@@ -573,7 +606,9 @@ func (t *Table) SessionPage(name string, kind SessionKind, after uint64, limit i
 		list, key = l.queue.head, func(c *Claim) uint64 { return c.arrival }
 	}
 	for c := list; c != nil; c = c.next {
-		if key(c) <= after || (kind == LiveHolders && c.heldBack) || (kind == HeldBackHolders && !c.heldBack) {
+		// after 0 is the first page: a previous run's held-back holder
+		// (AddHeldBack) has no token, and is first.
+		if (after > 0 && key(c) <= after) || (kind == LiveHolders && c.heldBack) || (kind == HeldBackHolders && !c.heldBack) {
 			continue
 		}
 		if len(page) == limit {

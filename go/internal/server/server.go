@@ -237,6 +237,9 @@ func New(cfg Config) (*Server, error) {
 	for name, until := range heldBack {
 		s.claims.HoldName(name, until)
 	}
+	if leases != nil {
+		s.holdPermits(leases.InheritedPermits())
+	}
 	return s, nil
 }
 
@@ -289,6 +292,21 @@ func (s *Server) StepDown(reason string) {
 // Regrant hands out the locks whose waiters could not get a token while
 // the token source had none; the source calls it once tokens are back.
 func (s *Server) Regrant() { s.claims.Regrant() }
+
+// holdPermits keeps the permits that the previous run's clean stop left
+// held back taken, each until its own end: claims that fit beside them
+// are granted meanwhile, unlike on a name held back whole.
+func (s *Server) holdPermits(permits map[string]leaserecord.Permits) {
+	for name, p := range permits {
+		for _, until := range p.Until {
+			s.lastID++
+			if err := s.claims.HoldPermit(s.lastID, name, p.Limit, until); err != nil {
+				s.claims.HoldName(name, until) // never shorter
+			}
+		}
+		s.log.Debug("started: permits held back for holders of the previous run", "lock", name, "permits", len(p.Until), "limit", p.Limit)
+	}
+}
 
 // HoldBack keeps name from being granted until until, for a new leader of
 // an HA cell: a holder under the previous leader may still count on it.
@@ -427,11 +445,17 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.claims.Close()
 
 	if first {
-		drainUntil, ok := ctx.Deadline()
-		if !ok {
-			drainUntil = time.Now().Add(defaultDrain)
+		// Sessions that got their ERROR wait for their holders' close for
+		// shutdownLinger, and at most three quarters of the drain: the
+		// rest is for cutting those that did not close and recording the
+		// clean stop, so that a partitioned holder does not make the stop
+		// fail.
+		now := time.Now()
+		linger := shutdownLinger
+		if deadline, ok := ctx.Deadline(); ok {
+			linger = min(linger, deadline.Sub(now)*3/4)
 		}
-		s.drainUntil.Store(drainUntil.UnixNano())
+		s.drainUntil.Store(now.Add(linger).UnixNano())
 		s.lines.flush() // the counts of suppressed lines, before the last words
 		s.claims.FlushLog()
 		// Each session gets its ERROR from its own goroutine, so a peer that
@@ -475,10 +499,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 }
 
-// defaultDrain bounds the drain of a Shutdown whose context has no
-// deadline: how long a session that got its ERROR 0x01 is waited for to
-// close.
-const defaultDrain = 10 * time.Second
+// shutdownLinger is how long a shutdown waits for a holder that got its
+// ERROR 0x01 to close, which shows that it heard (else the next run keeps
+// its lock's wait): longer than lingerTimeout, for clients slowed by a
+// loaded machine, and short, since an HA leader leaves its cell, and the
+// next one takes over, only after the drain.
+const shutdownLinger = 3 * time.Second
 
 // drainRecordWait bounds how long Shutdown, past its context, waits for
 // the sessions it cut to end and the clean stop to be recorded.

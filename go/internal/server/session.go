@@ -81,8 +81,8 @@ type sessionEnv struct {
 	log              *slog.Logger
 	handshakeTimeout time.Duration
 	forget           func(*session)
-	// drainUntil is the deadline of the shutdown's drain (UnixNano), 0
-	// until the server shuts down.
+	// drainUntil is when a shutdown stops waiting for holders to close
+	// (UnixNano), 0 until the server shuts down.
 	drainUntil atomic.Int64
 }
 
@@ -298,8 +298,9 @@ func tlsHandshakeFailed(conn net.Conn, err error) bool {
 // and discards input until the peer closes or lingerTimeout passes. It
 // reports whether the drain ended with the peer's close (EOF).
 //
-// During a shutdown the drain lasts longer: until the drain's deadline
-// or the end of the session's lease (until), whichever comes first. A
+// During a shutdown the drain lasts longer: shutdownLinger (at most three
+// quarters of the shutdown's drain), or until the end of the session's
+// lease (until) if that comes first. A
 // holder that closes after its ERROR 0x01 shows it heard; one that has
 // not closed when the drain ends may not have, and the next run keeps
 // its lock's wait (claims.Registry.Detach). A client slowed by a loaded
