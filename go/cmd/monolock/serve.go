@@ -564,8 +564,7 @@ func startAdmin(s *serveSetup, srv *server.Server, m *metrics.Metrics) (hs *http
 		return nil, "", 1
 	}
 	// The limit comes first, before anything reads the connection.
-	s.adminRefusals = lograte.New(log, slog.LevelWarn, "admin connection limit reached; closing connections",
-		lograte.DefaultBurst, lograte.DefaultInterval)
+	s.adminRefusals = lograte.Default(log, slog.LevelWarn, "admin connection limit reached; closing connections")
 	aln = admin.LimitListener(aln, f.adminMaxConns, admin.EvictAfter, func() {
 		m.AdminRefused()
 		s.adminRefusals.Log("max_connections", f.adminMaxConns)

@@ -108,9 +108,7 @@ type lines struct {
 }
 
 func newLines(log *slog.Logger) lines {
-	line := func(level slog.Level, msg string) *lograte.Line {
-		return lograte.New(log, level, msg, lograte.DefaultBurst, lograte.DefaultInterval)
-	}
+	line := func(level slog.Level, msg string) *lograte.Line { return lograte.Default(log, level, msg) }
 	return lines{
 		leaseRecord: line(slog.LevelError, "cannot record a longer lease; refusing sessions with it"),
 		// A client that acquires and resets, again and again, makes one

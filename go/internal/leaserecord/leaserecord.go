@@ -327,7 +327,16 @@ func (r *Record) doneLocked(n *leaseName) {
 // that did not close after the shutdown's ERROR) may count on it that
 // long. While this run lives, a crash is covered by what Admit recorded,
 // so Hold is written lazily.
-func (r *Record) Hold(name string, until time.Time) {
+func (r *Record) Hold(name string, until time.Time) { r.hold(name, until, 0) }
+
+// HoldPermit is Hold for a shared holder with limit: while this run
+// lives it holds the whole name back after a crash, as Hold does; the
+// record of a clean stop keeps it as one permit taken until until,
+// unless something else holds the whole name back (see Permits).
+func (r *Record) HoldPermit(name string, until time.Time, limit uint16) { r.hold(name, until, limit) }
+
+// hold is Hold (limit 0) and HoldPermit.
+func (r *Record) hold(name string, until time.Time, limit uint16) {
 	now := time.Now()
 	if !until.After(now) {
 		return
@@ -338,38 +347,14 @@ func (r *Record) Hold(name string, until time.Time) {
 		return
 	}
 	n := r.nameLocked(name)
-	n.whole = later(n.whole, until)
-	r.holdLocked(n, until, now)
-}
-
-// HoldPermit is Hold for a shared holder with limit: while this run
-// lives it holds the whole name back after a crash, as Hold does; the
-// record of a clean stop keeps it as one permit taken until until,
-// unless something else holds the whole name back (see Permits).
-func (r *Record) HoldPermit(name string, until time.Time, limit uint16) {
-	now := time.Now()
-	if !until.After(now) || limit == 0 {
-		if until.After(now) {
-			r.Hold(name, until) // no limit: no permits to keep apart
-		}
-		return
+	if limit == 0 || (len(n.permits) > 0 && n.limit != limit) {
+		// A whole name (the table binds one limit per name, so permits
+		// with two limits cannot happen; they would hold it whole).
+		n.whole = later(n.whole, until)
+	} else {
+		n.limit = limit
+		n.permits = append(n.permits, until)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed || r.drained {
-		return
-	}
-	n := r.nameLocked(name)
-	if len(n.permits) > 0 && n.limit != limit {
-		n.whole = later(n.whole, until) // cannot happen: the table binds one limit
-	}
-	n.limit = limit
-	n.permits = append(n.permits, until)
-	r.holdLocked(n, until, now)
-}
-
-// holdLocked raises n's wait to until. Caller holds r.mu.
-func (r *Record) holdLocked(n *leaseName, until, now time.Time) {
 	if !until.After(n.until) {
 		return
 	}

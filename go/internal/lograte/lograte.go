@@ -47,6 +47,12 @@ func New(log *slog.Logger, level slog.Level, msg string, burst int, every time.D
 		now: time.Now, afterFunc: func(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }}
 }
 
+// Default is New with DefaultBurst lines every DefaultInterval: what every
+// line a peer can cause at will uses.
+func Default(log *slog.Logger, level slog.Level, msg string) *Line {
+	return New(log, level, msg, DefaultBurst, DefaultInterval)
+}
+
 // Log writes the line with args (slog key-value pairs), unless this
 // interval already had its burst; then it only counts it.
 func (l *Line) Log(args ...any) {

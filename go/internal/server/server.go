@@ -667,9 +667,7 @@ type noisyLines struct {
 }
 
 func newNoisyLines(log *slog.Logger) noisyLines {
-	line := func(level slog.Level, msg string) *lograte.Line {
-		return lograte.New(log, level, msg, lograte.DefaultBurst, lograte.DefaultInterval)
-	}
+	line := func(level slog.Level, msg string) *lograte.Line { return lograte.Default(log, level, msg) }
 	return noisyLines{
 		accept:      line(slog.LevelWarn, "accept failed; retrying"),
 		tls:         line(slog.LevelInfo, "TLS handshake failed"),
