@@ -12,6 +12,7 @@ type AcquireOption func(*claimOptions) error
 type claimOptions struct {
 	shared bool
 	limit  uint16 // 0: any number of shared holders
+	value  []byte // nil: none
 }
 
 // Shared makes the claim shared: it holds the lock together with any other
@@ -45,6 +46,23 @@ func Limit(n int) AcquireOption {
 	}
 }
 
+// Value gives the claim a value that watchers and the admin API see while
+// it waits and while it holds: who holds the lock and how to reach it (an
+// address, a URL, a small JSON object), up to 1024 bytes
+// (protocol.MaxValueLen). An empty value is none.
+//
+// A claim with a value is sent as a protocol version 3 ACQUIRE; a server
+// that does not speak it refuses it with ErrValueUnsupported.
+func Value(v []byte) AcquireOption {
+	return func(o *claimOptions) error {
+		if len(v) > protocol.MaxValueLen {
+			return errorf("%w: %d bytes, at most %d", protocol.ErrValueTooLong, len(v), protocol.MaxValueLen)
+		}
+		o.value = v
+		return nil
+	}
+}
+
 func applyAcquireOptions(opts []AcquireOption) (claimOptions, error) {
 	if len(opts) == 0 {
 		// An exclusive claim, the common case: no options struct escapes
@@ -60,11 +78,19 @@ func applyAcquireOptions(opts []AcquireOption) (claimOptions, error) {
 	return o, nil
 }
 
-// frame is the ACQUIRE of the claim: version 1 for an exclusive claim, so
-// that it works with every server, and version 2 for a shared one.
+// frame is the ACQUIRE of the claim in the lowest version that says what
+// it needs, so that it works with every server that can serve it: version
+// 1 for an exclusive claim, 2 for a shared one, 3 for one with a value.
 func (o claimOptions) frame(name string, leaseMS uint32) ([]byte, error) {
-	if !o.shared {
-		return protocol.AppendAcquire(nil, name, leaseMS)
+	mode := protocol.ModeExclusive
+	if o.shared {
+		mode = protocol.ModeShared
 	}
-	return protocol.AppendAcquireV2(nil, name, leaseMS, protocol.ModeShared, o.limit)
+	switch {
+	case len(o.value) > 0:
+		return protocol.AppendAcquireV3(nil, name, leaseMS, mode, o.limit, o.value)
+	case o.shared:
+		return protocol.AppendAcquireV2(nil, name, leaseMS, mode, o.limit)
+	}
+	return protocol.AppendAcquire(nil, name, leaseMS)
 }

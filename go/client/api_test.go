@@ -19,13 +19,14 @@ func TestPublicSurface(t *testing.T) {
 		"AcquireOption",
 		"Client", "Client.Acquire", "Client.Lease", "Client.TryAcquire",
 		"DefaultDialTimeout", "DefaultLease", "DefaultServer",
-		"ErrBusy", "ErrClientTimeout", "ErrLockLost", "ErrProtocol", "ErrReleased", "ErrServerEnded", "ErrSharedUnsupported", "ErrUnavailable",
+		"ErrBusy", "ErrClientTimeout", "ErrLockLost", "ErrProtocol", "ErrReleased", "ErrServerEnded", "ErrSharedUnsupported", "ErrUnavailable", "ErrValueUnsupported",
 		"Limit",
 		"Lock", "Lock.Context", "Lock.Done", "Lock.Err", "Lock.LeaseEnd", "Lock.Name", "Lock.Release", "Lock.Token", "Lock.ValidUntil",
 		"New", "Option",
 		"ServerError", "ServerError.Error", "ServerError.Is", "ServerError.Temporary",
 		"Shared",
 		"TLSFiles", "TLSFromFiles", "TLSFromPEM",
+		"Value",
 		"WithDialTimeout", "WithLease", "WithLogger", "WithOnWaiting", "WithServers", "WithTLS",
 	}
 	fset := token.NewFileSet()

@@ -115,8 +115,13 @@ func (c *Client) acquire(ctx context.Context, name string, try bool, opts []Acqu
 		}
 		addr := c.cfg.servers[step.Server]
 		lock, reached, queued, err := c.attempt(ctx, name, frame, try, addr)
-		if err != nil && claimOpts.shared && errors.Is(err, protocol.ErrUnsupportedVersion) {
-			err = &sharedUnsupportedError{addr: addr, cause: err}
+		if err != nil && errors.Is(err, protocol.ErrUnsupportedVersion) {
+			switch {
+			case len(claimOpts.value) > 0:
+				err = &valueUnsupportedError{addr: addr, cause: err}
+			case claimOpts.shared:
+				err = &sharedUnsupportedError{addr: addr, cause: err}
+			}
 		}
 		outcome := attemptOutcome(err, reached)
 		switch outcome {

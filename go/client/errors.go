@@ -58,6 +58,23 @@ var (
 	ErrSharedUnsupported = errors.New("monolock: the server does not support shared locks or semaphores (protocol version 2)")
 )
 
+// ErrValueUnsupported means the server answered a claim with a value
+// (protocol version 3) with 0x10: it predates values. Terminal: no
+// earlier version can carry one.
+var ErrValueUnsupported = errors.New("monolock: the server does not support claims with a value (protocol version 3)")
+
+// valueUnsupportedError is ErrValueUnsupported from the server at addr.
+type valueUnsupportedError struct {
+	addr  string
+	cause error // the *ServerError 0x10
+}
+
+func (e *valueUnsupportedError) Error() string {
+	return fmt.Sprintf("monolock: server %s does not support claims with a value (it answered a protocol version 3 ACQUIRE with 0x10 unsupported protocol version); claim without a value, or upgrade the server", e.addr)
+}
+
+func (e *valueUnsupportedError) Unwrap() []error { return []error{ErrValueUnsupported, e.cause} }
+
 // sharedUnsupportedError is ErrSharedUnsupported from the server at addr.
 type sharedUnsupportedError struct {
 	addr  string

@@ -9,6 +9,11 @@ export const SPEC = {
     modeShared: 1,
     limitMax: 65535,
   },
+  value: {
+    protocolVersion: 3,
+    maxValueLen: 1024,
+    proclaimType: 3,
+  },
   messageTypes: {
     ACQUIRE: 0x01,
     HEARTBEAT: 0x02,
@@ -71,5 +76,6 @@ export const ERRORS = {
     { code: 0x18, name: "NOT_AUTHORIZED", text: "not authorized for lock" },
     { code: 0x19, name: "INVALID_MODE", text: "invalid lock mode" },
     { code: 0x1a, name: "LIMIT_MISMATCH", text: "limit differs from the lock's" },
+    { code: 0x1b, name: "VALUE_TOO_LONG", text: "value too long" },
   ],
 } as const;

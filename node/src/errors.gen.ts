@@ -144,3 +144,14 @@ export class LimitMismatchError extends ServerError {
   /** The wire code of this class. */
   static readonly CODE = 0x1a;
 }
+
+/**
+ * 0x1b VALUE_TOO_LONG: "value too long". Terminal. A version 3 ACQUIRE or a PROCLAIM whose value is
+ * longer than 1024 bytes (spec/constants.json, value.max_value_len); the server answers as soon as it
+ * has read the length, without reading the value. Clients raise it before sending.
+ */
+export class ValueTooLongError extends ServerError {
+  override name = "ValueTooLongError";
+  /** The wire code of this class. */
+  static readonly CODE = 0x1b;
+}

@@ -40,6 +40,7 @@ test("exports exactly the documented names", () => {
     "ShuttingDownError",
     "UnknownMessageError",
     "UnsupportedVersionError",
+    "ValueTooLongError",
     "errorForCode",
     "isTemporaryCode",
   ]);

@@ -49,6 +49,7 @@ EXPECTED = {
     "ShuttingDown",
     "UnknownMessage",
     "UnsupportedVersion",
+    "ValueTooLong",
     "WaitingCallback",
     "__version__",
     "lock",

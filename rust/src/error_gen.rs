@@ -19,10 +19,11 @@ pub(crate) mod code {
     pub(crate) const NOT_AUTHORIZED: u8 = 0x18;
     pub(crate) const INVALID_MODE: u8 = 0x19;
     pub(crate) const LIMIT_MISMATCH: u8 = 0x1a;
+    pub(crate) const VALUE_TOO_LONG: u8 = 0x1b;
 }
 
 /// Canonical text of every known wire code, in code order.
-pub(crate) const CANONICAL: [(u8, &str); 14] = [
+pub(crate) const CANONICAL: [(u8, &str); 15] = [
     (code::SHUTTING_DOWN, "server shutting down"),
     (code::ADMIN_CLOSED, "closed by administrator"),
     (code::NOT_ACTIVE, "not the active server"),
@@ -37,6 +38,7 @@ pub(crate) const CANONICAL: [(u8, &str); 14] = [
     (code::NOT_AUTHORIZED, "not authorized for lock"),
     (code::INVALID_MODE, "invalid lock mode"),
     (code::LIMIT_MISMATCH, "limit differs from the lock's"),
+    (code::VALUE_TOO_LONG, "value too long"),
 ];
 
 /// Calls macro `$m` with every code of the spec, in code order, as
@@ -92,6 +94,11 @@ macro_rules! with_codes {
             /// (holding or waiting). Every claimant of one semaphore must state the same number
             /// of permits.
             LimitMismatch = LIMIT_MISMATCH,
+            /// 0x1b VALUE_TOO_LONG: "value too long". Terminal. A version 3 ACQUIRE or a
+            /// PROCLAIM whose value is longer than 1024 bytes (spec/constants.json,
+            /// value.max_value_len); the server answers as soon as it has read the length,
+            /// without reading the value. Clients raise it before sending.
+            ValueTooLong = VALUE_TOO_LONG,
         }
     };
 }

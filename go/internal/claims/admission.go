@@ -17,6 +17,7 @@ type Request struct {
 	Lease  time.Duration
 	Shared bool
 	Limit  uint16
+	Value  []byte // protocol version 3; nil for none
 	Conn   net.Conn
 }
 

@@ -52,6 +52,9 @@ type Claim struct {
 	entry   locktable.Claim // entry.Session is the claim's id
 	sink    Sink
 	leaseMS atomic.Uint32 // the client's lease once admitted into the record, for the listing
+	// value is the claim's value (protocol version 3), replaced whole by
+	// Proclaim; nil for none.
+	value atomic.Pointer[[]byte]
 
 	// record is the lease record the claim was admitted into (the data
 	// directory's, or the cell's of the term that admitted it); nil when
@@ -74,6 +77,14 @@ func (c *Claim) ID() uint64 { return c.entry.Session }
 
 // Token is the claim's fencing token, 0 while it is waiting.
 func (c *Claim) Token() uint64 { return c.entry.Token() }
+
+// Value is the claim's value, nil for none. The caller must not change it.
+func (c *Claim) Value() []byte {
+	if v := c.value.Load(); v != nil {
+		return *v
+	}
+	return nil
+}
 
 // LeaseMS is the claim's lease in milliseconds once admitted, else 0.
 func (c *Claim) LeaseMS() uint32 { return c.leaseMS.Load() }

@@ -117,6 +117,7 @@ func (r *Registry) listClaim(e locktable.Entry) listing.Session {
 	if c != nil {
 		out.Remote, out.Identity = c.sink.Peer()
 		out.LeaseMS = int64(c.LeaseMS())
+		out.SetValue(c.Value())
 	}
 	return out
 }

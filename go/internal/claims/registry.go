@@ -170,6 +170,9 @@ func (r *Registry) Admit(c *Claim, req Request) error {
 		return refused
 	}
 	c.entry.Name, c.entry.Shared, c.entry.Limit = req.Name, req.Shared, req.Limit
+	if len(req.Value) > 0 {
+		c.value.Store(&req.Value)
+	}
 	// Only a claim that will be acknowledged enters the lease record: one
 	// refused above (a lease over --max-lease, the ACL, a limit the
 	// name's shared claims do not share) is nothing a restart has to
@@ -193,6 +196,16 @@ func (r *Registry) admissionInputs(req Request) admissionInputs {
 		in.limit, in.bound = r.table.Limit(req.Name)
 	}
 	return in
+}
+
+// Proclaim replaces c's value (PROCLAIM), while it waits or holds: its
+// token and its place stay as they are.
+func (r *Registry) Proclaim(c *Claim, value []byte) {
+	if len(value) == 0 {
+		c.value.Store(nil)
+		return
+	}
+	c.value.Store(&value)
 }
 
 // enter puts c into the lock table unless it ended meanwhile.

@@ -78,7 +78,7 @@ type Record struct {
 	// inheritedPermits are the previous run's held-back permits, by name,
 	// for InheritedPermits.
 	inheritedPermits map[string]Permits
-	allUntil0 time.Time            // the previous run's wait for every lock, for Inherited
+	allUntil0        time.Time // the previous run's wait for every lock, for Inherited
 
 	// ownDurable is own as of the last durable write: a lease up to it
 	// needs nothing (the fast path of Admit).
@@ -110,17 +110,17 @@ type Record struct {
 
 // leaseName is one lock name that the record states a wait for, or must.
 type leaseName struct {
-	name      string
-	sessions  int           // this run's sessions on it with a lease above the threshold
-	lease     time.Duration // the longest of their leases
-	until     time.Time     // a wait kept until then (Hold, HoldPermit, the previous run's); zero: none
+	name     string
+	sessions int           // this run's sessions on it with a lease above the threshold
+	lease    time.Duration // the longest of their leases
+	until    time.Time     // a wait kept until then (Hold, HoldPermit, the previous run's); zero: none
 	// whole is until without the permits: a wait for the whole name.
 	whole time.Time
 	// permits are the ends of shared holders' holds (HoldPermit, the
 	// previous run's), all with limit: a clean stop states them alone
 	// when nothing else holds the name back.
-	permits []time.Time
-	limit   uint16
+	permits   []time.Time
+	limit     uint16
 	stated    time.Duration // what the record says, once write statedSeq is durable
 	statedSeq uint64
 	// prev is what the record said before write statedSeq: while that

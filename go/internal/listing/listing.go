@@ -4,7 +4,11 @@
 // that read it (monolock locks, kick --lock).
 package listing
 
-import "time"
+import (
+	"encoding/hex"
+	"time"
+	"unicode/utf8"
+)
 
 // Session is one session in a lock listing.
 type Session struct {
@@ -18,6 +22,10 @@ type Session struct {
 	// HeldBackUntil: a held-back holder (see Lock.HeldBackHolders) is
 	// kept until then; absent for a live session.
 	HeldBackUntil *time.Time `json:"held_back_until,omitempty"`
+	// Value is the claim's value (protocol version 3) when it is UTF-8
+	// text; ValueHex, when it is not. Both are absent for none.
+	Value    string `json:"value,omitempty"`
+	ValueHex string `json:"value_hex,omitempty"`
 	// Arrival orders a lock's waiters (absent for holders, which the
 	// token orders): a page of them goes on after the last one's.
 	Arrival uint64 `json:"arrival,omitempty"`
@@ -73,4 +81,13 @@ type SessionPage struct {
 	// Next is set when more follow: the token (holders) or arrival
 	// (waiters) of the last session of this page, to pass as after.
 	Next uint64 `json:"next,omitempty"`
+}
+
+// SetValue sets Value, or ValueHex for a value that is not UTF-8.
+func (s *Session) SetValue(v []byte) {
+	if utf8.Valid(v) {
+		s.Value, s.ValueHex = string(v), ""
+		return
+	}
+	s.Value, s.ValueHex = "", hex.EncodeToString(v)
 }

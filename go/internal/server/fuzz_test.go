@@ -51,12 +51,13 @@ func model(data []byte) outcome {
 	if len(data) < 2 {
 		return outcome{}
 	}
-	// Version 2 has mode and limit between the lease and the name_len,
-	// checked after the lease and before the name.
+	// Versions 2 and 3 have mode and limit between the lease and the
+	// name_len, checked after the lease and before the name; version 3
+	// has a value after the name.
 	hdr := 8
 	switch data[1] {
 	case protocol.Version:
-	case protocol.VersionShared:
+	case protocol.VersionShared, protocol.VersionValue:
 		hdr = 11
 	default:
 		return outcome{final: protocol.ErrUnsupportedVersion}
@@ -88,12 +89,37 @@ func model(data []byte) outcome {
 	case !utf8.Valid(data[hdr : hdr+nameLen]):
 		return outcome{final: protocol.ErrNameNotUTF8}
 	}
+	rest := data[hdr+nameLen:]
+	v3 := data[1] == protocol.VersionValue
+	if v3 {
+		value, ok, tooLong := cutValue(rest)
+		switch {
+		case tooLong:
+			return outcome{final: protocol.ErrValueTooLong}
+		case !ok:
+			return outcome{}
+		}
+		rest = value
+	}
 	out := outcome{granted: true, leaseMS: lease}
-	for _, b := range data[hdr+nameLen:] {
-		switch b {
-		case protocol.MsgHeartbeat:
+	for len(rest) > 0 {
+		b := rest[0]
+		rest = rest[1:]
+		switch {
+		case b == protocol.MsgHeartbeat:
 			out.heartbeats++
-		case protocol.MsgAcquire:
+		case b == protocol.MsgProclaim && v3:
+			after, ok, tooLong := cutValue(rest)
+			switch {
+			case tooLong:
+				out.final = protocol.ErrValueTooLong
+				return out
+			case !ok:
+				return out // a PROCLAIM not all there yet
+			}
+			out.heartbeats++ // answered as a HEARTBEAT is
+			rest = after
+		case b == protocol.MsgAcquire:
 			out.final = protocol.ErrDuplicateAcquire
 			return out
 		default:
@@ -103,6 +129,23 @@ func model(data []byte) outcome {
 		}
 	}
 	return out
+}
+
+// cutValue reads a value_len and its value off the front of data: ok when
+// both are there, tooLong when the length is over protocol.MaxValueLen
+// (answered at the length). It returns what follows the value.
+func cutValue(data []byte) (rest []byte, ok, tooLong bool) {
+	if len(data) < 2 {
+		return nil, false, false
+	}
+	n := int(binary.BigEndian.Uint16(data))
+	if n > protocol.MaxValueLen {
+		return nil, false, true
+	}
+	if len(data) < 2+n {
+		return nil, false, false
+	}
+	return data[2+n:], true, false
 }
 
 // FuzzSessionByteStream sends arbitrary bytes, in arbitrary chunks, to a
@@ -125,6 +168,9 @@ func FuzzSessionByteStream(f *testing.F) {
 	shared, _ := protocol.AppendAcquireV2(nil, "fuzz-shared", 60000, protocol.ModeShared, 0)
 	f.Add(append(shared, 2, 2, 1), uint8(4))
 	f.Add(append(valid, 2, 0x13), uint8(2))
+	valued, _ := protocol.AppendAcquireV3(nil, "fuzz-valued", 60000, protocol.ModeExclusive, 0, []byte("v"))
+	f.Add(append(valued, 2, 3, 0, 1, 'w', 2), uint8(5))
+	f.Add(append(valued, 3, 4, 1), uint8(1))
 	f.Add(valid[:5], uint8(0))
 
 	// A block of tokens larger than any run: no reservation, so no grant

@@ -53,6 +53,8 @@ type session struct {
 
 	wmu  sync.Mutex
 	wbuf [9]byte // guarded by wmu: WAITING or ACQUIRED, built without allocating
+
+	proclaims bool // the ACQUIRE was version 3: PROCLAIM may follow
 }
 
 // stateEnded is session.state once the session is ended, unless a final
@@ -356,7 +358,8 @@ func (ss *session) handshake(hs *handshakeInput) error {
 	}
 	lastSeen := time.Now()
 	lease := time.Duration(acq.LeaseMS) * time.Millisecond
-	req := claims.Request{Name: acq.Name, Lease: lease, Shared: acq.Shared(), Limit: acq.Limit, Conn: ss.conn}
+	req := claims.Request{Name: acq.Name, Lease: lease, Shared: acq.Shared(), Limit: acq.Limit, Value: acq.Value, Conn: ss.conn}
+	ss.proclaims = acq.Version >= protocol.VersionValue
 	if err := ss.env.claims.Admit(&ss.claim, req); err != nil {
 		if errors.Is(err, claims.ErrEnded) {
 			return errFinished // kicked during the handshake
@@ -404,12 +407,53 @@ func (ss *session) beat(in *input, src *source, lastSeen time.Time, lease time.D
 			if err := ss.reply(); err != nil {
 				return until, ss.replyFailed(err)
 			}
+		case protocol.MsgProclaim:
+			if !ss.proclaims {
+				return until, unknownType(t) // versions 1 and 2 stay as they were
+			}
+			if err := ss.proclaim(in, src); err != nil {
+				return until, ss.readFailed(err)
+			}
+			lastSeen = time.Now()
+			if err := ss.reply(); err != nil {
+				return until, ss.replyFailed(err)
+			}
 		case protocol.MsgAcquire:
 			return until, protocol.ErrDuplicateAcquire
 		default:
 			return until, unknownType(t)
 		}
 	}
+}
+
+// proclaim reads a PROCLAIM's body and gives the claim its new value. A
+// value too long is refused at its length (ERROR 0x1b), unread. Not
+// inlined: the heartbeat loop stays small, and a PROCLAIM is rare.
+//
+//go:noinline
+func (ss *session) proclaim(in *input, src *source) error {
+	var n [2]byte
+	for i := range n {
+		b, err := in.readByte(src)
+		if err != nil {
+			return err
+		}
+		n[i] = b
+	}
+	length := int(n[0])<<8 | int(n[1])
+	if length > protocol.MaxValueLen {
+		return protocol.ErrValueTooLong
+	}
+	value := make([]byte, length)
+	for i := range value {
+		b, err := in.readByte(src)
+		if err != nil {
+			return err
+		}
+		value[i] = b
+	}
+	ss.env.claims.Proclaim(&ss.claim, value)
+	return nil
 }
 
 // readFailed says why a heartbeat read failed.

@@ -12,6 +12,9 @@ const (
 	SharedModeExclusive              = 0                // shared.mode_exclusive
 	SharedModeShared                 = 1                // shared.mode_shared
 	SharedLimitMax                   = 65535            // shared.limit_max
+	ValueProtocolVersion             = 3                // value.protocol_version
+	ValueMaxValueLen                 = 1024             // value.max_value_len
+	ValueProclaimType                = 3                // value.proclaim_type
 	MessageTypesAcquire              = 0x01             // message_types.ACQUIRE
 	MessageTypesHeartbeat            = 0x02             // message_types.HEARTBEAT
 	MessageTypesWaiting              = 0x11             // message_types.WAITING

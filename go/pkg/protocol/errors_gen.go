@@ -77,4 +77,11 @@ var (
 	// the shared sessions already on the name (holding or waiting). Every
 	// claimant of one semaphore must state the same number of permits.
 	ErrLimitMismatch = newError(0x1a, "limit differs from the lock's")
+
+	// ErrValueTooLong is 0x1b VALUE_TOO_LONG: "value too long". Terminal. A
+	// version 3 ACQUIRE or a PROCLAIM whose value is longer than 1024 bytes
+	// (spec/constants.json, value.max_value_len); the server answers as soon
+	// as it has read the length, without reading the value. Clients raise it
+	// before sending.
+	ErrValueTooLong = newError(0x1b, "value too long")
 )

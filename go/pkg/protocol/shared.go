@@ -34,14 +34,15 @@ const (
 // lease_ms, mode, limit, name_len.
 const acquireV2HeaderLen = 1 + 4 + 1 + 2 + 2
 
-// Acquire is an ACQUIRE of either version. A version 1 ACQUIRE reads as
-// Mode ModeExclusive and Limit 0.
+// Acquire is an ACQUIRE of any version. A version 1 ACQUIRE reads as
+// Mode ModeExclusive and Limit 0; only a version 3 one has a Value.
 type Acquire struct {
 	Version uint8
 	LeaseMS uint32
 	Mode    uint8
 	Limit   uint16
 	Name    string
+	Value   []byte
 }
 
 // Shared reports whether a is a shared claim.
@@ -85,13 +86,14 @@ func validateMode(mode uint8, limit uint16) error {
 	return ErrInvalidMode
 }
 
-// ReadAcquire reads an ACQUIRE body of version 1 or 2, i.e. everything
+// ReadAcquire reads an ACQUIRE body of version 1, 2 or 3, i.e. everything
 // after the type byte, which the caller has already consumed. It checks
 // what ReadAcquireBody checks, in the same order, with the mode and limit
-// checked after the lease and before the name. Another version fails with
-// ErrUnsupportedVersion before anything after the version byte is read.
+// checked after the lease and before the name, and a version 3 value's
+// length after the name. Another version fails with ErrUnsupportedVersion
+// before anything after the version byte is read.
 func ReadAcquire(r io.Reader) (Acquire, error) {
-	return readAcquire(r, func(v uint8) bool { return v == Version || v == VersionShared })
+	return readAcquire(r, func(v uint8) bool { return v == Version || v == VersionShared || v == VersionValue })
 }
 
 // readAcquire reads an ACQUIRE body of a version that accept takes, with
@@ -117,7 +119,7 @@ func readAcquire(r io.Reader, accept func(version uint8) bool) (Acquire, error) 
 		if err := checkLease(a.LeaseMS); err != nil {
 			return a, err
 		}
-	case VersionShared:
+	case VersionShared, VersionValue:
 		if _, err := io.ReadFull(r, hdr[1:]); err != nil {
 			return a, err
 		}
@@ -146,5 +148,12 @@ func readAcquire(r io.Reader, accept func(version uint8) bool) (Acquire, error) 
 		return a, ErrNameNotUTF8
 	}
 	a.Name = string(buf)
+	if a.Version == VersionValue {
+		value, err := readValue(r)
+		if err != nil {
+			return a, err
+		}
+		a.Value = value
+	}
 	return a, nil
 }

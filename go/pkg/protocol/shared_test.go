@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"reflect"
 	"testing"
 	"testing/iotest"
 	"unicode/utf8"
@@ -44,7 +45,7 @@ func TestSpecClientValidV2Frames(t *testing.T) {
 			}
 			a, err := ReadAcquire(iotest.OneByteReader(bytes.NewReader(want[1:])))
 			wantA := Acquire{Version: VersionShared, LeaseMS: c.LeaseMS, Mode: c.Mode, Limit: c.Limit, Name: c.Name}
-			if err != nil || a != wantA {
+			if err != nil || !reflect.DeepEqual(a, wantA) {
 				t.Fatalf("ReadAcquire = %+v, %v; want %+v", a, err, wantA)
 			}
 		})
@@ -91,7 +92,7 @@ func TestReadAcquireReadsVersion1AsExclusive(t *testing.T) {
 	}
 	a, err := ReadAcquire(bytes.NewReader(frame[1:]))
 	want := Acquire{Version: Version, LeaseMS: 1500, Mode: ModeExclusive, Name: "jobs/a"}
-	if err != nil || a != want || a.Shared() {
+	if err != nil || !reflect.DeepEqual(a, want) || a.Shared() {
 		t.Fatalf("ReadAcquire = %+v, %v; want %+v", a, err, want)
 	}
 	v2, err := AppendAcquireV2(nil, "jobs/a", 1500, ModeShared, 2)
@@ -101,7 +102,7 @@ func TestReadAcquireReadsVersion1AsExclusive(t *testing.T) {
 	if _, _, _, err := ReadAcquireBody(bytes.NewReader(v2[1:])); !errors.Is(err, ErrUnsupportedVersion) {
 		t.Fatalf("ReadAcquireBody of a v2 frame = %v, want ErrUnsupportedVersion", err)
 	}
-	for _, version := range []byte{0, 3, 0xff} {
+	for _, version := range []byte{0, 4, 0xff} {
 		if _, err := ReadAcquire(bytes.NewReader([]byte{version})); !errors.Is(err, ErrUnsupportedVersion) {
 			t.Fatalf("version %d: %v, want ErrUnsupportedVersion at the version byte", version, err)
 		}
@@ -120,7 +121,7 @@ func FuzzReadAcquire(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		a, err := ReadAcquire(bytes.NewReader(body))
 		a2, err2 := ReadAcquire(iotest.OneByteReader(bytes.NewReader(body)))
-		if a != a2 || (err == nil) != (err2 == nil) {
+		if !reflect.DeepEqual(a, a2) || (err == nil) != (err2 == nil) {
 			t.Fatalf("chunking changed the result: %+v %v / %+v %v", a, err, a2, err2)
 		}
 		if err != nil {
@@ -138,6 +139,8 @@ func FuzzReadAcquire(f *testing.F) {
 			}
 		case VersionShared:
 			frame, err = AppendAcquireV2(nil, a.Name, a.LeaseMS, a.Mode, a.Limit)
+		case VersionValue:
+			frame, err = AppendAcquireV3(nil, a.Name, a.LeaseMS, a.Mode, a.Limit, a.Value)
 		default:
 			t.Fatalf("accepted version %d", a.Version)
 		}

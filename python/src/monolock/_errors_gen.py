@@ -23,6 +23,7 @@ __all__ = [
     "ShuttingDown",
     "UnknownMessage",
     "UnsupportedVersion",
+    "ValueTooLong",
 ]
 
 
@@ -156,6 +157,17 @@ class LimitMismatch(KnownServerError):
     text = "limit differs from the lock's"
 
 
+class ValueTooLong(KnownServerError):
+    """0x1b VALUE_TOO_LONG: "value too long". Terminal. A version 3 ACQUIRE or a PROCLAIM whose
+    value is longer than 1024 bytes (spec/constants.json, value.max_value_len); the server
+    answers as soon as it has read the length, without reading the value. Clients raise it
+    before sending."""
+
+    __module__ = "monolock.errors"  # where users import it from
+    code = 0x1B
+    text = "value too long"
+
+
 CODE_CLASSES: tuple[type[KnownServerError], ...] = (
     ShuttingDown,
     AdminClosed,
@@ -171,5 +183,6 @@ CODE_CLASSES: tuple[type[KnownServerError], ...] = (
     NotAuthorized,
     InvalidMode,
     LimitMismatch,
+    ValueTooLong,
 )
 """Every class above, in code order."""
