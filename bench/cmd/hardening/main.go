@@ -57,14 +57,20 @@ func main() {
 	ctx := context.Background()
 	m := &measure{ctx: ctx, bin: bin, work: work}
 
-	m.resetStorm("--max-sessions-per-addr 100", *storm, "--max-sessions-per-addr", "100")
-	srv := m.resetStorm("defaults", *storm)
 	quiet := m.start()
 	base := cycle(quiet.Addr, *cycles, nil)
+	readOnly := cycle(quiet.Addr, *cycles, func(stop <-chan struct{}) { adminReaders(quiet.AdminAddr, 8, stop) })
 	quiet.Stop()
+	m.resetStorm("--max-sessions-per-addr 100", *storm, "--max-sessions-per-addr", "100").Stop()
+	m.resetStorm("defaults", *storm).Stop()
+	// The storm of the default limit fills --max-sessions (held-back
+	// holders count), so nobody else could connect: the loaded run lets
+	// the storm's address have all but a few hundred places.
+	srv := m.resetStorm("--max-sessions-per-addr 19000", *storm, "--max-sessions-per-addr", "19000")
 	loaded := cycle(srv.Addr, *cycles, func(stop <-chan struct{}) { adminReaders(srv.AdminAddr, 8, stop) })
-	fmt.Printf("unrelated lock, quiet server:                 %s\n", base)
-	fmt.Printf("unrelated lock, %5d held back, 8 readers:   %s\n", heldBack(srv.AdminAddr), loaded)
+	fmt.Printf("unrelated lock, quiet server:                %s\n", base)
+	fmt.Printf("unrelated lock, nothing held back, 8 readers: %s\n", readOnly)
+	fmt.Printf("unrelated lock, %5d held back, 8 readers:    %s\n", heldBack(srv.AdminAddr), loaded)
 	srv.Stop()
 
 	m.healthUnderHog()
@@ -92,15 +98,17 @@ func (m *measure) start(args ...string) *monoserver.Server {
 }
 
 // resetStorm acquires a shared lock with a 60 s lease and resets the
-// connection, for d, from 127.0.0.1, and returns the server (still
-// running) after printing what it holds back and its memory.
+// connection, for d, from 127.0.0.2 (the unrelated lock's cycles come from
+// 127.0.0.1), and returns the server (still running) after printing what
+// it holds back and its memory.
 func (m *measure) resetStorm(label string, d time.Duration, args ...string) *monoserver.Server {
 	srv := m.start(args...)
 	before := procstat.Memory(srv.PID())
 	frame, _ := protocol.AppendAcquireV2(nil, "storm", 60000, protocol.ModeShared, 0)
 	var resets, refused int
+	dialer := net.Dialer{Timeout: time.Second, LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
 	for end := time.Now().Add(d); time.Now().Before(end); {
-		c, err := net.DialTimeout("tcp", srv.Addr, time.Second)
+		c, err := dialer.Dial("tcp", srv.Addr)
 		if err != nil {
 			refused++
 			continue
@@ -118,7 +126,7 @@ func (m *measure) resetStorm(label string, d time.Duration, args ...string) *mon
 		tcp.Close()
 	}
 	time.Sleep(200 * time.Millisecond) // the last resets are seen
-	fmt.Printf("reset storm, %-28s %6d granted and reset, %6d refused; held back %6d; memory %5.1f MB -> %5.1f MB\n",
+	fmt.Printf("reset storm, %-30s %6d granted and reset, %6d refused; held back %6d; memory %5.1f MB -> %5.1f MB\n",
 		label+":", resets, refused, heldBack(srv.AdminAddr), mb(before), mb(procstat.Memory(srv.PID())))
 	return srv
 }
@@ -306,7 +314,9 @@ func (m *measure) lockDelayAcrossCrash() {
 	defer w.Close()
 	var wc rawclient.Conn
 	wc.Reset(w.(*net.TCPConn))
-	if _, err := wc.Acquire(frame, rawclient.AnyWaiting); err != nil {
+	// A lease longer than the wait: the raw waiter sends no heartbeats.
+	long, _ := protocol.AppendAcquire(nil, "delayed", 60000)
+	if _, err := wc.Acquire(long, rawclient.AnyWaiting); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Printf("lock delay across a crash (lease 2 s, --lock-delay 30s, kill -9 0.4 s after the expiry): granted %.2f s after the holder's last message (at least 32 s due)\n",
