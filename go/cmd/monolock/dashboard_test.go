@@ -167,6 +167,12 @@ next:
 // needs no heartbeats, and checks the first reply.
 func acquireAs(t *testing.T, addr, name, cn string, ca *testcerts.CA, want uint8) net.Conn {
 	t.Helper()
+	return acquireWithValue(t, addr, name, cn, "", ca, want)
+}
+
+// acquireWithValue is acquireAs for a claim with value (none when "").
+func acquireWithValue(t *testing.T, addr, name, cn, value string, ca *testcerts.CA, want uint8) net.Conn {
+	t.Helper()
 	var c net.Conn
 	var err error
 	if ca != nil {
@@ -179,6 +185,9 @@ func acquireAs(t *testing.T, addr, name, cn string, ca *testcerts.CA, want uint8
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	frame, err := protocol.AppendAcquire(nil, name, 60_000)
+	if value != "" {
+		frame, err = protocol.AppendAcquireV3(nil, name, 60_000, protocol.ModeExclusive, 0, []byte(value))
+	}
 	require.NoError(t, err)
 	_, err = c.Write(frame)
 	require.NoError(t, err)
@@ -267,8 +276,9 @@ func testDashboardLocksAndKicks(t *testing.T, b *browser) {
 		evilCN    = `<script>alert(2)</script>`
 		markupCN  = `<b onmouseover="alert(3)">ops</b> & "co"`
 		otherName = "jobs/nightly"
+		evilValue = `<a href="javascript:alert(4)">10.0.0.7:8080</a>`
 	)
-	deployer := acquireAs(t, p.Addr, "deploy/web", "deployer", ca, protocol.MsgAcquired)
+	deployer := acquireWithValue(t, p.Addr, "deploy/web", "deployer", evilValue, ca, protocol.MsgAcquired)
 	next := acquireAs(t, p.Addr, "deploy/web", markupCN, ca, protocol.MsgWaiting)
 	acquireAs(t, p.Addr, evilName, evilCN, ca, protocol.MsgAcquired)
 	cron := acquireAs(t, p.Addr, otherName, "cron", ca, protocol.MsgAcquired)
@@ -299,6 +309,11 @@ func testDashboardLocksAndKicks(t *testing.T, b *browser) {
 		}
 		assert.Equal(t, "60s", rows[i][6], "row %d: lease", i)
 		assert.Regexp(t, `^\d+s$`, rows[i][7], "row %d: held or waiting for", i)
+		if i == 1 {
+			assert.Equal(t, evilValue, rows[i][8], "the holder's value, as text")
+		} else {
+			assert.Empty(t, rows[i][8], "row %d: no value", i)
+		}
 	}
 	assert.Zero(t, eval[int](b, `document.querySelectorAll("#rows *:not(tr):not(td):not(button)").length`),
 		"no element but the table's own: markup in names stayed text")

@@ -215,6 +215,7 @@
     d.token = cell(tr, "num");
     d.lease = cell(tr, "num");
     d.since = cell(tr, "num");
+    d.value = cell(tr, "value");
     const act = cell(tr, "");
     if (r.s) {
       tr.dataset.session = String(r.s.session);
@@ -234,6 +235,9 @@
     text(d.token, s && r.holder ? String(s.token) : "");
     text(d.lease, s ? seconds(s.lease_ms) : "");
     text(d.since, s ? duration(now - Date.parse(s.since)) : "");
+    // A claim's value (protocol version 3): who holds the lock and how to
+    // reach it; bytes that are not UTF-8 come as hex.
+    text(d.value, s ? s.value || (s.value_hex ? "0x" + s.value_hex : "") : "");
   }
 
   // kickButton asks for a second click before it kicks: a kick ends a
