@@ -243,6 +243,32 @@ func cellLine(c cellView) string {
 	}
 }
 
+// anyValue reports whether a session of locks has a value.
+func anyValue(locks []admin.Lock) bool {
+	for _, l := range locks {
+		for _, list := range [][]admin.Session{l.Holders, l.Waiters} {
+			for _, s := range list {
+				if s.Value != "" || s.ValueHex != "" {
+					return true
+				}
+			}
+		}
+		if l.Holder != nil && (l.Holder.Value != "" || l.Holder.ValueHex != "") {
+			return true
+		}
+	}
+	return false
+}
+
+// valueText is a session's value as the table shows it: the text, made
+// safe for a terminal, or 0x and the hex of bytes that are not UTF-8.
+func valueText(s admin.Session) string {
+	if s.ValueHex != "" {
+		return "0x" + s.ValueHex
+	}
+	return termtext.Field(s.Value)
+}
+
 // secondsText is ms as seconds with one decimal, rounded up: "1.4 s", and
 // "0.1 s" for what is left of the last tenth.
 func secondsText(ms int64) string {
@@ -260,14 +286,24 @@ func writeLockTable(w io.Writer, locks []admin.Lock, now time.Time) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "LOCK\tSTATE\tSESSION\tTOKEN\tIDENTITY\tREMOTE\tLEASE\tFOR")
+	// A VALUE column only when a claim has one (protocol version 3).
+	values := anyValue(locks)
+	header := "LOCK\tSTATE\tSESSION\tTOKEN\tIDENTITY\tREMOTE\tLEASE\tFOR"
+	if values {
+		header += "\tVALUE"
+	}
+	fmt.Fprintln(tw, header)
 	row := func(name, state string, s admin.Session) {
 		tok := "-"
 		if s.Token != 0 {
 			tok = strconv.FormatUint(s.Token, 10)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%v\t%v\n", name, state, s.ID, tok, dash(termtext.Field(s.Identity)), dash(termtext.Field(s.Remote)),
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%v\t%v", name, state, s.ID, tok, dash(termtext.Field(s.Identity)), dash(termtext.Field(s.Remote)),
 			time.Duration(s.LeaseMS)*time.Millisecond, now.Sub(s.Since).Round(time.Second))
+		if values {
+			fmt.Fprintf(tw, "\t%s", dash(valueText(s)))
+		}
+		fmt.Fprintln(tw)
 	}
 	for _, l := range locks {
 		name := termtext.Field(l.Name)

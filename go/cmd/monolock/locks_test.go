@@ -74,6 +74,23 @@ func TestWriteLocksPutsCellLineAboveTable(t *testing.T) {
 	assert.Equal(t, "no locks\n", unknown.String())
 }
 
+// A VALUE column appears when a claim has a value, shown safe for a
+// terminal (hex when it is not UTF-8); a table without values is as before.
+func TestLockTableShowsValues(t *testing.T) {
+	now := time.Date(2026, 11, 30, 5, 15, 31, 0, time.UTC)
+	holder := admin.Session{ID: 7, Token: 9, LeaseMS: 10000, Since: now, Value: "10.0.0.7:8080"}
+	waiter := admin.Session{ID: 8, LeaseMS: 10000, Since: now, ValueHex: "00ff"}
+	plain := admin.Session{ID: 9, LeaseMS: 10000, Since: now, Value: "\x1b[2Jx"}
+	var b strings.Builder
+	writeLockTable(&b, []admin.Lock{{Name: "leader", Holder: &holder, Holders: []admin.Session{holder},
+		Waiters: []admin.Session{waiter, plain}}}, now)
+	lines := strings.Split(b.String(), "\n")
+	assert.Regexp(t, `^LOCK\s+STATE.*\sFOR\s+VALUE$`, lines[0])
+	assert.Regexp(t, `^leader\s+held\s+7\s.*\s10\.0\.0\.7:8080$`, lines[1])
+	assert.Regexp(t, `\s0x00ff$`, lines[2])
+	assert.NotContains(t, b.String(), "\x1b", "no escape sequence reaches the terminal")
+}
+
 // A lock with more sessions than its listing names says how many more.
 func TestLockTableSaysHowManyMore(t *testing.T) {
 	now := time.Date(2026, 11, 30, 5, 15, 31, 0, time.UTC)
