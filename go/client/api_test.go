@@ -21,7 +21,7 @@ func TestPublicSurface(t *testing.T) {
 		"DefaultDialTimeout", "DefaultLease", "DefaultServer",
 		"ErrBusy", "ErrClientTimeout", "ErrLockLost", "ErrProtocol", "ErrReleased", "ErrServerEnded", "ErrSharedUnsupported", "ErrUnavailable", "ErrValueUnsupported",
 		"Limit",
-		"Lock", "Lock.Context", "Lock.Done", "Lock.Err", "Lock.LeaseEnd", "Lock.Name", "Lock.Release", "Lock.Token", "Lock.ValidUntil",
+		"Lock", "Lock.Context", "Lock.Done", "Lock.Err", "Lock.LeaseEnd", "Lock.Name", "Lock.Proclaim", "Lock.Release", "Lock.Token", "Lock.ValidUntil",
 		"New", "Option",
 		"ServerError", "ServerError.Error", "ServerError.Is", "ServerError.Temporary",
 		"Shared",

@@ -13,6 +13,7 @@ import (
 
 	"github.com/monolock/monolock/go/client/internal/session"
 	"github.com/monolock/monolock/go/internal/spec"
+	"github.com/monolock/monolock/go/pkg/protocol"
 )
 
 // claim is one connection: one claim on one lock. It has one reader at a
@@ -52,6 +53,11 @@ type claim struct {
 	letGo    bool          // the application released or gave up: close at once
 	graceful bool          // letGo on a valid lock: hand it back and wait for the server
 	queuedAt time.Time
+
+	// valued: the ACQUIRE was version 3, so PROCLAIM may follow;
+	// proclaimed wakes Lock.Proclaim after every read (buffered, 1).
+	valued     bool
+	proclaimed chan struct{}
 }
 
 func newClaim(conn, raw net.Conn, addr, name string, acquire []byte, try bool, cfg *config) *claim {
@@ -66,6 +72,9 @@ func newClaim(conn, raw net.Conn, addr, name string, acquire []byte, try bool, c
 		exited:    make(chan struct{}),
 		core:      session.New(acquire, cfg.lease, try),
 		ended:     make(chan struct{}),
+
+		valued:     len(acquire) > 1 && acquire[1] == protocol.VersionValue,
+		proclaimed: make(chan struct{}, 1),
 	}
 }
 
@@ -168,6 +177,10 @@ func (c *claim) serve(untilOutcome bool) (decided bool) {
 			if !c.apply(c.step(func(s *session.Core) session.Actions { return s.Receive(data, now) })) {
 				c.exit()
 				return false
+			}
+			select {
+			case c.proclaimed <- struct{}{}: // a reply may have acknowledged a PROCLAIM
+			default:
 			}
 		}
 		if err == nil {

@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"time"
+
+	"github.com/monolock/monolock/go/pkg/protocol"
 )
 
 // Lock is a held lock. It stays held until Release or until it is lost;
@@ -89,4 +91,50 @@ func (l *Lock) Context(parent context.Context) (ctx context.Context, cancel cont
 		}
 	}()
 	return ctx, func() { cancelCause(context.Canceled) }
+}
+
+// Proclaim replaces the value the lock was claimed with (see Value) while
+// it is held: watchers and the admin API see the new one, and the lock
+// keeps its token. It returns once the server has acknowledged it (its
+// reply also refreshes the lease, as a heartbeat's does), or with the
+// lock's error if the lock ends first, or ctx's. A lock claimed without a
+// value cannot proclaim (its server may not know values): that is an error
+// at once.
+func (l *Lock) Proclaim(ctx context.Context, value []byte) error {
+	c := l.c
+	if !c.valued {
+		return errorf("monolock: lock %q was claimed without a value (use the Value option to proclaim)", l.name)
+	}
+	frame, err := protocol.AppendProclaim(nil, value)
+	if err != nil {
+		return errorf("%w: %d bytes, at most %d", err, len(value), protocol.MaxValueLen)
+	}
+	c.mu.Lock()
+	if err := c.pollLocked(); err != nil {
+		c.mu.Unlock()
+		return err
+	}
+	seq := c.core.Proclaim(frame)
+	// Wake the serving goroutine: it sends the PROCLAIM (all writes are
+	// its own), at once or right after the reply it is waiting for.
+	_ = c.conn.SetReadDeadline(time.Now())
+	c.mu.Unlock()
+	if seq == 0 {
+		return l.Err()
+	}
+	for {
+		c.mu.Lock()
+		done := c.core.Proclaimed() >= seq
+		c.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-c.proclaimed:
+		case <-l.Done():
+			return l.Err()
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }

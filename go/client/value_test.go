@@ -58,3 +58,30 @@ func TestValueTooLongIsRefusedBeforeSending(t *testing.T) {
 	require.ErrorIs(t, err, protocol.ErrValueTooLong)
 	srv.noConnection(100 * time.Millisecond)
 }
+
+// Proclaim replaces the held lock's value on the server, keeps its token,
+// and returns once the server has it.
+func TestRealProclaim(t *testing.T) {
+	srv := startRealServer(t)
+	c := newClient(t, srv.Addr, 10*time.Second)
+	ctx := ctxTimeout(t, wait)
+	l, err := c.Acquire(ctx, "service/leader", Value([]byte("10.0.0.7:8080")))
+	require.NoError(t, err)
+	for _, v := range []string{"10.0.0.7:9090", "10.0.0.7:9191"} {
+		require.NoError(t, l.Proclaim(ctx, []byte(v)))
+		locks := srv.Server.LockListing()
+		require.Len(t, locks, 1)
+		assert.Equal(t, v, locks[0].Holder.Value, "the server has it when Proclaim returns")
+		assert.Equal(t, l.Token(), locks[0].Holder.Token)
+	}
+	require.NoError(t, l.Err())
+	require.ErrorIs(t, l.Proclaim(ctx, make([]byte, protocol.MaxValueLen+1)), protocol.ErrValueTooLong)
+	require.NoError(t, l.Release())
+	require.ErrorIs(t, l.Proclaim(ctx, []byte("x")), ErrReleased)
+
+	plain, err := c.Acquire(ctx, "plain")
+	require.NoError(t, err)
+	assert.ErrorContains(t, plain.Proclaim(ctx, []byte("x")), "claimed without a value")
+	require.NoError(t, plain.Err(), "refused before anything is sent")
+	require.NoError(t, plain.Release())
+}

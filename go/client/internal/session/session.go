@@ -98,6 +98,16 @@ type Core struct {
 	token    uint64
 	dec      protocol.Decoder
 	heard    bool // a byte has come from the server
+
+	// PROCLAIMs (protocol version 3): numbered as they are handed in; the
+	// newest not yet sent waits in pending until nothing is in flight,
+	// and is then sent instead of a heartbeat (it refreshes the lease and
+	// is owed one reply, as a HEARTBEAT is).
+	proclaims       uint64 // PROCLAIMs handed in
+	pending         []byte // the newest one not sent yet
+	pendingSeq      uint64
+	inFlightSeq     uint64 // the PROCLAIM in flight; 0: the request in flight is none
+	proclaimedUntil uint64 // every PROCLAIM up to this one is acknowledged
 }
 
 // New returns the core of a claim that sends the ACQUIRE frame acquire
@@ -144,7 +154,46 @@ func (c *Core) NextWakeup() time.Time {
 	return deadline
 }
 
-func (c *Core) nextHeartbeat() time.Time { return c.lastSend.Add(c.sched.Interval()) }
+func (c *Core) nextHeartbeat() time.Time {
+	if c.pending != nil {
+		return c.lastSend // a PROCLAIM goes as soon as nothing is in flight
+	}
+	return c.lastSend.Add(c.sched.Interval())
+}
+
+// Proclaim hands in the PROCLAIM frame (already validated) of a claim whose
+// ACQUIRE was version 3, and returns its number: Proclaimed reaches it
+// once the server has acknowledged it or a later one. It is sent by the
+// next Tick when nothing is in flight, else right after the reply owed.
+// 0: the claim neither waits nor holds, and nothing is sent.
+func (c *Core) Proclaim(frame []byte) uint64 {
+	if c.state != Waiting && c.state != Held {
+		return 0
+	}
+	c.proclaims++
+	c.pending, c.pendingSeq = frame, c.proclaims // a newer value replaces one not sent yet
+	return c.proclaims
+}
+
+// Proclaimed is the number of the last PROCLAIM acknowledged (every one
+// before it is too).
+func (c *Core) Proclaimed() uint64 { return c.proclaimedUntil }
+
+// sendNext is the request that goes when nothing is in flight at now: a
+// pending PROCLAIM at once, else a heartbeat when it is due.
+func (c *Core) sendNext(now time.Time) []byte {
+	switch {
+	case c.inFlight:
+		return nil
+	case c.pending != nil:
+		frame := c.pending
+		c.inFlightSeq, c.pending = c.pendingSeq, nil
+		return c.send(frame, now)
+	case !now.Before(c.nextHeartbeat()):
+		return c.send(heartbeatFrame, now)
+	}
+	return nil
+}
 
 // Start is the open connection: send the ACQUIRE. The client timeout runs
 // from its send until the first reply.
@@ -230,10 +279,7 @@ func (c *Core) Tick(now time.Time) Actions {
 	if a, over := c.Poll(now); over {
 		return a
 	}
-	if !c.inFlight && !now.Before(c.nextHeartbeat()) {
-		return Actions{Send: c.send(heartbeatFrame, now)}
-	}
-	return Actions{}
+	return Actions{Send: c.sendNext(now)}
 }
 
 // Poll checks the deadline only, as a polled validity check does: past it,
@@ -303,6 +349,9 @@ func (c *Core) ack(now time.Time) *Cause {
 	c.inFlight = false
 	c.sched.Observe(now.Sub(c.lastSend))
 	c.acked = c.lastSend
+	if c.inFlightSeq != 0 {
+		c.proclaimedUntil, c.inFlightSeq = c.inFlightSeq, 0
+	}
 	return nil
 }
 
@@ -330,7 +379,7 @@ func (c *Core) onFrame(f protocol.Frame, now time.Time) Actions {
 			if err := c.ack(now); err != nil {
 				return c.end(*err)
 			}
-			return Actions{}
+			return c.proclaimAfterAck(now)
 		}
 		// The promotion; a pending heartbeat's ack still follows.
 		return c.grant(f.Token)
@@ -345,7 +394,15 @@ func (c *Core) onFrame(f protocol.Frame, now time.Time) Actions {
 	if err := c.ack(now); err != nil {
 		return c.end(*err)
 	}
-	return Actions{}
+	return c.proclaimAfterAck(now)
+}
+
+// proclaimAfterAck sends a PROCLAIM that waited for the reply just taken.
+func (c *Core) proclaimAfterAck(now time.Time) Actions {
+	if c.pending == nil {
+		return Actions{}
+	}
+	return Actions{Send: c.sendNext(now)}
 }
 
 func (c *Core) grant(token uint64) Actions {

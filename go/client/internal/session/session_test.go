@@ -176,3 +176,46 @@ func TestUnknownTypeIsAProtocolError(t *testing.T) {
 	require.Equal(t, CauseProtocol, acts.Failed.Kind)
 	require.Contains(t, acts.Failed.Reason, "0x48")
 }
+
+// A PROCLAIM is a request like a HEARTBEAT: sent when nothing is in
+// flight (at once, not when a heartbeat would be due), owed one reply that
+// refreshes the lease, and acknowledged by that reply; one handed in while
+// a request is in flight waits for its reply, and a newer value replaces
+// one not sent yet.
+func TestProclaimIsARequestLikeAHeartbeat(t *testing.T) {
+	acquire, err := protocol.AppendAcquireV3(nil, "a", 10000, protocol.ModeExclusive, 0, []byte("v1"))
+	require.NoError(t, err)
+	c := New(acquire, 10*time.Second, false)
+	t0 := time.Unix(1_000_000, 0)
+	p1, _ := protocol.AppendProclaim(nil, []byte("v2"))
+	require.Zero(t, c.Proclaim(p1), "nothing to proclaim before the reply to the ACQUIRE")
+
+	c.Start(t0)
+	c.Receive(protocol.AppendAcquired(nil, 7), t0.Add(time.Millisecond))
+	require.Equal(t, Held, c.State())
+
+	seq := c.Proclaim(p1)
+	require.Equal(t, uint64(1), seq)
+	now := t0.Add(10 * time.Millisecond)
+	require.False(t, c.NextWakeup().After(now), "wakes at once, not when a heartbeat is due")
+	acts := c.Tick(now)
+	require.Equal(t, p1, acts.Send)
+	require.Zero(t, c.Proclaimed())
+
+	// Handed in while the first is in flight: waits for its reply.
+	p2, _ := protocol.AppendProclaim(nil, []byte("v3"))
+	p3, _ := protocol.AppendProclaim(nil, []byte("v4"))
+	require.Equal(t, uint64(2), c.Proclaim(p2))
+	require.Equal(t, uint64(3), c.Proclaim(p3))
+	require.Nil(t, c.Tick(now.Add(time.Millisecond)).Send, "one request in flight at most")
+
+	acks := now.Add(2 * time.Millisecond)
+	acts = c.Receive(protocol.AppendAcquired(nil, 7), acks)
+	require.Equal(t, uint64(1), c.Proclaimed())
+	require.Equal(t, p3, acts.Send, "the newest value, right after the reply")
+	require.Equal(t, now.Add(c.Schedule().ClientTimeout()), c.ValidUntil(), "the reply to a PROCLAIM refreshes as a heartbeat's does")
+
+	c.Receive(protocol.AppendAcquired(nil, 7), acks.Add(time.Millisecond))
+	require.Equal(t, uint64(3), c.Proclaimed(), "the value of 2 was replaced by 3's")
+	require.Nil(t, c.Tick(acks.Add(2*time.Millisecond)).Send, "then heartbeats on their schedule")
+}
