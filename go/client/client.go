@@ -118,9 +118,9 @@ func (c *Client) acquire(ctx context.Context, name string, try bool, opts []Acqu
 		if err != nil && errors.Is(err, protocol.ErrUnsupportedVersion) {
 			switch {
 			case len(claimOpts.value) > 0:
-				err = &valueUnsupportedError{addr: addr, cause: err}
+				err = &unsupportedError{addr: addr, feature: valueUnsupported, cause: err}
 			case claimOpts.shared:
-				err = &sharedUnsupportedError{addr: addr, cause: err}
+				err = &unsupportedError{addr: addr, feature: sharedUnsupported, cause: err}
 			}
 		}
 		outcome := attemptOutcome(err, reached)

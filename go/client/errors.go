@@ -63,29 +63,33 @@ var (
 // earlier version can carry one.
 var ErrValueUnsupported = errors.New("monolock: the server does not support claims with a value (protocol version 3)")
 
-// valueUnsupportedError is ErrValueUnsupported from the server at addr.
-type valueUnsupportedError struct {
-	addr  string
-	cause error // the *ServerError 0x10
+// unsupportedError is ErrSharedUnsupported or ErrValueUnsupported from the
+// server at addr: it answered the version the claim needs with 0x10.
+type unsupportedError struct {
+	addr    string
+	feature *unsupported
+	cause   error // the *ServerError 0x10
 }
 
-func (e *valueUnsupportedError) Error() string {
-	return fmt.Sprintf("monolock: server %s does not support claims with a value (it answered a protocol version 3 ACQUIRE with 0x10 unsupported protocol version); claim without a value, or upgrade the server", e.addr)
+// unsupported is a feature of a protocol version, and what to do without it.
+type unsupported struct {
+	sentinel error
+	what     string // "shared locks or semaphores"
+	version  int
+	instead  string // "use an exclusive lock"
 }
 
-func (e *valueUnsupportedError) Unwrap() []error { return []error{ErrValueUnsupported, e.cause} }
+var (
+	sharedUnsupported = &unsupported{ErrSharedUnsupported, "shared locks or semaphores", 2, "use an exclusive lock"}
+	valueUnsupported  = &unsupported{ErrValueUnsupported, "claims with a value", 3, "claim without a value"}
+)
 
-// sharedUnsupportedError is ErrSharedUnsupported from the server at addr.
-type sharedUnsupportedError struct {
-	addr  string
-	cause error // the *ServerError 0x10
+func (e *unsupportedError) Error() string {
+	return fmt.Sprintf("monolock: server %s does not support %s (it answered a protocol version %d ACQUIRE with 0x10 unsupported protocol version); %s, or upgrade the server",
+		e.addr, e.feature.what, e.feature.version, e.feature.instead)
 }
 
-func (e *sharedUnsupportedError) Error() string {
-	return fmt.Sprintf("monolock: server %s does not support shared locks or semaphores (it answered a protocol version 2 ACQUIRE with 0x10 unsupported protocol version); use an exclusive lock, or upgrade the server", e.addr)
-}
-
-func (e *sharedUnsupportedError) Unwrap() []error { return []error{ErrSharedUnsupported, e.cause} }
+func (e *unsupportedError) Unwrap() []error { return []error{e.feature.sentinel, e.cause} }
 
 // ServerError is an ERROR frame received from the server. The code is the
 // contract; the reason is free text for humans and may be empty.

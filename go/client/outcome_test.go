@@ -37,7 +37,7 @@ func TestAttemptOutcome(t *testing.T) {
 		{"an unknown terminal code", &ServerError{Code: 0x7f}, true, retry.Terminal},
 		{"the server ended the connection", ErrServerEnded, true, retry.Requeue},
 		{"the client timeout while waiting", ErrClientTimeout, true, retry.Requeue},
-		{"no shared locks on that server", &sharedUnsupportedError{addr: "a:1", cause: &ServerError{Code: protocol.ErrUnsupportedVersion.Code}}, true, retry.Terminal},
+		{"no shared locks on that server", &unsupportedError{addr: "a:1", feature: sharedUnsupported, cause: &ServerError{Code: protocol.ErrUnsupportedVersion.Code}}, true, retry.Terminal},
 	} {
 		assert.Equal(t, c.want, attemptOutcome(c.err, c.reached), c.name)
 	}

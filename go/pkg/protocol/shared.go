@@ -54,12 +54,18 @@ func AppendAcquireV2(dst []byte, name string, leaseMS uint32, mode uint8, limit 
 	if err := validateAcquireV2(name, leaseMS, mode, limit); err != nil {
 		return dst, err
 	}
-	dst = append(dst, MsgAcquire, VersionShared)
+	return appendAcquireModed(dst, VersionShared, name, leaseMS, mode, limit), nil
+}
+
+// appendAcquireModed appends an ACQUIRE of version 2 or 3 up to the end
+// of its name: the layout they share.
+func appendAcquireModed(dst []byte, version uint8, name string, leaseMS uint32, mode uint8, limit uint16) []byte {
+	dst = append(dst, MsgAcquire, version)
 	dst = binary.BigEndian.AppendUint32(dst, leaseMS)
 	dst = append(dst, mode)
 	dst = binary.BigEndian.AppendUint16(dst, limit)
 	dst = binary.BigEndian.AppendUint16(dst, uint16(len(name)))
-	return append(dst, name...), nil
+	return append(dst, name...)
 }
 
 // validateAcquireV2 applies the server's checks of a version 2 ACQUIRE in

@@ -36,13 +36,7 @@ func AppendAcquireV3(dst []byte, name string, leaseMS uint32, mode uint8, limit 
 	if err := checkValueLen(len(value)); err != nil {
 		return dst, err
 	}
-	dst = append(dst, MsgAcquire, VersionValue)
-	dst = binary.BigEndian.AppendUint32(dst, leaseMS)
-	dst = append(dst, mode)
-	dst = binary.BigEndian.AppendUint16(dst, limit)
-	dst = binary.BigEndian.AppendUint16(dst, uint16(len(name)))
-	dst = append(dst, name...)
-	return appendValue(dst, value), nil
+	return appendValue(appendAcquireModed(dst, VersionValue, name, leaseMS, mode, limit), value), nil
 }
 
 // AppendProclaim appends a PROCLAIM of value to dst.
