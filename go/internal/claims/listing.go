@@ -1,6 +1,8 @@
 package claims
 
 import (
+	"time"
+
 	"github.com/monolock/monolock/go/internal/listing"
 	"github.com/monolock/monolock/go/internal/locktable"
 )
@@ -34,28 +36,24 @@ func (r *Registry) Counts() (locks, holders, waiters int) { return r.table.Count
 func (r *Registry) listLocks(locks []locktable.LockInfo) []listing.Lock {
 	out := make([]listing.Lock, 0, len(locks))
 	for _, l := range locks {
+		known := r.lookUp(l.Holders, l.Waiters, l.HeldBackHolders)
 		lk := listing.Lock{Name: l.Name, HeldBack: l.HeldBack, Blocked: l.Blocked,
 			HoldersTotal: l.HoldersTotal, WaitersTotal: l.WaitersTotal,
 			Holders: make([]listing.Session, 0, len(l.Holders)), Waiters: make([]listing.Session, 0, len(l.Waiters))}
 		limitBound := false
 		for _, h := range l.Holders {
-			lk.Holders = append(lk.Holders, r.listClaim(h))
+			lk.Holders = append(lk.Holders, describe(h, known[h.Session]))
 			limitBound = limitBound || h.Shared
 		}
 		if len(lk.Holders) > 0 {
 			lk.Holder = &lk.Holders[0]
 		}
 		for _, w := range l.Waiters {
-			lk.Waiters = append(lk.Waiters, r.listClaim(w))
+			lk.Waiters = append(lk.Waiters, describe(w, known[w.Session]))
 			limitBound = limitBound || w.Shared
 		}
 		for _, h := range l.HeldBackHolders {
-			hb := listing.Session{ID: h.Session, Token: h.Token, Since: h.Since.UTC(), Mode: modeOf(h.Shared)}
-			if until, ok := r.HeldBackUntil(h.Session); ok {
-				until = until.UTC()
-				hb.HeldBackUntil = &until
-			}
-			lk.HeldBackHolders = append(lk.HeldBackHolders, hb)
+			lk.HeldBackHolders = append(lk.HeldBackHolders, describeHeldBack(h, known[h.Session]))
 			limitBound = limitBound || h.Shared
 		}
 		switch {
@@ -80,21 +78,18 @@ func (r *Registry) SessionPage(name, kind string, after uint64, limit int) (page
 	tableKind := map[string]locktable.SessionKind{listing.KindHolders: locktable.LiveHolders,
 		listing.KindHeldBackHolders: locktable.HeldBackHolders, listing.KindWaiters: locktable.Waiters}[kind]
 	entries, more, found := r.table.SessionPage(name, tableKind, after, limit)
+	known := r.lookUp(entries)
 	page = listing.SessionPage{Lock: name, Kind: kind, Sessions: make([]listing.Session, 0, len(entries))}
 	for _, e := range entries {
 		var s listing.Session
 		switch kind {
 		case listing.KindHeldBackHolders:
-			s = listing.Session{ID: e.Session, Token: e.Token, Since: e.Since.UTC(), Mode: modeOf(e.Shared)}
-			if until, ok := r.HeldBackUntil(e.Session); ok {
-				until = until.UTC()
-				s.HeldBackUntil = &until
-			}
+			s = describeHeldBack(e, known[e.Session])
 		case listing.KindWaiters:
-			s = r.listClaim(e)
+			s = describe(e, known[e.Session])
 			s.Arrival = e.Arrival
 		default:
-			s = r.listClaim(e)
+			s = describe(e, known[e.Session])
 		}
 		page.Sessions = append(page.Sessions, s)
 	}
@@ -108,16 +103,57 @@ func (r *Registry) SessionPage(name, kind string, after uint64, limit int) (page
 	return page, found
 }
 
-// listClaim describes a live claim of the table for the listing.
-func (r *Registry) listClaim(e locktable.Entry) listing.Session {
-	out := listing.Session{ID: e.Session, Token: e.Token, Since: e.Since.UTC(), Mode: modeOf(e.Shared)}
+// known is what the layer knows of the claims of one listing step, read
+// under one hold of r.mu: a page of 100 held-back holders takes the lock
+// once, not 100 times, so listings cost grants on other names little.
+type known map[uint64]knownClaim
+
+type knownClaim struct {
+	claim *Claim
+	until time.Time // the end of its hold, when held back
+}
+
+// lookUp finds the claims of entries.
+func (r *Registry) lookUp(lists ...[]locktable.Entry) known {
+	n := 0
+	for _, l := range lists {
+		n += len(l)
+	}
+	out := make(known, n)
 	r.mu.Lock()
-	c := r.claims[e.Session]
-	r.mu.Unlock()
-	if c != nil {
+	defer r.mu.Unlock()
+	for _, l := range lists {
+		for _, e := range l {
+			if c := r.claims[e.Session]; c != nil {
+				k := knownClaim{claim: c}
+				if c.hold != nil {
+					k.until = c.hold.until
+				}
+				out[e.Session] = k
+			}
+		}
+	}
+	return out
+}
+
+// describe describes a live claim of the table for the listing; one that
+// ended meanwhile (k is zero) without remote address and identity.
+func describe(e locktable.Entry, k knownClaim) listing.Session {
+	out := listing.Session{ID: e.Session, Token: e.Token, Since: e.Since.UTC(), Mode: modeOf(e.Shared)}
+	if c := k.claim; c != nil {
 		out.Remote, out.Identity = c.sink.Peer()
 		out.LeaseMS = int64(c.LeaseMS())
 		out.SetValue(c.Value())
+	}
+	return out
+}
+
+// describeHeldBack describes a held-back holder, with the end of its hold.
+func describeHeldBack(e locktable.Entry, k knownClaim) listing.Session {
+	out := listing.Session{ID: e.Session, Token: e.Token, Since: e.Since.UTC(), Mode: modeOf(e.Shared)}
+	if !k.until.IsZero() {
+		until := k.until.UTC()
+		out.HeldBackUntil = &until
 	}
 	return out
 }
