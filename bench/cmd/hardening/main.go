@@ -58,8 +58,8 @@ func main() {
 	m := &measure{ctx: ctx, bin: bin, work: work}
 
 	quiet := m.start()
-	base := cycle(quiet.Addr, *cycles, nil)
-	readOnly := cycle(quiet.Addr, *cycles, func(stop <-chan struct{}) { adminReaders(quiet.AdminAddr, 8, stop) })
+	base := m.cycle(quiet.Addr, *cycles, nil)
+	readOnly := m.cycle(quiet.Addr, *cycles, func(stop <-chan struct{}) { adminReaders(quiet.AdminAddr, 8, stop) })
 	quiet.Stop()
 	m.resetStorm("--max-sessions-per-addr 100", *storm, "--max-sessions-per-addr", "100").Stop()
 	m.resetStorm("defaults", *storm).Stop()
@@ -67,7 +67,7 @@ func main() {
 	// holders count), so nobody else could connect: the loaded run lets
 	// the storm's address have all but a few hundred places.
 	srv := m.resetStorm("--max-sessions-per-addr 19000", *storm, "--max-sessions-per-addr", "19000")
-	loaded := cycle(srv.Addr, *cycles, func(stop <-chan struct{}) { adminReaders(srv.AdminAddr, 8, stop) })
+	loaded := m.cycle(srv.Addr, *cycles, func(stop <-chan struct{}) { adminReaders(srv.AdminAddr, 8, stop) })
 	fmt.Printf("unrelated lock, quiet server:                %s\n", base)
 	fmt.Printf("unrelated lock, nothing held back, 8 readers: %s\n", readOnly)
 	fmt.Printf("unrelated lock, %5d held back, 8 readers:    %s\n", heldBack(srv.AdminAddr), loaded)
@@ -80,10 +80,20 @@ func main() {
 }
 
 type measure struct {
-	ctx  context.Context
-	bin  string
-	work string
-	runs int
+	ctx     context.Context
+	bin     string
+	work    string
+	runs    int
+	servers []*monoserver.Server // every server started, stopped by fail
+}
+
+// fail stops every server this run started and exits: log.Fatal alone
+// would leave them running.
+func (m *measure) fail(err error) {
+	for _, srv := range m.servers {
+		srv.Kill()
+	}
+	log.Fatal(err)
 }
 
 // start runs a server with its admin API on a fresh data directory.
@@ -92,8 +102,9 @@ func (m *measure) start(args ...string) *monoserver.Server {
 	dir := fmt.Sprintf("%s/data-%d", m.work, m.runs)
 	srv, err := monoserver.Start(m.ctx, m.bin, dir, append([]string{"--admin", "127.0.0.1:0"}, args...)...)
 	if err != nil {
-		log.Fatal(err)
+		m.fail(err)
 	}
+	m.servers = append(m.servers, srv)
 	return srv
 }
 
@@ -149,6 +160,15 @@ func heldBack(admin string) int {
 	return st.HeldBack
 }
 
+// cycle is cycle, failing the run on an error.
+func (m *measure) cycle(addr string, d time.Duration, load func(stop <-chan struct{})) cycles {
+	c, err := cycle(addr, d, load)
+	if err != nil {
+		m.fail(err)
+	}
+	return c
+}
+
 // cycles is the outcome of acquire/release cycles on one lock.
 type cycles struct {
 	n        int
@@ -163,7 +183,7 @@ func (c cycles) String() string {
 
 // cycle runs acquire/release cycles on the lock "unrelated" for d, each a
 // connection of its own, while load (if any) runs beside.
-func cycle(addr string, d time.Duration, load func(stop <-chan struct{})) cycles {
+func cycle(addr string, d time.Duration, load func(stop <-chan struct{})) (cycles, error) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	if load != nil {
@@ -174,30 +194,33 @@ func cycle(addr string, d time.Duration, load func(stop <-chan struct{})) cycles
 	frame, _ := protocol.AppendAcquire(nil, "unrelated", 10000)
 	var lat []time.Duration
 	start := time.Now()
+	defer func() {
+		close(stop)
+		wg.Wait()
+	}()
 	for time.Since(start) < d {
 		t0 := time.Now()
 		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 		if err != nil {
-			log.Fatal(err)
+			return cycles{}, err
 		}
 		tcp := c.(*net.TCPConn)
 		var rc rawclient.Conn
 		rc.Reset(tcp)
 		_ = tcp.SetDeadline(time.Now().Add(10 * time.Second))
-		if _, err := rc.Acquire(frame, 0); err != nil {
-			log.Fatal(err)
-		}
-		if err := rc.Release(); err != nil {
-			log.Fatal(err)
+		_, err = rc.Acquire(frame, 0)
+		if err == nil {
+			err = rc.Release()
 		}
 		tcp.Close()
+		if err != nil {
+			return cycles{}, err
+		}
 		lat = append(lat, time.Since(t0))
 	}
 	elapsed := time.Since(start)
-	close(stop)
-	wg.Wait()
 	slices.Sort(lat)
-	return cycles{n: len(lat), d: elapsed, p50: lat[len(lat)/2], p99: lat[len(lat)*99/100]}
+	return cycles{n: len(lat), d: elapsed, p50: lat[len(lat)/2], p99: lat[len(lat)*99/100]}, nil
 }
 
 // adminReaders runs n readers of the admin API until stop: each asks for
@@ -286,11 +309,12 @@ func (m *measure) lockDelayAcrossCrash() {
 	dir := fmt.Sprintf("%s/data-%d", m.work, m.runs)
 	srv, err := monoserver.Start(m.ctx, m.bin, dir, "--lock-delay", delay.String())
 	if err != nil {
-		log.Fatal(err)
+		m.fail(err)
 	}
+	m.servers = append(m.servers, srv)
 	c, err := net.Dial("tcp", srv.Addr)
 	if err != nil {
-		log.Fatal(err)
+		m.fail(err)
 	}
 	defer c.Close()
 	frame, _ := protocol.AppendAcquire(nil, "delayed", uint32(lease.Milliseconds()))
@@ -298,18 +322,19 @@ func (m *measure) lockDelayAcrossCrash() {
 	var rc rawclient.Conn
 	rc.Reset(c.(*net.TCPConn))
 	if _, err := rc.Acquire(frame, 0); err != nil {
-		log.Fatal(err)
+		m.fail(err)
 	}
 	time.Sleep(time.Until(last.Add(lease + 400*time.Millisecond)))
 	srv.Kill()
 	next, err := monoserver.Start(m.ctx, m.bin, dir, "--lock-delay", delay.String())
 	if err != nil {
-		log.Fatal(err)
+		m.fail(err)
 	}
+	m.servers = append(m.servers, next)
 	defer next.Stop()
 	w, err := net.Dial("tcp", next.Addr)
 	if err != nil {
-		log.Fatal(err)
+		m.fail(err)
 	}
 	defer w.Close()
 	var wc rawclient.Conn
@@ -317,7 +342,7 @@ func (m *measure) lockDelayAcrossCrash() {
 	// A lease longer than the wait: the raw waiter sends no heartbeats.
 	long, _ := protocol.AppendAcquire(nil, "delayed", 60000)
 	if _, err := wc.Acquire(long, rawclient.AnyWaiting); err != nil {
-		log.Fatal(err)
+		m.fail(err)
 	}
 	fmt.Printf("lock delay across a crash (lease 2 s, --lock-delay 30s, kill -9 0.4 s after the expiry): granted %.2f s after the holder's last message (at least 32 s due)\n",
 		time.Since(last).Seconds())
