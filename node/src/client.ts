@@ -18,6 +18,8 @@ import {
   type NotMonolockError,
   type ServerError,
   type SharedUnsupportedError,
+  type ValueTooLongError,
+  type ValueUnsupportedError,
   withoutPrefix,
 } from "./errors.js";
 import { Lock } from "./lock.js";
@@ -25,7 +27,7 @@ import { type Logger, log } from "./logger.js";
 import { outcomeOf, RetryPlan } from "./plan.js";
 import { Session } from "./session.js";
 import { startTimer, type Timer } from "./timers.js";
-import { type LockName, type ValidClaim, validateAcquire } from "./validate.js";
+import { type ClaimValue, type LockName, type ValidClaim, validateAcquire } from "./validate.js";
 
 /** Settings of a {@link Client}. */
 export interface ClientOptions {
@@ -98,6 +100,19 @@ export interface AcquireOptions {
    * {@link LimitMismatchError} (0x1a). Absent with `shared: true`: no bound.
    */
   limit?: number;
+  /**
+   * The claim's value: who holds the lock and how to reach it (an address,
+   * a URL, a small JSON object), which the server shows while the claim
+   * waits and while it holds (the admin listing's `value`). A Uint8Array
+   * (a Buffer is one) is sent as it is, a string as UTF-8; at most 1024
+   * bytes (`MAX_VALUE_LEN`), a longer one is refused before sending
+   * with {@link ValueTooLongError} (0x1b). An empty value is no value.
+   * Works with `shared` and `limit`.
+   *
+   * A claim with a value is sent as a protocol version 3 ACQUIRE; a server
+   * that predates values refuses it with {@link ValueUnsupportedError}.
+   */
+  value?: ClaimValue;
 }
 
 /** Default lease, in milliseconds. */
@@ -169,7 +184,7 @@ export class Client {
    * temporary error; never sleeps or re-queues. Rejects with
    * {@link LockBusyError} if it is held, or with the last server's error: a
    * {@link ConnectionError} (none could be reached) or a {@link ServerError}
-   * subclass. Takes `shared` and `limit` as {@link Client.acquire} does: a
+   * subclass. Takes `shared`, `limit` and `value` as {@link Client.acquire} does: a
    * shared claim is busy when an exclusive claim holds or waits for the lock,
    * a semaphore's when all its permits are taken.
    */
@@ -181,7 +196,7 @@ export class Client {
     const leaseMs = options.leaseMs ?? this.leaseMs;
     let valid: ValidClaim;
     try {
-      valid = validateAcquire(name, leaseMs, { shared: options.shared, limit: options.limit });
+      valid = validateAcquire(name, leaseMs, { shared: options.shared, limit: options.limit, value: options.value });
     } catch (err) {
       return Promise.reject(err);
     }
@@ -337,6 +352,7 @@ class Acquisition {
         lockName: this.s.name.text,
         mode: this.s.mode,
         shared: this.s.name.shared,
+        value: this.s.name.value,
       },
       {
         onWaiting: () => this.onWaiting(address),

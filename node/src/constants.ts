@@ -25,9 +25,27 @@ export const SHARED = {
   LIMIT_MAX: SPEC.shared.limitMax,
 } as const;
 
+/**
+ * Claims with a value (protocol version 3): the version of the ACQUIRE
+ * that carries one, its largest length in bytes, and the type byte of
+ * PROCLAIM, which replaces the value of the claim on its connection.
+ */
+export const VALUE = {
+  PROTOCOL_VERSION: SPEC.value.protocolVersion,
+  MAX_VALUE_LEN: SPEC.value.maxValueLen,
+  PROCLAIM_TYPE: SPEC.value.proclaimType,
+} as const;
+
+/** Largest value of a claim, in bytes. A protocol constant, not a setting. */
+export const MAX_VALUE_LEN = VALUE.MAX_VALUE_LEN;
+
 /** Message type bytes, client to server and server to client. */
 export const MessageType = {
-  /** `[0x01][version u8][lease_ms u32][name_len u16][name]`; version 2 has `[mode u8][limit u16]` before `name_len` */
+  /**
+   * `[0x01][version u8][lease_ms u32][name_len u16][name]`; versions 2 and 3
+   * have `[mode u8][limit u16]` before `name_len`, version 3
+   * `[value_len u16][value]` after the name
+   */
   ACQUIRE: SPEC.messageTypes.ACQUIRE,
   /** `[0x02]` */
   HEARTBEAT: SPEC.messageTypes.HEARTBEAT,

@@ -9,9 +9,11 @@
  * on before the input itself: an ack that arrives at the deadline is late.
  */
 
+import { SHARED } from "./constants.js";
 import {
   encodeAcquire,
   encodeAcquireV2,
+  encodeAcquireV3,
   encodeHeartbeat,
   FrameDecoder,
   FrameError,
@@ -63,6 +65,8 @@ export interface CoreOptions {
   readonly mode: "wait" | "try";
   /** A shared claim (sent as a version 2 ACQUIRE); absent: exclusive, sent as version 1. */
   readonly shared?: SharedClaim | undefined;
+  /** The claim's value (already validated, not empty): sent as a version 3 ACQUIRE. */
+  readonly value?: Uint8Array | undefined;
 }
 
 /** The sans-IO state machine of one connection. Times are milliseconds on one monotonic clock. */
@@ -121,11 +125,23 @@ export class SessionCore {
     const out: Action[] = [];
     if (this.current !== "connecting" || this.ackedSendAt !== undefined) return out;
     this.ackedSendAt = now; // no reply within the client timeout means a dead connection
-    const { name, leaseMs, shared } = this.options;
-    const frame =
-      shared === undefined ? encodeAcquire(name, leaseMs) : encodeAcquireV2(name, leaseMs, shared.mode, shared.limit);
-    this.send(out, "ACQUIRE", frame, now);
+    this.send(out, "ACQUIRE", this.acquireFrame(), now);
     return out;
+  }
+
+  /**
+   * The ACQUIRE in the lowest version that says what the claim needs, so
+   * that it works with every server that can serve it: version 3 for a
+   * claim with a value, 2 for a shared one, 1 for an exclusive one.
+   */
+  private acquireFrame(): Uint8Array {
+    const { name, leaseMs, shared, value } = this.options;
+    if (value !== undefined && value.length > 0) {
+      const mode = shared?.mode ?? SHARED.MODE_EXCLUSIVE;
+      return encodeAcquireV3(name, leaseMs, mode, shared?.limit ?? 0, value);
+    }
+    if (shared !== undefined) return encodeAcquireV2(name, leaseMs, shared.mode, shared.limit);
+    return encodeAcquire(name, leaseMs);
   }
 
   /** Bytes from the server (any split: frames may span or share chunks). */

@@ -59,6 +59,28 @@ export class SharedUnsupportedError extends generated.UnsupportedVersionError {
   }
 }
 
+/**
+ * The server answered a claim with a value (a protocol version 3 ACQUIRE)
+ * with ERROR 0x10: it predates values. Terminal, never retried: no earlier
+ * protocol version can carry a value, so claim without one, or upgrade the
+ * server. A subclass of {@link UnsupportedVersionError} (`code` 0x10,
+ * `reason` the server's), so code that handles that error still does.
+ */
+export class ValueUnsupportedError extends generated.UnsupportedVersionError {
+  override name = "ValueUnsupportedError";
+  /** The server, as `host:port`. */
+  readonly address: string;
+  /** @internal */
+  constructor(address: string, reason = "") {
+    super(generated.UnsupportedVersionError.CODE, reason, "server");
+    this.address = address;
+    this.message =
+      `monolock: server ${address} does not support claims with a value ` +
+      "(it answered a protocol version 3 ACQUIRE with 0x10 unsupported protocol version); " +
+      "claim without a value, or upgrade the server";
+  }
+}
+
 /** What a claim asked for, for {@link LockBusyError}: exclusive unless `shared`; `limit` 0 is no bound. */
 export interface BusyClaim {
   readonly shared: boolean;

@@ -1,9 +1,10 @@
 /**
- * The wire format: encoders for the two client frames and an incremental
- * decoder for the three server frames.
+ * The wire format: encoders for the client frames (ACQUIRE in versions 1
+ * to 3, HEARTBEAT, PROCLAIM) and an incremental decoder for the three
+ * server frames.
  */
 
-import { MessageType, PROTOCOL_VERSION, SHARED } from "./constants.js";
+import { MessageType, PROTOCOL_VERSION, SHARED, VALUE } from "./constants.js";
 
 /** A frame received from the server. */
 export type ServerFrame =
@@ -45,6 +46,47 @@ export function encodeAcquireV2(name: Uint8Array, leaseMs: number, mode: number,
   view.setUint16(7, limit);
   view.setUint16(9, name.length);
   frame.set(name, 11);
+  return frame;
+}
+
+/**
+ * Encodes a protocol version 3 ACQUIRE for already validated name bytes,
+ * lease, mode, limit and value (at most 1024 bytes): `[0x01][0x03][lease_ms
+ * u32][mode u8][limit u16][name_len u16][name][value_len u16][value]`.
+ * Clients send it for claims with a non-empty value only.
+ */
+export function encodeAcquireV3(
+  name: Uint8Array,
+  leaseMs: number,
+  mode: number,
+  limit: number,
+  value: Uint8Array,
+): Uint8Array {
+  const frame = new Uint8Array(13 + name.length + value.length);
+  const view = new DataView(frame.buffer);
+  frame[0] = MessageType.ACQUIRE;
+  frame[1] = VALUE.PROTOCOL_VERSION;
+  view.setUint32(2, leaseMs);
+  frame[6] = mode;
+  view.setUint16(7, limit);
+  view.setUint16(9, name.length);
+  frame.set(name, 11);
+  view.setUint16(11 + name.length, value.length);
+  frame.set(value, 13 + name.length);
+  return frame;
+}
+
+/**
+ * Encodes PROCLAIM for an already validated value (at most 1024 bytes,
+ * empty allowed): `[0x03][value_len u16][value]`. It replaces the value of
+ * the claim on a connection whose ACQUIRE was version 3. The client does
+ * not send it yet.
+ */
+export function encodeProclaim(value: Uint8Array): Uint8Array {
+  const frame = new Uint8Array(3 + value.length);
+  frame[0] = VALUE.PROCLAIM_TYPE;
+  new DataView(frame.buffer).setUint16(1, value.length);
+  frame.set(value, 3);
   return frame;
 }
 

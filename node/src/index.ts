@@ -17,6 +17,7 @@ export {
   FIRST_TERMINAL_CODE,
   MAX_LEASE_MS,
   MAX_NAME_LEN,
+  MAX_VALUE_LEN,
   MIN_LEASE_MS,
   PROTOCOL_VERSION,
 } from "./constants.js";
@@ -38,9 +39,10 @@ export {
   ServerEndedError,
   ServerError,
   SharedUnsupportedError,
+  ValueUnsupportedError,
 } from "./errors.js";
 export type { LockState } from "./lock.js";
 export { Lock } from "./lock.js";
 export type { Logger } from "./logger.js";
 export type { CertificateSide } from "./tlscert.js";
-export type { LockName } from "./validate.js";
+export type { ClaimValue, LockName } from "./validate.js";

@@ -22,6 +22,7 @@ import {
   ServerEndedError,
   SharedUnsupportedError,
   UnsupportedVersionError,
+  ValueUnsupportedError,
 } from "./errors.js";
 import { clientTimeoutMs, clientTimeoutText } from "./heartbeat.js";
 import { startTimer, type Timer } from "./timers.js";
@@ -52,6 +53,8 @@ export interface SessionOptions {
   readonly mode: "wait" | "try";
   /** A shared claim (version 2 ACQUIRE); absent: exclusive (version 1). */
   readonly shared: SharedClaim | undefined;
+  /** The claim's value, not empty (version 3 ACQUIRE); absent: none. */
+  readonly value: Uint8Array | undefined;
 }
 
 const now = (): number => performance.now();
@@ -100,6 +103,7 @@ export class Session {
       name: options.name,
       mode: options.mode,
       shared: options.shared,
+      value: options.value,
     });
     const { host, port } = options.address;
     if (options.tls) {
@@ -247,7 +251,11 @@ export class Session {
       case "server":
         if (cause.code === null)
           return new ServerEndedError(`${this.where()} ended the session with an ERROR (its code did not arrive)`);
-        // A version 1 server refuses the version 2 ACQUIRE of a shared claim.
+        // A server older than values refuses the version 3 ACQUIRE of a
+        // claim with a value; a version 1 server the version 2 ACQUIRE of a
+        // shared claim.
+        if (cause.code === UnsupportedVersionError.CODE && this.options.value !== undefined)
+          return new ValueUnsupportedError(this.where(), cause.reason);
         if (cause.code === UnsupportedVersionError.CODE && this.options.shared !== undefined)
           return new SharedUnsupportedError(this.where(), cause.reason);
         return errorForCode(cause.code, cause.reason, "server");

@@ -3,7 +3,7 @@
  * client refuses exactly what the server would refuse, with the same code.
  */
 
-import { MAX_LEASE_MS, MAX_NAME_LEN, MIN_LEASE_MS, SHARED } from "./constants.js";
+import { MAX_LEASE_MS, MAX_NAME_LEN, MAX_VALUE_LEN, MIN_LEASE_MS, SHARED } from "./constants.js";
 import {
   EmptyNameError,
   errorForCode,
@@ -12,10 +12,14 @@ import {
   NameNotUtf8Error,
   NameTooLongError,
   type ServerError,
+  ValueTooLongError,
 } from "./errors.js";
 
 /** A lock name: text, or raw bytes that must be valid UTF-8. */
 export type LockName = string | Uint8Array;
+
+/** A claim's value: raw bytes (a Buffer is one), or text sent as UTF-8. */
+export type ClaimValue = string | Uint8Array;
 
 /** A name that passed validation: its wire bytes and its text. */
 export interface ValidName {
@@ -44,10 +48,11 @@ function nameTooLong(byteLength: number): ServerError {
   return refuse(NameTooLongError.CODE, `lock name is ${byteLength} bytes, the limit is ${MAX_NAME_LEN}`);
 }
 
-/** What a claim asks for, as the caller spelled it: exclusive unless `shared` or `limit`. */
+/** What a claim asks for, as the caller spelled it: exclusive unless `shared` or `limit`; no value unless `value`. */
 export interface ClaimRequest {
   readonly shared?: boolean | undefined;
   readonly limit?: number | undefined;
+  readonly value?: ClaimValue | undefined;
 }
 
 /** The mode and limit of a shared claim, as sent in a version 2 ACQUIRE. */
@@ -57,9 +62,15 @@ export interface SharedClaim {
   readonly limit: number;
 }
 
-/** A claim that passed validation; `shared` is undefined for an exclusive claim (sent as version 1). */
+/**
+ * A claim that passed validation; `shared` is undefined for an exclusive
+ * claim, `value` for a claim without a value (or with an empty one). A claim
+ * with a value is sent as version 3, else a shared one as version 2 and an
+ * exclusive one as version 1.
+ */
 export interface ValidClaim extends ValidName {
   readonly shared: SharedClaim | undefined;
+  readonly value: Uint8Array | undefined;
 }
 
 /** The semaphore limit rule, with the value given (Go's words). */
@@ -94,15 +105,56 @@ function checkLease(leaseMs: number): void {
 }
 
 /**
- * Validates lease, claim and name in the server's order (lease, then mode
- * and limit, then empty, too long, not UTF-8) and returns the name's bytes
- * with the shared claim, if any. Throws the matching {@link ServerError}
- * with `origin: "client"`.
+ * Validates lease, claim, name and value in the server's order (lease, then
+ * mode and limit, then empty, too long, not UTF-8, then the value's length)
+ * and returns the name's bytes with the shared claim and the value, if any.
+ * Throws the matching {@link ServerError} with `origin: "client"`.
  */
 export function validateAcquire(name: LockName, leaseMs: number, request: ClaimRequest = {}): ValidClaim {
   checkLease(leaseMs);
   const shared = sharedClaim(request);
-  return { ...validateName(name), shared };
+  const valid = validateName(name);
+  return { ...valid, shared, value: validateValue(request.value) };
+}
+
+/**
+ * Validates a version 3 ACQUIRE given as wire values in the server's order:
+ * that of version 2 ({@link validateAcquireV2}), then the value's length.
+ * Returns the name and the value's bytes (empty for an empty value). For the
+ * spec's byte vectors; the client builds its claims with {@link validateAcquire}.
+ */
+export function validateAcquireV3(
+  name: LockName,
+  leaseMs: number,
+  mode: number,
+  limit: number,
+  value: ClaimValue,
+): ValidName & { readonly value: Uint8Array } {
+  const valid = validateAcquireV2(name, leaseMs, mode, limit);
+  return { ...valid, value: validateValue(value) ?? new Uint8Array(0) };
+}
+
+/**
+ * The value's bytes, or undefined for none (absent or empty); throws 0x1b
+ * for one over {@link MAX_VALUE_LEN} bytes. A string is measured and sent
+ * as UTF-8 (a lone surrogate as U+FFFD, the 3 bytes it is measured as).
+ */
+export function validateValue(value: ClaimValue | undefined | null): Uint8Array | undefined {
+  if (value === undefined || value === null) return undefined;
+  let length: number;
+  if (typeof value === "string") {
+    length = Buffer.byteLength(value, "utf8");
+  } else if (value instanceof Uint8Array) {
+    length = value.length;
+  } else {
+    throw new TypeError("monolock: value must be a string or a Uint8Array");
+  }
+  if (length > MAX_VALUE_LEN) {
+    throw refuse(ValueTooLongError.CODE, `value is ${length} bytes, the limit is ${MAX_VALUE_LEN}`);
+  }
+  if (length === 0) return undefined;
+  // A copy: the caller may reuse its buffer while the claim is sent again.
+  return typeof value === "string" ? encoder.encode(value) : Uint8Array.from(value);
 }
 
 /**

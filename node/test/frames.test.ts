@@ -2,16 +2,19 @@
 // coalesced chunks, and client-side validation.
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { ServerError } from "../src/errors.js";
+import { SessionCore } from "../src/core.js";
+import { ServerError, ValueTooLongError } from "../src/errors.js";
 import {
   encodeAcquire,
   encodeAcquireV2,
+  encodeAcquireV3,
   encodeHeartbeat,
+  encodeProclaim,
   FrameDecoder,
   FrameError,
   type ServerFrame,
 } from "../src/frames.js";
-import { validateAcquire, validateAcquireV2 } from "../src/validate.js";
+import { validateAcquire, validateAcquireV2, validateAcquireV3, validateValue } from "../src/validate.js";
 import { hex, loadSpec, toHex } from "./helpers/spec.js";
 
 interface Frames {
@@ -35,6 +38,26 @@ interface Frames {
     lease_ms: number;
     mode: number;
     limit: number;
+    code: number;
+  }[];
+  client_valid_v3: {
+    desc: string;
+    type: "ACQUIRE" | "PROCLAIM";
+    name?: string;
+    lease_ms?: number;
+    mode?: number;
+    limit?: number;
+    value?: string;
+    value_hex?: string;
+    hex: string;
+  }[];
+  client_invalid_v3: {
+    desc: string;
+    name: string;
+    lease_ms: number;
+    mode: number;
+    limit: number;
+    value_len: number;
     code: number;
   }[];
 }
@@ -283,5 +306,105 @@ describe("semaphore limits outside 1..65535 are refused with 0x19 before sending
     assert.equal(validateAcquire("a", 1000, { shared: false }).shared, undefined);
     assert.deepEqual(validateAcquire("a", 1000, { shared: true }).shared, { mode: 1, limit: 0 });
     assert.deepEqual(validateAcquire("a", 1000, { shared: true, limit: 4 }).shared, { mode: 1, limit: 4 });
+  });
+});
+
+/** The first frame a claim's session core sends for these options. */
+function firstFrame(name: Uint8Array, leaseMs: number, claim: ReturnType<typeof validateAcquire>): string {
+  const core = new SessionCore({ leaseMs, name, mode: "wait", shared: claim.shared, value: claim.value });
+  const [action] = core.connect(0);
+  assert.ok(action?.type === "send" && action.frame === "ACQUIRE");
+  return toHex(action.bytes);
+}
+
+/** The claim options that ask for mode and limit (mode 0 with a limit cannot be said). */
+function claimRequest(mode: number, limit: number): { shared?: boolean; limit?: number } {
+  if (mode === 0) return limit === 0 ? {} : { shared: false, limit };
+  return limit === 0 ? { shared: true } : { limit };
+}
+
+describe("client_valid_v3: exact bytes of a version 3 ACQUIRE and of PROCLAIM", () => {
+  for (const v of spec.client_valid_v3) {
+    test(v.desc, () => {
+      const value = v.value_hex !== undefined ? hex(v.value_hex) : (v.value ?? "");
+      if (v.type === "PROCLAIM") {
+        const bytes = validateValue(value) ?? new Uint8Array(0);
+        assert.equal(toHex(encodeProclaim(bytes)), v.hex);
+        if (typeof value === "string") assert.equal(toHex(encodeProclaim(new TextEncoder().encode(value))), v.hex);
+        return;
+      }
+      assert.equal(v.type, "ACQUIRE");
+      const name = v.name ?? "";
+      const lease = v.lease_ms ?? 0;
+      const mode = v.mode ?? 0;
+      const limit = v.limit ?? 0;
+      // As a string and as raw bytes (and as a Buffer), the same frame.
+      const values = typeof value === "string" ? [value, new TextEncoder().encode(value)] : [value, Buffer.from(value)];
+      for (const val of values) {
+        for (const n of [name, new TextEncoder().encode(name)]) {
+          const valid = validateAcquireV3(n, lease, mode, limit, val);
+          assert.equal(toHex(encodeAcquireV3(valid.bytes, lease, mode, limit, valid.value)), v.hex);
+        }
+        // What the client's options make of it: a claim with a value goes out as these bytes.
+        const claim = validateAcquire(name, lease, { ...claimRequest(mode, limit), value: val });
+        assert.equal(firstFrame(claim.bytes, lease, claim), v.hex);
+      }
+    });
+  }
+
+  test("a claim without a value, or with an empty one, keeps sending version 1 or 2", () => {
+    for (const value of [undefined, "", new Uint8Array(0), Buffer.alloc(0)]) {
+      const exclusive = validateAcquire("a", 1000, { value });
+      assert.equal(exclusive.value, undefined);
+      assert.equal(firstFrame(exclusive.bytes, 1000, exclusive), "0101000003e8000161");
+      const shared = validateAcquire("a", 1000, { limit: 2, value });
+      assert.equal(firstFrame(shared.bytes, 1000, shared), "0102000003e8010002000161");
+    }
+  });
+
+  test("the value is copied: changing the caller's buffer later changes nothing", () => {
+    const buf = Buffer.from("10.0.0.7:8080");
+    const claim = validateAcquire("a", 1000, { value: buf });
+    buf.fill(0);
+    assert.equal(Buffer.from(claim.value ?? []).toString(), "10.0.0.7:8080");
+  });
+
+  test("a value that is neither a string nor a Uint8Array is a TypeError", () => {
+    assert.throws(() => validateAcquire("a", 1000, { value: 42 as unknown as string }), TypeError);
+  });
+});
+
+describe("client_invalid_v3: refused before sending", () => {
+  const refused =
+    (code: number) =>
+    (err: unknown): boolean =>
+      err instanceof ServerError && err.code === code && err.origin === "client" && !err.temporary;
+  for (const v of spec.client_invalid_v3) {
+    test(v.desc, () => {
+      const text = "v".repeat(v.value_len);
+      for (const value of [text, new TextEncoder().encode(text)]) {
+        assert.throws(() => validateAcquireV3(v.name, v.lease_ms, v.mode, v.limit, value), refused(v.code));
+        // Through the client's options, where they can say it.
+        if (v.mode === 0 || v.mode === 1) {
+          const request = { ...claimRequest(v.mode, v.limit), value };
+          assert.throws(() => validateAcquire(v.name, v.lease_ms, request), refused(v.code));
+        }
+      }
+    });
+  }
+
+  test("1024 bytes pass; 1025 are refused with ValueTooLongError, counted in bytes of UTF-8", () => {
+    assert.equal(validateAcquire("a", 1000, { value: "v".repeat(1024) }).value?.length, 1024);
+    assert.equal(validateAcquire("a", 1000, { value: "é".repeat(512) }).value?.length, 1024);
+    for (const value of ["v".repeat(1025), `${"é".repeat(512)}v`, new Uint8Array(1025)]) {
+      assert.throws(
+        () => validateAcquire("a", 1000, { value }),
+        (err: unknown) =>
+          err instanceof ValueTooLongError &&
+          err.code === 0x1b &&
+          err.origin === "client" &&
+          err.message === "monolock: value is 1025 bytes, the limit is 1024 (0x1b)",
+      );
+    }
   });
 });

@@ -14,6 +14,7 @@ import {
   RELEASE_WAIT_MS,
   RETRY,
   SHARED,
+  VALUE,
 } from "../src/constants.js";
 import * as errors from "../src/errors.js";
 import * as monolock from "../src/index.js";
@@ -22,6 +23,7 @@ import { loadSpec } from "./helpers/spec.js";
 interface Constants {
   protocol_version: number;
   shared: { protocol_version: number; mode_exclusive: number; mode_shared: number; limit_max: number };
+  value: { protocol_version: number; max_value_len: number; proclaim_type: number };
   message_types: Record<string, number>;
   client_message_types: number[];
   max_name_len: number;
@@ -77,6 +79,22 @@ describe("spec/constants.json", () => {
         limit_max: spec.shared.limit_max,
       },
     );
+  });
+
+  test("claims with a value: version 3, largest value, PROCLAIM's type", () => {
+    assert.deepEqual(
+      {
+        protocol_version: VALUE.PROTOCOL_VERSION,
+        max_value_len: VALUE.MAX_VALUE_LEN,
+        proclaim_type: VALUE.PROCLAIM_TYPE,
+      },
+      {
+        protocol_version: spec.value.protocol_version,
+        max_value_len: spec.value.max_value_len,
+        proclaim_type: spec.value.proclaim_type,
+      },
+    );
+    assert.equal(monolock.MAX_VALUE_LEN, spec.value.max_value_len);
   });
 
   test("heartbeat factors", () => {

@@ -26,6 +26,7 @@ test("exports exactly the documented names", () => {
     "LockReleasedError",
     "MAX_LEASE_MS",
     "MAX_NAME_LEN",
+    "MAX_VALUE_LEN",
     "MIN_LEASE_MS",
     "MonolockError",
     "NameNotUtf8Error",
@@ -41,6 +42,7 @@ test("exports exactly the documented names", () => {
     "UnknownMessageError",
     "UnsupportedVersionError",
     "ValueTooLongError",
+    "ValueUnsupportedError",
     "errorForCode",
     "isTemporaryCode",
   ]);
@@ -64,4 +66,23 @@ test("SharedUnsupportedError is an UnsupportedVersionError (0x10), terminal", ()
   );
   assert.ok(monolock.errorForCode(0x19) instanceof monolock.InvalidModeError);
   assert.ok(monolock.errorForCode(0x1a) instanceof monolock.LimitMismatchError);
+});
+
+test("ValueUnsupportedError is an UnsupportedVersionError (0x10), terminal; MAX_VALUE_LEN is 1024", () => {
+  const err = new monolock.ValueUnsupportedError("127.0.0.1:7117", "unsupported protocol version");
+  assert.ok(err instanceof monolock.UnsupportedVersionError);
+  assert.ok(err instanceof monolock.ServerError);
+  assert.ok(!(err instanceof monolock.SharedUnsupportedError));
+  assert.equal(err.code, 0x10);
+  assert.equal(err.temporary, false);
+  assert.equal(err.name, "ValueUnsupportedError");
+  assert.equal(err.address, "127.0.0.1:7117");
+  assert.equal(err.reason, "unsupported protocol version");
+  assert.equal(
+    err.message,
+    "monolock: server 127.0.0.1:7117 does not support claims with a value (it answered a protocol " +
+      "version 3 ACQUIRE with 0x10 unsupported protocol version); claim without a value, or upgrade the server",
+  );
+  assert.ok(monolock.errorForCode(0x1b) instanceof monolock.ValueTooLongError);
+  assert.equal(monolock.MAX_VALUE_LEN, 1024);
 });

@@ -47,8 +47,9 @@ export class FakeConnection {
   }
 
   /**
-   * Reads a full ACQUIRE frame (version 1, or version 2 with mode and limit)
-   * and returns its fields; `mode` and `limit` are undefined for version 1.
+   * Reads a full ACQUIRE frame (version 1, version 2 with mode and limit, or
+   * version 3 with mode, limit and value) and returns its fields; `mode` and
+   * `limit` are undefined for version 1, `value` for versions 1 and 2.
    */
   async readAcquire(): Promise<{
     version: number;
@@ -56,16 +57,24 @@ export class FakeConnection {
     mode?: number;
     limit?: number;
     name: Buffer;
+    value?: Buffer;
     raw: Buffer;
   }> {
     let head = await this.read(8);
     if (head[0] !== 0x01) throw new Error(`expected ACQUIRE, got ${head.toString("hex")}`);
     const version = head[1] ?? -1;
-    if (version === 2) head = Buffer.concat([head, await this.read(3)]);
+    if (version === 2 || version === 3) head = Buffer.concat([head, await this.read(3)]);
     const name = await this.read(head.readUInt16BE(head.length - 2));
+    const leaseMs = head.readUInt32BE(2);
+    if (version === 3) {
+      const valueLen = await this.read(2);
+      const value = await this.read(valueLen.readUInt16BE(0));
+      const raw = Buffer.concat([head, name, valueLen, value]);
+      return { version, leaseMs, mode: head[6], limit: head.readUInt16BE(7), name, value, raw };
+    }
     const raw = Buffer.concat([head, name]);
-    if (version !== 2) return { version, leaseMs: head.readUInt32BE(2), name, raw };
-    return { version, leaseMs: head.readUInt32BE(2), mode: head[6], limit: head.readUInt16BE(7), name, raw };
+    if (version !== 2) return { version, leaseMs, name, raw };
+    return { version, leaseMs, mode: head[6], limit: head.readUInt16BE(7), name, raw };
   }
 
   /** Reads one HEARTBEAT byte. */
