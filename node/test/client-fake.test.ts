@@ -19,6 +19,8 @@ import {
   SharedUnsupportedError,
   ShuttingDownError,
   UnsupportedVersionError,
+  ValueTooLongError,
+  ValueUnsupportedError,
 } from "../src/index.js";
 import { deadAddress, type FakeConnection, FakeServer } from "./helpers/fake-server.js";
 
@@ -896,6 +898,133 @@ describe("shared claims against a fake server", () => {
         (err: unknown) => err instanceof ServerError && err.code === 0x19 && err.origin === "client",
       );
     }
+    assert.equal(server.connections.length, before);
+  });
+});
+
+describe("claims with a value against a fake server", () => {
+  test("a claim with a value sends the exact version 3 ACQUIRE of the vectors, and is granted as usual", async () => {
+    // spec/vectors/frames.json, client_valid_v3: "exclusive, an address as
+    // the value" and "semaphore of 2, a JSON value".
+    const cases = [
+      {
+        name: "service/leader",
+        leaseMs: 5000,
+        options: { value: "10.0.0.7:8080" },
+        hex: "010300001388000000000e736572766963652f6c6561646572000d31302e302e302e373a38303830",
+      },
+      {
+        name: "service/leader",
+        leaseMs: 5000,
+        options: { value: Buffer.from("10.0.0.7:8080") },
+        hex: "010300001388000000000e736572766963652f6c6561646572000d31302e302e302e373a38303830",
+      },
+      {
+        name: "pool/gpu",
+        leaseMs: 30000,
+        options: { limit: 2, value: new TextEncoder().encode('{"host":"gpu-3"}') },
+        hex: "0103000075300100020008706f6f6c2f67707500107b22686f7374223a226770752d33227d",
+      },
+    ];
+    for (const c of cases) {
+      for (const attempt of ["acquire", "tryAcquire"] as const) {
+        const client = new Client({ servers: server.address, leaseMs: c.leaseMs });
+        const pending = client[attempt](c.name, c.options);
+        const conn = await server.accept();
+        const acq = await conn.readAcquire();
+        assert.equal(acq.raw.toString("hex"), c.hex);
+        assert.equal(acq.version, 3);
+        conn.acquired(21n);
+        const lock = await pending;
+        assert.equal(lock.token, 21n);
+        await lock.release();
+        await conn.closed;
+      }
+    }
+  });
+
+  test("an empty value is no value: version 1 (exclusive) or 2 (shared) bytes", async () => {
+    const nameHex = Buffer.from("pool/gpu").toString("hex");
+    const client = new Client({ servers: server.address, leaseMs: 30000 });
+    for (const [options, hex] of [
+      [{ value: "" }, `0101000075300008${nameHex}`],
+      [{ value: new Uint8Array(0) }, `0101000075300008${nameHex}`],
+      [{ shared: true, value: "" }, `0102000075300100000008${nameHex}`],
+    ] as const) {
+      const pending = client.acquire("pool/gpu", options);
+      const conn = await server.accept();
+      const acq = await conn.readAcquire();
+      assert.equal(acq.raw.toString("hex"), hex);
+      conn.acquired(22n);
+      await (await pending).release();
+    }
+  });
+
+  test("0x10 to a version 3 ACQUIRE: ValueUnsupportedError at once, no second connection", async () => {
+    const other = await FakeServer.start();
+    try {
+      // Two servers: a retried claim would move on to the second one.
+      const client = new Client({ servers: [server.address, other.address], leaseMs: 30000 });
+      for (const attempt of [
+        () => client.acquire("service/leader", { value: "10.0.0.7:8080", timeoutMs: 5000 }),
+        () => client.tryAcquire("service/leader", { value: "10.0.0.7:8080" }),
+        // A shared claim with a value: the value is what the server lacks.
+        () => client.acquire("pool/gpu", { limit: 2, value: "gpu-3", timeoutMs: 5000 }),
+      ]) {
+        const before = server.connections.length;
+        const pending = attempt();
+        const conn = await server.accept();
+        const acq = await conn.readAcquire();
+        assert.equal(acq.version, 3);
+        conn.error(0x10, "unsupported protocol version");
+        const err = await pending.then(
+          () => assert.fail("granted"),
+          (e: unknown) => e,
+        );
+        assert.ok(err instanceof ValueUnsupportedError, String(err));
+        assert.ok(err instanceof UnsupportedVersionError);
+        assert.ok(!(err instanceof SharedUnsupportedError));
+        assert.equal(err.code, 0x10);
+        assert.equal(err.temporary, false);
+        assert.equal(err.reason, "unsupported protocol version");
+        assert.equal(err.address, server.address);
+        assert.equal(
+          err.message,
+          `monolock: server ${server.address} does not support claims with a value (it answered a ` +
+            "protocol version 3 ACQUIRE with 0x10 unsupported protocol version); claim without a value, or upgrade the server",
+        );
+        await new Promise((r) => setTimeout(r, 100));
+        assert.equal(server.connections.length, before + 1, "no second connection");
+        assert.equal(other.connections.length, 0, "the next server is not tried");
+      }
+    } finally {
+      await other.close();
+    }
+  });
+
+  test("a value over 1024 bytes is refused with ValueTooLongError before connecting, after the other checks", async () => {
+    const client = new Client({ servers: server.address, leaseMs: 30000 });
+    const before = server.connections.length;
+    for (const value of ["v".repeat(1025), new Uint8Array(1025), Buffer.alloc(4096)]) {
+      for (const attempt of [() => client.acquire("a", { value }), () => client.tryAcquire("a", { value })]) {
+        await assert.rejects(
+          attempt(),
+          (err: unknown) =>
+            err instanceof ValueTooLongError && err.code === 0x1b && err.origin === "client" && !err.temporary,
+        );
+      }
+    }
+    // The lease, the limit and the name come first, as the server checks them.
+    const long = "v".repeat(1025);
+    await assert.rejects(
+      client.acquire("a", { value: long, leaseMs: 0 }),
+      (e: unknown) => (e as ServerError).code === 0x17,
+    );
+    await assert.rejects(
+      client.acquire("a", { value: long, limit: 0 }),
+      (e: unknown) => (e as ServerError).code === 0x19,
+    );
+    await assert.rejects(client.acquire("", { value: long }), (e: unknown) => (e as ServerError).code === 0x14);
     assert.equal(server.connections.length, before);
   });
 });
