@@ -168,17 +168,22 @@ function acquire(cmd) {
     if (!controller.signal.aborted) spareControllers.push(controller);
   };
   const timeoutMs = cmd.timeout_ms == null ? undefined : cmd.timeout_ms;
-  // Optional: "shared" (absent = false) and "limit" (absent or 0 = no limit).
+  // Optional: "shared" (absent = false), "limit" (absent or 0 = no limit)
+  // and the claim's value as "value" (UTF-8 text) or "value_hex" (absent or
+  // empty = none).
   const shared = cmd.shared == null ? undefined : cmd.shared;
   const limit = cmd.limit == null || cmd.limit === 0 ? undefined : cmd.limit;
+  const value =
+    typeof cmd.value_hex === "string" ? new Uint8Array(Buffer.from(cmd.value_hex, "hex")) : (cmd.value ?? undefined);
   const attempt =
     cmd.mode === "try"
-      ? client.tryAcquire(name, { signal: controller.signal, timeoutMs, shared, limit })
+      ? client.tryAcquire(name, { signal: controller.signal, timeoutMs, shared, limit, value })
       : client.acquire(name, {
           signal: controller.signal,
           timeoutMs,
           shared,
           limit,
+          value,
           onWaiting: () => emit({ event: "waiting", id }),
         });
   attempt.then(
