@@ -1,5 +1,11 @@
 //! What kind of claim an acquire makes: exclusive (the default), shared,
-//! or shared with a bound on the holders (a semaphore).
+//! or shared with a bound on the holders (a semaphore), with or without a
+//! value.
+
+use crate::constants_gen as spec;
+
+/// The longest value of a claim, in bytes: a protocol constant.
+pub(crate) const MAX_VALUE_LEN: usize = spec::VALUE_MAX_VALUE_LEN as usize;
 
 /// The kind of claim an acquire makes on a lock: pass it to
 /// [`Client::acquire_with`](crate::Client::acquire_with) and its siblings
@@ -24,17 +30,28 @@
 /// [`Error::SharedUnsupported`](crate::Error::SharedUnsupported).
 /// Exclusive claims are sent as version 1, which every server reads.
 ///
+/// Any claim can carry a value ([`with_value`](Claim::with_value)): who
+/// holds the lock and how to reach it (an address, a URL, a small JSON
+/// object), up to 1024 bytes, which the server keeps with the claim while
+/// it waits and while it holds. A claim with a value is sent as protocol
+/// version 3; a server that predates values refuses it with
+/// [`Error::ValueUnsupported`](crate::Error::ValueUnsupported).
+///
 /// ```no_run
 /// use monolock::Claim;
 ///
 /// let client = monolock::Client::builder().build()?;
 /// let reader = client.acquire_with("db/schema", Claim::shared())?;
 /// let permit = client.try_acquire_with("pool/gpu", Claim::semaphore(4))?;
+/// let leader = Claim::exclusive().with_value("10.0.0.7:8080");
+/// let leader = client.acquire_with("service/leader", leader)?;
 /// # Ok::<(), monolock::Error>(())
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct Claim {
     kind: Kind,
+    /// The value, never empty: an empty value is none.
+    value: Option<Vec<u8>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -53,6 +70,7 @@ impl Claim {
     pub const fn exclusive() -> Claim {
         Claim {
             kind: Kind::Exclusive,
+            value: None,
         }
     }
 
@@ -60,6 +78,7 @@ impl Claim {
     pub const fn shared() -> Claim {
         Claim {
             kind: Kind::Shared { limit: None },
+            value: None,
         }
     }
 
@@ -72,7 +91,29 @@ impl Claim {
             kind: Kind::Shared {
                 limit: Some(permits),
             },
+            value: None,
         }
+    }
+
+    /// This claim with a value: opaque bytes that say who holds the lock
+    /// and how to reach it (an address, a URL, a small JSON object). The
+    /// server keeps it with the claim while it waits and while it holds,
+    /// and its admin listing shows it. An empty value is no value, and
+    /// replaces one given before.
+    ///
+    /// A value is at most 1024 bytes; the acquire refuses a longer one
+    /// before sending, with [`Error::ValueTooLong`](crate::Error::ValueTooLong)
+    /// (0x1b, [`Origin::Client`](crate::Origin::Client)), after the checks
+    /// of the lease, the limit and the name.
+    ///
+    /// A claim with a value is sent as a protocol version 3 ACQUIRE (one
+    /// without keeps version 1 or 2); a server that predates values
+    /// answers it with 0x10, and the acquire fails at once with
+    /// [`Error::ValueUnsupported`](crate::Error::ValueUnsupported).
+    pub fn with_value(mut self, value: impl Into<Vec<u8>>) -> Claim {
+        let value = value.into();
+        self.value = if value.is_empty() { None } else { Some(value) };
+        self
     }
 
     /// Whether the claim is shared (a semaphore is).
@@ -87,6 +128,11 @@ impl Claim {
             Kind::Shared { limit } => limit,
             Kind::Exclusive => None,
         }
+    }
+
+    /// The claim's value, `None` when it has none (never empty).
+    pub fn value(&self) -> Option<&[u8]> {
+        self.value.as_deref()
     }
 
     pub(crate) fn kind(&self) -> Kind {

@@ -51,7 +51,7 @@ impl Config {
 
     /// Validates `name` and `claim` and builds their ACQUIRE with the
     /// configured lease.
-    pub(crate) fn acquire_frame(&self, name: &str, claim: Claim) -> Result<Vec<u8>, Error> {
+    pub(crate) fn acquire_frame(&self, name: &str, claim: &Claim) -> Result<Vec<u8>, Error> {
         crate::core::codec::encode_claim(name.as_bytes(), u64::from(self.lease_ms), claim)
     }
 }

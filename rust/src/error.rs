@@ -189,6 +189,20 @@ macro_rules! define_error {
                 /// The server's error: [`Error::UnsupportedVersion`].
                 cause: Box<Error>,
             },
+            /// The server answered a claim with a value ([`Claim::with_value`](crate::Claim::with_value))
+            /// with ERROR 0x10: it predates protocol version 3, which brought values.
+            /// Still the server's UnsupportedVersion error: [`Error::code`] is 0x10,
+            /// [`Error::reason`] the server's, and the cause
+            /// ([`Error::UnsupportedVersion`]) is the
+            /// [`source`](std::error::Error::source). Terminal, never retried: no
+            /// earlier version can carry a value. Claim without a value, or upgrade
+            /// the server.
+            ValueUnsupported {
+                /// The server's address, as `host:port`.
+                addr: String,
+                /// The server's error: [`Error::UnsupportedVersion`].
+                cause: Box<Error>,
+            },
             /// The client's configuration is invalid, for example a server address
             /// that does not parse. Raised by the builder's `build`; never
             /// temporary.
@@ -209,7 +223,9 @@ macro_rules! define_error {
                 Some(match self {
                     $(Error::$variant(_) => code::$code,)*
                     Error::UnknownCode { code, .. } => *code,
-                    Error::Lost(cause) | Error::SharedUnsupported { cause, .. } => {
+                    Error::Lost(cause)
+                    | Error::SharedUnsupported { cause, .. }
+                    | Error::ValueUnsupported { cause, .. } => {
                         return cause.code()
                     }
                     Error::Busy { .. }
@@ -230,7 +246,9 @@ macro_rules! define_error {
                 match self {
                     $(Error::$variant(r) => Some(r),)*
                     Error::UnknownCode { reason: r, .. } => Some(r),
-                    Error::Lost(cause) | Error::SharedUnsupported { cause, .. } => cause.reason(),
+                    Error::Lost(cause)
+                    | Error::SharedUnsupported { cause, .. }
+                    | Error::ValueUnsupported { cause, .. } => cause.reason(),
                     _ => None,
                 }
             }
@@ -263,6 +281,18 @@ impl Error {
     pub(crate) fn for_shared_claim(self, addr: &str) -> Error {
         match self {
             Error::UnsupportedVersion(_) => Error::SharedUnsupported {
+                addr: addr.to_owned(),
+                cause: Box::new(self),
+            },
+            other => other,
+        }
+    }
+
+    /// The error of a pre-version-3 server's 0x10 answer to a claim with a
+    /// value sent to `addr`; any other error stays as it is.
+    pub(crate) fn for_value_claim(self, addr: &str) -> Error {
+        match self {
+            Error::UnsupportedVersion(_) => Error::ValueUnsupported {
                 addr: addr.to_owned(),
                 cause: Box::new(self),
             },
@@ -308,6 +338,7 @@ impl Error {
             Error::Cancelled
             | Error::NotMonolock { .. }
             | Error::SharedUnsupported { .. }
+            | Error::ValueUnsupported { .. }
             | Error::Config(_) => false,
             Error::Lost(cause) => cause.is_temporary(),
             coded => coded.code().is_some_and(|c| c < FIRST_TERMINAL_CODE),
@@ -410,6 +441,12 @@ impl Error {
                  protocol version 2 ACQUIRE with 0x10 unsupported protocol version); use an \
                  exclusive lock, or upgrade the server"
             ),
+            Error::ValueUnsupported { addr, .. } => write!(
+                f,
+                "server {addr} does not support claims with a value (it answered a \
+                 protocol version 3 ACQUIRE with 0x10 unsupported protocol version); claim \
+                 without a value, or upgrade the server"
+            ),
             Error::Config(what) => f.write_str(what),
             coded => {
                 let code = coded.code().unwrap_or_default();
@@ -501,7 +538,9 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Io(err) => Some(err.as_ref()),
-            Error::Lost(cause) | Error::SharedUnsupported { cause, .. } => Some(cause.as_ref()),
+            Error::Lost(cause)
+            | Error::SharedUnsupported { cause, .. }
+            | Error::ValueUnsupported { cause, .. } => Some(cause.as_ref()),
             Error::Timeout {
                 last: Some(last), ..
             } => Some(last.as_ref()),
@@ -743,6 +782,30 @@ mod tests {
         // Only 0x10 becomes it.
         let other = Error::from_code(0x1a, "").for_shared_claim("h:7117");
         assert!(matches!(other, Error::LimitMismatch(_)));
+    }
+
+    #[test]
+    fn value_unsupported_is_the_terminal_unsupported_version_error() {
+        use std::error::Error as _;
+        let err = Error::from_code(0x10, "unsupported protocol version").for_value_claim("h:7117");
+        assert!(matches!(err, Error::ValueUnsupported { ref addr, .. } if addr == "h:7117"));
+        assert_eq!(err.code(), Some(0x10));
+        assert!(!err.is_temporary());
+        assert_eq!(err.reason().unwrap().origin(), Origin::Server);
+        assert_eq!(
+            err.to_string(),
+            "monolock: server h:7117 does not support claims with a value (it answered a \
+             protocol version 3 ACQUIRE with 0x10 unsupported protocol version); claim \
+             without a value, or upgrade the server"
+        );
+        let source = err.source().expect("the server's error");
+        assert_eq!(
+            source.to_string(),
+            "monolock: unsupported protocol version (0x10)"
+        );
+        // Only 0x10 becomes it.
+        let other = Error::from_code(0x1b, "").for_value_claim("h:7117");
+        assert!(matches!(other, Error::ValueTooLong(_)));
     }
 
     /// The client timeout in a loss message: 0.8 x lease exactly, never a

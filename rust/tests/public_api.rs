@@ -66,7 +66,21 @@ fn claim_surface() {
     assert!(Claim::shared().is_shared() && Claim::shared().limit().is_none());
     assert_eq!(Claim::semaphore(4).limit(), Some(4));
     assert!(Claim::semaphore(4).is_shared());
-    fn assert_traits<T: Copy + Send + Sync + std::fmt::Debug + Eq + std::hash::Hash>() {}
+    // A value (protocol version 3), on any kind of claim; empty is none.
+    let _: fn(Claim, Vec<u8>) -> Claim = Claim::with_value;
+    let _: fn(&Claim) -> Option<&[u8]> = Claim::value;
+    assert_eq!(Claim::exclusive().value(), None);
+    let leader = Claim::exclusive().with_value("10.0.0.7:8080");
+    assert_eq!(leader.value(), Some(&b"10.0.0.7:8080"[..]));
+    assert!(!leader.is_shared());
+    let permit = Claim::semaphore(2).with_value(b"gpu-3".to_vec());
+    assert_eq!(
+        (permit.limit(), permit.value()),
+        (Some(2), Some(&b"gpu-3"[..]))
+    );
+    assert_eq!(Claim::shared().with_value(""), Claim::shared());
+    // Clone, not Copy: a claim owns its value.
+    fn assert_traits<T: Clone + Send + Sync + std::fmt::Debug + Eq + std::hash::Hash>() {}
     assert_traits::<Claim>();
 }
 
@@ -91,6 +105,17 @@ fn error_surface() {
         Error::LimitMismatch(_)
     ));
     let unsupported = Error::SharedUnsupported {
+        addr: "h:7117".into(),
+        cause: Box::new(Error::from_code(0x10, String::new())),
+    };
+    assert_eq!(unsupported.code(), Some(0x10));
+    assert!(!unsupported.is_temporary());
+    // The error classes of claims with a value.
+    assert!(matches!(
+        Error::from_code(0x1b, String::new()),
+        Error::ValueTooLong(_)
+    ));
+    let unsupported = Error::ValueUnsupported {
         addr: "h:7117".into(),
         cause: Box::new(Error::from_code(0x10, String::new())),
     };
@@ -139,4 +164,5 @@ fn tokio_surface() {
     assert_send_future(c.acquire_with("x", Claim::shared()));
     assert_send_future(c.acquire_timeout_with("x", Duration::from_secs(1), Claim::semaphore(2)));
     assert_send_future(c.try_acquire_with("x", Claim::shared()));
+    assert_send_future(c.acquire_with("x", Claim::exclusive().with_value("v")));
 }

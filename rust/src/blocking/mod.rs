@@ -201,7 +201,7 @@ impl Client {
         timeout: Option<Duration>,
         cancel: Option<&CancelHandle>,
     ) -> Result<LockGuard, Error> {
-        let frame = self.config.acquire_frame(name, claim)?;
+        let frame = self.config.acquire_frame(name, &claim)?;
         // A deadline too far to represent is no deadline.
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let mut plan = Plan::new(mode, self.config.servers.len(), deadline).for_lock(name);
@@ -209,7 +209,7 @@ impl Client {
             config: &self.config,
             name,
             frame: &frame,
-            claim,
+            claim: &claim,
             cancel,
         };
         loop {
@@ -250,7 +250,7 @@ struct Attempt<'a> {
     config: &'a Config,
     name: &'a str,
     frame: &'a [u8],
-    claim: Claim,
+    claim: &'a Claim,
     cancel: Option<&'a CancelHandle>,
 }
 
@@ -275,7 +275,7 @@ impl Attempt<'_> {
         let (mut session, mut turn) = Session::connect_as(
             &server.to_string(),
             self.name,
-            self.claim,
+            self.claim.clone(),
             self.config.lease_ms,
             plan.mode(),
             Instant::now(),

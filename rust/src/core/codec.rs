@@ -1,11 +1,12 @@
-//! The wire format: encoding the two client frames (ACQUIRE in protocol
-//! version 1 for exclusive claims, version 2 for shared ones) and decoding
-//! the three server frames from a byte stream.
+//! The wire format: encoding the client frames (ACQUIRE in protocol
+//! version 1 for exclusive claims, version 2 for shared ones, version 3 for
+//! claims with a value; HEARTBEAT; PROCLAIM, not sent yet) and decoding the
+//! three server frames from a byte stream.
 //!
 //! Nothing here does I/O. The decoder is fed whatever a read returned and
 //! hands back complete frames, however the stream was split.
 
-use crate::claim::{Claim, Kind};
+use crate::claim::{Claim, Kind, MAX_VALUE_LEN};
 use crate::constants_gen as spec;
 use crate::error::{code, Error};
 
@@ -13,6 +14,8 @@ use crate::error::{code, Error};
 pub(crate) const VERSION: u8 = spec::PROTOCOL_VERSION as u8;
 /// Protocol version of shared claims and semaphores.
 pub(crate) const VERSION_SHARED: u8 = spec::SHARED_PROTOCOL_VERSION as u8;
+/// Protocol version of claims with a value.
+pub(crate) const VERSION_VALUE: u8 = spec::VALUE_PROTOCOL_VERSION as u8;
 /// The modes of a version 2 ACQUIRE.
 pub(crate) const MODE_EXCLUSIVE: u8 = spec::SHARED_MODE_EXCLUSIVE as u8;
 pub(crate) const MODE_SHARED: u8 = spec::SHARED_MODE_SHARED as u8;
@@ -21,6 +24,8 @@ pub(crate) const MAX_LIMIT: u32 = spec::SHARED_LIMIT_MAX as u32;
 /// Client -> server message types.
 pub(crate) const MSG_ACQUIRE: u8 = spec::MESSAGE_TYPES_ACQUIRE;
 pub(crate) const MSG_HEARTBEAT: u8 = spec::MESSAGE_TYPES_HEARTBEAT;
+/// Replaces the value of a version 3 claim (not sent by the client yet).
+pub(crate) const MSG_PROCLAIM: u8 = spec::VALUE_PROCLAIM_TYPE as u8;
 /// Server -> client message types.
 pub(crate) const MSG_WAITING: u8 = spec::MESSAGE_TYPES_WAITING;
 pub(crate) const MSG_ACQUIRED: u8 = spec::MESSAGE_TYPES_ACQUIRED;
@@ -91,6 +96,15 @@ pub(crate) fn encode_acquire_v2(
     mode: u8,
     limit: u16,
 ) -> Result<Vec<u8>, Error> {
+    let lease = validate_acquire_v2(name, lease_ms, mode, limit)?;
+    let mut frame = Vec::with_capacity(11 + name.len());
+    append_acquire_v2(&mut frame, VERSION_SHARED, name, lease, mode, limit);
+    Ok(frame)
+}
+
+/// The checks of a version 2 ACQUIRE, in the server's order: the lease,
+/// the mode and limit (0x19), then the name.
+fn validate_acquire_v2(name: &[u8], lease_ms: u64, mode: u8, limit: u16) -> Result<u32, Error> {
     if !(MIN_LEASE_MS..=MAX_LEASE_MS).contains(&lease_ms) {
         return Err(invalid_lease(&format!("{lease_ms} ms")));
     }
@@ -98,25 +112,80 @@ pub(crate) fn encode_acquire_v2(
         (MODE_SHARED, _) | (MODE_EXCLUSIVE, 0) => {}
         _ => return Err(Error::refused(code::INVALID_MODE)),
     }
-    let lease = validate_acquire(name, lease_ms)?;
-    let mut frame = Vec::with_capacity(11 + name.len());
+    validate_acquire(name, lease_ms)
+}
+
+/// Appends the head of a version 2 or 3 ACQUIRE, up to the name.
+fn append_acquire_v2(
+    frame: &mut Vec<u8>,
+    version: u8,
+    name: &[u8],
+    lease: u32,
+    mode: u8,
+    limit: u16,
+) {
     frame.push(MSG_ACQUIRE);
-    frame.push(VERSION_SHARED);
+    frame.push(version);
     frame.extend_from_slice(&lease.to_be_bytes());
     frame.push(mode);
     frame.extend_from_slice(&limit.to_be_bytes());
     frame.extend_from_slice(&(name.len() as u16).to_be_bytes());
     frame.extend_from_slice(name);
+}
+
+/// Encodes a version 3 ACQUIRE (a claim with a value) after the server's
+/// checks, in the server's order: those of version 2, then the value's
+/// length (0x1b VALUE_TOO_LONG over 1024 bytes).
+pub(crate) fn encode_acquire_v3(
+    name: &[u8],
+    lease_ms: u64,
+    mode: u8,
+    limit: u16,
+    value: &[u8],
+) -> Result<Vec<u8>, Error> {
+    let lease = validate_acquire_v2(name, lease_ms, mode, limit)?;
+    check_value(value)?;
+    let mut frame = Vec::with_capacity(13 + name.len() + value.len());
+    append_acquire_v2(&mut frame, VERSION_VALUE, name, lease, mode, limit);
+    frame.extend_from_slice(&(value.len() as u16).to_be_bytes());
+    frame.extend_from_slice(value);
     Ok(frame)
 }
 
-/// Encodes the ACQUIRE of `claim`: version 1 for an exclusive claim, so
-/// that it works with every server, version 2 for a shared one. A
+/// Encodes a PROCLAIM, the new value of the claim on its connection
+/// (version 3 only; empty clears it). The client does not send it yet.
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) fn encode_proclaim(value: &[u8]) -> Result<Vec<u8>, Error> {
+    check_value(value)?;
+    let mut frame = Vec::with_capacity(3 + value.len());
+    frame.push(MSG_PROCLAIM);
+    frame.extend_from_slice(&(value.len() as u16).to_be_bytes());
+    frame.extend_from_slice(value);
+    Ok(frame)
+}
+
+/// The VALUE_TOO_LONG (0x1b) refusal of a value over 1024 bytes; the
+/// length and the limit, never the value.
+fn check_value(value: &[u8]) -> Result<(), Error> {
+    if value.len() > MAX_VALUE_LEN {
+        let text = format!(
+            "claim value is {} bytes, the limit is {MAX_VALUE_LEN}",
+            value.len()
+        );
+        return Err(Error::refused_with(code::VALUE_TOO_LONG, text));
+    }
+    Ok(())
+}
+
+/// Encodes the ACQUIRE of `claim` in the lowest version that says what it
+/// needs, so that it works with every server that can serve it: version 1
+/// for an exclusive claim, 2 for a shared one, 3 for one with a value. A
 /// semaphore's limit outside 1..=65535 is refused (0x19) after the lease
-/// and before the name, as the server would.
-pub(crate) fn encode_claim(name: &[u8], lease_ms: u64, claim: Claim) -> Result<Vec<u8>, Error> {
-    match claim.kind() {
-        Kind::Exclusive => encode_acquire(name, lease_ms),
+/// and before the name, and a value over 1024 bytes (0x1b) after the name,
+/// as the server would.
+pub(crate) fn encode_claim(name: &[u8], lease_ms: u64, claim: &Claim) -> Result<Vec<u8>, Error> {
+    let (mode, limit) = match claim.kind() {
+        Kind::Exclusive => (MODE_EXCLUSIVE, 0),
         Kind::Shared { limit } => {
             if !(MIN_LEASE_MS..=MAX_LEASE_MS).contains(&lease_ms) {
                 return Err(invalid_lease(&format!("{lease_ms} ms")));
@@ -126,8 +195,13 @@ pub(crate) fn encode_claim(name: &[u8], lease_ms: u64, claim: Claim) -> Result<V
                 Some(n) if (1..=MAX_LIMIT).contains(&n) => n as u16,
                 Some(n) => return Err(invalid_limit(&n.to_string())),
             };
-            encode_acquire_v2(name, lease_ms, MODE_SHARED, limit)
+            (MODE_SHARED, limit)
         }
+    };
+    match (claim.value(), claim.kind()) {
+        (Some(value), _) => encode_acquire_v3(name, lease_ms, mode, limit, value),
+        (None, Kind::Shared { .. }) => encode_acquire_v2(name, lease_ms, mode, limit),
+        (None, Kind::Exclusive) => encode_acquire(name, lease_ms),
     }
 }
 
@@ -315,7 +389,7 @@ mod tests {
                 (MODE_SHARED, n) => Claim::semaphore(u32::from(n)),
                 _ => continue,
             };
-            assert_eq!(encode_claim(name, lease, claim).unwrap(), want, "{desc}");
+            assert_eq!(encode_claim(name, lease, &claim).unwrap(), want, "{desc}");
         }
     }
 
@@ -341,20 +415,153 @@ mod tests {
     }
 
     #[test]
+    fn value_constants_match_spec() {
+        let c = spec::load("constants.json");
+        let value = &c["value"];
+        assert_eq!(value["protocol_version"], u64::from(VERSION_VALUE));
+        assert_eq!(value["max_value_len"], MAX_VALUE_LEN as u64);
+        assert_eq!(value["proclaim_type"], u64::from(MSG_PROCLAIM));
+    }
+
+    /// The value of a version 3 vector: UTF-8 text, or hex.
+    fn vector_value(case: &serde_json::Value) -> Vec<u8> {
+        match (case["value"].as_str(), case["value_hex"].as_str()) {
+            (Some(text), _) => text.as_bytes().to_vec(),
+            (None, Some(h)) => hex(h),
+            (None, None) => panic!("{}: no value", case["desc"]),
+        }
+    }
+
+    #[test]
+    fn client_v3_frames_match_vectors() {
+        let v = spec::load("vectors/frames.json");
+        let cases = v["client_valid_v3"].as_array().unwrap();
+        assert!(cases.len() >= 6);
+        let (mut acquires, mut proclaims) = (0, 0);
+        for case in cases {
+            let desc = case["desc"].as_str().unwrap();
+            let want = hex(case["hex"].as_str().unwrap());
+            let value = vector_value(case);
+            match case["type"].as_str().unwrap() {
+                "ACQUIRE" => {
+                    acquires += 1;
+                    let name = case["name"].as_str().unwrap().as_bytes();
+                    let lease = case["lease_ms"].as_u64().unwrap();
+                    let mode = case["mode"].as_u64().unwrap() as u8;
+                    let limit = case["limit"].as_u64().unwrap() as u16;
+                    let got = encode_acquire_v3(name, lease, mode, limit, &value).unwrap();
+                    assert_eq!(got, want, "{desc}");
+                    // The public claims send exactly these bytes.
+                    let claim = match (mode, limit) {
+                        (MODE_EXCLUSIVE, _) => Claim::exclusive(),
+                        (_, 0) => Claim::shared(),
+                        (_, n) => Claim::semaphore(u32::from(n)),
+                    };
+                    let claim = claim.with_value(value);
+                    assert_eq!(encode_claim(name, lease, &claim).unwrap(), want, "{desc}");
+                }
+                "PROCLAIM" => {
+                    proclaims += 1;
+                    assert_eq!(encode_proclaim(&value).unwrap(), want, "{desc}");
+                }
+                other => panic!("{desc}: unexpected type {other}"),
+            }
+        }
+        assert!(acquires >= 4 && proclaims >= 2);
+    }
+
+    #[test]
+    fn invalid_v3_inputs_are_refused_with_the_server_code() {
+        let v = spec::load("vectors/frames.json");
+        let cases = v["client_invalid_v3"].as_array().unwrap();
+        assert!(cases.len() >= 4);
+        for case in cases {
+            let desc = case["desc"].as_str().unwrap();
+            let name = case["name"].as_str().unwrap().as_bytes();
+            let lease = case["lease_ms"].as_u64().unwrap();
+            let mode = case["mode"].as_u64().unwrap() as u8;
+            let limit = case["limit"].as_u64().unwrap() as u16;
+            let value = vec![b'v'; case["value_len"].as_u64().unwrap() as usize];
+            let code = case["code"].as_u64().unwrap() as u8;
+            let err = encode_acquire_v3(name, lease, mode, limit, &value).unwrap_err();
+            assert_refused_before_sending(&err, code, desc);
+            // The public claims refuse them alike (a mode they can state).
+            let claim = match mode {
+                MODE_EXCLUSIVE => Claim::exclusive(),
+                MODE_SHARED => Claim::shared(),
+                _ => continue,
+            };
+            let err = encode_claim(name, lease, &claim.with_value(value)).unwrap_err();
+            assert_refused_before_sending(&err, code, desc);
+        }
+    }
+
+    #[test]
+    fn a_value_too_long_says_its_length() {
+        let claim = Claim::semaphore(3).with_value(vec![0u8; MAX_VALUE_LEN + 1]);
+        let err = encode_claim(b"a", 1000, &claim).unwrap_err();
+        assert!(matches!(err, Error::ValueTooLong(_)));
+        assert_eq!(
+            err.to_string(),
+            "monolock: claim value is 1025 bytes, the limit is 1024 (0x1b)"
+        );
+        // The limit is checked before the value, the name too.
+        let claim = Claim::semaphore(0).with_value(vec![0u8; MAX_VALUE_LEN + 1]);
+        assert_eq!(
+            encode_claim(b"a", 1000, &claim).unwrap_err().code(),
+            Some(0x19)
+        );
+        let claim = Claim::exclusive().with_value(vec![0u8; MAX_VALUE_LEN + 1]);
+        assert_eq!(
+            encode_claim(&[0xff], 1000, &claim).unwrap_err().code(),
+            Some(0x16)
+        );
+        let err = encode_proclaim(&[0u8; MAX_VALUE_LEN + 1]).unwrap_err();
+        assert!(matches!(err, Error::ValueTooLong(_)));
+    }
+
+    /// No value, or an empty one: the frames of versions 1 and 2, as before.
+    #[test]
+    fn an_empty_value_is_no_value() {
+        for claim in [Claim::exclusive(), Claim::shared(), Claim::semaphore(2)] {
+            let plain = encode_claim(b"a", 1000, &claim).unwrap();
+            let empty = claim.clone().with_value("");
+            assert_eq!(empty.value(), None);
+            assert_eq!(empty, claim);
+            assert_eq!(encode_claim(b"a", 1000, &empty).unwrap(), plain);
+            let cleared = claim.clone().with_value("x").with_value(Vec::new());
+            assert_eq!(encode_claim(b"a", 1000, &cleared).unwrap(), plain);
+            let valued = encode_claim(b"a", 1000, &claim.with_value("x")).unwrap();
+            assert_eq!(valued[1], VERSION_VALUE);
+        }
+        assert_eq!(
+            encode_claim(b"a", 1000, &Claim::exclusive()).unwrap()[1],
+            VERSION
+        );
+        assert_eq!(
+            encode_claim(b"a", 1000, &Claim::shared()).unwrap()[1],
+            VERSION_SHARED
+        );
+    }
+
+    #[test]
     fn exclusive_claims_send_version_1() {
         let v = spec::load("vectors/frames.json");
         let case = &v["client_valid"][0];
         let name = case["name"].as_str().unwrap().as_bytes();
         let lease = case["lease_ms"].as_u64().unwrap();
         let want = hex(case["hex"].as_str().unwrap());
-        assert_eq!(encode_claim(name, lease, Claim::exclusive()).unwrap(), want);
-        assert_eq!(encode_claim(name, lease, Claim::default()).unwrap(), want);
+        assert_eq!(
+            encode_claim(name, lease, &Claim::exclusive()).unwrap(),
+            want
+        );
+        assert_eq!(encode_claim(name, lease, &Claim::default()).unwrap(), want);
     }
 
     #[test]
     fn a_semaphore_limit_out_of_range_is_refused_before_the_name() {
         for n in [0u32, 65536, u32::MAX] {
-            let err = encode_claim(b"", 1000, Claim::semaphore(n)).unwrap_err();
+            let err = encode_claim(b"", 1000, &Claim::semaphore(n)).unwrap_err();
             assert!(matches!(err, Error::InvalidMode(_)), "{n}");
             assert_eq!(err.code(), Some(0x19));
             assert!(!err.is_temporary());
@@ -365,14 +572,14 @@ mod tests {
             );
         }
         // The lease is checked first, the name after the limit.
-        let err = encode_claim(b"a", 0, Claim::semaphore(0)).unwrap_err();
+        let err = encode_claim(b"a", 0, &Claim::semaphore(0)).unwrap_err();
         assert_eq!(err.code(), Some(0x17));
-        let err = encode_claim(b"", 1000, Claim::semaphore(1)).unwrap_err();
+        let err = encode_claim(b"", 1000, &Claim::semaphore(1)).unwrap_err();
         assert_eq!(err.code(), Some(0x14));
-        let err = encode_claim(&[0xff], 1000, Claim::shared()).unwrap_err();
+        let err = encode_claim(&[0xff], 1000, &Claim::shared()).unwrap_err();
         assert_eq!(err.code(), Some(0x16));
-        assert!(encode_claim(b"a", 1000, Claim::semaphore(65535)).is_ok());
-        assert!(encode_claim(b"a", 1000, Claim::semaphore(1)).is_ok());
+        assert!(encode_claim(b"a", 1000, &Claim::semaphore(65535)).is_ok());
+        assert!(encode_claim(b"a", 1000, &Claim::semaphore(1)).is_ok());
     }
 
     fn expected_frame(case: &serde_json::Value) -> Frame {

@@ -159,8 +159,9 @@ pub(crate) struct Session {
     /// Whether the server's first byte started a server message.
     heard: bool,
     /// The lock and the kind of claim, for the errors that name them: a
-    /// try-acquire's busy lock, and a shared claim's (version 2) 0x10
-    /// answer that means a server without shared locks.
+    /// try-acquire's busy lock, and the 0x10 answer to a shared claim
+    /// (version 2) or one with a value (version 3) that means a server
+    /// without shared locks or without values.
     name: String,
     claim: Claim,
 }
@@ -327,7 +328,9 @@ impl Session {
                 },
             ) => {
                 let mut err = Error::from_code(code, reason);
-                if self.claim.is_shared() {
+                if self.claim.value().is_some() {
+                    err = err.for_value_claim(&self.server);
+                } else if self.claim.is_shared() {
                     err = err.for_shared_claim(&self.server);
                 }
                 return self.end(err, turn);
@@ -640,7 +643,8 @@ mod tests {
                 let input = step["in"].as_str().unwrap();
                 let turn = match (input, session.as_mut()) {
                     ("connect", None) => {
-                        let (s, turn) = Session::connect_as("test:1", name, claim, lease, mode, at);
+                        let (s, turn) =
+                            Session::connect_as("test:1", name, claim.clone(), lease, mode, at);
                         session = Some(s);
                         turn
                     }
@@ -830,6 +834,15 @@ mod tests {
         assert_eq!(outputs(&turn), ["fail server 0x10", "close"]);
         let err = turn.failed.unwrap();
         assert!(matches!(err, Error::SharedUnsupported { ref addr, .. } if addr == "old:7117"));
+        assert!(!err.is_temporary());
+
+        // A claim with a value: a server without values (version 3).
+        let claim = Claim::semaphore(2).with_value("v");
+        let (mut s, _) = Session::connect_as("old:7117", "db", claim, 1000, Mode::Wait, t0);
+        let turn = s.step(Input::Bytes(&[0x13, 0x10, 0]), t0);
+        assert_eq!(outputs(&turn), ["fail server 0x10", "close"]);
+        let err = turn.failed.unwrap();
+        assert!(matches!(err, Error::ValueUnsupported { ref addr, .. } if addr == "old:7117"));
         assert!(!err.is_temporary());
 
         // An exclusive claim keeps the plain error.

@@ -151,14 +151,14 @@ impl Client {
         mode: Mode,
         timeout: Option<Duration>,
     ) -> Result<LockGuard, Error> {
-        let frame = self.config.acquire_frame(name, claim)?;
+        let frame = self.config.acquire_frame(name, &claim)?;
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let mut plan = Plan::new(mode, self.config.servers.len(), deadline).for_lock(name);
         loop {
             match plan.next(Instant::now()) {
                 Next::Connect(server) => {
                     let server = &self.config.servers[server];
-                    match self.attempt(server, name, &frame, claim, &plan).await {
+                    match self.attempt(server, name, &frame, &claim, &plan).await {
                         Ok((conn, session, turn)) => {
                             return LockGuard::start(name, conn, session, turn)
                         }
@@ -185,7 +185,7 @@ impl Client {
         server: &ServerAddr,
         name: &str,
         frame: &[u8],
-        claim: Claim,
+        claim: &Claim,
         plan: &Plan,
     ) -> Result<(Conn, Session, Turn), Failure> {
         let mut connect_timeout = self.config.connect_timeout;
@@ -207,7 +207,7 @@ impl Client {
         let (mut session, mut turn) = Session::connect_as(
             &server.to_string(),
             name,
-            claim,
+            claim.clone(),
             self.config.lease_ms,
             plan.mode(),
             Instant::now(),
