@@ -393,8 +393,8 @@ class Api:
         **kwargs: Any,
     ) -> concurrent.futures.Future[LockHandle]:
         """Start an acquisition; kwargs go to the client (lease, ...)
-        and to acquire (shared, limit, timeout, on_waiting, on_lost)."""
-        acquire_keys = {"shared", "limit", "timeout", "on_waiting", "on_lost", "cancel"}
+        and to acquire (shared, limit, value, timeout, on_waiting, on_lost)."""
+        acquire_keys = {"shared", "limit", "value", "timeout", "on_waiting", "on_lost", "cancel"}
         call_kw = {k: v for k, v in kwargs.items() if k in acquire_keys}
         client_kw = {k: v for k, v in kwargs.items() if k not in acquire_keys}
         if self._loop is not None:

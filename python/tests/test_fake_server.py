@@ -24,6 +24,7 @@ from .support import (
     FakeServer,
     LockHandle,
     assert_on_time,
+    load_spec,
     release_with,
     unused_address,
 )
@@ -819,4 +820,111 @@ def test_shared_validation_sends_nothing(
             "monolock: a semaphore's limit must be a whole number from 1 to 65535 permits, "
             f"got {kwargs['limit']} (0x19)"
         )
+    fake_server.assert_no_connection(0.2)
+
+
+# -- a value per claim (protocol version 3) ---------------------------------------
+
+V3_ACQUIRES = [
+    v
+    for v in load_spec("vectors/frames.json")["client_valid_v3"]
+    if v["type"] == "ACQUIRE" and "value" in v  # text values: sent as str and as bytes
+]
+
+
+@pytest.mark.parametrize("as_bytes", [False, True], ids=["str", "bytes"])
+@pytest.mark.parametrize("vec", V3_ACQUIRES, ids=lambda v: v["desc"])
+def test_claim_with_a_value_sends_version_3(
+    api: Api, fake_server: FakeServer, vec: dict[str, Any], as_bytes: bool
+) -> None:
+    """A claim with a value sends the exact version 3 bytes of
+    spec/vectors/frames.json; heartbeats stay as they are."""
+    value: str | bytes = vec["value"].encode("utf-8") if as_bytes else vec["value"]
+    kwargs: dict[str, Any] = {"limit": vec["limit"]} if vec["mode"] == proto.MODE_SHARED else {}
+    fut = api.acquire(
+        fake_server.address, vec["name"], lease=vec["lease_ms"] / 1000, value=value, **kwargs
+    )
+    conn = fake_server.accept()
+    want = bytes.fromhex(vec["hex"])
+    assert conn.read_exact(len(want)) == want
+    conn.send(acquired(21))
+    handle = fut.result(5)
+    assert handle.token == 21
+    assert handle.lock.value == vec["value"].encode("utf-8")
+    release_with(handle, conn)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"shared": True}, {"limit": 2}])
+def test_an_empty_value_is_no_value(
+    api: Api, fake_server: FakeServer, kwargs: dict[str, Any]
+) -> None:
+    """value="" (or b"") keeps the version 1 or 2 bytes of the same claim."""
+    fut = api.acquire(fake_server.address, "room", lease=5, value=b"", **kwargs)
+    conn = fake_server.accept()
+    want = proto.encode_claim(b"room", 5000, bool(kwargs), kwargs.get("limit", 0))
+    assert conn.read_exact(len(want)) == want
+    conn.send(acquired(3))
+    handle = fut.result(5)
+    assert handle.lock.value is None
+    release_with(handle, conn)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"shared": True}], ids=["exclusive", "shared"])
+@pytest.mark.parametrize("try_only", [False, True], ids=["acquire", "try"])
+def test_unsupported_version_to_a_claim_with_a_value_is_terminal(
+    api: Api, fake_server: FakeServer, try_only: bool, kwargs: dict[str, Any]
+) -> None:
+    """A server older than version 3 answers the v3 ACQUIRE with 0x10:
+    ValueUnsupported at once (also for a shared claim), never retried."""
+    if not try_only:
+        kwargs = {**kwargs, "timeout": 10}
+    fut = api.acquire(
+        fake_server.address, "r", lease=1, value="10.0.0.7:8080", try_only=try_only, **kwargs
+    )
+    conn = fake_server.accept()
+    assert conn.read_exact(2) == b"\x01\x03"
+    conn.send(proto.encode_error(0x10, "unsupported protocol version"))
+    start = time.monotonic()
+    with pytest.raises(errors.ValueUnsupported) as info:
+        fut.result(5)
+    assert time.monotonic() - start < 2
+    error = info.value
+    assert isinstance(error, errors.UnsupportedVersion)
+    assert not isinstance(error, errors.SharedUnsupported)
+    assert error.code == 0x10 and error.from_server and not error.temporary
+    assert error.address == fake_server.address
+    assert error.reason == "unsupported protocol version"
+    assert str(error) == (
+        f"monolock: server {fake_server.address} does not support claims with a value "
+        "(it answered a protocol version 3 ACQUIRE with 0x10 unsupported protocol version); "
+        "claim without a value, or upgrade the server"
+    )
+    conn.wait_eof()
+    fake_server.assert_no_connection(0.5)
+
+
+@pytest.mark.parametrize(
+    ("name", "kwargs", "cls"),
+    [
+        ("a", {"value": b"v" * 1025}, errors.ValueTooLong),
+        ("a", {"value": "é" * 513}, errors.ValueTooLong),  # 1026 bytes of UTF-8
+        ("a", {"value": b"v" * 1025, "limit": 2}, errors.ValueTooLong),
+        ("a", {"value": b"v" * 1025, "limit": 0}, errors.InvalidMode),  # the mode first
+        ("", {"value": b"v" * 1025}, errors.EmptyName),  # the name before the value
+        (b"\xff", {"value": b"v" * 1025}, errors.NameNotUTF8),
+    ],
+    ids=["bytes", "str", "semaphore", "mode-first", "empty-name-first", "bad-name-first"],
+)
+def test_value_validation_sends_nothing(
+    api: Api,
+    fake_server: FakeServer,
+    name: str | bytes,
+    kwargs: dict[str, Any],
+    cls: type[errors.ServerError],
+) -> None:
+    fut = api.acquire(fake_server.address, name, lease=1, **kwargs)
+    with pytest.raises(cls) as info:
+        fut.result(5)
+    assert type(info.value) is cls and not info.value.from_server
+    assert not info.value.temporary
     fake_server.assert_no_connection(0.2)

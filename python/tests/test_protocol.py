@@ -280,3 +280,73 @@ def test_semaphore_limit_in_range(limit: int) -> None:
 def test_semaphore_limit_must_be_an_int(limit: Any) -> None:
     with pytest.raises(TypeError):
         proto.validate_semaphore_limit(limit)
+
+
+# -- a value per claim (protocol version 3) --------------------------------------
+
+
+def vector_value(vec: dict[str, Any]) -> bytes:
+    return bytes.fromhex(vec["value_hex"]) if "value_hex" in vec else vec["value"].encode("utf-8")
+
+
+def test_constants_match_spec_v3() -> None:
+    value = CONSTANTS["value"]
+    assert proto.VERSION_VALUE == value["protocol_version"]
+    assert proto.MAX_VALUE_LEN == value["max_value_len"]
+    assert proto.MSG_PROCLAIM == value["proclaim_type"]
+
+
+@pytest.mark.parametrize("vec", FRAMES["client_valid_v3"], ids=lambda v: v["desc"])
+def test_client_frames_v3(vec: dict[str, Any]) -> None:
+    expected = bytes.fromhex(vec["hex"])
+    value = vector_value(vec)
+    values: list[str | bytes] = [value] if "value_hex" in vec else [vec["value"], value]
+    if vec["type"] == "PROCLAIM":
+        for v in values:
+            assert proto.encode_proclaim(v) == expected
+        return
+    for name in (vec["name"], vec["name"].encode("utf-8")):
+        for v in values:
+            frame = proto.encode_acquire_v3(name, vec["lease_ms"], vec["mode"], vec["limit"], v)
+            assert frame == expected
+    # What the client sends for the claim: the same bytes.
+    raw = proto.encode_name(vec["name"])
+    shared = vec["mode"] == proto.MODE_SHARED
+    assert proto.encode_claim(raw, vec["lease_ms"], shared, vec["limit"], value) == expected
+
+
+@pytest.mark.parametrize("vec", FRAMES["client_invalid_v3"], ids=lambda v: v["desc"])
+def test_client_invalid_inputs_v3(vec: dict[str, Any]) -> None:
+    """As version 2 (lease, mode and limit, name), then the value's length."""
+    name = bytes.fromhex(vec["name_hex"]) if "name_hex" in vec else vec["name"]
+    value = b"v" * vec["value_len"]
+    with pytest.raises(errors.ServerError) as info:
+        proto.encode_acquire_v3(name, vec["lease_ms"], vec["mode"], vec["limit"], value)
+    assert info.value.code == vec["code"]
+    assert type(info.value) is errors.ERRORS_BY_CODE[vec["code"]]
+    assert not info.value.from_server
+    assert info.value.temporary is False
+
+
+def test_claims_without_a_value_keep_versions_1_and_2() -> None:
+    raw = proto.encode_name("a")
+    assert proto.encode_claim(raw, 1000, False, 0, b"") == proto.encode_acquire(raw, 1000)
+    assert proto.encode_claim(raw, 1000, True, 3, b"") == proto.encode_acquire_v2(
+        raw, 1000, proto.MODE_SHARED, 3
+    )
+    assert proto.encode_value(None) == b"" and proto.encode_value("") == b""
+
+
+def test_value_too_long_says_length_and_limit() -> None:
+    with pytest.raises(errors.ValueTooLong) as info:
+        proto.encode_value("é" * 513)  # 1026 bytes, 513 characters
+    assert str(info.value) == ("monolock: value too long (1026 bytes, the limit is 1024) (0x1b)")
+    assert info.value.code == 0x1B and not info.value.from_server and not info.value.temporary
+    with pytest.raises(errors.ValueTooLong):
+        proto.encode_proclaim(b"v" * 1025)
+    assert proto.encode_value(b"v" * 1024) == b"v" * 1024
+
+
+def test_value_must_be_str_or_bytes() -> None:
+    with pytest.raises(TypeError):
+        proto.encode_value(5)  # type: ignore[arg-type]

@@ -50,6 +50,7 @@ EXPECTED = {
     "UnknownMessage",
     "UnsupportedVersion",
     "ValueTooLong",
+    "ValueUnsupported",
     "WaitingCallback",
     "__version__",
     "lock",

@@ -42,6 +42,7 @@ from .errors import (
     ServerEnded,
     ServerError,
     SharedUnsupported,
+    ValueUnsupported,
 )
 
 __version__ = "0.1.0"
@@ -71,6 +72,7 @@ __all__ = [
     "ServerEnded",
     "ServerError",
     "SharedUnsupported",
+    "ValueUnsupported",
     "WaitingCallback",
     "__version__",
     "lock",

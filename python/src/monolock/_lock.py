@@ -95,6 +95,12 @@ class BaseLock(Generic[LostFlag]):
         return self._session.limit or None
 
     @property
+    def value(self) -> bytes | None:
+        """The claim's value as sent (UTF-8 for a ``str``), or ``None`` for a
+        claim without one."""
+        return self._session.value or None
+
+    @property
     def lease(self) -> float:
         """The lease of the connection, in seconds."""
         return self._lease_ms / 1000

@@ -96,13 +96,14 @@ def timeout_error(name: str, last: MonolockError | None = None) -> AcquireTimeou
 
 @dataclass(frozen=True)
 class Claim:
-    """What one acquisition asks for, checked: the name's wire bytes, and
+    """What one acquisition asks for, checked: the name's wire bytes,
     whether the claim is shared, with at most ``limit`` holders (0: no
-    bound)."""
+    bound), and its value's wire bytes (``b""``: none)."""
 
     name: bytes
     shared: bool = False
     limit: int = 0
+    value: bytes = b""
 
     def session(
         self, lease_ms: int, *, try_only: bool, server: str, core: type[Session] = Session
@@ -116,6 +117,7 @@ class Claim:
             server=server,
             shared=self.shared,
             limit=self.limit,
+            value=self.value,
         )
 
 
@@ -138,19 +140,21 @@ def prepare_acquisition(
     try_only: bool,
     shared: bool = False,
     limit: int | None = None,
+    value: str | bytes | None = None,
 ) -> tuple[Claim, Generator[Step, L | Failure | None, L]]:
     """Check a caller's ``acquire`` arguments and plan the acquisition:
-    returns the claim and the plan. Invalid modes, names and timeouts raise
-    here, before any byte is sent, in the server's order (the lease was
-    checked when the client was built); the timeout starts now."""
+    returns the claim and the plan. Invalid modes, names, values and
+    timeouts raise here, before any byte is sent, in the server's order (the
+    lease was checked when the client was built); the timeout starts now."""
     shared, limit_n = check_mode(shared, limit)
     raw = proto.encode_name(name)
+    raw_value = proto.encode_value(value)
     timeout = check_timeout(timeout)
     deadline = None if timeout is None else time.monotonic() + timeout
     plan: Generator[Step, L | Failure | None, L] = acquisition_plan(
         config, deadline, try_only=try_only, name=raw.decode("utf-8")
     )
-    return Claim(raw, shared, limit_n), plan
+    return Claim(raw, shared, limit_n, raw_value), plan
 
 
 def acquisition_plan(

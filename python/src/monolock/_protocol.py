@@ -1,15 +1,21 @@
-"""The monolock wire format, versions 1 and 2: constants, frame encoding,
+"""The monolock wire format, versions 1 to 3: constants, frame encoding,
 input validation and an incremental decoder for server frames.
 
 Client -> server::
 
     ACQUIRE   [0x01][0x01][lease_ms u32][name_len u16][name]
     ACQUIRE   [0x01][0x02][lease_ms u32][mode u8][limit u16][name_len u16][name]
+    ACQUIRE   [0x01][0x03][lease_ms u32][mode u8][limit u16][name_len u16][name]
+              [value_len u16][value]
     HEARTBEAT [0x02]
+    PROCLAIM  [0x03][value_len u16][value]
 
 Version 2 only adds the shared claims and semaphores (mode 1, limit 0 for
 any number of holders, N for at most N); exclusive claims are always sent as
-version 1, which every server reads.
+version 1, which every server reads. Version 3 adds a value to a claim (0 to
+1024 opaque bytes: who holds the lock and how to reach it); a claim is sent
+as version 3 only when it has a non-empty value. PROCLAIM replaces the value
+of a version 3 claim; the client does not send it yet.
 
 Server -> client::
 
@@ -38,11 +44,14 @@ from .errors import (
     ProtocolViolation,
     ServerEnded,
     ServerError,
+    ValueTooLong,
     error_for_code,
 )
 
 VERSION = spec.PROTOCOL_VERSION
 VERSION_SHARED = spec.SHARED_PROTOCOL_VERSION
+
+VERSION_VALUE = spec.VALUE_PROTOCOL_VERSION
 
 MODE_EXCLUSIVE = spec.SHARED_MODE_EXCLUSIVE
 MODE_SHARED = spec.SHARED_MODE_SHARED
@@ -50,18 +59,21 @@ MAX_LIMIT = spec.SHARED_LIMIT_MAX
 
 MSG_ACQUIRE = spec.MESSAGE_TYPES_ACQUIRE
 MSG_HEARTBEAT = spec.MESSAGE_TYPES_HEARTBEAT
+MSG_PROCLAIM = spec.VALUE_PROCLAIM_TYPE
 MSG_WAITING = spec.MESSAGE_TYPES_WAITING
 MSG_ACQUIRED = spec.MESSAGE_TYPES_ACQUIRED
 MSG_ERROR = spec.MESSAGE_TYPES_ERROR
 
 MAX_NAME_LEN = spec.MAX_NAME_LEN
 MAX_REASON_LEN = spec.MAX_REASON_LEN
+MAX_VALUE_LEN = spec.VALUE_MAX_VALUE_LEN
 MIN_LEASE_MS = spec.LEASE_MS_MIN
 MAX_LEASE_MS = spec.LEASE_MS_MAX
 
 _ACQUIRE_HEADER = struct.Struct(">BBIH")
 _ACQUIRE_V2_HEADER = struct.Struct(">BBIBHH")
 _TOKEN = struct.Struct(">Q")
+_VALUE_LEN = struct.Struct(">H")
 
 HEARTBEAT_FRAME = bytes([MSG_HEARTBEAT])
 
@@ -167,10 +179,70 @@ def encode_acquire_v2(name: str | bytes, lease_ms: int, mode: int, limit: int) -
     )
 
 
-def encode_claim(name: bytes, lease_ms: int, shared: bool, limit: int) -> bytes:
-    """The ACQUIRE of a claim: version 1 for an exclusive one, so that it
-    works with every server, version 2 for a shared one (``limit`` 0: any
-    number of holders)."""
+def encode_value(value: str | bytes | None) -> bytes:
+    """Turn a claim's value into its wire bytes: ``bytes`` as they are, a
+    ``str`` as UTF-8, ``None`` as no value (``b""``; an empty value is no
+    value). Over 1024 bytes raises :class:`ValueTooLong` (0x1b)."""
+    if value is None:
+        return b""
+    if isinstance(value, str):
+        raw = value.encode("utf-8")
+    elif isinstance(value, (bytes, bytearray, memoryview)):
+        raw = bytes(value)
+    else:
+        raise TypeError(f"monolock: a value must be str or bytes, not {type(value).__name__}")
+    validate_value_len(len(raw))
+    return raw
+
+
+def validate_value_len(length: int) -> None:
+    """Raise :class:`ValueTooLong` (0x1b) for a value over 1024 bytes."""
+    if length > MAX_VALUE_LEN:
+        # Length and limit, never the value: it would fill the screen.
+        raise ValueTooLong(
+            f"value too long ({length} bytes, the limit is {MAX_VALUE_LEN})",
+            from_server=False,
+        )
+
+
+def encode_acquire_v3(
+    name: str | bytes, lease_ms: int, mode: int, limit: int, value: str | bytes
+) -> bytes:
+    """Build a version 3 ACQUIRE (a claim with a value), checking as the
+    server does and in its order: as version 2 (the lease, the mode and
+    limit, the name), then the value's length (0x1b). Send claims without a
+    value as version 1 or 2 (:func:`encode_claim` picks)."""
+    validate_lease_ms(lease_ms)
+    validate_mode(mode, limit)
+    raw = encode_name(name)
+    raw_value = encode_value(value)
+    return b"".join(
+        (
+            _ACQUIRE_V2_HEADER.pack(MSG_ACQUIRE, VERSION_VALUE, lease_ms, mode, limit, len(raw)),
+            raw,
+            _VALUE_LEN.pack(len(raw_value)),
+            raw_value,
+        )
+    )
+
+
+def encode_proclaim(value: str | bytes) -> bytes:
+    """Build a PROCLAIM, which replaces the value of a version 3 claim
+    (an empty value clears it). Over 1024 bytes raises
+    :class:`ValueTooLong`. The client does not send it yet."""
+    raw = encode_value(value)
+    return bytes([MSG_PROCLAIM]) + _VALUE_LEN.pack(len(raw)) + raw
+
+
+def encode_claim(name: bytes, lease_ms: int, shared: bool, limit: int, value: bytes = b"") -> bytes:
+    """The ACQUIRE of a claim in the lowest version that says what it needs,
+    so that it works with every server that can serve it: version 1 for an
+    exclusive one, version 2 for a shared one (``limit`` 0: any number of
+    holders), version 3 for one with a non-empty ``value`` (from
+    :func:`encode_value`)."""
+    if value:
+        mode = MODE_SHARED if shared else MODE_EXCLUSIVE
+        return encode_acquire_v3(name, lease_ms, mode, limit, value)
     if not shared:
         return encode_acquire(name, lease_ms)
     return encode_acquire_v2(name, lease_ms, MODE_SHARED, limit)

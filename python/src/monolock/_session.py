@@ -45,6 +45,7 @@ from .errors import (
     ProtocolViolation,
     SharedUnsupported,
     UnsupportedVersion,
+    ValueUnsupported,
 )
 
 _SERVER_MESSAGES = (proto.MSG_WAITING, proto.MSG_ACQUIRED, proto.MSG_ERROR)
@@ -153,13 +154,16 @@ class Session:
         server: str = "the server",
         shared: bool = False,
         limit: int = 0,
+        value: bytes = b"",
     ) -> None:
-        self._acquire_frame = proto.encode_claim(name, lease_ms, shared, limit)
+        self._acquire_frame = proto.encode_claim(name, lease_ms, shared, limit, value)
         self.name = name.decode("utf-8")
         self.shared = shared
-        """Whether the claim is shared (a version 2 ACQUIRE)."""
+        """Whether the claim is shared (a version 2 ACQUIRE, or 3 with a value)."""
         self.limit = limit
         """The semaphore's permits of a shared claim, 0 for no bound."""
+        self.value = value
+        """The claim's value, ``b""`` for none (a version 3 ACQUIRE when set)."""
         self.server = server
         """The server's address, for messages."""
         self.schedule = HeartbeatSchedule(lease_ms)
@@ -397,6 +401,9 @@ class Session:
 
     def _on_frame(self, frame: proto.Frame, now: int) -> list[SessionEvent]:
         if isinstance(frame, proto.Error):
+            if self.value and frame.code == UnsupportedVersion.code:
+                # A server older than version 3: no values there, ever.
+                return self._end(ValueUnsupported(self.server, frame.reason))
             if self.shared and frame.code == UnsupportedVersion.code:
                 # A version 1 server: no shared claims there, ever.
                 return self._end(SharedUnsupported(self.server, frame.reason))

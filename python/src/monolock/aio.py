@@ -273,18 +273,19 @@ class AsyncClient(ClientConfig):
         *,
         shared: bool = False,
         limit: int | None = None,
+        value: str | bytes | None = None,
         timeout: float | None = None,
         on_waiting: WaitingCallback | None = None,
         on_lost: LostCallback | None = None,
     ) -> AsyncLock:
         """Wait until the lock ``name`` is granted and return it.
 
-        Same rules as :meth:`monolock.Client.acquire`, shared claims and
-        semaphores (``shared``, ``limit``) included; cancel the task
+        Same rules as :meth:`monolock.Client.acquire`, shared claims,
+        semaphores and values (``shared``, ``limit``, ``value``) included; cancel the task
         instead of passing ``cancel``.
         """
         return await self._acquire(
-            name, shared, limit, timeout, on_waiting, on_lost, try_only=False
+            name, shared, limit, value, timeout, on_waiting, on_lost, try_only=False
         )
 
     async def try_acquire(
@@ -293,13 +294,14 @@ class AsyncClient(ClientConfig):
         *,
         shared: bool = False,
         limit: int | None = None,
+        value: str | bytes | None = None,
         on_lost: LostCallback | None = None,
     ) -> AsyncLock:
         """Take the lock ``name`` if it is free right now, else raise
-        :class:`~monolock.errors.LockBusy`. ``shared`` and ``limit`` as for
-        :meth:`acquire`. One pass over the servers without sleeps or
+        :class:`~monolock.errors.LockBusy`. ``shared``, ``limit`` and
+        ``value`` as for :meth:`acquire`. One pass over the servers without sleeps or
         re-queues: the last error is raised."""
-        return await self._acquire(name, shared, limit, None, None, on_lost, try_only=True)
+        return await self._acquire(name, shared, limit, value, None, None, on_lost, try_only=True)
 
     @asynccontextmanager
     async def lock(
@@ -308,6 +310,7 @@ class AsyncClient(ClientConfig):
         *,
         shared: bool = False,
         limit: int | None = None,
+        value: str | bytes | None = None,
         timeout: float | None = None,
         on_waiting: WaitingCallback | None = None,
         on_lost: LostCallback | None = None,
@@ -319,6 +322,7 @@ class AsyncClient(ClientConfig):
             name,
             shared=shared,
             limit=limit,
+            value=value,
             timeout=timeout,
             on_waiting=on_waiting,
             on_lost=on_lost,
@@ -333,6 +337,7 @@ class AsyncClient(ClientConfig):
         name: str | bytes,
         limit: int,
         *,
+        value: str | bytes | None = None,
         timeout: float | None = None,
         on_waiting: WaitingCallback | None = None,
         on_lost: LostCallback | None = None,
@@ -340,13 +345,21 @@ class AsyncClient(ClientConfig):
         """``async with client.semaphore(name, 4) as permit:`` holds one of
         the 4 permits of the semaphore ``name`` for the block: the same as
         ``client.lock(name, limit=4)``."""
-        return self.lock(name, limit=limit, timeout=timeout, on_waiting=on_waiting, on_lost=on_lost)
+        return self.lock(
+            name,
+            limit=limit,
+            value=value,
+            timeout=timeout,
+            on_waiting=on_waiting,
+            on_lost=on_lost,
+        )
 
     async def _acquire(
         self,
         name: str | bytes,
         shared: bool,
         limit: int | None,
+        value: str | bytes | None,
         timeout: float | None,
         on_waiting: WaitingCallback | None,
         on_lost: LostCallback | None,
@@ -355,7 +368,7 @@ class AsyncClient(ClientConfig):
     ) -> AsyncLock:
         plan: Generator[Step, AsyncLock | Failure | None, AsyncLock]
         claim, plan = prepare_acquisition(
-            self, name, timeout, try_only=try_only, shared=shared, limit=limit
+            self, name, timeout, try_only=try_only, shared=shared, limit=limit, value=value
         )
         loop = asyncio.get_running_loop()
 
@@ -378,6 +391,7 @@ def lock(
     *,
     shared: bool = False,
     limit: int | None = None,
+    value: str | bytes | None = None,
     lease: float = DEFAULT_LEASE,
     timeout: float | None = None,
     connect_timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
@@ -393,4 +407,4 @@ def lock(
         ssl_context=ssl_context,
         server_hostname=server_hostname,
     )
-    return client.lock(name, shared=shared, limit=limit, timeout=timeout)
+    return client.lock(name, shared=shared, limit=limit, value=value, timeout=timeout)

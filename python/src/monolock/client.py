@@ -163,6 +163,7 @@ class Client(ClientConfig):
         *,
         shared: bool = False,
         limit: int | None = None,
+        value: str | bytes | None = None,
         timeout: float | None = None,
         cancel: threading.Event | None = None,
         on_waiting: WaitingCallback | None = None,
@@ -182,6 +183,14 @@ class Client(ClientConfig):
         token. A server that speaks protocol version 1 only refuses shared
         claims with :class:`~monolock.errors.SharedUnsupported`.
 
+        ``value`` (``bytes``, or a ``str`` sent as UTF-8, up to 1024 bytes)
+        is what the server shows of this claim while it waits and holds: who
+        holds the lock and how to reach it (an address, a URL, a small JSON
+        object). An empty value is no value. A longer one raises
+        :class:`~monolock.errors.ValueTooLong` before anything is sent. A
+        claim with a value travels as protocol version 3, which an older
+        server refuses with :class:`~monolock.errors.ValueUnsupported`.
+
         ``timeout`` (seconds, ``None``: no limit) bounds the whole wait,
         re-queues included: :class:`~monolock.errors.AcquireTimeout`. Setting
         ``cancel`` gives up (:class:`~monolock.errors.AcquireCancelled`) and
@@ -192,7 +201,7 @@ class Client(ClientConfig):
         names raise before anything is sent.
         """
         return self._acquire(
-            name, shared, limit, timeout, cancel, on_waiting, on_lost, try_only=False
+            name, shared, limit, value, timeout, cancel, on_waiting, on_lost, try_only=False
         )
 
     def try_acquire(
@@ -201,14 +210,15 @@ class Client(ClientConfig):
         *,
         shared: bool = False,
         limit: int | None = None,
+        value: str | bytes | None = None,
         on_lost: LostCallback | None = None,
     ) -> Lock:
         """Take the lock ``name`` if it is free right now (for a shared
         claim: if it can be shared now), else raise
-        :class:`~monolock.errors.LockBusy`. ``shared`` and ``limit`` as for
-        :meth:`acquire`. One pass over the servers without sleeps or
+        :class:`~monolock.errors.LockBusy`. ``shared``, ``limit`` and
+        ``value`` as for :meth:`acquire`. One pass over the servers without sleeps or
         re-queues: the last error is raised."""
-        return self._acquire(name, shared, limit, None, None, None, on_lost, try_only=True)
+        return self._acquire(name, shared, limit, value, None, None, None, on_lost, try_only=True)
 
     @contextmanager
     def lock(
@@ -217,6 +227,7 @@ class Client(ClientConfig):
         *,
         shared: bool = False,
         limit: int | None = None,
+        value: str | bytes | None = None,
         timeout: float | None = None,
         cancel: threading.Event | None = None,
         on_waiting: WaitingCallback | None = None,
@@ -229,6 +240,7 @@ class Client(ClientConfig):
             name,
             shared=shared,
             limit=limit,
+            value=value,
             timeout=timeout,
             cancel=cancel,
             on_waiting=on_waiting,
@@ -244,6 +256,7 @@ class Client(ClientConfig):
         name: str | bytes,
         limit: int,
         *,
+        value: str | bytes | None = None,
         timeout: float | None = None,
         cancel: threading.Event | None = None,
         on_waiting: WaitingCallback | None = None,
@@ -255,6 +268,7 @@ class Client(ClientConfig):
         return self.lock(
             name,
             limit=limit,
+            value=value,
             timeout=timeout,
             cancel=cancel,
             on_waiting=on_waiting,
@@ -266,6 +280,7 @@ class Client(ClientConfig):
         name: str | bytes,
         shared: bool,
         limit: int | None,
+        value: str | bytes | None,
         timeout: float | None,
         cancel: threading.Event | None,
         on_waiting: WaitingCallback | None,
@@ -275,7 +290,7 @@ class Client(ClientConfig):
     ) -> Lock:
         plan: Generator[Step, Lock | Failure | None, Lock]
         claim, plan = prepare_acquisition(
-            self, name, timeout, try_only=try_only, shared=shared, limit=limit
+            self, name, timeout, try_only=try_only, shared=shared, limit=limit, value=value
         )
 
         def attempt(step: Attempt) -> Lock | Failure:
@@ -311,6 +326,7 @@ def lock(
     *,
     shared: bool = False,
     limit: int | None = None,
+    value: str | bytes | None = None,
     lease: float = DEFAULT_LEASE,
     timeout: float | None = None,
     connect_timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
@@ -327,4 +343,4 @@ def lock(
         ssl_context=ssl_context,
         server_hostname=server_hostname,
     )
-    return client.lock(name, shared=shared, limit=limit, timeout=timeout)
+    return client.lock(name, shared=shared, limit=limit, value=value, timeout=timeout)

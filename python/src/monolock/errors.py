@@ -53,6 +53,7 @@ __all__ = [
     "ServerEnded",
     "ServerError",
     "SharedUnsupported",
+    "ValueUnsupported",
     "error_for_code",
     "is_temporary_code",
     "unprefixed",
@@ -106,6 +107,26 @@ class SharedUnsupported(UnsupportedVersion):
             f"monolock: server {address} does not support shared locks or semaphores "
             "(it answered a protocol version 2 ACQUIRE with 0x10 unsupported protocol "
             "version); use an exclusive lock, or upgrade the server",
+        )
+
+
+class ValueUnsupported(UnsupportedVersion):
+    """The server answered a claim with a value (a protocol version 3
+    ACQUIRE) with 0x10: it predates values. Terminal: no earlier version
+    can carry a value, so the claim is not retried. Still an
+    :class:`UnsupportedVersion` (code 0x10, ``reason`` is the server's);
+    ``address`` is the server's."""
+
+    __module__ = "monolock.errors"
+
+    def __init__(self, address: str, reason: str = "") -> None:
+        super().__init__(reason, from_server=True)
+        self.address = address
+        MonolockError.__init__(
+            self,
+            f"monolock: server {address} does not support claims with a value "
+            "(it answered a protocol version 3 ACQUIRE with 0x10 unsupported protocol "
+            "version); claim without a value, or upgrade the server",
         )
 
 
