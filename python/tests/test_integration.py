@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
+import urllib.request
 import uuid
+from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -263,3 +267,74 @@ def test_the_admin_port_is_named_and_skipped(real_server: RealServer) -> None:
     finally:
         sync.close()
         asyncio_api.close()
+
+
+# -- a value per claim (protocol version 3) ---------------------------------------
+
+
+def listed_lock(real_server: RealServer, name: str) -> dict[str, Any]:
+    """The admin API's listing of the lock ``name``."""
+    url = f"http://{real_server.admin_address}/v1/locks"
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        locks = json.load(resp)["locks"]
+    found = [lock for lock in locks if lock["name"] == name]
+    assert len(found) == 1, locks
+    return cast("dict[str, Any]", found[0])
+
+
+def test_a_claim_with_a_value_is_granted_and_listed(api: Api, real_server: RealServer) -> None:
+    """The server grants a claim with a value and its admin listing shows
+    the holder's value, as text, or as value_hex when it is not UTF-8."""
+    name = unique("value")
+    holder = api.acquire(real_server.address, name, lease=2, value="10.0.0.7:8080").result(10)
+    assert holder.token > 0
+    assert holder.lock.value == b"10.0.0.7:8080"
+    listed = listed_lock(real_server, name)
+    assert listed["holder"]["value"] == "10.0.0.7:8080"
+    # A waiter's value is listed too.
+    waited = threading.Event()
+    waiter = api.acquire(
+        real_server.address, name, lease=2, value=b"\x00\xff\x10", on_waiting=lambda n: waited.set()
+    )
+    assert waited.wait(10)
+    [queued] = listed_lock(real_server, name)["waiters"]
+    assert queued["value_hex"] == "00ff10" and "value" not in queued
+    holder.release()
+    second = waiter.result(10)
+    assert second.token > holder.token
+    assert listed_lock(real_server, name)["holder"]["value_hex"] == "00ff10"
+    second.release()
+
+
+def test_semaphore_permits_with_values(real_server: RealServer) -> None:
+    """The lock helpers take a value too: two permits, each with its own."""
+    name = unique("value-sem")
+    client = monolock.Client(real_server.address, lease=2)
+    with (
+        client.semaphore(name, 2, value="gpu-1") as one,
+        client.lock(name, limit=2, value='{"host":"gpu-2"}') as two,
+    ):
+        assert (one.value, two.value) == (b"gpu-1", b'{"host":"gpu-2"}')
+        listed = listed_lock(real_server, name)
+        assert [h["value"] for h in listed["holders"]] == ["gpu-1", '{"host":"gpu-2"}']
+        with pytest.raises(errors.LockBusy):
+            client.try_acquire(name, limit=2, value="gpu-3")
+
+
+def test_a_value_too_long_is_refused_before_sending(real_server: RealServer) -> None:
+    with pytest.raises(errors.ValueTooLong) as info:
+        monolock.Client(real_server.address).acquire(unique("long"), value=b"v" * 1025)
+    assert not info.value.from_server
+
+
+def test_readme_values_example_runs(
+    real_server: RealServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The README's "Values" example, against the test server."""
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    section = readme.split("## Values: who holds the lock", 1)[1].split("\n## ", 1)[0]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    assert "127.0.0.1:7117" in code
+    exec(compile(code.replace("127.0.0.1:7117", real_server.address), "README.md", "exec"), {})
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split(" with")[0] for line in out] == ["leading at b'10.0.0.7:8080'"]
