@@ -190,8 +190,17 @@ impl Refusing {
                 let mut head = [0u8; 8];
                 let res = s.read_exact(&mut head);
                 assert!(res.is_err(), "the handshake succeeded");
-                // Whatever alert is due goes out before the close.
+                // Whatever alert is due goes out before the close. Then the
+                // client's last bytes are read before the socket closes:
+                // closing with them unread sends a reset, which can reach
+                // the client before the alert and read as a dropped
+                // connection (TLS 1.2: its Finished crosses our alert).
                 let _ = s.flush();
+                let tcp = s.sock;
+                let _ = tcp.shutdown(std::net::Shutdown::Write);
+                let _ = tcp.set_read_timeout(Some(Duration::from_secs(2)));
+                let mut sink = [0u8; 512];
+                while matches!(std::io::Read::read(&mut &tcp, &mut sink), Ok(n) if n > 0) {}
             }
         });
         let addr = fake.addr.clone();
