@@ -52,11 +52,17 @@ export class SharedUnsupportedError extends generated.UnsupportedVersionError {
   constructor(address: string, reason = "") {
     super(generated.UnsupportedVersionError.CODE, reason, "server");
     this.address = address;
-    this.message =
-      `monolock: server ${address} does not support shared locks or semaphores ` +
-      "(it answered a protocol version 2 ACQUIRE with 0x10 unsupported protocol version); " +
-      "use an exclusive lock, or upgrade the server";
+    this.message = unsupportedMessage(address, "shared locks or semaphores", 2, "use an exclusive lock");
   }
+}
+
+/** The message of a feature the server's protocol version lacks. */
+function unsupportedMessage(address: string, what: string, version: number, instead: string): string {
+  return (
+    `monolock: server ${address} does not support ${what} ` +
+    `(it answered a protocol version ${version} ACQUIRE with 0x10 unsupported protocol version); ` +
+    `${instead}, or upgrade the server`
+  );
 }
 
 /**
@@ -74,10 +80,7 @@ export class ValueUnsupportedError extends generated.UnsupportedVersionError {
   constructor(address: string, reason = "") {
     super(generated.UnsupportedVersionError.CODE, reason, "server");
     this.address = address;
-    this.message =
-      `monolock: server ${address} does not support claims with a value ` +
-      "(it answered a protocol version 3 ACQUIRE with 0x10 unsupported protocol version); " +
-      "claim without a value, or upgrade the server";
+    this.message = unsupportedMessage(address, "claims with a value", 3, "claim without a value");
   }
 }
 

@@ -37,16 +37,31 @@ export function encodeAcquire(name: Uint8Array, leaseMs: number): Uint8Array {
  * claims go out as version 1 ({@link encodeAcquire}), which every server reads.
  */
 export function encodeAcquireV2(name: Uint8Array, leaseMs: number, mode: number, limit: number): Uint8Array {
-  const frame = new Uint8Array(11 + name.length);
+  return encodeAcquireModed(SHARED.PROTOCOL_VERSION, name, leaseMs, mode, limit, 0).frame;
+}
+
+/**
+ * The layout versions 2 and 3 share, up to the end of the name, in a frame
+ * with `extra` bytes left after it; `at` is where they start.
+ */
+function encodeAcquireModed(
+  version: number,
+  name: Uint8Array,
+  leaseMs: number,
+  mode: number,
+  limit: number,
+  extra: number,
+): { frame: Uint8Array; view: DataView; at: number } {
+  const frame = new Uint8Array(11 + name.length + extra);
   const view = new DataView(frame.buffer);
   frame[0] = MessageType.ACQUIRE;
-  frame[1] = SHARED.PROTOCOL_VERSION;
+  frame[1] = version;
   view.setUint32(2, leaseMs);
   frame[6] = mode;
   view.setUint16(7, limit);
   view.setUint16(9, name.length);
   frame.set(name, 11);
-  return frame;
+  return { frame, view, at: 11 + name.length };
 }
 
 /**
@@ -62,17 +77,9 @@ export function encodeAcquireV3(
   limit: number,
   value: Uint8Array,
 ): Uint8Array {
-  const frame = new Uint8Array(13 + name.length + value.length);
-  const view = new DataView(frame.buffer);
-  frame[0] = MessageType.ACQUIRE;
-  frame[1] = VALUE.PROTOCOL_VERSION;
-  view.setUint32(2, leaseMs);
-  frame[6] = mode;
-  view.setUint16(7, limit);
-  view.setUint16(9, name.length);
-  frame.set(name, 11);
-  view.setUint16(11 + name.length, value.length);
-  frame.set(value, 13 + name.length);
+  const { frame, view, at } = encodeAcquireModed(VALUE.PROTOCOL_VERSION, name, leaseMs, mode, limit, 2 + value.length);
+  view.setUint16(at, value.length);
+  frame.set(value, at + 2);
   return frame;
 }
 

@@ -104,9 +104,7 @@ class SharedUnsupported(UnsupportedVersion):
         self.address = address
         MonolockError.__init__(
             self,
-            f"monolock: server {address} does not support shared locks or semaphores "
-            "(it answered a protocol version 2 ACQUIRE with 0x10 unsupported protocol "
-            "version); use an exclusive lock, or upgrade the server",
+            _unsupported_message(address, "shared locks or semaphores", 2, "use an exclusive lock"),
         )
 
 
@@ -123,11 +121,17 @@ class ValueUnsupported(UnsupportedVersion):
         super().__init__(reason, from_server=True)
         self.address = address
         MonolockError.__init__(
-            self,
-            f"monolock: server {address} does not support claims with a value "
-            "(it answered a protocol version 3 ACQUIRE with 0x10 unsupported protocol "
-            "version); claim without a value, or upgrade the server",
+            self, _unsupported_message(address, "claims with a value", 3, "claim without a value")
         )
+
+
+def _unsupported_message(address: str, what: str, version: int, instead: str) -> str:
+    """The message of a feature the server's protocol version lacks."""
+    return (
+        f"monolock: server {address} does not support {what} "
+        f"(it answered a protocol version {version} ACQUIRE with 0x10 unsupported "
+        f"protocol version); {instead}, or upgrade the server"
+    )
 
 
 class LockBusy(MonolockError):
