@@ -330,12 +330,6 @@ func (r *Registry) Close() {
 	r.table.Close()
 }
 
-func (r *Registry) isClosing() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.closing
-}
-
 // logACLRefusal logs a claim the ACL refused, with every identity of its
 // client (rate-limited: a client can be refused again and again).
 func (r *Registry) logACLRefusal(req Request) {
