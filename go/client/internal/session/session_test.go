@@ -1,6 +1,7 @@
 package session
 
 import (
+	"bytes"
 	"encoding/hex"
 	"fmt"
 	"strconv"
@@ -22,6 +23,7 @@ type sessionVectors struct {
 		Claim   *struct {
 			Shared bool   `json:"shared"`
 			Limit  uint16 `json:"limit"`
+			Value  string `json:"value"`
 		} `json:"claim"`
 		Steps []struct {
 			At         float64  `json:"at"`
@@ -42,7 +44,10 @@ func TestSessionVectors(t *testing.T) {
 	for _, tc := range vec.Cases {
 		t.Run(tc.Name, func(t *testing.T) {
 			acquire, err := protocol.AppendAcquire(nil, "a", tc.LeaseMS)
-			if tc.Claim != nil && tc.Claim.Shared {
+			switch {
+			case tc.Claim != nil && tc.Claim.Value != "":
+				acquire, err = protocol.AppendAcquireV3(nil, "a", tc.LeaseMS, protocol.ModeExclusive, 0, []byte(tc.Claim.Value))
+			case tc.Claim != nil && tc.Claim.Shared:
 				acquire, err = protocol.AppendAcquireV2(nil, "a", tc.LeaseMS, protocol.ModeShared, tc.Claim.Limit)
 			}
 			require.NoError(t, err)
@@ -51,9 +56,10 @@ func TestSessionVectors(t *testing.T) {
 			t0 := time.Unix(1_000_000, 0)
 			for i, st := range tc.Steps {
 				now := t0.Add(time.Duration(st.At * float64(time.Millisecond)))
+				proclaimed := c.Proclaimed()
 				acts := feed(t, c, acquire, st.In, now)
 				where := fmt.Sprintf("step %d (%s at %v)", i+1, st.In, st.At)
-				require.Equal(t, st.Out, describe(acts, c), where)
+				require.Equal(t, st.Out, describe(acts, c, proclaimed), where)
 				if len(acts.Send) > 0 && acts.Send[0] == protocol.MsgAcquire {
 					require.Equal(t, acquire, acts.Send, where+": the claim's own ACQUIRE")
 				}
@@ -83,6 +89,10 @@ func feed(t *testing.T, c *Core, acquire []byte, in string, now time.Time) Actio
 		return c.Tick(now)
 	case "release":
 		return c.Release()
+	case "proclaim":
+		frame, err := protocol.AppendProclaim(nil, []byte(f[1]))
+		require.NoError(t, err)
+		c.Proclaim(frame)
 	case "eof":
 		return c.ConnectionEnded(nil)
 	case "recv":
@@ -115,14 +125,18 @@ func feed(t *testing.T, c *Core, acquire []byte, in string, now time.Time) Actio
 }
 
 // describe writes actions in the vectors' words, in the order they are
-// taken: tell, send, close.
-func describe(a Actions, c *Core) []string {
+// taken: tell, send, close. proclaimed is the core's count of acknowledged
+// PROCLAIMs before the step.
+func describe(a Actions, c *Core, proclaimed uint64) []string {
 	out := []string{}
 	if a.Waiting {
 		out = append(out, "waiting")
 	}
 	if a.Granted {
 		out = append(out, fmt.Sprintf("grant %d", c.Token()))
+	}
+	if c.Proclaimed() != proclaimed {
+		out = append(out, fmt.Sprintf("proclaimed %d", c.Proclaimed()))
 	}
 	if a.Lost != nil {
 		out = append(out, "lost "+cause(a.Lost))
@@ -134,6 +148,12 @@ func describe(a Actions, c *Core) []string {
 	case a.Send == nil:
 	case a.Send[0] == protocol.MsgHeartbeat:
 		out = append(out, "send HEARTBEAT")
+	case a.Send[0] == protocol.MsgProclaim:
+		value, err := protocol.ReadProclaimBody(bytes.NewReader(a.Send[1:]))
+		if err != nil {
+			return append(out, "send a broken PROCLAIM: "+err.Error())
+		}
+		out = append(out, "send PROCLAIM "+string(value))
 	default:
 		out = append(out, "send ACQUIRE")
 	}
