@@ -40,6 +40,18 @@ export class NotActiveError extends ServerError {
 }
 
 /**
+ * 0x04 WATCHER_BEHIND: "watcher fell behind". Temporary. A watch whose unsent events passed the
+ * server's bound (it read too slowly): the server never skips an event, so it ends the watch.
+ * Reconnect with the last (epoch, seq) received: the server resumes after it or sends a snapshot
+ * marked resync. Until then the watcher's state is unknown.
+ */
+export class WatcherBehindError extends ServerError {
+  override name = "WatcherBehindError";
+  /** The wire code of this class. */
+  static readonly CODE = 0x04;
+}
+
+/**
  * 0x10 UNSUPPORTED_VERSION: "unsupported protocol version". Terminal. The client must switch to a
  * protocol version the server speaks, if it has one.
  */

@@ -8,6 +8,7 @@ pub(crate) mod code {
     pub(crate) const SHUTTING_DOWN: u8 = 0x01;
     pub(crate) const ADMIN_CLOSED: u8 = 0x02;
     pub(crate) const NOT_ACTIVE: u8 = 0x03;
+    pub(crate) const WATCHER_BEHIND: u8 = 0x04;
     pub(crate) const UNSUPPORTED_VERSION: u8 = 0x10;
     pub(crate) const EXPECTED_ACQUIRE: u8 = 0x11;
     pub(crate) const DUPLICATE_ACQUIRE: u8 = 0x12;
@@ -23,10 +24,11 @@ pub(crate) mod code {
 }
 
 /// Canonical text of every known wire code, in code order.
-pub(crate) const CANONICAL: [(u8, &str); 15] = [
+pub(crate) const CANONICAL: [(u8, &str); 16] = [
     (code::SHUTTING_DOWN, "server shutting down"),
     (code::ADMIN_CLOSED, "closed by administrator"),
     (code::NOT_ACTIVE, "not the active server"),
+    (code::WATCHER_BEHIND, "watcher fell behind"),
     (code::UNSUPPORTED_VERSION, "unsupported protocol version"),
     (code::EXPECTED_ACQUIRE, "first message must be ACQUIRE"),
     (code::DUPLICATE_ACQUIRE, "duplicate ACQUIRE"),
@@ -61,6 +63,12 @@ macro_rules! with_codes {
             /// a server that is not in the list. A passive answer never grows the backoff
             /// (retry.json, outcome not_active). Holding: the lock is lost; report it.
             NotActive = NOT_ACTIVE,
+            /// 0x04 WATCHER_BEHIND: "watcher fell behind". Temporary. A watch whose unsent
+            /// events passed the server's bound (it read too slowly): the server never skips an
+            /// event, so it ends the watch. Reconnect with the last (epoch, seq) received: the
+            /// server resumes after it or sends a snapshot marked resync. Until then the
+            /// watcher's state is unknown.
+            WatcherBehind = WATCHER_BEHIND,
             /// 0x10 UNSUPPORTED_VERSION: "unsupported protocol version". Terminal. The client
             /// must switch to a protocol version the server speaks, if it has one.
             UnsupportedVersion = UNSUPPORTED_VERSION,

@@ -28,6 +28,14 @@ var (
 	// (retry.json, outcome not_active). Holding: the lock is lost; report it.
 	ErrNotActive = newError(0x03, "not the active server")
 
+	// ErrWatcherBehind is 0x04 WATCHER_BEHIND: "watcher fell behind".
+	// Temporary. A watch whose unsent events passed the server's bound (it
+	// read too slowly): the server never skips an event, so it ends the watch.
+	// Reconnect with the last (epoch, seq) received: the server resumes after
+	// it or sends a snapshot marked resync. Until then the watcher's state is
+	// unknown.
+	ErrWatcherBehind = newError(0x04, "watcher fell behind")
+
 	// ErrUnsupportedVersion is 0x10 UNSUPPORTED_VERSION: "unsupported protocol
 	// version". Terminal. The client must switch to a protocol version the
 	// server speaks, if it has one.

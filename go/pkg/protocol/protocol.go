@@ -76,6 +76,14 @@ func MsgName(t uint8) string {
 		return "ACQUIRED"
 	case MsgError:
 		return "ERROR"
+	case MsgProclaim:
+		return "PROCLAIM"
+	case MsgWatch:
+		return "WATCH"
+	case MsgEvent:
+		return "EVENT"
+	case MsgWatching:
+		return "WATCHING"
 	}
 	return fmt.Sprintf("UNKNOWN(0x%02x)", t)
 }

@@ -24,6 +24,7 @@ __all__ = [
     "UnknownMessage",
     "UnsupportedVersion",
     "ValueTooLong",
+    "WatcherBehind",
 ]
 
 
@@ -58,6 +59,17 @@ class NotActive(KnownServerError):
     __module__ = "monolock.errors"  # where users import it from
     code = 0x03
     text = "not the active server"
+
+
+class WatcherBehind(KnownServerError):
+    """0x04 WATCHER_BEHIND: "watcher fell behind". Temporary. A watch whose unsent events
+    passed the server's bound (it read too slowly): the server never skips an event, so it
+    ends the watch. Reconnect with the last (epoch, seq) received: the server resumes after
+    it or sends a snapshot marked resync. Until then the watcher's state is unknown."""
+
+    __module__ = "monolock.errors"  # where users import it from
+    code = 0x04
+    text = "watcher fell behind"
 
 
 class UnsupportedVersion(KnownServerError):
@@ -172,6 +184,7 @@ CODE_CLASSES: tuple[type[KnownServerError], ...] = (
     ShuttingDown,
     AdminClosed,
     NotActive,
+    WatcherBehind,
     UnsupportedVersion,
     ExpectedAcquire,
     DuplicateAcquire,
