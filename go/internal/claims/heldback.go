@@ -29,6 +29,7 @@ const (
 // connection's place is handed to it (Detach), and kickable (KickHeldBack).
 type heldBack struct {
 	until time.Time
+	why   uint8 // how the holding ended: protocol.EndReset or EndExpired
 	timer *time.Timer
 	place sessionlimit.Place // the place of its connection, once that is gone
 }
@@ -41,14 +42,19 @@ func (r *Registry) endHoldingBack(c *Claim, delay time.Duration, cause string) b
 	start := time.Now()
 	r.mu.Lock()
 	c.ended = true
+	entered := r.claims[c.ID()] == c
 	isHeld, promoted, failed := r.table.ReleaseHeldBack(&c.entry)
 	if isHeld {
-		c.hold = &heldBack{until: start.Add(delay)}
+		c.hold = &heldBack{until: start.Add(delay), why: endOfHeld(cause)}
 		r.heldBack++
+		r.emitHeldBack(c, c.hold.until, holdOf(cause))
 		// Under r.mu: endHold, which takes it, cannot run before the
 		// timer is set.
-		c.hold.timer = time.AfterFunc(delay, func() { r.endHold(c, start) })
+		c.hold.timer = time.AfterFunc(delay, func() { r.endHold(c, start, c.hold.why) })
 	} else {
+		if entered {
+			r.emitEnd(c, false, 0) // a waiter leaves
+		}
 		delete(r.claims, c.ID())
 	}
 	granted, refused := r.claimsOfLocked(promoted, failed)
@@ -66,14 +72,16 @@ func (r *Registry) endHoldingBack(c *Claim, delay time.Duration, cause string) b
 }
 
 // endHold ends c's hold: it leaves the table, its lock goes on, and the
-// place it took over is free. It reports whether c was held back.
-func (r *Registry) endHold(c *Claim, since time.Time) bool {
+// place it took over is free; watchers are told its holding ended for why.
+// It reports whether c was held back.
+func (r *Registry) endHold(c *Claim, since time.Time, why uint8) bool {
 	r.mu.Lock()
 	h := c.hold
 	if h == nil {
 		r.mu.Unlock()
 		return false
 	}
+	r.emitEnd(c, true, why)
 	c.hold = nil
 	r.heldBack--
 	h.timer.Stop()
@@ -104,7 +112,7 @@ func (r *Registry) KickHeldBack(id uint64) bool {
 	r.mu.Lock()
 	c := r.claims[id]
 	r.mu.Unlock()
-	if c == nil || !r.endHold(c, time.Now()) {
+	if c == nil || !r.endHold(c, time.Now(), protocol.EndKicked) {
 		return false
 	}
 	r.log.Info("held-back holder kicked", "session", id)
@@ -146,10 +154,10 @@ func (r *Registry) HoldPermit(id uint64, name string, limit uint16, until time.T
 		return err
 	}
 	c.ended = true
-	c.hold = &heldBack{until: until}
+	c.hold = &heldBack{until: until, why: protocol.EndReset}
 	r.heldBack++
 	r.claims[id] = c
-	c.hold.timer = time.AfterFunc(time.Until(until), func() { r.endHold(c, start) })
+	c.hold.timer = time.AfterFunc(time.Until(until), func() { r.endHold(c, start, c.hold.why) })
 	return nil
 }
 
@@ -160,3 +168,20 @@ type nobody struct{}
 func (nobody) Granted(uint64) bool              { return false }
 func (nobody) End(*protocol.Error, string) bool { return false }
 func (nobody) Peer() (remote, identity string)  { return "", "" }
+
+// endOfHeld is how the holding of a claim held back for cause ends, for
+// watchers.
+func endOfHeld(cause string) uint8 {
+	if cause == HeldBackReset {
+		return protocol.EndReset
+	}
+	return protocol.EndExpired
+}
+
+// holdOf is the watchers' word for a hold's cause.
+func holdOf(cause string) uint8 {
+	if cause == HeldBackReset {
+		return protocol.HoldReset
+	}
+	return protocol.HoldLockDelay
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/monolock/monolock/go/internal/locktable"
 	"github.com/monolock/monolock/go/internal/lograte"
 	"github.com/monolock/monolock/go/internal/peer"
+	"github.com/monolock/monolock/go/internal/watch"
 	"github.com/monolock/monolock/go/pkg/protocol"
 )
 
@@ -86,8 +87,10 @@ type Registry struct {
 	claims   map[uint64]*Claim // in the table: live, or held back
 	heldBack int               // how many of claims are held back
 	closing  bool              // the server is shutting down
+	// blockEnds is when the block on each blocked name ends (HoldName).
+	blockEnds map[string]time.Time
 
-	names nameHolds
+	watches *watch.Hub // the watched names: their changes are events
 }
 
 // New returns the claim layer over cfg.Table.
@@ -96,8 +99,9 @@ func New(cfg Config) *Registry {
 		table: cfg.Table, record: cfg.Record, gate: cfg.Gate, authorizer: cfg.Authorizer,
 		maxLease: cfg.MaxLease, lockDelay: cfg.LockDelay, obs: cfg.Observer, holds: cfg.Holds,
 		log: cfg.Log, lines: newLines(cfg.Log),
-		claims: make(map[uint64]*Claim),
-		names:  nameHolds{ends: make(map[string]time.Time)},
+		claims:    make(map[uint64]*Claim),
+		blockEnds: make(map[string]time.Time),
+		watches:   watch.New(),
 	}
 }
 
@@ -199,13 +203,18 @@ func (r *Registry) admissionInputs(req Request) admissionInputs {
 }
 
 // Proclaim replaces c's value (PROCLAIM), while it waits or holds: its
-// token and its place stay as they are.
+// token and its place stay as they are. The name's watchers are told.
 func (r *Registry) Proclaim(c *Claim, value []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if len(value) == 0 {
 		c.value.Store(nil)
-		return
+	} else {
+		c.value.Store(&value)
 	}
-	c.value.Store(&value)
+	if r.claims[c.ID()] == c && c.hold == nil {
+		r.emitValue(c)
+	}
 }
 
 // enter puts c into the lock table unless it ended meanwhile.
@@ -218,6 +227,7 @@ func (r *Registry) enter(c *Claim) error {
 	granted, err := r.table.Acquire(&c.entry)
 	if err == nil {
 		r.claims[c.ID()] = c
+		r.emitEntered(c, granted)
 	}
 	r.mu.Unlock()
 	switch {
@@ -238,12 +248,16 @@ func (r *Registry) enter(c *Claim) error {
 }
 
 // Release ends c: it leaves the table, and whoever fits after it is
-// granted the lock at once (unless the server is shutting down). A claim
-// that never entered the table will not enter it after this.
-func (r *Registry) Release(c *Claim) {
+// granted the lock at once (unless the server is shutting down). why
+// (protocol.End*) is how its holding ended, for watchers. A claim that
+// never entered the table will not enter it after this.
+func (r *Registry) Release(c *Claim, why uint8) {
 	start := time.Now()
 	r.mu.Lock()
 	c.ended = true
+	if r.claims[c.ID()] == c {
+		r.emitEnd(c, c.Token() != 0, why)
+	}
 	promoted, failed := r.table.Release(&c.entry)
 	delete(r.claims, c.ID())
 	granted, refused := r.claimsOfLocked(promoted, failed)
@@ -267,14 +281,15 @@ func (r *Registry) Reset(c *Claim, until time.Time) {
 	r.endHoldingBack(c, max(time.Until(until), r.lockDelay), HeldBackReset)
 }
 
-// claimsOfLocked finds the claims of the table's entries. Caller holds
-// r.mu.
+// claimsOfLocked finds the claims of the table's entries, and tells the
+// watchers of the grants. Caller holds r.mu.
 func (r *Registry) claimsOfLocked(promoted, failed []*locktable.Claim) (granted, refused []*Claim) {
 	for _, p := range promoted {
 		if c := r.claims[p.Session]; c != nil {
 			granted = append(granted, c)
 		}
 	}
+	r.emitGrants(granted)
 	for _, f := range failed {
 		if c := r.claims[f.Session]; c != nil {
 			refused = append(refused, c)

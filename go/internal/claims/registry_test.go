@@ -59,7 +59,7 @@ func (s *sink) End(code *protocol.Error, _ string) bool {
 	s.mu.Lock()
 	s.ended = code
 	s.mu.Unlock()
-	s.r.Release(s.c)
+	s.r.Release(s.c, protocol.EndReleased)
 	return true
 }
 
@@ -100,7 +100,7 @@ func TestReleaseGrantsTheWaiterThroughItsSink(t *testing.T) {
 	require.NoError(t, r.Admit(b, exclusive("x")))
 	assert.NotZero(t, a.Token())
 	assert.Zero(t, b.Token(), "b waits")
-	r.Release(a)
+	r.Release(a, protocol.EndReleased)
 	assert.Equal(t, []uint64{b.Token()}, bs.grants())
 	assert.Greater(t, b.Token(), a.Token())
 }
@@ -110,7 +110,7 @@ func TestReleaseGrantsTheWaiterThroughItsSink(t *testing.T) {
 func TestAClaimEndedBeforeItsAdmissionNeverEntersTheTable(t *testing.T) {
 	r := newRegistry(0)
 	a, _ := newClaim(r)
-	r.Release(a)
+	r.Release(a, protocol.EndReleased)
 	assert.ErrorIs(t, r.Admit(a, exclusive("x")), ErrEnded)
 	locks, _, _ := r.Counts()
 	assert.Zero(t, locks)
@@ -216,7 +216,7 @@ func TestCloseStopsGrants(t *testing.T) {
 	require.NoError(t, r.Admit(a, exclusive("x")))
 	require.NoError(t, r.Admit(b, exclusive("x")))
 	r.Close()
-	r.Release(a)
+	r.Release(a, protocol.EndReleased)
 	assert.Empty(t, bs.grants())
 	c, _ := newClaim(r)
 	assert.ErrorIs(t, r.Admit(c, exclusive("y")), protocol.ErrShuttingDown)

@@ -66,6 +66,11 @@ type Claim struct {
 // Token returns the claim's fencing token, or 0 while it is waiting.
 func (c *Claim) Token() uint64 { return c.token.Load() }
 
+// Arrival is the claim's place in the order of Acquire calls, set once
+// when it enters the table (read it after that, under whatever ordered
+// the entry before the read).
+func (c *Claim) Arrival() uint64 { return c.arrival }
+
 // lock is one named lock: its holders and a FIFO queue of waiters, each an
 // intrusive list so that leaving is O(1) and allocation-free.
 //
@@ -436,6 +441,9 @@ type Entry struct {
 	// its order (and its holders in token order), so either is where a
 	// page of a lock's sessions goes on from.
 	Arrival uint64
+	Limit   uint16 // a shared claim's limit
+	// HeldBack: a holder whose session ended, kept until its hold ends.
+	HeldBack bool
 }
 
 // LockInfo describes one lock in a snapshot.
@@ -574,7 +582,27 @@ func (t *Table) infoLocked(name string, l *lock) LockInfo {
 }
 
 func entry(c *Claim) Entry {
-	return Entry{Session: c.Session, Token: c.token.Load(), Since: time.Unix(0, c.since), Shared: c.Shared, Arrival: c.arrival}
+	return Entry{Session: c.Session, Token: c.token.Load(), Since: time.Unix(0, c.since), Shared: c.Shared,
+		Arrival: c.arrival, Limit: c.Limit, HeldBack: c.heldBack}
+}
+
+// Whole returns every holder of name (held back ones too) in grant order
+// and every waiter in queue order, and whether the name is blocked: the
+// state a watch starts from. Its cost follows the lock's claims.
+func (t *Table) Whole(name string) (holders, waiters []Entry, blocked bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l := t.locks[name]
+	if l == nil {
+		return nil, nil, false
+	}
+	for h := l.holders.head; h != nil; h = h.next {
+		holders = append(holders, entry(h))
+	}
+	for w := l.queue.head; w != nil; w = w.next {
+		waiters = append(waiters, entry(w))
+	}
+	return holders, waiters, l.blocked
 }
 
 // SessionKind is which of a lock's sessions SessionPage lists.

@@ -235,7 +235,7 @@ func New(cfg Config) (*Server, error) {
 		time.AfterFunc(wait, s.Regrant)
 	}
 	for name, until := range heldBack {
-		s.claims.HoldName(name, until)
+		s.claims.HoldName(name, until, protocol.BlockRestart)
 	}
 	if leases != nil {
 		s.holdPermits(leases.InheritedPermits())
@@ -284,6 +284,9 @@ func (s *Server) StepDown(reason string) {
 	s.mu.Lock()
 	sessions := s.sessionsLocked()
 	s.mu.Unlock()
+	// What the next leader does is in no history of ours: a watcher that
+	// comes back here later starts a new epoch.
+	s.claims.ForgetHistories()
 	for _, sess := range sessions {
 		go sess.endAndHandOver(protocol.ErrShuttingDown, reason)
 	}
@@ -301,7 +304,7 @@ func (s *Server) holdPermits(permits map[string]leaserecord.Permits) {
 		for _, until := range p.Until {
 			s.lastID++
 			if err := s.claims.HoldPermit(s.lastID, name, p.Limit, until); err != nil {
-				s.claims.HoldName(name, until) // never shorter
+				s.claims.HoldName(name, until, protocol.BlockRestart) // never shorter
 			}
 		}
 		s.log.Debug("started: permits held back for holders of the previous run", "lock", name, "permits", len(p.Until), "limit", p.Limit)
@@ -310,7 +313,9 @@ func (s *Server) holdPermits(permits map[string]leaserecord.Permits) {
 
 // HoldBack keeps name from being granted until until, for a new leader of
 // an HA cell: a holder under the previous leader may still count on it.
-func (s *Server) HoldBack(name string, until time.Time) { s.claims.HoldName(name, until) }
+func (s *Server) HoldBack(name string, until time.Time) {
+	s.claims.HoldName(name, until, protocol.BlockFailover)
+}
 
 // TokenFailure reports a failed token reservation. The store retries once
 // per interval, so this logs at most that often; waiters stay queued.

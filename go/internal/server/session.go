@@ -55,6 +55,8 @@ type session struct {
 	wbuf [9]byte // guarded by wmu: WAITING or ACQUIRED, built without allocating
 
 	proclaims bool // the ACQUIRE was version 3: PROCLAIM may follow
+
+	watch *watchState // a watch of a name instead of a claim (WATCH); nil for a claim
 }
 
 // stateEnded is session.state once the session is ended, unless a final
@@ -231,6 +233,10 @@ func (ss *session) run() {
 		ss.finish(err, time.Time{}) // nothing acknowledged: no lease runs
 		return
 	}
+	if ss.watch != nil {
+		go ss.watchHeartbeats(hs)
+		return
+	}
 	go ss.heartbeats(hs)
 }
 
@@ -345,6 +351,8 @@ func (ss *session) handshake(hs *handshakeInput) error {
 	}
 	switch t {
 	case protocol.MsgAcquire:
+	case protocol.MsgWatch:
+		return ss.startWatch(hs)
 	case protocol.MsgHeartbeat:
 		return protocol.ErrExpectedAcquire
 	default:
@@ -584,13 +592,15 @@ func (ss *session) end(final *protocol.Error, reason string, how claimEnd, until
 	defer ss.ending.Unlock()
 
 	written := final != nil && ss.writeFinal(final, reason)
-	switch how {
-	case endExpired:
+	switch {
+	case ss.watch != nil:
+		ss.stopWatch()
+	case how == endExpired:
 		ss.env.claims.Expire(&ss.claim)
-	case endReset:
+	case how == endReset:
 		ss.env.claims.Reset(&ss.claim, until)
 	default:
-		ss.env.claims.Release(&ss.claim)
+		ss.env.claims.Release(&ss.claim, endReason(final))
 	}
 	cw, ok := ss.conn.(interface{ CloseWrite() error })
 	if !written || !ok || cw.CloseWrite() != nil {
@@ -601,6 +611,20 @@ func (ss *session) end(final *protocol.Error, reason string, how claimEnd, until
 	ss.state.Store(end.UnixNano())
 	_ = ss.conn.SetReadDeadline(end)
 	return true
+}
+
+// endReason is how a holding ended by a session's final ERROR ended, for
+// watchers: none is the client's own close.
+func endReason(final *protocol.Error) uint8 {
+	switch final {
+	case nil:
+		return protocol.EndReleased
+	case protocol.ErrAdminClosed:
+		return protocol.EndKicked
+	case protocol.ErrShuttingDown, protocol.ErrNotActive:
+		return protocol.EndSteppedDown
+	}
+	return protocol.EndFailed
 }
 
 // writeFinal sends the session's last message and reports whether it was
