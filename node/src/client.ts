@@ -359,6 +359,7 @@ class Acquisition {
         onGranted: (token) => this.onGranted(session, address, token),
         onLost: () => {}, // a held session belongs to its Lock
         onFailed: (cause, error, connected) => this.onFailed(cause, error, connected),
+        onProclaimed: () => {}, // only a Lock proclaims
       },
     );
     return session;

@@ -15,6 +15,7 @@ import {
   encodeAcquireV2,
   encodeAcquireV3,
   encodeHeartbeat,
+  encodeProclaim,
   FrameDecoder,
   FrameError,
   type ServerFrame,
@@ -36,13 +37,18 @@ export type Cause =
   | { readonly kind: "certificate"; readonly side: CertificateSide; readonly detail: string }
   | { readonly kind: "busy" };
 
+/** A request the core writes; each is owed exactly one reply. */
+export type RequestFrame = "ACQUIRE" | "HEARTBEAT" | "PROCLAIM";
+
 /** What the owner must do, in the order given. */
 export type Action =
-  | { readonly type: "send"; readonly frame: "ACQUIRE" | "HEARTBEAT"; readonly bytes: Uint8Array }
+  | { readonly type: "send"; readonly frame: RequestFrame; readonly bytes: Uint8Array }
   /** The ACQUIRE was answered with WAITING. */
   | { readonly type: "waiting" }
   /** The lock is granted (at ACQUIRE or by promotion). */
   | { readonly type: "grant"; readonly token: bigint }
+  /** The PROCLAIM numbered `seq`, and every earlier one, is acknowledged. */
+  | { readonly type: "proclaimed"; readonly seq: number }
   /** A held lock is lost: tell every polled check and push signal, now. */
   | { readonly type: "lost"; readonly cause: Cause }
   /** A claim that was never held ended. */
@@ -82,6 +88,16 @@ export class SessionCore {
   private inFlightSince: number | undefined;
   private lastSendAt = 0;
   private token: bigint | undefined;
+  /**
+   * PROCLAIMs (protocol version 3), numbered as they are handed in. The
+   * newest not yet sent waits in `pending` until nothing is in flight and
+   * then goes instead of a heartbeat: it is owed one reply and refreshes
+   * the lease as a HEARTBEAT does.
+   */
+  private proclaims = 0;
+  private pending: { readonly seq: number; readonly bytes: Uint8Array } | undefined;
+  /** The PROCLAIM in flight; 0 when the request in flight is another one. */
+  private inFlightSeq = 0;
 
   constructor(private readonly options: CoreOptions) {
     this.schedule = new HeartbeatSchedule(options.leaseMs);
@@ -142,6 +158,24 @@ export class SessionCore {
     }
     if (shared !== undefined) return encodeAcquireV2(name, leaseMs, shared.mode, shared.limit);
     return encodeAcquire(name, leaseMs);
+  }
+
+  /**
+   * The application replaces the claim's value (already validated; the
+   * claim's ACQUIRE was version 3). It goes at once when nothing is in
+   * flight, else right after the reply owed; a newer value replaces one not
+   * sent yet. `seq` is its number, which a `proclaimed` action reaches once
+   * the server has it; 0 when the claim neither waits nor holds (nothing is
+   * sent).
+   */
+  proclaim(value: Uint8Array, now: number): { seq: number; actions: Action[] } {
+    const out: Action[] = [];
+    this.advance(out, now);
+    if (this.current !== "waiting" && this.current !== "held") return { seq: 0, actions: out };
+    this.proclaims += 1;
+    this.pending = { seq: this.proclaims, bytes: encodeProclaim(value) };
+    this.heartbeat(out, now);
+    return { seq: this.proclaims, actions: out };
   }
 
   /** Bytes from the server (any split: frames may span or share chunks). */
@@ -276,22 +310,40 @@ export class SessionCore {
     this.inFlightSince = undefined;
     this.schedule.addSample(now - sentAt);
     this.ackedSendAt = sentAt;
+    if (this.inFlightSeq !== 0) {
+      out.push({ type: "proclaimed", seq: this.inFlightSeq });
+      this.inFlightSeq = 0;
+    }
     return true;
   }
 
-  /** The next heartbeat: `interval` after the previous send, and never before its ack. */
+  /**
+   * The next request: a pending PROCLAIM at once, else a heartbeat
+   * `interval` after the previous send; never before the ack of the one in
+   * flight.
+   */
   private heartbeatDueAt(): number | undefined {
     if (this.current !== "waiting" && this.current !== "held") return undefined;
     if (this.inFlightSince !== undefined) return undefined;
+    if (this.pending !== undefined) return this.lastSendAt;
     return this.lastSendAt + this.schedule.intervalMs;
   }
 
+  /** Sends the request that is due, if any: a pending PROCLAIM stands in for the heartbeat. */
   private heartbeat(out: Action[], now: number): void {
     const due = this.heartbeatDueAt();
-    if (due !== undefined && now >= due) this.send(out, "HEARTBEAT", encodeHeartbeat(), now);
+    if (due === undefined || now < due) return;
+    const proclaim = this.pending;
+    if (proclaim === undefined) {
+      this.send(out, "HEARTBEAT", encodeHeartbeat(), now);
+      return;
+    }
+    this.pending = undefined;
+    this.inFlightSeq = proclaim.seq;
+    this.send(out, "PROCLAIM", proclaim.bytes, now);
   }
 
-  private send(out: Action[], frame: "ACQUIRE" | "HEARTBEAT", bytes: Uint8Array, now: number): void {
+  private send(out: Action[], frame: RequestFrame, bytes: Uint8Array, now: number): void {
     this.lastSendAt = now;
     this.inFlightSince = now;
     out.push({ type: "send", frame, bytes });

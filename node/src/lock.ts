@@ -87,6 +87,7 @@ export class Lock implements AsyncDisposable {
       onGranted: () => {},
       onLost: (kind, error) => this.markLost(kind, error),
       onFailed: () => {},
+      onProclaimed: () => {},
     };
   }
 

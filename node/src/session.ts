@@ -39,6 +39,8 @@ export interface SessionListener {
   onLost(kind: LostKind, error: MonolockError): void;
   /** A claim that was never held ended; `connected`: the connection had been opened. */
   onFailed(cause: Cause, error: MonolockError, connected: boolean): void;
+  /** The PROCLAIM numbered `seq` (see {@link Session.proclaim}), and every earlier one, is acknowledged. */
+  onProclaimed(seq: number): void;
 }
 
 /** Settings of one session. */
@@ -147,6 +149,22 @@ export class Session {
     this.apply(this.core.connect(now()));
   }
 
+  /** Whether the claim was sent with a value (a version 3 ACQUIRE): only such a claim may proclaim. */
+  get valued(): boolean {
+    return this.options.value !== undefined;
+  }
+
+  /**
+   * Replaces the claim's value (validated; only for a {@link valued} claim).
+   * Returns the PROCLAIM's number, which `onProclaimed` reaches once the
+   * server has it, or 0 when the claim neither waits nor holds.
+   */
+  proclaim(value: Uint8Array): number {
+    const { seq, actions } = this.core.proclaim(value, now());
+    this.apply(actions);
+    return seq;
+  }
+
   /** The validity deadline on the `performance.now()` clock. */
   get validUntil(): number {
     return this.core.validUntil;
@@ -193,6 +211,9 @@ export class Session {
           break;
         case "grant":
           this.listener.onGranted(action.token);
+          break;
+        case "proclaimed":
+          this.listener.onProclaimed(action.seq);
           break;
         case "lost":
           this.listener.onLost(lostKind(action.cause), this.errorFor(action.cause));

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { SHARED } from "../src/constants.js";
 import { type Action, type Cause, SessionCore } from "../src/core.js";
-import { encodeAcquire, encodeAcquireV2 } from "../src/frames.js";
+import { encodeAcquire, encodeAcquireV2, encodeAcquireV3 } from "../src/frames.js";
 import { loadSpec } from "./helpers/spec.js";
 
 interface Step {
@@ -19,13 +19,14 @@ interface Vectors {
     description: string;
     lease_ms: number;
     mode: "wait" | "try";
-    /** A shared claim; absent: exclusive. */
-    claim?: { shared: boolean; limit: number };
+    /** A shared claim, or (with `value`) a claim with a value; absent: exclusive, no value. */
+    claim?: { shared?: boolean; limit?: number; value?: string };
     steps: Step[];
   }[];
 }
 
 const spec = loadSpec<Vectors>("vectors/session.json");
+const utf8 = new TextEncoder();
 
 /** The wire bytes of a `recv ...` input. */
 function serverFrame(text: string): Uint8Array {
@@ -57,7 +58,10 @@ function causeText(cause: Cause): string {
 function actionText(a: Action): string {
   switch (a.type) {
     case "send":
-      return `send ${a.frame}`;
+      // A PROCLAIM is spelled with its value: [0x03][value_len u16][value].
+      return a.frame === "PROCLAIM" ? `send PROCLAIM ${Buffer.from(a.bytes.subarray(3))}` : `send ${a.frame}`;
+    case "proclaimed":
+      return `proclaimed ${a.seq}`;
     case "waiting":
     case "close":
       return a.type;
@@ -69,11 +73,24 @@ function actionText(a: Action): string {
   }
 }
 
+/** The claim's own ACQUIRE: version 3 with a value, else 2 for a shared claim, else 1. */
+function claimAcquire(
+  name: Uint8Array,
+  leaseMs: number,
+  shared: { mode: number; limit: number } | undefined,
+  value: Uint8Array | undefined,
+): Uint8Array {
+  if (value !== undefined) return encodeAcquireV3(name, leaseMs, SHARED.MODE_EXCLUSIVE, 0, value);
+  if (shared !== undefined) return encodeAcquireV2(name, leaseMs, shared.mode, shared.limit);
+  return encodeAcquire(name, leaseMs);
+}
+
 function feed(core: SessionCore, input: string, at: number): Action[] {
   if (input === "connect") return core.connect(at);
   if (input === "timer") return core.tick(at);
   if (input === "release") return core.release(at);
   if (input === "eof") return core.eof(at);
+  if (input.startsWith("proclaim ")) return core.proclaim(utf8.encode(input.slice(9)), at).actions;
   if (input.startsWith("recv ")) return core.receive(serverFrame(input.slice(5)), at);
   throw new Error(`unknown input in vector: ${input}`);
 }
@@ -82,13 +99,11 @@ describe("spec/vectors/session.json", () => {
   test("has cases", () => assert.ok(spec.cases.length >= 20));
   for (const c of spec.cases) {
     test(c.name, () => {
-      const name = new TextEncoder().encode("x");
-      const shared = c.claim?.shared ? { mode: SHARED.MODE_SHARED, limit: c.claim.limit } : undefined;
-      const core = new SessionCore({ leaseMs: c.lease_ms, name, mode: c.mode, shared });
-      // The claim's own ACQUIRE: version 2 for a shared claim, else version 1.
-      const acquire = shared
-        ? encodeAcquireV2(name, c.lease_ms, shared.mode, shared.limit)
-        : encodeAcquire(name, c.lease_ms);
+      const name = utf8.encode("x");
+      const shared = c.claim?.shared ? { mode: SHARED.MODE_SHARED, limit: c.claim.limit ?? 0 } : undefined;
+      const value = c.claim?.value ? utf8.encode(c.claim.value) : undefined;
+      const core = new SessionCore({ leaseMs: c.lease_ms, name, mode: c.mode, shared, value });
+      const acquire = claimAcquire(name, c.lease_ms, shared, value);
       c.steps.forEach((step, i) => {
         const where = `step ${i} (${step.in} at ${step.at})`;
         const actions = feed(core, step.in, step.at);
@@ -188,6 +203,22 @@ describe("session core beyond the vectors", () => {
     assert.deepEqual(actions.map(actionText), ["fail certificate", "close"]);
     const fail = actions[0];
     assert.ok(fail?.type === "fail" && fail.cause.kind === "certificate" && fail.cause.side === "client");
+  });
+
+  test("proclaim: nothing before the grant; a replaced value keeps its number; one ack settles all", () => {
+    const value = utf8.encode("a");
+    const core = new SessionCore({ leaseMs: 1000, name, mode: "wait", value });
+    assert.equal(core.proclaim(utf8.encode("b"), 0).seq, 0, "connecting: nothing to proclaim");
+    core.connect(0);
+    core.receive(serverFrame("ACQUIRED 7"), 0);
+    // Replies come at once (no RTT), so the heartbeat interval stays a quarter lease.
+    assert.deepEqual(core.tick(250).map(actionText), ["send HEARTBEAT"]);
+    assert.equal(core.proclaim(utf8.encode("c"), 250).seq, 1);
+    assert.equal(core.proclaim(utf8.encode("d"), 250).seq, 2);
+    assert.equal(core.nextWakeAt, 800, "in flight: only the deadline");
+    assert.deepEqual(core.receive(serverFrame("ACQUIRED 7"), 250).map(actionText), ["send PROCLAIM d"]);
+    assert.deepEqual(core.receive(serverFrame("ACQUIRED 7"), 250).map(actionText), ["proclaimed 2"]);
+    assert.equal(core.nextWakeAt, 500, "then heartbeats an interval after the PROCLAIM");
   });
 
   test("eof before connect fails the claim with io", () => {
