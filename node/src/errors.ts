@@ -84,6 +84,24 @@ export class ValueUnsupportedError extends generated.UnsupportedVersionError {
   }
 }
 
+/**
+ * `lock.proclaim()` on a lock claimed without a value: its ACQUIRE was
+ * protocol version 1 or 2, whose connection has no PROCLAIM (the server
+ * would end the session). Raised before anything is sent; the lock stays
+ * held. Not temporary: claim with the `value` option to proclaim.
+ */
+export class NoValueError extends MonolockError {
+  override name = "NoValueError";
+  /** The lock name. */
+  readonly lockName: string;
+  /** @internal */
+  constructor(lockName: string) {
+    const quoted = JSON.stringify(lockName);
+    super(`monolock: lock ${quoted} was claimed without a value (use the value option to proclaim)`, null, false);
+    this.lockName = lockName;
+  }
+}
+
 /** What a claim asked for, for {@link LockBusyError}: exclusive unless `shared`; `limit` 0 is no bound. */
 export interface BusyClaim {
   readonly shared: boolean;

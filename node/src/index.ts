@@ -36,12 +36,13 @@ export {
   LockReleasedError,
   MonolockError,
   NotMonolockError,
+  NoValueError,
   ServerEndedError,
   ServerError,
   SharedUnsupportedError,
   ValueUnsupportedError,
 } from "./errors.js";
-export type { LockState } from "./lock.js";
+export type { LockState, ProclaimOptions } from "./lock.js";
 export { Lock } from "./lock.js";
 export type { Logger } from "./logger.js";
 export type { CertificateSide } from "./tlscert.js";

@@ -1,11 +1,36 @@
 /** A held lock: token, validity, loss notification and release. */
 
-import { LockLostError, LockReleasedError, type LostKind, type MonolockError, withoutPrefix } from "./errors.js";
+import {
+  LockLostError,
+  LockReleasedError,
+  type LostKind,
+  type MonolockError,
+  NoValueError,
+  withoutPrefix,
+} from "./errors.js";
 import { type Logger, log } from "./logger.js";
 import type { Session } from "./session.js";
+import { type ClaimValue, validateValue } from "./validate.js";
 
 /** Where a lock stands. */
 export type LockState = "held" | "lost" | "released";
+
+/** Options of {@link Lock.proclaim}. */
+export interface ProclaimOptions {
+  /**
+   * Stops waiting for the server's acknowledgement: the promise rejects
+   * with the signal's reason. The PROCLAIM may still have been sent, so
+   * the value may still change.
+   */
+  signal?: AbortSignal;
+}
+
+/** A {@link Lock.proclaim} call waiting for the ack of its PROCLAIM. */
+interface ProclaimWaiter {
+  readonly seq: number;
+  /** Resolves, or rejects with `error`, and stops listening to the caller's signal. */
+  settle(error?: Error): void;
+}
 
 /**
  * A lock granted by the server. It stays held while its connection lives and
@@ -67,6 +92,8 @@ export class Lock implements AsyncDisposable {
   private lostError: LockLostError | undefined;
   private resolveLost!: (error: LockLostError) => void;
   private releasing: Promise<void> | undefined;
+  /** Proclaims awaiting their ack; made at the first one, as most locks never proclaim. */
+  private proclaimWaiters: ProclaimWaiter[] | undefined;
 
   /** @internal Locks come from {@link Client.acquire}; the session is granted. */
   constructor(
@@ -87,7 +114,7 @@ export class Lock implements AsyncDisposable {
       onGranted: () => {},
       onLost: (kind, error) => this.markLost(kind, error),
       onFailed: () => {},
-      onProclaimed: () => {},
+      onProclaimed: (seq) => this.settleProclaims(seq),
     };
   }
 
@@ -136,6 +163,7 @@ export class Lock implements AsyncDisposable {
       if (this.state === "held") {
         this.currentState = "released";
         this.controller?.abort(releasedError());
+        if (this.proclaimWaiters !== undefined) this.rejectProclaims(new LockReleasedError());
         if (this.logger !== undefined) {
           log(this.logger, "debug", `monolock: released ${JSON.stringify(this.name)}, token ${this.token}`);
         }
@@ -145,8 +173,73 @@ export class Lock implements AsyncDisposable {
     return this.releasing;
   }
 
+  /**
+   * Replaces the value this lock was claimed with (the `value` option of
+   * {@link Client.acquire}: a string is sent as UTF-8, at most
+   * `MAX_VALUE_LEN` bytes), keeping its token. Resolves once the server
+   * has acknowledged it: from then on the admin listing shows it. Its reply
+   * refreshes the lease as a heartbeat's does. A value proclaimed while an
+   * earlier one waits to be sent replaces it; both resolve together.
+   *
+   * Rejects at once, with nothing sent, with a {@link NoValueError} for a
+   * lock claimed without a value, with a {@link ValueTooLongError} for a
+   * value over 1024 bytes, and with the lock's {@link LockLostError} or a
+   * {@link LockReleasedError} once it is lost or released, and with the
+   * reason of `options.signal` if it has aborted. If the lock is lost or
+   * released (or the signal aborts) before the acknowledgement, it rejects
+   * with that error then: it never waits on a lock that has ended.
+   */
+  async proclaim(value: ClaimValue, options: ProclaimOptions = {}): Promise<void> {
+    if (!this.session.valued) throw new NoValueError(this.name);
+    const bytes = validateValue(value) ?? new Uint8Array(0); // an empty value clears it
+    if (this.state !== "held") throw this.endedError();
+    options.signal?.throwIfAborted();
+    const seq = this.session.proclaim(bytes);
+    if (seq === 0) throw this.endedError(); // the deadline passed just now
+    return this.proclaimed(seq, options.signal);
+  }
+
   /** Same as {@link Lock.release}; makes `await using lock = ...` work. */
   declare [Symbol.asyncDispose]: () => Promise<void>;
+
+  /** Waits for the ack of PROCLAIM `seq`, the lock's end, or the caller's abort. */
+  private proclaimed(seq: number, signal: AbortSignal | undefined): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const onAbort = (): void => {
+        this.proclaimWaiters = this.proclaimWaiters?.filter((w) => w !== waiter);
+        waiter.settle(signal?.reason);
+      };
+      const waiter: ProclaimWaiter = {
+        seq,
+        settle: (error) => {
+          signal?.removeEventListener("abort", onAbort);
+          if (error === undefined) resolve();
+          else reject(error);
+        },
+      };
+      this.proclaimWaiters = [...(this.proclaimWaiters ?? []), waiter];
+      signal?.addEventListener("abort", onAbort, { once: true });
+    });
+  }
+
+  /** The server has every PROCLAIM up to `seq`: their calls resolve. */
+  private settleProclaims(seq: number): void {
+    const waiters = this.proclaimWaiters ?? [];
+    this.proclaimWaiters = waiters.filter((w) => w.seq > seq);
+    for (const w of waiters) if (w.seq <= seq) w.settle();
+  }
+
+  /** The lock ended: no PROCLAIM will be acknowledged, so no call may wait on. */
+  private rejectProclaims(error: Error): void {
+    const waiters = this.proclaimWaiters ?? [];
+    this.proclaimWaiters = undefined;
+    for (const w of waiters) w.settle(error);
+  }
+
+  /** Why a lock that is no longer held cannot proclaim. */
+  private endedError(): MonolockError {
+    return this.lostError ?? new LockReleasedError();
+  }
 
   private markLost(kind: LostKind, cause: MonolockError): void {
     if (this.currentState !== "held") return;
@@ -156,6 +249,7 @@ export class Lock implements AsyncDisposable {
     // Every way of learning it says so now, before the connection closes.
     this.controller?.abort(error);
     this.resolveLost(error);
+    this.rejectProclaims(error);
     const what = `lock ${JSON.stringify(this.name)} (token ${this.token})`;
     log(this.logger, "info", `monolock: ${what} lost: ${withoutPrefix(cause.message)}`);
   }

@@ -8,6 +8,7 @@ import {
   AdminClosedError,
   Client,
   ConnectionError,
+  type Lock,
   LockBusyError,
   LockLostError,
   LockReleasedError,
@@ -1026,5 +1027,59 @@ describe("claims with a value against a fake server", () => {
     );
     await assert.rejects(client.acquire("", { value: long }), (e: unknown) => (e as ServerError).code === 0x14);
     assert.equal(server.connections.length, before);
+  });
+});
+
+describe("proclaim against a fake server", () => {
+  /** A lock claimed with value "a", and its connection with the ACQUIRE read. */
+  async function valued(): Promise<{ lock: Lock; conn: FakeConnection }> {
+    const client = new Client({ servers: server.address, leaseMs: 30000 });
+    const pending = client.acquire("service/leader", { value: "a" });
+    const conn = await server.accept();
+    await conn.readAcquire();
+    conn.acquired(5n);
+    return { lock: await pending, conn };
+  }
+
+  test("sends [0x03][value_len u16][value] and resolves at its reply", async () => {
+    const { lock, conn } = await valued();
+    let settled = false;
+    const proclaimed = lock.proclaim("10.0.0.7:9090").then(() => {
+      settled = true;
+    });
+    assert.equal((await conn.read(16)).toString("hex"), `03000d${Buffer.from("10.0.0.7:9090").toString("hex")}`);
+    await new Promise((r) => setTimeout(r, 20));
+    assert.equal(settled, false, "not before the reply");
+    conn.acquired(5n);
+    await proclaimed;
+    await lock.release();
+  });
+
+  test("no hang: the lock's loss, its release or the caller's abort ends the wait", async () => {
+    const lost = await valued();
+    const p1 = lost.lock.proclaim("b");
+    await lost.conn.read(4);
+    lost.conn.socket.destroy();
+    await assert.rejects(p1, LockLostError);
+    await assert.rejects(lost.lock.proclaim("c"), LockLostError, "and at once afterwards");
+
+    const released = await valued();
+    const p2 = released.lock.proclaim("b");
+    await released.conn.read(4);
+    const rejected = assert.rejects(p2, LockReleasedError); // handled before release rejects it
+    await released.lock.release();
+    await rejected;
+
+    const aborted = await valued();
+    const controller = new AbortController();
+    const p3 = aborted.lock.proclaim("b", { signal: controller.signal });
+    await aborted.conn.read(4);
+    controller.abort(new Error("enough"));
+    await assert.rejects(p3, { message: "enough" });
+    assert.ok(aborted.lock.held, "the lock is not touched");
+    await assert.rejects(aborted.lock.proclaim("c", { signal: controller.signal }), { message: "enough" });
+    await new Promise((r) => setTimeout(r, 20));
+    assert.equal(aborted.conn.unread, 0, "an aborted signal sends nothing");
+    await aborted.lock.release();
   });
 });

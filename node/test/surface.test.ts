@@ -31,6 +31,7 @@ test("exports exactly the documented names", () => {
     "MonolockError",
     "NameNotUtf8Error",
     "NameTooLongError",
+    "NoValueError",
     "NotActiveError",
     "NotAuthorizedError",
     "NotMonolockError",
@@ -66,6 +67,16 @@ test("SharedUnsupportedError is an UnsupportedVersionError (0x10), terminal", ()
   );
   assert.ok(monolock.errorForCode(0x19) instanceof monolock.InvalidModeError);
   assert.ok(monolock.errorForCode(0x1a) instanceof monolock.LimitMismatchError);
+});
+
+test("NoValueError: proclaim on a lock claimed without a value, terminal, no code", () => {
+  const err = new monolock.NoValueError("jobs/nightly");
+  assert.ok(err instanceof monolock.MonolockError);
+  assert.ok(!(err instanceof monolock.ServerError));
+  assert.equal(err.code, null);
+  assert.equal(err.temporary, false);
+  assert.equal(err.name, "NoValueError");
+  assert.equal(err.lockName, "jobs/nightly");
 });
 
 test("ValueUnsupportedError is an UnsupportedVersionError (0x10), terminal; MAX_VALUE_LEN is 1024", () => {

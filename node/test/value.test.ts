@@ -1,7 +1,7 @@
 // Claims with a value (protocol version 3) against the real Go server.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { Client } from "../src/index.js";
+import { Client, LockReleasedError, NoValueError, ValueTooLongError } from "../src/index.js";
 import { RealServer } from "./helpers/real-server.js";
 
 interface ListedSession {
@@ -74,5 +74,44 @@ describe("claims with a value against monolock serve", () => {
     const lock = await client.acquire("val/longest", { value });
     assert.equal((await listed("val/longest"))?.holders[0]?.value, value);
     await lock.release();
+  });
+
+  test("proclaim replaces the held lock's value, keeps its token, and resolves once the server has it", async () => {
+    const lock = await client.acquire("val/proclaim", { value: "10.0.0.7:8080" });
+    for (const value of ["10.0.0.7:9090", "10.0.0.7:9191"]) {
+      await lock.proclaim(value);
+      const holder = (await listed("val/proclaim"))?.holders[0];
+      assert.equal(holder?.value, value, "the server has it when proclaim resolves");
+      assert.equal(BigInt(holder?.token ?? -1), lock.token);
+    }
+    await lock.proclaim(Buffer.from([0x00, 0xff]));
+    assert.equal((await listed("val/proclaim"))?.holders[0]?.value_hex, "00ff");
+    // Two at once: the second goes after the first's reply (or replaces it, were a heartbeat in flight).
+    await Promise.all([lock.proclaim("first"), lock.proclaim("second")]);
+    assert.equal((await listed("val/proclaim"))?.holders[0]?.value, "second");
+    assert.ok(lock.held);
+    await lock.release();
+  });
+
+  test("proclaim rejects a value too long, after release, and for a lock claimed without a value", async () => {
+    const lock = await client.acquire("val/refused", { value: "a" });
+    await assert.rejects(lock.proclaim("v".repeat(1025)), ValueTooLongError);
+    assert.ok(lock.held, "refused before anything is sent");
+    await lock.release();
+    await assert.rejects(lock.proclaim("b"), LockReleasedError);
+
+    const plain = await client.acquire("val/plain");
+    await assert.rejects(plain.proclaim("x"), (err: unknown) => {
+      assert.ok(err instanceof NoValueError);
+      assert.equal(
+        err.message,
+        'monolock: lock "val/plain" was claimed without a value (use the value option to proclaim)',
+      );
+      return true;
+    });
+    // A PROCLAIM on its version 1 connection would end the session (0x13).
+    await new Promise((r) => setTimeout(r, 100));
+    assert.ok(plain.held, "refused before anything is sent");
+    await plain.release();
   });
 });
