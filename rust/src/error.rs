@@ -203,6 +203,15 @@ macro_rules! define_error {
                 /// The server's error: [`Error::UnsupportedVersion`].
                 cause: Box<Error>,
             },
+            /// A lock claimed without a value was asked to proclaim one
+            /// (`LockGuard::proclaim`): only a claim with a value
+            /// ([`Claim::with_value`](crate::Claim::with_value)) is sent in protocol
+            /// version 3, the one that has PROCLAIM. Refused before anything is
+            /// sent; the lock is held as before. Never temporary.
+            NoValue {
+                /// The lock.
+                name: String,
+            },
             /// The client's configuration is invalid, for example a server address
             /// that does not parse. Raised by the builder's `build`; never
             /// temporary.
@@ -236,6 +245,7 @@ macro_rules! define_error {
                     | Error::Protocol(_)
                     | Error::ServerEnded
                     | Error::NotMonolock { .. }
+                    | Error::NoValue { .. }
                     | Error::Config(_) => return None,
                 })
             }
@@ -339,6 +349,7 @@ impl Error {
             | Error::NotMonolock { .. }
             | Error::SharedUnsupported { .. }
             | Error::ValueUnsupported { .. }
+            | Error::NoValue { .. }
             | Error::Config(_) => false,
             Error::Lost(cause) => cause.is_temporary(),
             coded => coded.code().is_some_and(|c| c < FIRST_TERMINAL_CODE),
@@ -446,6 +457,10 @@ impl Error {
                 "server {addr} does not support claims with a value (it answered a \
                  protocol version 3 ACQUIRE with 0x10 unsupported protocol version); claim \
                  without a value, or upgrade the server"
+            ),
+            Error::NoValue { name } => write!(
+                f,
+                "lock {name:?} was claimed without a value (use Claim::with_value to proclaim)"
             ),
             Error::Config(what) => f.write_str(what),
             coded => {

@@ -1,6 +1,6 @@
 //! The wire format: encoding the client frames (ACQUIRE in protocol
 //! version 1 for exclusive claims, version 2 for shared ones, version 3 for
-//! claims with a value; HEARTBEAT; PROCLAIM, not sent yet) and decoding the
+//! claims with a value; HEARTBEAT; PROCLAIM) and decoding the
 //! three server frames from a byte stream.
 //!
 //! Nothing here does I/O. The decoder is fed whatever a read returned and
@@ -24,7 +24,7 @@ pub(crate) const MAX_LIMIT: u32 = spec::SHARED_LIMIT_MAX as u32;
 /// Client -> server message types.
 pub(crate) const MSG_ACQUIRE: u8 = spec::MESSAGE_TYPES_ACQUIRE;
 pub(crate) const MSG_HEARTBEAT: u8 = spec::MESSAGE_TYPES_HEARTBEAT;
-/// Replaces the value of a version 3 claim (not sent by the client yet).
+/// Replaces the value of a version 3 claim.
 pub(crate) const MSG_PROCLAIM: u8 = spec::VALUE_PROCLAIM_TYPE as u8;
 /// Server -> client message types.
 pub(crate) const MSG_WAITING: u8 = spec::MESSAGE_TYPES_WAITING;
@@ -153,8 +153,7 @@ pub(crate) fn encode_acquire_v3(
 }
 
 /// Encodes a PROCLAIM, the new value of the claim on its connection
-/// (version 3 only; empty clears it). The client does not send it yet.
-#[cfg_attr(not(test), allow(dead_code))]
+/// (version 3 only; empty clears it).
 pub(crate) fn encode_proclaim(value: &[u8]) -> Result<Vec<u8>, Error> {
     check_value(value)?;
     let mut frame = Vec::with_capacity(3 + value.len());

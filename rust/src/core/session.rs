@@ -6,7 +6,10 @@
 //! its order: tell, send, close. Every decision lives here, once: reply
 //! accounting, RTT sampling, the validity deadline, the loss and when it is
 //! told, the close at the lease, ignoring late replies, and that a
-//! promotion after a waiting claim's deadline is no grant.
+//! promotion after a waiting claim's deadline is no grant. A claim with a
+//! value (protocol version 3) may also proclaim a new one: the PROCLAIM
+//! goes when nothing is in flight, instead of a heartbeat, and its one
+//! reply acknowledges it.
 //!
 //! The rule for a held lock (spec/vectors/session.json runs it): at
 //! `sendTime(last acked) + 0.8·lease` with no newer ack the loss is decided
@@ -18,7 +21,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::codec::{Decoder, Frame, HEARTBEAT};
+use super::codec::{encode_proclaim, Decoder, Frame, HEARTBEAT};
 use super::retry::Mode;
 use super::schedule::Schedule;
 use crate::claim::Claim;
@@ -58,19 +61,22 @@ enum Phase {
 }
 
 /// A request frame the adapter writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Request {
     Acquire,
     Heartbeat,
+    /// A new value for the claim: this PROCLAIM frame.
+    Proclaim(Vec<u8>),
 }
 
 impl Request {
     /// The bytes to write; the ACQUIRE frame is the adapter's (it carries
     /// the name and the lease).
-    pub(crate) fn bytes(self, acquire: &[u8]) -> &[u8] {
+    pub(crate) fn bytes<'a>(&'a self, acquire: &'a [u8]) -> &'a [u8] {
         match self {
             Request::Acquire => acquire,
             Request::Heartbeat => &HEARTBEAT,
+            Request::Proclaim(frame) => frame,
         }
     }
 }
@@ -96,6 +102,8 @@ pub(crate) struct Turn {
     pub(crate) waiting: bool,
     /// The lock was granted with this token (at ACQUIRE or by promotion).
     pub(crate) granted: Option<u64>,
+    /// Every PROCLAIM up to this number is acknowledged: wake its waiters.
+    pub(crate) proclaimed: Option<u64>,
     /// The held lock is lost ([`Error::Lost`] with the cause): tell every
     /// push signal now. Polled checks see it already.
     pub(crate) lost: Option<Error>,
@@ -164,6 +172,24 @@ pub(crate) struct Session {
     /// without shared locks or without values.
     name: String,
     claim: Claim,
+    /// PROCLAIMs, numbered as they are handed in (see [`Session::proclaim`]).
+    proclaims: Proclaims,
+}
+
+/// The PROCLAIMs of a claim with a value. Never two requests in flight:
+/// the newest value not sent yet waits in `unsent` until nothing is, and
+/// then goes instead of a heartbeat.
+#[derive(Debug, Default)]
+struct Proclaims {
+    /// How many were handed in: the number of the newest.
+    handed_in: u64,
+    /// The newest frame not sent yet, with its number; a newer value
+    /// replaces it (only the newest matters).
+    unsent: Option<(Vec<u8>, u64)>,
+    /// The number of the PROCLAIM in flight, if the request in flight is one.
+    in_flight: Option<u64>,
+    /// Every PROCLAIM up to this number is acknowledged.
+    acked: u64,
 }
 
 impl Session {
@@ -208,6 +234,7 @@ impl Session {
             heard: false,
             name: name.to_owned(),
             claim,
+            proclaims: Proclaims::default(),
         };
         let turn = Turn {
             send: Some(Request::Acquire),
@@ -231,8 +258,44 @@ impl Session {
             },
             Input::Release => self.release(now, &mut turn),
         }
-        self.heartbeat(now, &mut turn);
+        self.send_next(now, &mut turn);
         turn
+    }
+
+    /// The PROCLAIM frame of `value` for this claim, checked before anything
+    /// is handed in: a claim without a value cannot proclaim (its server
+    /// may not know values), and a value is at most 1024 bytes.
+    #[allow(dead_code)] // the guards call it next
+    pub(crate) fn proclaim_frame(&self, value: &[u8]) -> Result<Vec<u8>, Error> {
+        if self.claim.value().is_none() {
+            return Err(Error::NoValue {
+                name: self.name.clone(),
+            });
+        }
+        encode_proclaim(value)
+    }
+
+    /// Hands in a PROCLAIM frame (from [`Session::proclaim_frame`]) and
+    /// returns its number: [`Session::proclaimed`] reaches it once the
+    /// server has acknowledged it or a later one. The next step sends it
+    /// when nothing is in flight, else right after the reply owed. 0: the
+    /// claim neither waits nor holds, and nothing is sent.
+    #[allow(dead_code)] // the guards call it next
+    pub(crate) fn proclaim(&mut self, frame: Vec<u8>) -> u64 {
+        if !matches!(self.phase, Phase::Waiting | Phase::Held(_)) {
+            return 0;
+        }
+        let p = &mut self.proclaims;
+        p.handed_in += 1;
+        p.unsent = Some((frame, p.handed_in));
+        p.handed_in
+    }
+
+    /// The number of the last PROCLAIM acknowledged (every one before it
+    /// is too).
+    #[allow(dead_code)] // the guards call it next
+    pub(crate) fn proclaimed(&self) -> u64 {
+        self.proclaims.acked
     }
 
     /// The one decision polled checks and push waiters share with the
@@ -402,6 +465,10 @@ impl Session {
         self.schedule
             .observe_rtt(now.saturating_duration_since(sent));
         self.acked_send = sent;
+        if let Some(n) = self.proclaims.in_flight.take() {
+            self.proclaims.acked = n;
+            turn.proclaimed = Some(n);
+        }
         true
     }
 
@@ -440,19 +507,31 @@ impl Session {
         }
     }
 
-    /// Sends a HEARTBEAT when one is due.
-    fn heartbeat(&mut self, now: Instant, turn: &mut Turn) {
-        if self.heartbeat_due().is_some_and(|due| now >= due) {
-            self.pending = Some(now);
-            self.last_send = now;
-            turn.send = Some(Request::Heartbeat);
+    /// Sends the request that is due: a PROCLAIM handed in, else a
+    /// HEARTBEAT. Either refreshes the lease and is owed one reply.
+    fn send_next(&mut self, now: Instant, turn: &mut Turn) {
+        if !self.heartbeat_due().is_some_and(|due| now >= due) {
+            return;
         }
+        self.pending = Some(now);
+        self.last_send = now;
+        turn.send = Some(match self.proclaims.unsent.take() {
+            Some((frame, n)) => {
+                self.proclaims.in_flight = Some(n);
+                Request::Proclaim(frame)
+            }
+            None => Request::Heartbeat,
+        });
     }
 
-    /// When the next heartbeat is due: while queued or held, with no
-    /// request in flight (the next one waits for the ack of the last).
+    /// When the next request is due: while queued or held, with no
+    /// request in flight (the next one waits for the ack of the last); a
+    /// PROCLAIM handed in is due at once.
     fn heartbeat_due(&self) -> Option<Instant> {
         match (self.phase, self.pending) {
+            (Phase::Waiting | Phase::Held(_), None) if self.proclaims.unsent.is_some() => {
+                Some(self.last_send)
+            }
             (Phase::Waiting | Phase::Held(_), None) => {
                 Some(self.last_send + self.schedule.interval())
             }
@@ -563,14 +642,23 @@ mod tests {
         if let Some(token) = turn.granted {
             out.push(format!("grant {token}"));
         }
+        if let Some(n) = turn.proclaimed {
+            out.push(format!("proclaimed {n}"));
+        }
         if let Some(loss) = &turn.lost {
             out.push(format!("lost {}", kind(loss)));
         }
         if let Some(err) = &turn.failed {
             out.push(format!("fail {}", kind(err)));
         }
-        if turn.send == Some(Request::Heartbeat) {
-            out.push("send HEARTBEAT".into());
+        match &turn.send {
+            Some(Request::Heartbeat) => out.push("send HEARTBEAT".into()),
+            // The frame's value, after the type and the length.
+            Some(Request::Proclaim(frame)) => out.push(format!(
+                "send PROCLAIM {}",
+                String::from_utf8_lossy(&frame[3..])
+            )),
+            _ => {}
         }
         if turn.close.is_some() {
             out.push("close".into());
@@ -625,17 +713,7 @@ mod tests {
                 "try" => Mode::Try,
                 other => panic!("{name}: mode {other}"),
             };
-            // A case's `claim` makes the session a shared one. The client
-            // encodes the ACQUIRE (codec's client_valid_v2 test pins those
-            // bytes); what follows must be the same as for an exclusive claim.
-            let claim = match (
-                case["claim"]["shared"].as_bool().unwrap_or(false),
-                case["claim"]["limit"].as_u64(),
-            ) {
-                (false, _) => Claim::exclusive(),
-                (true, None) => Claim::shared(),
-                (true, Some(limit)) => Claim::semaphore(limit as u32),
-            };
+            let claim = vector_claim(&case["claim"]);
             let t0 = Instant::now();
             let mut session: Option<Session> = None;
             for (i, step) in case["steps"].as_array().unwrap().iter().enumerate() {
@@ -649,6 +727,13 @@ mod tests {
                         turn
                     }
                     ("timer", Some(s)) => s.step(Input::Timer, at),
+                    // Handed in, then ticked at the same instant.
+                    (input, Some(s)) if input.starts_with("proclaim ") => {
+                        let value = input.strip_prefix("proclaim ").unwrap();
+                        let frame = s.proclaim_frame(value.as_bytes()).unwrap();
+                        s.proclaim(frame);
+                        s.step(Input::Timer, at)
+                    }
                     ("release", Some(s)) => s.step(Input::Release, at),
                     ("eof", Some(s)) => {
                         let eof = std::io::Error::from(std::io::ErrorKind::UnexpectedEof);
@@ -671,7 +756,9 @@ mod tests {
                     assert_eq!(state_name(s.state()), state, "{name} step {i} state");
                 }
                 if let Some(want) = step["valid_until"].as_f64() {
-                    let got = s.valid_until().expect("granted");
+                    // The deadline of a waiting claim too (a PROCLAIM's
+                    // ack moves it as a heartbeat's does).
+                    let got = s.deadline();
                     let got = got.duration_since(t0).as_secs_f64() * 1000.0;
                     assert!(
                         (got - want).abs() < 1e-3,
@@ -679,6 +766,24 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    /// A case's `claim`: a shared one, or one with a value. The client
+    /// encodes the ACQUIRE (codec's client_valid_v2 and client_valid_v3
+    /// tests pin those bytes); what follows must be the same as for an
+    /// exclusive claim, but for the PROCLAIMs of a claim with a value.
+    fn vector_claim(claim: &serde_json::Value) -> Claim {
+        if let Some(value) = claim["value"].as_str() {
+            return Claim::exclusive().with_value(value);
+        }
+        match (
+            claim["shared"].as_bool().unwrap_or(false),
+            claim["limit"].as_u64(),
+        ) {
+            (false, _) => Claim::exclusive(),
+            (true, None) => Claim::shared(),
+            (true, Some(limit)) => Claim::semaphore(limit as u32),
         }
     }
 
@@ -849,6 +954,30 @@ mod tests {
         let (mut s, _) = Session::connect("old:7117", 1000, Mode::Wait, t0);
         let turn = s.step(Input::Bytes(&[0x13, 0x10, 0]), t0);
         assert!(matches!(turn.failed, Some(Error::UnsupportedVersion(_))));
+    }
+
+    #[test]
+    fn only_a_claim_with_a_value_proclaims_and_only_a_value_that_fits() {
+        let t0 = Instant::now();
+        let (s, _) = Session::connect_as("test:1", "db", Claim::shared(), 1000, Mode::Wait, t0);
+        let err = s.proclaim_frame(b"x").unwrap_err();
+        assert!(matches!(err, Error::NoValue { ref name } if name == "db"));
+        assert_eq!(
+            err.to_string(),
+            "monolock: lock \"db\" was claimed without a value (use Claim::with_value to proclaim)"
+        );
+        assert!(!err.is_temporary());
+        assert_eq!(err.code(), None);
+
+        let claim = Claim::exclusive().with_value("a");
+        let (mut s, _) = Session::connect_as("test:1", "db", claim, 1000, Mode::Wait, t0);
+        let err = s.proclaim_frame(&[b'v'; 1025]).unwrap_err();
+        assert!(matches!(err, Error::ValueTooLong(_)), "{err}");
+        // Before the grant there is nothing to proclaim on.
+        assert_eq!(s.proclaim(s.proclaim_frame(b"b").unwrap()), 0);
+        s.step(Input::Bytes(&bytes_acquired(3)), t0);
+        assert_eq!(s.proclaim(s.proclaim_frame(b"b").unwrap()), 1);
+        assert_eq!(s.next_wakeup(), Some(t0), "a PROCLAIM goes at once");
     }
 
     /// A try-acquire's WAITING is busy, in words that fit the claim.

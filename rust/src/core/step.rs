@@ -54,7 +54,7 @@ pub(crate) fn acquire_step(
         wake = wake.min(deadline);
     }
     Ok(AcquireStep::Continue {
-        send: turn.send,
+        send: turn.send.take(),
         wake,
     })
 }
