@@ -1,7 +1,8 @@
 //! A value per claim (protocol version 3): both clients against the real
 //! server (a claim with a value is granted, and the admin listing shows
-//! the value), and against a scripted fake server for the exact bytes, a
-//! value too long and a server that predates values.
+//! the value; a PROCLAIM replaces it), and against a scripted fake server
+//! for the exact bytes, a value too long, a server that predates values and
+//! a PROCLAIM that is never answered.
 
 mod common;
 
@@ -97,6 +98,94 @@ fn a_claim_with_a_value_is_granted_by_the_real_server() {
         .acquire_timeout_with("v-long", Duration::from_secs(5), longest)
         .unwrap();
     g.check().unwrap();
+}
+
+/// The admin listing's entry of the lock `name`.
+fn listed(admin: &str, name: &str) -> serde_json::Value {
+    let listing: serde_json::Value = serde_json::from_str(&admin_get(admin, "/v1/locks")).unwrap();
+    let locks = listing["locks"].as_array().unwrap();
+    let lock = locks.iter().find(|l| l["name"] == name);
+    lock.unwrap_or_else(|| panic!("{name} not in {listing}"))
+        .clone()
+}
+
+/// A value too long for a PROCLAIM: refused before sending, lock kept.
+fn assert_too_long(err: &Error) {
+    assert!(matches!(err, Error::ValueTooLong(_)), "{err}");
+    assert_eq!(err.code(), Some(0x1b));
+    assert_eq!(err.reason().unwrap().origin(), Origin::Client);
+}
+
+/// A lock claimed without a value cannot proclaim.
+fn assert_no_value(err: &Error, name: &str) {
+    assert!(matches!(err, Error::NoValue { .. }), "{err}");
+    assert!(!err.is_temporary());
+    assert_eq!(
+        err.to_string(),
+        format!("monolock: lock \"{name}\" was claimed without a value (use Claim::with_value to proclaim)")
+    );
+}
+
+/// A lock lost because its connection ended.
+fn assert_lost_io(err: &Error) {
+    match err {
+        Error::Lost(cause) => assert!(matches!(**cause, Error::Io(_)), "{cause}"),
+        other => panic!("{other}"),
+    }
+}
+
+#[test]
+fn proclaim_replaces_the_value_and_the_server_has_it_when_it_returns() {
+    let mut server = Server::start_with_admin();
+    let admin = server.admin.clone().unwrap();
+    let c = client(&server.addr);
+    let claim = Claim::exclusive().with_value("10.0.0.7:8080");
+    let g = c.acquire_with("p-leader", claim).unwrap();
+    for v in ["10.0.0.7:9090", "10.0.0.7:9191", ""] {
+        g.proclaim(v).unwrap();
+        let lock = listed(&admin, "p-leader");
+        let shown = lock["holder"]["value"].as_str().unwrap_or_default();
+        assert_eq!(shown, v, "the server has it when proclaim returns: {lock}");
+        assert_eq!(lock["holder"]["token"], g.token(), "{lock}");
+    }
+    g.check().unwrap();
+    assert_too_long(&g.proclaim(vec![b'v'; 1025]).unwrap_err());
+    g.check().unwrap();
+
+    let plain = c.acquire("p-plain").unwrap();
+    assert_no_value(&plain.proclaim("x").unwrap_err(), "p-plain");
+    plain.check().unwrap();
+
+    // After a loss: the loss, and no value is taken for one.
+    server.kill();
+    g.wait_lost_timeout(Duration::from_secs(5)).expect("lost");
+    assert_lost_io(&g.proclaim("10.0.0.7:1").unwrap_err());
+    assert_no_value(&plain.proclaim("x").unwrap_err(), "p-plain");
+}
+
+/// A fake server that grants a claim with a value, reads its PROCLAIM of
+/// "b" (the exact bytes) and then ends the connection without an answer.
+fn grant_then_drop_the_proclaim() -> Fake {
+    Fake::start(move |listener| {
+        let mut s = accept(&listener);
+        let want = hex(V3_LEADER);
+        assert_eq!(read_exact(&mut s, want.len()), want);
+        send(&mut s, &acquired(5));
+        assert_eq!(read_exact(&mut s, 4), [0x03, 0x00, 0x01, b'b']);
+    })
+}
+
+#[test]
+fn a_proclaim_never_answered_returns_the_loss() {
+    let fake = grant_then_drop_the_proclaim();
+    let c = client(&fake.addr);
+    let leader = Claim::exclusive().with_value("10.0.0.7:8080");
+    let g = c.acquire_with("service/leader", leader).unwrap();
+    let started = Instant::now();
+    assert_lost_io(&g.proclaim("b").unwrap_err());
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert!(g.is_lost());
+    fake.join();
 }
 
 #[test]

@@ -5,8 +5,10 @@
 //! mutex; every decision is the session's. Polled checks and push waiters
 //! decide a timeout themselves at the deadline (the same decision the
 //! keeper's timer makes), so the loss is told the instant it happens,
-//! whichever thread looks first. The keeper only writes heartbeats, reads,
-//! and closes when the session says so.
+//! whichever thread looks first. The keeper only writes what the session
+//! asks for (heartbeats, PROCLAIMs), reads, and closes when the session
+//! says so. A PROCLAIM with nothing in flight is written by the thread that
+//! proclaims: the keeper sits in a read that nothing can wake.
 //!
 //! Release is shared work: the guard feeds the release to the session and
 //! half-closes (or closes) the connection, and reads on until the server
@@ -18,14 +20,14 @@
 //! Keepers run on reused threads (`pool.rs`): a thread per held lock, but
 //! not a new thread per lock.
 
+use std::io;
 use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::conn::Conn;
 use super::monitor::Monitor;
 use super::pool::{self, Task};
-use crate::core::codec::HEARTBEAT;
-use crate::core::held::Grant;
+use crate::core::held::{self, Grant};
 use crate::core::session::{wait_for, Close, HoldState, Input, Session, Turn};
 use crate::error::Error;
 
@@ -160,6 +162,54 @@ impl LockGuard {
         // A timeout too far to represent is no timeout.
         let until = Instant::now().checked_add(timeout);
         wait_end(&self.shared, until).loss()
+    }
+
+    /// Replaces the value this lock was claimed with
+    /// ([`Claim::with_value`](crate::Claim::with_value)) and returns once
+    /// the server has it: from then on the server's admin listing shows the
+    /// new value. The token stays, and so does the lock; the PROCLAIM
+    /// (protocol version 3) refreshes the lease as a heartbeat does. It
+    /// waits for the request in flight, if any; a newer value from another
+    /// thread replaces one not sent yet.
+    ///
+    /// Errors: [`Error::NoValue`] for a lock claimed without a value and
+    /// [`Error::ValueTooLong`] for a value over 1024 bytes, both before
+    /// anything is sent; the loss ([`Error::Lost`]) when the lock is lost,
+    /// before or while waiting for the server (then the server may or may
+    /// not have taken the value).
+    ///
+    /// ```no_run
+    /// use monolock::Claim;
+    ///
+    /// let client = monolock::Client::builder().build()?;
+    /// let claim = Claim::exclusive().with_value("10.0.0.7:8080");
+    /// let guard = client.acquire_with("service/leader", claim)?;
+    /// guard.proclaim("10.0.0.7:9090")?;
+    /// # Ok::<(), monolock::Error>(())
+    /// ```
+    pub fn proclaim(&self, value: impl AsRef<[u8]>) -> Result<(), Error> {
+        let n = self.hand_in(value.as_ref())?;
+        wait_proclaimed(&self.shared, n)
+    }
+
+    /// Hands the value to the session and writes the PROCLAIM from this
+    /// thread if nothing is in flight; otherwise the keeper writes it after
+    /// the reply it waits for. Returns the PROCLAIM's number.
+    fn hand_in(&self, value: &[u8]) -> Result<u64, Error> {
+        let now = Instant::now();
+        let (n, turn) = {
+            let mut session = self.session();
+            let n = held::hand_in(&mut session, value, now)?;
+            (n, session.step(Input::Timer, now))
+        };
+        if let Err(e) = act(&self.conn, &self.shared, &turn) {
+            // The connection failed: the lock is lost, told once.
+            let turn = self
+                .session()
+                .step(Input::End(Error::io(e)), Instant::now());
+            let _ = act(&self.conn, &self.shared, &turn);
+        }
+        Ok(n)
     }
 
     /// A handle another thread can block on until the lock is lost or
@@ -309,6 +359,43 @@ fn wait_end(shared: &Shared, until: Option<Instant>) -> HoldState {
     }
 }
 
+/// Blocks until the PROCLAIM numbered `n` is acknowledged, or the lock is
+/// lost (its loss). It wakes at the validity deadline to decide a timeout
+/// itself, so it never waits for the keeper thread.
+fn wait_proclaimed(shared: &Shared, n: u64) -> Result<(), Error> {
+    let mut session = shared.lock();
+    while session.proclaimed() < n {
+        let state = session.poll(Instant::now());
+        let HoldState::Held { valid_until } = state else {
+            drop(session);
+            if let HoldState::Lost { newly: true, .. } = state {
+                shared.notify_all();
+            }
+            return state.check();
+        };
+        session = shared.wait_until(session, valid_until);
+    }
+    Ok(())
+}
+
+/// Does what a turn says, in order: tell (wake the waiters of a loss or
+/// of an acknowledged PROCLAIM; polled checks see it already), write,
+/// close. Returns how the write went.
+fn act(conn: &Conn, shared: &Shared, turn: &Turn) -> io::Result<()> {
+    if turn.lost.is_some() || turn.proclaimed.is_some() {
+        shared.notify_all();
+    }
+    let sent = match &turn.send {
+        // A held session never asks for its ACQUIRE again.
+        Some(request) => conn.send(request.bytes(&[])),
+        None => Ok(()),
+    };
+    if turn.close.is_some() {
+        conn.close();
+    }
+    sent
+}
+
 /// The keeper thread: does what each turn of the session says, in order
 /// (tell, write, close), and reads until the instant the session names.
 /// It starts with the rest of the granting turn and ends when the session
@@ -317,18 +404,7 @@ fn keep(conn: &Conn, shared: &Shared, first: Turn) {
     let mut buf = [0u8; 512];
     let mut turn = first;
     loop {
-        if turn.lost.is_some() {
-            // Tell first: polled checks see it already; wake the waiters.
-            shared.notify_all();
-        }
-        // A held session only ever asks for heartbeats.
-        let sent = match turn.send {
-            Some(_) => conn.send(&HEARTBEAT),
-            None => Ok(()),
-        };
-        if turn.close.is_some() {
-            conn.close();
-        }
+        let sent = act(conn, shared, &turn);
         let now = Instant::now();
         let Some(wake) = shared.lock().next_wakeup() else {
             break;

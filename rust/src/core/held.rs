@@ -7,6 +7,7 @@
 //! from the state it returns: one decision.
 
 use std::fmt;
+use std::time::Instant;
 
 use super::session::{HoldState, Session};
 use crate::error::Error;
@@ -57,9 +58,7 @@ impl HoldState {
         match self {
             HoldState::Held { .. } => Ok(()),
             HoldState::Lost { loss, .. } => Err(loss),
-            // Only a released guard has ended without a loss, and nobody
-            // asks it any more.
-            HoldState::Ended => Err(Error::Lost(Box::new(Error::Cancelled))),
+            HoldState::Ended => Err(released()),
         }
     }
 
@@ -69,6 +68,27 @@ impl HoldState {
             HoldState::Lost { loss, .. } => Some(loss),
             _ => None,
         }
+    }
+}
+
+/// The error of a lock that ended without a loss. Only a released guard
+/// has, and nobody asks it any more.
+fn released() -> Error {
+    Error::Lost(Box::new(Error::Cancelled))
+}
+
+/// Hands a new value of a held lock to its session and returns the number
+/// its acknowledgement reaches ([`Session::proclaimed`]); the session's next
+/// step sends it. Refused before anything is handed in: a lock claimed
+/// without a value, a value over 1024 bytes; a lock no longer held says
+/// why (its loss).
+pub(crate) fn hand_in(session: &mut Session, value: &[u8], now: Instant) -> Result<u64, Error> {
+    let frame = session.proclaim_frame(value)?;
+    match session.proclaim(frame) {
+        // Neither waits nor holds: a loss decided before, so no poll
+        // decides one now (nobody needs waking).
+        0 => Err(session.poll(now).loss().unwrap_or_else(released)),
+        n => Ok(n),
     }
 }
 

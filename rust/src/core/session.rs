@@ -265,7 +265,6 @@ impl Session {
     /// The PROCLAIM frame of `value` for this claim, checked before anything
     /// is handed in: a claim without a value cannot proclaim (its server
     /// may not know values), and a value is at most 1024 bytes.
-    #[allow(dead_code)] // the guards call it next
     pub(crate) fn proclaim_frame(&self, value: &[u8]) -> Result<Vec<u8>, Error> {
         if self.claim.value().is_none() {
             return Err(Error::NoValue {
@@ -280,7 +279,6 @@ impl Session {
     /// server has acknowledged it or a later one. The next step sends it
     /// when nothing is in flight, else right after the reply owed. 0: the
     /// claim neither waits nor holds, and nothing is sent.
-    #[allow(dead_code)] // the guards call it next
     pub(crate) fn proclaim(&mut self, frame: Vec<u8>) -> u64 {
         if !matches!(self.phase, Phase::Waiting | Phase::Held(_)) {
             return 0;
@@ -293,7 +291,6 @@ impl Session {
 
     /// The number of the last PROCLAIM acknowledged (every one before it
     /// is too).
-    #[allow(dead_code)] // the guards call it next
     pub(crate) fn proclaimed(&self) -> u64 {
         self.proclaims.acked
     }
