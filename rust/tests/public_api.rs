@@ -42,6 +42,8 @@ fn blocking_surface() {
     let _: fn(&LockGuard) -> Error = LockGuard::wait_lost;
     let _: fn(&LockGuard, Duration) -> Option<Error> = LockGuard::wait_lost_timeout;
     let _: fn(&LockGuard) -> LossWatch = LockGuard::watch;
+    let _: fn(&LockGuard, &'static str) -> Result<(), Error> = LockGuard::proclaim;
+    let _: fn(&LockGuard, Vec<u8>) -> Result<(), Error> = LockGuard::proclaim;
     let _: fn(LockGuard) = LockGuard::release;
     let _: fn(&LossWatch) -> Option<Error> = LossWatch::wait;
     let _: fn(&LossWatch) -> bool = LossWatch::is_lost;
@@ -121,6 +123,9 @@ fn error_surface() {
     };
     assert_eq!(unsupported.code(), Some(0x10));
     assert!(!unsupported.is_temporary());
+    let no_value = Error::NoValue { name: "x".into() };
+    assert_eq!(no_value.code(), None);
+    assert!(!no_value.is_temporary());
     // Errors cross threads and live in boxes.
     fn assert_traits<T: std::error::Error + Send + Sync + Clone + 'static>() {}
     assert_traits::<Error>();
@@ -165,4 +170,9 @@ fn tokio_surface() {
     assert_send_future(c.acquire_timeout_with("x", Duration::from_secs(1), Claim::semaphore(2)));
     assert_send_future(c.try_acquire_with("x", Claim::shared()));
     assert_send_future(c.acquire_with("x", Claim::exclusive().with_value("v")));
+    // A guard's PROCLAIM too.
+    async fn proclaim(g: &AsyncGuard) -> Result<(), Error> {
+        g.proclaim("v").await
+    }
+    let _ = |g: &'static AsyncGuard| assert_send_future(proclaim(g));
 }

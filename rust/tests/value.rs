@@ -175,6 +175,54 @@ fn grant_then_drop_the_proclaim() -> Fake {
     })
 }
 
+/// A fake server that grants a claim with a value (lease 1000 ms), reads
+/// the first heartbeat and tells `in_flight`, then holds its reply back for
+/// a while: a PROCLAIM handed in meanwhile must wait for that reply. It
+/// answers the PROCLAIM of "b" and waits for the close.
+fn hold_back_a_heartbeat(in_flight: mpsc::Sender<()>) -> Fake {
+    Fake::start(move |listener| {
+        let mut s = accept(&listener);
+        let want = hex(V3_LEADER_1S);
+        assert_eq!(read_exact(&mut s, want.len()), want);
+        send(&mut s, &acquired(5));
+        read_heartbeat(&mut s);
+        in_flight.send(()).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let mut b = [0u8; 1];
+        let early = s.read(&mut b);
+        assert!(
+            early.is_err(),
+            "a request before the reply: {early:?} {b:?}"
+        );
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        send(&mut s, &acquired(5));
+        assert_eq!(read_exact(&mut s, 4), [0x03, 0x00, 0x01, b'b']);
+        send(&mut s, &acquired(5));
+        expect_close(&mut s);
+    })
+}
+
+/// [`V3_LEADER`] with a lease of 1000 ms.
+const V3_LEADER_1S: &str =
+    "0103000003e8000000000e736572766963652f6c6561646572000d31302e302e302e373a38303830";
+
+#[test]
+fn a_proclaim_waits_for_the_reply_in_flight() {
+    let (tx, in_flight) = mpsc::channel();
+    let fake = hold_back_a_heartbeat(tx);
+    let c = builder(&fake.addr, Duration::from_millis(1000))
+        .build()
+        .unwrap();
+    let leader = Claim::exclusive().with_value("10.0.0.7:8080");
+    let g = c.acquire_with("service/leader", leader).unwrap();
+    in_flight.recv().unwrap();
+    g.proclaim("b").unwrap();
+    g.check().unwrap();
+    g.release();
+    fake.join();
+}
+
 #[test]
 fn a_proclaim_never_answered_returns_the_loss() {
     let fake = grant_then_drop_the_proclaim();
@@ -299,6 +347,73 @@ mod tokio_client {
         let busy = c.try_acquire_with("t-leader", claim).await.unwrap_err();
         assert!(busy.is_busy(), "{busy}");
         g.release().await;
+    }
+
+    /// [`listed`] off the runtime's threads: the keeper task keeps running.
+    async fn listed_async(admin: &str, name: &str) -> serde_json::Value {
+        let (admin, name) = (admin.to_owned(), name.to_owned());
+        tokio::task::spawn_blocking(move || listed(&admin, &name))
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn proclaim_replaces_the_value_and_the_server_has_it_when_it_returns() {
+        let mut server = Server::start_with_admin();
+        let admin = server.admin.clone().unwrap();
+        let c = client(&server.addr);
+        let claim = Claim::exclusive().with_value("10.0.0.7:8080");
+        let g = c.acquire_with("t-p-leader", claim).await.unwrap();
+        for v in ["10.0.0.7:9090", "10.0.0.7:9191"] {
+            g.proclaim(v).await.unwrap();
+            let lock = listed_async(&admin, "t-p-leader").await;
+            assert_eq!(lock["holder"]["value"], v, "{lock}");
+            assert_eq!(lock["holder"]["token"], g.token(), "{lock}");
+        }
+        assert_too_long(&g.proclaim(vec![b'v'; 1025]).await.unwrap_err());
+        g.check().unwrap();
+
+        let plain = c.acquire("t-p-plain").await.unwrap();
+        assert_no_value(&plain.proclaim("x").await.unwrap_err(), "t-p-plain");
+        plain.check().unwrap();
+
+        server.kill();
+        g.lost().await;
+        assert_lost_io(&g.proclaim("10.0.0.7:1").await.unwrap_err());
+    }
+
+    #[tokio::test]
+    async fn a_proclaim_waits_for_the_reply_in_flight() {
+        let (tx, in_flight) = mpsc::channel();
+        let fake = hold_back_a_heartbeat(tx);
+        let c = tokio_builder(&fake.addr, Duration::from_millis(1000))
+            .build()
+            .unwrap();
+        let leader = Claim::exclusive().with_value("10.0.0.7:8080");
+        let g = c.acquire_with("service/leader", leader).await.unwrap();
+        tokio::task::spawn_blocking(move || in_flight.recv().unwrap())
+            .await
+            .unwrap();
+        g.proclaim("b").await.unwrap();
+        g.check().unwrap();
+        g.release().await;
+        tokio::task::spawn_blocking(move || fake.join())
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_proclaim_never_answered_returns_the_loss() {
+        let fake = grant_then_drop_the_proclaim();
+        let c = client(&fake.addr);
+        let leader = Claim::exclusive().with_value("10.0.0.7:8080");
+        let g = c.acquire_with("service/leader", leader).await.unwrap();
+        let answer = tokio::time::timeout(Duration::from_secs(3), g.proclaim("b")).await;
+        assert_lost_io(&answer.expect("no hang").unwrap_err());
+        assert!(g.is_lost());
+        tokio::task::spawn_blocking(move || fake.join())
+            .await
+            .unwrap();
     }
 
     #[tokio::test]

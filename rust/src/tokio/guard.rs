@@ -5,20 +5,19 @@
 //! watch channel's sender; every decision is the session's. Polled checks
 //! and push waiters decide a timeout themselves at the deadline (the same
 //! decision the keeper's timer makes), so the loss is told the instant it
-//! happens, whichever looks first. The keeper only writes heartbeats,
-//! reads, and closes when the session says so.
+//! happens, whichever looks first. The keeper only writes what the
+//! session asks for (heartbeats, PROCLAIMs), reads, and closes when the
+//! session says so; a PROCLAIM handed in wakes it.
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use ::tokio::sync::oneshot;
-use ::tokio::sync::watch;
+use ::tokio::sync::{oneshot, watch, Notify};
 use ::tokio::task::JoinHandle;
 use ::tokio::time::{sleep_until, timeout_at};
 
 use super::conn::Conn;
-use crate::core::codec::HEARTBEAT;
-use crate::core::held::Grant;
+use crate::core::held::{self, Grant};
 use crate::core::session::{Close, HoldState, Input, Session, Turn};
 use crate::error::Error;
 
@@ -71,6 +70,8 @@ pub struct LockGuard {
     shared: Arc<Shared>,
     /// Dropping it tells the keeper to let go.
     release: Option<oneshot::Sender<()>>,
+    /// Wakes the keeper to send a PROCLAIM handed in.
+    handed_in: Arc<Notify>,
     keeper: Option<JoinHandle<()>>,
 }
 
@@ -92,11 +93,18 @@ impl LockGuard {
         let grant = Grant::of(name, &session)?;
         let shared = Arc::new(watch::Sender::new(session));
         let (release, released) = oneshot::channel();
-        let keeper = ::tokio::spawn(keep(conn, Arc::clone(&shared), released, turn));
+        let handed_in = Arc::new(Notify::new());
+        let keeper = Keeper {
+            shared: Arc::clone(&shared),
+            release: released,
+            handed_in: Arc::clone(&handed_in),
+        };
+        let keeper = ::tokio::spawn(keep(conn, keeper, turn));
         Ok(LockGuard {
             grant,
             shared,
             release: Some(release),
+            handed_in,
             keeper: Some(keeper),
         })
     }
@@ -145,6 +153,43 @@ impl LockGuard {
         wait_end(&self.shared)
             .await
             .unwrap_or_else(|| Error::Lost(Box::new(Error::Cancelled)))
+    }
+
+    /// Replaces the value this lock was claimed with
+    /// ([`Claim::with_value`](crate::Claim::with_value)) and completes once
+    /// the server has it: from then on the server's admin listing shows the
+    /// new value. The token stays, and so does the lock; the PROCLAIM
+    /// (protocol version 3) refreshes the lease as a heartbeat does. It
+    /// waits for the request in flight, if any; a newer value from another
+    /// task replaces one not sent yet. Cancelling it does not take the
+    /// value back: the keeper task sends it all the same.
+    ///
+    /// Errors: [`Error::NoValue`] for a lock claimed without a value and
+    /// [`Error::ValueTooLong`] for a value over 1024 bytes, both before
+    /// anything is sent; the loss ([`Error::Lost`]) when the lock is lost,
+    /// before or while waiting for the server (then the server may or may
+    /// not have taken the value).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), monolock::Error> {
+    /// use monolock::Claim;
+    ///
+    /// let client = monolock::tokio::Client::builder().build()?;
+    /// let claim = Claim::exclusive().with_value("10.0.0.7:8080");
+    /// let guard = client.acquire_with("service/leader", claim).await?;
+    /// guard.proclaim("10.0.0.7:9090").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn proclaim(&self, value: impl AsRef<[u8]>) -> Result<(), Error> {
+        let mut handed_in = Ok(0);
+        self.shared.send_if_modified(|session| {
+            handed_in = held::hand_in(session, value.as_ref(), Instant::now());
+            false // nothing to tell the waiters yet
+        });
+        let n = handed_in?;
+        // The keeper sends it: at once, or after the reply it waits for.
+        self.handed_in.notify_one();
+        wait_proclaimed(&self.shared, n).await
     }
 
     /// A handle another task can await until the lock is lost or released.
@@ -242,37 +287,68 @@ async fn wait_end(shared: &Shared) -> Option<Error> {
     }
 }
 
+/// Completes when the PROCLAIM numbered `n` is acknowledged, or the lock
+/// is lost (its loss). It wakes at the validity deadline to decide a
+/// timeout itself, so it never waits for the keeper task.
+async fn wait_proclaimed(shared: &Shared, n: u64) -> Result<(), Error> {
+    loop {
+        // Subscribed before looking: a change after the look wakes us.
+        let mut changes = shared.subscribe();
+        if shared.borrow().proclaimed() >= n {
+            return Ok(());
+        }
+        let valid_until = match poll(shared) {
+            HoldState::Held { valid_until } => valid_until,
+            state => return state.check(),
+        };
+        ::tokio::select! {
+            _ = changes.changed() => {}
+            () = sleep_until(valid_until.into()) => {}
+        }
+    }
+}
+
 /// Runs a step of the session, waking the waiters when it tells a loss or
-/// closes.
+/// an acknowledged PROCLAIM, or closes.
 fn step(shared: &Shared, input: Input<'_>) -> Turn {
     let mut turn = Turn::default();
     shared.send_if_modified(|session| {
         turn = session.step(input, Instant::now());
-        turn.lost.is_some() || turn.close.is_some()
+        turn.lost.is_some() || turn.proclaimed.is_some() || turn.close.is_some()
     });
     turn
+}
+
+/// What the keeper task shares with its guard.
+struct Keeper {
+    shared: Arc<Shared>,
+    /// Completes (or fails) when the guard lets go.
+    release: oneshot::Receiver<()>,
+    /// A PROCLAIM was handed in.
+    handed_in: Arc<Notify>,
 }
 
 /// The keeper task: does what each turn of the session says, in order
 /// (tell, write, close), and reads until the instant the session names. It
 /// starts with the rest of the granting turn; a release from the guard is
-/// one more input. It ends, dropping (closing) the connection, when the
-/// session is done with it.
-async fn keep(
-    mut conn: Conn,
-    shared: Arc<Shared>,
-    mut release: oneshot::Receiver<()>,
-    first: Turn,
-) {
+/// one more input, and so is a PROCLAIM handed in (a timer: the session
+/// sends it when nothing is in flight). It ends, dropping (closing) the
+/// connection, when the session is done with it.
+async fn keep(mut conn: Conn, keeper: Keeper, first: Turn) {
+    let Keeper {
+        shared,
+        mut release,
+        handed_in,
+    } = keeper;
     let mut buf = [0u8; 512];
     let mut turn = first;
     let mut let_go = false;
     loop {
         // The loss, if any, was told inside `step`, before this.
         let mut input = None;
-        if turn.send.is_some() {
-            // A held session only ever asks for heartbeats.
-            if let Err(e) = conn.send(&HEARTBEAT).await {
+        if let Some(request) = &turn.send {
+            // A held session never asks for its ACQUIRE again.
+            if let Err(e) = conn.send(request.bytes(&[])).await {
                 input = Some(Input::End(Error::io(e)));
             }
         }
@@ -301,6 +377,7 @@ async fn keep(
                     let_go = true;
                     Input::Release
                 }
+                () = handed_in.notified() => Input::Timer,
                 read = timeout_at(wake.into(), conn.read(&mut buf)) => match read {
                     Err(_elapsed) => Input::Timer,
                     Ok(Ok(n)) => Input::Bytes(&buf[..n]),
