@@ -110,6 +110,9 @@ impl Claim {
     /// without keeps version 1 or 2); a server that predates values
     /// answers it with 0x10, and the acquire fails at once with
     /// [`Error::ValueUnsupported`](crate::Error::ValueUnsupported).
+    ///
+    /// The holder replaces its value with `LockGuard::proclaim`, which only
+    /// a claim with a value can do.
     pub fn with_value(mut self, value: impl Into<Vec<u8>>) -> Claim {
         let value = value.into();
         self.value = if value.is_empty() { None } else { Some(value) };
