@@ -18,6 +18,7 @@ from monolock._session import (
     Granted,
     Lost,
     Phase,
+    Proclaimed,
     Queued,
     Send,
     Session,
@@ -58,20 +59,31 @@ def cause_kind(error: errors.MonolockError) -> str:
 def describe(event: SessionEvent, acquire: bytes) -> str:
     """An event as the vectors' output string."""
     if isinstance(event, Send):
-        if event.data == acquire:
-            return "send ACQUIRE"
-        assert event.data == HEARTBEAT, event.data
-        return "send HEARTBEAT"
+        return describe_send(event.data, acquire)
     if isinstance(event, Queued):
         return "waiting"
     if isinstance(event, Granted):
         return f"grant {event.token}"
+    if isinstance(event, Proclaimed):
+        return f"proclaimed {event.count}"
     if isinstance(event, Lost):
         return f"lost {cause_kind(event.error.cause)}"
     if isinstance(event, Failed):
         return f"fail {cause_kind(event.error)}"
     assert isinstance(event, Close)
     return "close"
+
+
+def describe_send(data: bytes, acquire: bytes) -> str:
+    """A written frame as the vectors' "send ..." output."""
+    if data == acquire:
+        return "send ACQUIRE"
+    if data[0] == proto.MSG_PROCLAIM:
+        value = data[3:]
+        assert data == proto.encode_proclaim(value), data
+        return f"send PROCLAIM {value.decode()}"
+    assert data == HEARTBEAT, data
+    return "send HEARTBEAT"
 
 
 def frame_bytes(text: str) -> bytes:
@@ -89,15 +101,18 @@ def frame_bytes(text: str) -> bytes:
 
 @pytest.mark.parametrize("case", SESSION["cases"], ids=lambda c: c["name"])
 def test_session_vector(case: dict[str, Any]) -> None:
-    claim = case.get("claim", {"shared": False, "limit": 0})
+    claim = case.get("claim", {})
+    shared, limit = claim.get("shared", False), claim.get("limit", 0)
+    value = claim.get("value", "").encode()  # set: a version 3 ACQUIRE
     s = Session(
         b"a",
         case["lease_ms"],
         try_only=case["mode"] == "try",
-        shared=claim["shared"],
-        limit=claim["limit"],
+        shared=shared,
+        limit=limit,
+        value=value,
     )
-    acquire = proto.encode_claim(b"a", case["lease_ms"], claim["shared"], claim["limit"])
+    acquire = proto.encode_claim(b"a", case["lease_ms"], shared, limit, value)
     for step in case["steps"]:
         now = step["at"] * MS
         kind = step["in"]
@@ -110,6 +125,9 @@ def test_session_vector(case: dict[str, Any]) -> None:
             out = s.connection_lost()
         elif kind == "release":
             s.release()
+            out = []
+        elif kind.startswith("proclaim "):
+            s.proclaim(kind[9:].encode())
             out = []
         else:
             assert kind == "timer", kind
@@ -128,7 +146,7 @@ def test_vectors_cover_every_output() -> None:
     for case in SESSION["cases"]:
         for step in case["steps"]:
             words.update(o.split(" ")[0] for o in step["out"])
-    assert words == {"send", "waiting", "grant", "lost", "fail", "close"}
+    assert words == {"send", "waiting", "grant", "proclaimed", "lost", "fail", "close"}
 
 
 # -- more of the same core ----------------------------------------------------------
@@ -451,6 +469,57 @@ def test_unsupported_version_to_an_exclusive_claim_stays_unsupported_version() -
     session.start(0)
     out = session.receive_data(proto.encode_error(0x10, ""), MS)
     assert isinstance(out[0], Failed) and type(out[0].error) is errors.UnsupportedVersion
+
+
+# -- PROCLAIM (protocol version 3) ----------------------------------------------------
+
+
+def valued_and_held(value: bytes = b"a") -> Session:
+    s = Session(b"a", LEASE_MS, value=value)
+    s.start(0)
+    assert s.receive_data(proto.encode_acquired(7), 0) == [Granted(7)]
+    return s
+
+
+def test_the_value_changes_when_the_proclaim_is_acknowledged() -> None:
+    s = valued_and_held()
+    assert s.proclaim(b"b") == 1
+    assert s.next_wakeup() == 0  # due at once: nothing is in flight
+    assert s.tick(10 * MS) == [Send(proto.encode_proclaim(b"b"))]
+    assert s.value == b"a" and s.proclaimed == 0  # sent, not acknowledged
+    assert s.receive_data(proto.encode_acquired(7), 20 * MS) == [Proclaimed(1)]
+    assert s.value == b"b" and s.proclaimed == 1 and s.valued
+    # An empty value clears it; the claim may still proclaim.
+    assert s.proclaim(b"") == 2
+    assert s.tick(30 * MS) == [Send(proto.encode_proclaim(b""))]
+    assert s.receive_data(proto.encode_acquired(7), 30 * MS) == [Proclaimed(2)]
+    assert s.value == b"" and s.valued
+
+
+def test_a_read_that_holds_a_reply_and_more_never_acknowledges_the_next_proclaim() -> None:
+    """The PROCLAIM that waited for a reply goes after the whole read, so
+    an extra ACQUIRED in that read is no ack of it: it breaks the protocol."""
+    s = valued_and_held()
+    assert s.tick(250 * MS) == [Send(HEARTBEAT)]
+    s.proclaim(b"b")
+    lost, close = s.receive_data(proto.encode_acquired(7) * 2, 260 * MS)
+    assert isinstance(lost, Lost) and isinstance(lost.error.cause, errors.ProtocolViolation)
+    assert close == Close() and s.proclaimed == 0
+
+
+def test_nothing_is_proclaimed_once_let_go_or_lost() -> None:
+    s = valued_and_held()
+    s.release()
+    assert s.proclaim(b"b") == 0
+    s = valued_and_held()
+    s.receive_data(proto.encode_error(0x02, ""), MS)
+    assert s.proclaim(b"b") == 0 and s.closed
+
+
+def test_a_claim_without_a_value_cannot_proclaim() -> None:
+    s = held()
+    with pytest.raises(RuntimeError):
+        s.proclaim(b"b")
 
 
 def test_the_core_takes_no_lock_and_does_no_io() -> None:

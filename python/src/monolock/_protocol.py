@@ -229,7 +229,7 @@ def encode_acquire_v3(
 def encode_proclaim(value: str | bytes) -> bytes:
     """Build a PROCLAIM, which replaces the value of a version 3 claim
     (an empty value clears it). Over 1024 bytes raises
-    :class:`ValueTooLong`. The client does not send it yet."""
+    :class:`ValueTooLong`."""
     raw = encode_value(value)
     return bytes([MSG_PROCLAIM]) + _VALUE_LEN.pack(len(raw)) + raw
 

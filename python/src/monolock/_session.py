@@ -6,8 +6,11 @@ bytes received (:meth:`Session.receive_data`), the passing of time
 (:meth:`Session.tick`) and the end of the connection
 (:meth:`Session.connection_lost`). Each answers with the outputs due, in the
 order the owner must carry them out: :class:`Send`, :class:`Queued`,
-:class:`Granted`, :class:`Lost`, :class:`Failed`, :class:`Close`. The owner
-asks :meth:`Session.next_wakeup` when it must tick next. Every rule of the
+:class:`Granted`, :class:`Proclaimed`, :class:`Lost`, :class:`Failed`,
+:class:`Close`. The owner asks :meth:`Session.next_wakeup` when it must
+tick next. The application's inputs are :meth:`Session.release`,
+:meth:`Session.poll` and :meth:`Session.proclaim` (a new value, protocol
+version 3). Every rule of the
 protocol that concerns one connection lives here, once, for both APIs:
 reply accounting, the heartbeat schedule, the client timeout, the validity
 deadline, and the order "tell the loss first, close later".
@@ -98,6 +101,14 @@ class Granted:
 
 
 @dataclass(frozen=True)
+class Proclaimed:
+    """The server acknowledged the ``count``-th PROCLAIM handed in (counting
+    from 1) and every one before it: a caller waiting for it may return."""
+
+    count: int
+
+
+@dataclass(frozen=True)
 class Lost:
     """The held lock is lost: tell the application now (push signals). The
     connection stays open unless a :class:`Close` follows."""
@@ -121,19 +132,20 @@ class Close:
     handback: bool = False
 
 
-SessionEvent = Union[Send, Queued, Granted, Lost, Failed, Close]
+SessionEvent = Union[Send, Queued, Granted, Proclaimed, Lost, Failed, Close]
 
 
 class Session:
     """One claim on one lock name over one connection.
 
-    Reply accounting: the server answers every ACQUIRE and HEARTBEAT with
-    exactly one WAITING or ACQUIRED and sends one extra ACQUIRED when it
-    promotes a waiter. At most one request is in flight, so a reply is the
-    ack of that request, except an ACQUIRED that arrives while WAITING: that
-    is always the promotion, and the ack of an in-flight heartbeat still
-    follows. Taking a promotion for an ack would extend validity on the
-    strength of a heartbeat the server has not seen.
+    Reply accounting: the server answers every ACQUIRE, HEARTBEAT and
+    PROCLAIM with exactly one WAITING or ACQUIRED and sends one extra
+    ACQUIRED when it promotes a waiter. At most one request is in flight, so
+    a reply is the ack of that request, except an ACQUIRED that arrives
+    while WAITING: that is always the promotion, and the ack of an in-flight
+    heartbeat (or PROCLAIM) still follows. Taking a promotion for an ack
+    would extend validity on the strength of a heartbeat the server has not
+    seen.
 
     Loss: at :attr:`expires_at` with no newer ack, a held lock is lost. The
     loss is decided once (:class:`Lost`, :meth:`poll`), then the session
@@ -163,7 +175,10 @@ class Session:
         self.limit = limit
         """The semaphore's permits of a shared claim, 0 for no bound."""
         self.value = value
-        """The claim's value, ``b""`` for none (a version 3 ACQUIRE when set)."""
+        """The claim's value, ``b""`` for none: the ACQUIRE's, then the last
+        acknowledged PROCLAIM's."""
+        self.valued = bool(value)
+        """Whether the ACQUIRE was version 3, the only kind that may proclaim."""
         self.server = server
         """The server's address, for messages."""
         self.schedule = HeartbeatSchedule(lease_ms)
@@ -176,7 +191,7 @@ class Session:
         self._heard = False
         """Whether a byte has come from the server."""
         self._last_send = 0
-        """Send time of the latest ACQUIRE or HEARTBEAT."""
+        """Send time of the latest request (ACQUIRE, HEARTBEAT or PROCLAIM)."""
         self._in_flight = False
         """Whether the latest request still awaits its reply."""
         self._acked_send = 0
@@ -185,6 +200,17 @@ class Session:
         self._told = False
         """Whether a Lost event for ``_loss`` has been returned to the owner."""
         self._let_go = False
+        # PROCLAIMs are numbered as handed in; the newest not sent yet waits
+        # until nothing is in flight (never two requests in flight), then
+        # goes instead of a heartbeat.
+        self._proclaims = 0
+        """PROCLAIMs handed in."""
+        self._pending: _Proclaim | None = None
+        """The newest PROCLAIM not sent yet."""
+        self._proclaim_in_flight: _Proclaim | None = None
+        """The PROCLAIM that the request in flight is, if it is one."""
+        self.proclaimed = 0
+        """The number of the last acknowledged PROCLAIM (each before it is too)."""
 
     # -- inputs from the owner ---------------------------------------------
 
@@ -219,12 +245,12 @@ class Session:
             out += self._on_frame(frame, now)
             if self.closed:
                 return out
-        return out + self._heartbeat(now)
+        return out + self._send_next(now)
 
     def tick(self, now: int) -> list[SessionEvent]:
         """Let time pass: the deadline, the close of a lost session, a
         release, a due heartbeat."""
-        return self._due(now) + self._heartbeat(now)
+        return self._due(now) + self._send_next(now)
 
     def connection_lost(self, exc: BaseException | None = None) -> list[SessionEvent]:
         """The transport ended (EOF, reset, I/O error)."""
@@ -250,7 +276,7 @@ class Session:
             error.__cause__ = exc
         return out + self._end(error)
 
-    # -- inputs from the application (release, poll) ----------------------------
+    # -- inputs from the application (release, poll, proclaim) ------------------
 
     def release(self) -> None:
         """The application lets go (release, cancel, timeout). The owner's
@@ -267,6 +293,22 @@ class Session:
         if self.phase is Phase.HELD and not self._let_go and now >= self.expires_at:
             self._decide(self._timeout_error())
         return self._loss
+
+    def proclaim(self, value: bytes) -> int:
+        """Hand in a new value (checked by :func:`_protocol.encode_value`) of
+        a claim whose ACQUIRE was version 3, and return its number:
+        :attr:`proclaimed` reaches it once the server has acknowledged it or
+        a later one. The owner's next :meth:`tick` sends it if nothing is in
+        flight; otherwise it goes right after the reply owed, unless a newer
+        value replaces it first. 0: the claim neither waits nor holds (lost,
+        let go, ended), and nothing is sent."""
+        if not self.valued:
+            raise RuntimeError("a claim without a value cannot proclaim")
+        if self.phase not in (Phase.WAITING, Phase.HELD) or self._let_go:
+            return 0
+        self._proclaims += 1
+        self._pending = _Proclaim(self._proclaims, value)
+        return self._proclaims
 
     # -- outputs --------------------------------------------------------------
 
@@ -315,6 +357,8 @@ class Session:
     # -- internals ---------------------------------------------------------------
 
     def _next_heartbeat_at(self) -> int:
+        if self._pending is not None:
+            return self._last_send  # a PROCLAIM goes as soon as nothing is in flight
         return self._last_send + round(self.schedule.interval_ms * 1_000_000)
 
     def _send(self, frame: bytes, now: int) -> Send:
@@ -374,10 +418,16 @@ class Session:
             out += self._close()
         return out
 
-    def _heartbeat(self, now: int) -> list[SessionEvent]:
-        if self.phase not in (Phase.WAITING, Phase.HELD):
+    def _send_next(self, now: int) -> list[SessionEvent]:
+        """The request that goes when nothing is in flight: a pending
+        PROCLAIM at once (it refreshes the lease as a heartbeat does), else
+        a heartbeat when one is due."""
+        if self.phase not in (Phase.WAITING, Phase.HELD) or self._in_flight:
             return []
-        if self._in_flight or now < self._next_heartbeat_at():
+        if self._pending is not None:
+            self._proclaim_in_flight, self._pending = self._pending, None
+            return [self._send(self._proclaim_in_flight.frame, now)]
+        if now < self._next_heartbeat_at():
             return []
         return [self._send(proto.HEARTBEAT_FRAME, now)]
 
@@ -392,16 +442,23 @@ class Session:
             return self._close()
         return []
 
-    def _ack(self, now: int) -> None:
+    def _ack(self, now: int) -> list[SessionEvent]:
+        """Take the reply to the request in flight; a PROCLAIM's reply is
+        its acknowledgement."""
         if not self._in_flight:
             raise ProtocolViolation("monolock: server sent a reply nobody asked for")
         self._in_flight = False
         self.schedule.add_rtt_sample((now - self._last_send) / 1_000_000)
         self._acked_send = self._last_send
+        acked, self._proclaim_in_flight = self._proclaim_in_flight, None
+        if acked is None:
+            return []
+        self.value, self.proclaimed = acked.value, acked.number
+        return [Proclaimed(acked.number)]
 
     def _on_frame(self, frame: proto.Frame, now: int) -> list[SessionEvent]:
         if isinstance(frame, proto.Error):
-            if self.value and frame.code == UnsupportedVersion.code:
+            if self.valued and frame.code == UnsupportedVersion.code:
                 # A server older than version 3: no values there, ever.
                 return self._end(ValueUnsupported(self.server, frame.reason))
             if self.shared and frame.code == UnsupportedVersion.code:
@@ -416,7 +473,7 @@ class Session:
     def _on_reply(self, frame: proto.Frame, now: int) -> list[SessionEvent]:
         phase = self.phase
         if phase is Phase.CONNECTING:
-            self._ack(now)
+            self._ack(now)  # nothing but the ACQUIRE has been sent
             if isinstance(frame, proto.Waiting):
                 if self.try_only:
                     return self._end(LockBusy(self.name, shared=self.shared, limit=self.limit))
@@ -425,8 +482,7 @@ class Session:
             return self._grant(frame)
         if phase is Phase.WAITING:
             if isinstance(frame, proto.Waiting):
-                self._ack(now)
-                return []
+                return self._ack(now)
             # Always the promotion; an in-flight heartbeat's ack still follows.
             return self._grant(frame)
         # HELD: only heartbeat acks, each with our token.
@@ -436,11 +492,22 @@ class Session:
             raise ProtocolViolation(
                 f"monolock: server changed the token from {self.token} to {frame.token}"
             )
-        self._ack(now)
-        return []
+        return self._ack(now)
 
     def _grant(self, frame: proto.Frame) -> list[SessionEvent]:
         assert isinstance(frame, proto.Acquired)
         self.phase = Phase.HELD
         self.token = frame.token
         return [Granted(frame.token)]
+
+
+@dataclass(frozen=True)
+class _Proclaim:
+    """A PROCLAIM handed in: its number and its value."""
+
+    number: int
+    value: bytes
+
+    @property
+    def frame(self) -> bytes:
+        return proto.encode_proclaim(self.value)
