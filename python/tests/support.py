@@ -330,6 +330,13 @@ class LockHandle:
         else:
             self.lock.release()
 
+    def proclaim(self, value: str | bytes) -> None:
+        """Proclaim ``value`` and wait for the server's ack (or the error)."""
+        if isinstance(self.lock, AsyncLock):
+            self.api.run(self.lock.proclaim(value))
+        else:
+            self.lock.proclaim(value)
+
     def wait_lost(self, timeout: float) -> bool:
         """Wait until the lock is lost; False on timeout."""
         lock = self.lock

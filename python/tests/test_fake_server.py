@@ -928,3 +928,65 @@ def test_value_validation_sends_nothing(
     assert type(info.value) is cls and not info.value.from_server
     assert not info.value.temporary
     fake_server.assert_no_connection(0.2)
+
+
+# -- PROCLAIM (protocol version 3) -------------------------------------------------
+
+
+def granted_with_value(
+    api: Api, fake_server: FakeServer, lease: float, value: bytes = b"a"
+) -> tuple[LockHandle, FakeConn]:
+    """A lock claimed with ``value`` and granted with token 7."""
+    fut = api.acquire(fake_server.address, "leader", lease=lease, value=value)
+    conn = fake_server.accept()
+    want = proto.encode_claim(b"leader", round(lease * 1000), False, 0, value)
+    assert conn.read_exact(len(want)) == want
+    conn.send(acquired(7))
+    return fut.result(5), conn
+
+
+def test_proclaim_returns_on_its_reply(api: Api, fake_server: FakeServer) -> None:
+    """The PROCLAIM goes at once (nothing is in flight); proclaim returns on
+    its one reply, which refreshes the lease as a heartbeat's does."""
+    handle, conn = granted_with_value(api, fake_server, lease=5)
+    before = handle.lock.valid_until
+    done = api.pool_call(lambda: handle.proclaim("b"))
+    assert conn.read_exact(4) == proto.encode_proclaim(b"b")
+    assert handle.lock.value == b"a" and not done.done()  # not acknowledged yet
+    conn.send(acquired(7))
+    done.result(5)
+    assert handle.lock.value == b"b"
+    assert handle.lock.valid_until > before
+    release_with(handle, conn)
+
+
+@pytest.mark.parametrize("answer", ["silence", "error"])
+def test_a_loss_while_proclaim_waits_is_raised(
+    api: Api, fake_server: FakeServer, answer: str
+) -> None:
+    """Never a hang: a PROCLAIM that is never answered ends at the lock's
+    deadline with its loss, and an ERROR ends it at once."""
+    lease = 2.0  # the first heartbeat would be due 0.5 s after the grant
+    handle, conn = granted_with_value(api, fake_server, lease=lease)
+    done = api.pool_call(lambda: handle.proclaim("b"))
+    assert conn.read_exact(4) == proto.encode_proclaim(b"b")
+    if answer == "error":
+        conn.send(proto.encode_error(0x02, "closed by administrator"))
+    with pytest.raises(errors.LockLost) as info:
+        done.result(2 * lease)
+    cause = errors.AdminClosed if answer == "error" else errors.HeartbeatTimeout
+    assert isinstance(info.value.cause, cause)
+    assert info.value is handle.lock.lost_error
+    assert handle.lock.value == b"a"
+    with pytest.raises(errors.LockLost):
+        handle.proclaim("c")  # nothing more is sent
+    conn.wait_eof(timeout=2 * lease, heartbeats=False)
+
+
+def test_a_release_while_proclaim_waits_is_raised(api: Api, fake_server: FakeServer) -> None:
+    handle, conn = granted_with_value(api, fake_server, lease=5)
+    done = api.pool_call(lambda: handle.proclaim("b"))
+    assert conn.read_exact(4) == proto.encode_proclaim(b"b")
+    release_with(handle, conn)
+    with pytest.raises(errors.LockReleased):
+        done.result(5)

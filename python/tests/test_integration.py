@@ -327,6 +327,39 @@ def test_a_value_too_long_is_refused_before_sending(real_server: RealServer) -> 
     assert not info.value.from_server
 
 
+def test_proclaim_replaces_the_listed_value(api: Api, real_server: RealServer) -> None:
+    """Once proclaim returns, the server lists the new value, under the same
+    token; a value too long and a released lock are refused."""
+    name = unique("proclaim")
+    holder = api.acquire(real_server.address, name, lease=2, value="10.0.0.7:8080").result(10)
+    for value in ("10.0.0.7:9090", b"10.0.0.7:9191", "é"):
+        holder.proclaim(value)
+        listed = listed_lock(real_server, name)["holder"]
+        want = value.encode() if isinstance(value, str) else value
+        assert (listed["value"], listed["token"]) == (want.decode(), holder.token)
+        assert holder.lock.value == want
+    with pytest.raises(errors.ValueTooLong) as info:
+        holder.proclaim(b"v" * 1025)
+    assert not info.value.from_server
+    holder.lock.check()  # refused before anything was sent
+    assert listed_lock(real_server, name)["holder"]["value"] == "é"
+    holder.release()
+    with pytest.raises(errors.LockReleased):
+        holder.proclaim("x")
+
+
+def test_a_lock_claimed_without_a_value_cannot_proclaim(api: Api, real_server: RealServer) -> None:
+    name = unique("plain")
+    holder = api.acquire(real_server.address, name, lease=2).result(10)
+    with pytest.raises(errors.MonolockError) as info:
+        holder.proclaim("x")
+    assert str(info.value) == (
+        f"monolock: lock {name!r} was claimed without a value (use value= to proclaim)"
+    )
+    holder.lock.check()  # refused before anything was sent
+    holder.release()
+
+
 def test_readme_values_example_runs(
     real_server: RealServer, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -57,6 +57,9 @@ class Recorder(ConnectionHandler[FakeLock]):
     def _make_lock(self) -> FakeLock:
         return FakeLock(self.session)
 
+    def _wake_proclaimers(self) -> None:
+        pass  # nobody proclaims here
+
 
 def granted(lease_ms: int = 1000, age_ms: int = 0, on_lost: LostCallback | None = None) -> Recorder:
     """A connection whose lock was granted at ACQUIRE ``age_ms`` ago."""

@@ -18,7 +18,7 @@ import threading
 import time
 from collections import deque
 from contextlib import suppress
-from typing import Union, cast
+from typing import Callable, Union, cast
 
 from ._config import Address
 from ._connecting import connect_error
@@ -30,6 +30,7 @@ from ._lock import (
     WaitingCallback,
     _call_hook,
     release_wait,
+    settles_proclaims,
 )
 from ._log import logger
 from ._plan import timeout_error
@@ -112,6 +113,8 @@ class Connection(ConnectionHandler[HeldLock], Handler):
         self._let_go = False
         self._telling = False
         self._close_pending = False
+        self._proclaims = threading.Condition()
+        """Notified when a caller waiting in ``proclaim`` must look again."""
 
     # -- the caller's thread ---------------------------------------------
 
@@ -166,6 +169,23 @@ class Connection(ConnectionHandler[HeldLock], Handler):
                 return True
         return False
 
+    def proclaim(self, value: bytes) -> int:
+        """*Caller*: hand in a new value (see :meth:`Session.proclaim`) and
+        have the keeper send it; returns its number, 0 when nothing goes."""
+        number = self.session.proclaim(value)
+        if number:
+            self._keeper.submit(self._send_pending)
+        return number
+
+    def wait_proclaimed(self, settled: Callable[[], bool]) -> None:
+        """*Caller*: wait until ``settled()`` (which raises when the lock has
+        ended): asked again after each acknowledged PROCLAIM, loss and close,
+        and at the validity deadline, where a poll decides the loss."""
+        with self._proclaims:
+            while not settled():
+                left = self.session.expires_at - time.monotonic_ns()
+                self._proclaims.wait(max(0, left) / 1e9)
+
     def let_go(self) -> None:
         """*Caller*: let go and return once the connection is closed, after
         the server's close (bounded) if the lock was valid. Idempotent."""
@@ -189,6 +209,11 @@ class Connection(ConnectionHandler[HeldLock], Handler):
             return
         self._use(sock)
         self._start()
+
+    def _send_pending(self) -> None:
+        """Send a PROCLAIM handed in, unless the connection is closing."""
+        if not (self._closed.is_open or self._handback_until is not None or self._close_pending):
+            self._serve(0)
 
     def _let_go_now(self) -> None:
         """The application lets go: close, handing back a valid lock."""
@@ -437,6 +462,7 @@ class Connection(ConnectionHandler[HeldLock], Handler):
             self._closed.open(self._keeper)
             if not self.outcome_known:
                 self._note(None)  # the acquiring thread still waits
+            self._wake_proclaimers()
 
     def _unregister(self) -> None:
         if self._events:
@@ -490,6 +516,8 @@ class Connection(ConnectionHandler[HeldLock], Handler):
                 self._note(event)
             elif isinstance(event, Close):
                 self._close_transport(event.handback)
+        if settles_proclaims(events):
+            self._wake_proclaimers()
 
     def _write(self, data: bytes) -> None:
         self._out += data
@@ -513,6 +541,13 @@ class Connection(ConnectionHandler[HeldLock], Handler):
 
     def _outcome_known(self) -> None:
         pass  # notes tell the acquiring thread
+
+    def _wake_proclaimers(self) -> None:
+        self._keeper.wake_later(self._notify_proclaimers)
+
+    def _notify_proclaimers(self) -> None:
+        with self._proclaims:
+            self._proclaims.notify_all()
 
 
 class _NoSocket:

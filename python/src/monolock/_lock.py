@@ -8,10 +8,21 @@ import time
 from typing import Any, Callable, Generic, Protocol, TypeVar
 
 from . import _constants_gen as spec
+from . import _protocol as proto
 from ._failure import Failure
 from ._log import logger
-from ._session import Close, Failed, Granted, Lost, Queued, Send, Session, SessionEvent
-from .errors import LockLost, LockReleased, MonolockError, unprefixed
+from ._session import (
+    Close,
+    Failed,
+    Granted,
+    Lost,
+    Proclaimed,
+    Queued,
+    Send,
+    Session,
+    SessionEvent,
+)
+from .errors import ConnectionClosed, LockLost, LockReleased, MonolockError, unprefixed
 
 LostCallback = Callable[[LockLost], object]
 """Called with the :class:`~monolock.errors.LockLost` error when a lock is lost."""
@@ -96,8 +107,9 @@ class BaseLock(Generic[LostFlag]):
 
     @property
     def value(self) -> bytes | None:
-        """The claim's value as sent (UTF-8 for a ``str``), or ``None`` for a
-        claim without one."""
+        """The claim's value as sent (UTF-8 for a ``str``): the one it was
+        claimed with, then the last one the server acknowledged from
+        ``proclaim``; ``None`` for none."""
         return self._session.value or None
 
     @property
@@ -184,6 +196,32 @@ class BaseLock(Generic[LostFlag]):
             if callback in self._callbacks:
                 self._callbacks.remove(callback)
 
+    def _proclaim_value(self, value: str | bytes) -> bytes:
+        """The wire bytes of a new value, or the error that refuses it
+        before anything is sent."""
+        if not self._session.valued:
+            # Its ACQUIRE was version 1 or 2, whose sessions know no PROCLAIM.
+            raise MonolockError(
+                f"monolock: lock {self._name!r} was claimed without a value "
+                "(use value= to proclaim)"
+            )
+        raw = proto.encode_value(value)  # ValueTooLong over 1024 bytes
+        self.check()
+        return raw
+
+    def _proclaim_settled(self, number: int) -> bool:
+        """Whether the server has acknowledged PROCLAIM ``number``; raises
+        the lock's own error (lost, released) once it ended first."""
+        if number and self._session.proclaimed >= number:
+            return True
+        self.check()
+        if not number or self._session.closed:  # ended, yet neither lost nor released
+            raise ConnectionClosed(
+                f"monolock: lock {self._name!r} (token {self._token}) ended "
+                "before the server acknowledged its value"
+            )
+        return False
+
     def _mark_released(self) -> bool:
         """Record a release and let the session go; False when it had
         already happened."""
@@ -264,6 +302,8 @@ class ConnectionHandler(Generic[HeldLock]):
                 self._outcome_known()
             elif isinstance(event, Close):
                 self._close_transport(event.handback)
+        if settles_proclaims(events):
+            self._wake_proclaimers()
 
     def _tell(self, error: LockLost) -> None:
         """Tell the application that the lock is lost: the push signals,
@@ -294,3 +334,13 @@ class ConnectionHandler(Generic[HeldLock]):
 
     def _make_lock(self) -> HeldLock:
         raise NotImplementedError
+
+    def _wake_proclaimers(self) -> None:
+        """Have every caller waiting in ``proclaim`` look again."""
+        raise NotImplementedError
+
+
+def settles_proclaims(events: list[SessionEvent]) -> bool:
+    """Whether a caller waiting in ``proclaim`` must look again: a PROCLAIM
+    was acknowledged, or the lock was lost or closed, so no ack may come."""
+    return any(isinstance(event, (Proclaimed, Lost, Close)) for event in events)

@@ -44,6 +44,10 @@ class SerializedSession(Session):
         with self._calls:
             return super().poll(now)
 
+    def proclaim(self, value: bytes) -> int:
+        with self._calls:
+            return super().proclaim(value)
+
     def next_wakeup(self) -> int | None:
         with self._calls:
             return super().next_wakeup()

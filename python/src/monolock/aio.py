@@ -61,6 +61,14 @@ class AsyncLock(BaseLock[asyncio.Event]):
         self._mark_released()
         await self._conn.release()
 
+    async def proclaim(self, value: str | bytes) -> None:
+        """Replace the lock's value and wait until the server has
+        acknowledged it; same rules as :meth:`monolock.Lock.proclaim`.
+        Cancelling the wait does not take the value back."""
+        number = self._conn.proclaim(self._proclaim_value(value))
+        while not self._proclaim_settled(number):
+            await self._conn.proclaim_news()
+
     async def __aenter__(self) -> AsyncLock:
         return self
 
@@ -85,6 +93,8 @@ class _AioConnection(ConnectionHandler[AsyncLock], asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._outcome: asyncio.Future[None] = loop.create_future()
         self._closed: asyncio.Future[None] = loop.create_future()
+        self._proclaimers: list[asyncio.Future[None]] = []
+        """Set when the callers waiting in ``proclaim`` must look again."""
 
     async def wait_outcome(self, deadline: float | None) -> AsyncLock | Failure:
         """Wait until granted or failed; close the connection on a timeout,
@@ -112,6 +122,21 @@ class _AioConnection(ConnectionHandler[AsyncLock], asyncio.Protocol):
         Idempotent."""
         self.session.release()
         self._drive(self.session.tick(time.monotonic_ns()))
+
+    def proclaim(self, value: bytes) -> int:
+        """Hand in a new value (see :meth:`Session.proclaim`) and send it if
+        nothing is in flight; returns its number, 0 when nothing goes."""
+        number = self.session.proclaim(value)
+        if number:
+            self._drive(self.session.tick(time.monotonic_ns()))
+        return number
+
+    async def proclaim_news(self) -> None:
+        """Wait until a PROCLAIM is acknowledged, or the lock is lost or
+        closed (the loop timer tells a loss at the deadline)."""
+        news = self._loop.create_future()
+        self._proclaimers.append(news)
+        await news
 
     async def release(self) -> None:
         """Let go, and wait (bounded) until the server has closed its end."""
@@ -194,6 +219,12 @@ class _AioConnection(ConnectionHandler[AsyncLock], asyncio.Protocol):
 
     def _make_lock(self) -> AsyncLock:
         return AsyncLock(self, self.session)
+
+    def _wake_proclaimers(self) -> None:
+        waiting, self._proclaimers = self._proclaimers, []
+        for news in waiting:
+            if not news.done():  # a cancelled wait
+                news.set_result(None)
 
 
 async def _open(

@@ -72,6 +72,23 @@ class Lock(BaseLock[threading.Event]):
         self._mark_released()  # no loss is decided from now on
         self._conn.let_go()
 
+    def proclaim(self, value: str | bytes) -> None:
+        """Replace the lock's value (``bytes``, or a ``str`` sent as UTF-8, up
+        to 1024 bytes; empty clears it), keeping its token and, while it
+        waits, its place. Returns once the server has acknowledged it: its
+        admin listing and :attr:`value` show the new value by then, and its
+        reply refreshes the lease as a heartbeat's does. Raises
+        :class:`~monolock.errors.ValueTooLong` for a longer value, the
+        lock's :class:`~monolock.errors.LockLost` if it is lost first (at
+        the latest at :attr:`valid_until`) and
+        :class:`~monolock.errors.LockReleased` after :meth:`release`. A lock
+        claimed without a value cannot proclaim (its server may not know
+        values): :class:`~monolock.errors.MonolockError` before anything is
+        sent. Safe from any thread; concurrent calls send the newest value
+        not sent yet."""
+        number = self._conn.proclaim(self._proclaim_value(value))
+        self._conn.wait_proclaimed(lambda: self._proclaim_settled(number))
+
     def __enter__(self) -> Lock:
         return self
 
