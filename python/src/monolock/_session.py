@@ -10,10 +10,10 @@ order the owner must carry them out: :class:`Send`, :class:`Queued`,
 :class:`Close`. The owner asks :meth:`Session.next_wakeup` when it must
 tick next. The application's inputs are :meth:`Session.release`,
 :meth:`Session.poll` and :meth:`Session.proclaim` (a new value, protocol
-version 3). Every rule of the
-protocol that concerns one connection lives here, once, for both APIs:
-reply accounting, the heartbeat schedule, the client timeout, the validity
-deadline, and the order "tell the loss first, close later".
+version 3). Every rule of the protocol that concerns one connection lives
+here, once, for both APIs: reply accounting, the heartbeat schedule, the
+client timeout, the validity deadline, and the order "tell the loss first,
+close later".
 
 A session takes no lock and does no I/O: its owner serializes every call,
 as h11's connection asks of its owner. The asyncio client calls it from its
