@@ -103,7 +103,17 @@ func (w *watcher) snapshot() (head protocol.Event, holders, waiters []protocol.E
 	}
 	end := w.event(protocol.EventSnapshotEnd)
 	require.Equal(w.t, head.Seq, end.Seq, "a snapshot's events carry one seq")
+	w.watching(head.Epoch, head.Seq)
 	return head, holders, waiters
+}
+
+// watching reads the next frame, which must be WATCHING at (epoch, seq).
+func (w *watcher) watching(epoch, seq uint64) {
+	w.t.Helper()
+	f := w.next()
+	require.Equal(w.t, protocol.MsgWatching, f.Type, "got %v", f)
+	require.Equal(w.t, epoch, f.Epoch)
+	require.Equal(w.t, seq, f.Seq)
 }
 
 func (w *watcher) heartbeat() {
@@ -174,10 +184,7 @@ func TestWatchTellsEveryChangeInOrder(t *testing.T) {
 	assert.Equal(t, q.Arrival, g.Arrival, "the grant names the waiter it was")
 
 	w.heartbeat()
-	f := w.next()
-	require.Equal(t, protocol.MsgWatching, f.Type, "got %v", f)
-	assert.Equal(t, head.Epoch, f.Epoch)
-	assert.Equal(t, seq, f.Seq)
+	w.watching(head.Epoch, seq)
 }
 
 // A watch of a name in use starts with its whole state: the holder and
@@ -239,6 +246,7 @@ func TestWatchResumesOrResyncs(t *testing.T) {
 		}
 	}
 	assert.Equal(t, tokB, again.Token)
+	back.watching(head.Epoch, again.Seq)
 
 	stranger := watchName(t, srv.addr, "r", 5000, head.Epoch+2, 1)
 	h, holders, _ := stranger.snapshot()

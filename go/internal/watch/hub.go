@@ -101,7 +101,7 @@ type Snapshot func(epoch, seq uint64, resync bool) []byte
 
 // Subscribe makes w a watcher of name, starting after (epoch, seq): from
 // the history when it still holds that point, else with a snapshot
-// (marked resync when the watcher asked to resume). Called under the
+// (marked resync when the watcher asked to resume); then a WATCHING. Called under the
 // claim layer's lock, so that no event of the name comes between the
 // snapshot and the live events.
 func (hub *Hub) Subscribe(w *Watcher, name string, epoch, seq uint64, snapshot Snapshot) {
@@ -120,9 +120,12 @@ func (hub *Hub) Subscribe(w *Watcher, name string, epoch, seq uint64, snapshot S
 		for s := seq + 1; s <= h.seq; s++ {
 			w.push(h.ring[s%HistoryLen], true)
 		}
-		return
+	} else {
+		w.push(snapshot(h.epoch, h.seq, epoch != 0), true)
 	}
-	w.push(snapshot(h.epoch, h.seq, epoch != 0), true)
+	// The WATCH is answered as a HEARTBEAT is: its WATCHING vouches for
+	// the state up to it, also when there was nothing to resume.
+	w.push(protocol.AppendWatching(nil, h.epoch, h.seq), true)
 }
 
 // Ack queues the WATCHING that answers w's HEARTBEAT: the newest event
