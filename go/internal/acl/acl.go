@@ -1,5 +1,6 @@
-// Package acl decides which client may take which lock: a small text file
-// maps client identities to the lock-name patterns they may acquire.
+// Package acl decides which client may take or watch which lock: a small
+// text file maps client identities to the lock-name patterns they may
+// acquire or watch.
 //
 // # File format
 //
@@ -14,11 +15,19 @@
 //	dns:*.workers.example.org                 jobs/*
 //	anonymous                                 public/*
 //	*                                         shared/*
+//	cn:dashboard                              watch:deploy/* watch:ci/*
 //
 // An identity is "anonymous" or has a kind prefix (cn:, dns:, uri:), as
 // produced by package peer from the verified client certificate; a client
 // with several (a CN and SANs) is allowed what any of them is allowed. The
 // identity "*" matches every client, anonymous ones included.
+//
+// A plain lock-name pattern allows taking the names it matches and
+// watching them (protocol version 3): a holder may always see its own
+// lock. A pattern prefixed with "watch:" allows only watching them, for
+// clients that observe locks they must never take. The prefix is always
+// read as one: to allow taking names that themselves start with "watch:",
+// begin the pattern with '*' ("*watch:x", which matches a little more).
 //
 // In both columns '*' matches any run of characters, '/' included, and every
 // other character matches itself; there is no escaping. A pattern cannot
@@ -52,8 +61,17 @@ type Rules struct {
 }
 
 type rule struct {
-	identity string   // pattern over identities
-	names    []string // patterns over lock names
+	identity string        // pattern over identities
+	names    []namePattern // patterns over lock names
+}
+
+// watchPrefix marks a lock-name pattern that allows watching only.
+const watchPrefix = "watch:"
+
+// namePattern is a lock-name pattern and the right it grants.
+type namePattern struct {
+	pattern   string // without the watch: prefix
+	watchOnly bool
 }
 
 // Parse reads an ACL. An error names the line and what is wrong with it.
@@ -76,12 +94,15 @@ func Parse(r io.Reader) (*Rules, error) {
 		if len(fields) == 1 {
 			return nil, fmt.Errorf("line %d: identity %q has no lock-name patterns", n, fields[0])
 		}
+		names := make([]namePattern, 0, len(fields)-1)
 		for _, p := range fields[1:] {
-			if err := checkPattern(p); err != nil {
+			np, err := parseNamePattern(p)
+			if err != nil {
 				return nil, fmt.Errorf("line %d: lock-name pattern %q: %w", n, p, err)
 			}
+			names = append(names, np)
 		}
-		rs.rules = append(rs.rules, rule{identity: fields[0], names: fields[1:]})
+		rs.rules = append(rs.rules, rule{identity: fields[0], names: names})
 	}
 	if err := sc.Err(); err != nil {
 		if err == bufio.ErrTooLong {
@@ -125,6 +146,22 @@ func checkIdentity(id string) error {
 	return fmt.Errorf("identity %q: want anonymous, *, or a cn:, dns: or uri: prefix", id)
 }
 
+// parseNamePattern splits off a watch: prefix and checks what follows as
+// any other pattern, so that the prefix never hides a pattern Parse would
+// refuse plain.
+func parseNamePattern(field string) (namePattern, error) {
+	p, watchOnly := strings.CutPrefix(field, watchPrefix)
+	if watchOnly && p == "" {
+		// An empty pattern would match only the empty name, which is no
+		// lock: surely a pattern forgotten after the prefix.
+		return namePattern{}, fmt.Errorf("no pattern after %s", watchPrefix)
+	}
+	if err := checkPattern(p); err != nil {
+		return namePattern{}, err
+	}
+	return namePattern{pattern: p, watchOnly: watchOnly}, nil
+}
+
 func checkPattern(p string) error {
 	switch {
 	case !utf8.ValidString(p):
@@ -140,14 +177,28 @@ func (rs *Rules) Len() int { return len(rs.rules) }
 
 // Allows reports whether a client with the given identities may acquire the
 // lock name: some rule whose identity pattern matches one of them has a
-// pattern matching name.
+// plain (not watch:) pattern matching name.
 func (rs *Rules) Allows(identities []string, name string) bool {
+	return rs.allows(identities, name, false)
+}
+
+// AllowsWatch reports whether a client with the given identities may watch
+// the lock name: some rule whose identity pattern matches one of them has a
+// pattern matching name, watch: or plain, since whoever may take a name may
+// see it.
+func (rs *Rules) AllowsWatch(identities []string, name string) bool {
+	return rs.allows(identities, name, true)
+}
+
+// allows is Allows, or AllowsWatch when watch is set (and watch: patterns
+// count too).
+func (rs *Rules) allows(identities []string, name string, watch bool) bool {
 	for _, r := range rs.rules {
 		if !matchesAny(r.identity, identities) {
 			continue
 		}
 		for _, p := range r.names {
-			if Match(p, name) {
+			if (watch || !p.watchOnly) && Match(p.pattern, name) {
 				return true
 			}
 		}

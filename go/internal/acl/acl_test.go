@@ -1,6 +1,7 @@
 package acl
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -52,11 +53,56 @@ func TestExampleRules(t *testing.T) {
 	}
 }
 
+// A watch: pattern allows watching only; a plain pattern allows taking and
+// watching; an identity's watch: and plain patterns add up.
+func TestWatchRules(t *testing.T) {
+	rs, err := Parse(strings.NewReader(`
+cn:dashboard  watch:deploy/* watch:ci/*
+cn:dashboard  ci/dashboard
+anonymous     watch:*
+cn:deployer   deploy/*
+`))
+	require.NoError(t, err)
+	cases := []struct {
+		ids         []string
+		name        string
+		take, watch bool
+	}{
+		{[]string{"cn:dashboard"}, "deploy/web", false, true},
+		{[]string{"cn:dashboard"}, "ci/x", false, true},
+		{[]string{"cn:dashboard"}, "ci/dashboard", true, true}, // the plain line adds taking
+		{[]string{"cn:dashboard"}, "batch/x", false, false},
+		{[]string{"cn:deployer"}, "deploy/web", true, true}, // taking implies watching
+		{[]string{"cn:deployer"}, "ci/x", false, false},
+		{[]string{"anonymous"}, "anything", false, true},
+		{[]string{"cn:dashboard"}, "watch:deploy/web", false, false}, // the prefix is no part of the name
+	}
+	for _, c := range cases {
+		assert.Equal(t, c.take, rs.Allows(c.ids, c.name), "take: %v on %q", c.ids, c.name)
+		assert.Equal(t, c.watch, rs.AllowsWatch(c.ids, c.name), "watch: %v on %q", c.ids, c.name)
+	}
+}
+
+// The example file has no watch: patterns: everything it lets a client
+// take, it lets it watch, and nothing more.
+func TestExampleRulesWatchAsTheyTake(t *testing.T) {
+	rs, err := Parse(strings.NewReader(example))
+	require.NoError(t, err)
+	for _, id := range []string{"cn:deployer", "anonymous", "dns:w1.workers.example.org", "cn:nobody"} {
+		for _, name := range []string{"deploy/web", "release", "public/x", "jobs/7", "shared/", "ci/x"} {
+			ids := []string{id}
+			assert.Equal(t, rs.Allows(ids, name), rs.AllowsWatch(ids, name), "%s on %q", id, name)
+		}
+	}
+}
+
 func TestEmptyFileDeniesEverything(t *testing.T) {
 	rs, err := Parse(strings.NewReader("# nothing\n\n"))
 	require.NoError(t, err)
 	assert.False(t, rs.Allows([]string{"anonymous"}, "x"))
 	assert.False(t, (&Rules{}).Allows([]string{"cn:a"}, "x"))
+	assert.False(t, rs.AllowsWatch([]string{"anonymous"}, "x"))
+	assert.False(t, (&Rules{}).AllowsWatch([]string{"cn:a"}, "x"))
 }
 
 func TestParseErrorsNameTheLine(t *testing.T) {
@@ -66,6 +112,9 @@ func TestParseErrorsNameTheLine(t *testing.T) {
 		"cn:a x\n\n  anonymous\n": `line 3: identity "anonymous" has no lock-name patterns`,
 		"cn:a \xff\n":             `line 1: lock-name pattern "\xff": not valid UTF-8`,
 		"CN:a x\n":                `line 1: identity "CN:a": want anonymous, *, or a cn:, dns: or uri: prefix`,
+		"cn:a x watch:\n":         `line 1: lock-name pattern "watch:": no pattern after watch:`,
+		"cn:a x\ncn:b watch:\n":   `line 2: lock-name pattern "watch:": no pattern after watch:`,
+		"cn:a watch:\xff\n":       `line 1: lock-name pattern "watch:\xff": not valid UTF-8`,
 	}
 	for in, want := range cases {
 		_, err := Parse(strings.NewReader(in))
@@ -75,6 +124,14 @@ func TestParseErrorsNameTheLine(t *testing.T) {
 	}
 	_, err := Parse(strings.NewReader("cn:a " + strings.Repeat("x", maxLineLen+1)))
 	assert.ErrorContains(t, err, "longer than")
+
+	// The limit on a pattern's length counts what follows the prefix, as
+	// for a plain pattern.
+	long := strings.Repeat("x", maxPatternLen)
+	_, err = Parse(strings.NewReader("cn:a watch:" + long + "\n"))
+	assert.NoError(t, err)
+	_, err = Parse(strings.NewReader("cn:a watch:" + long + "x\n"))
+	assert.ErrorContains(t, err, fmt.Sprintf("line 1: lock-name pattern \"watch:%sx\": longer than %d bytes", long, maxPatternLen))
 }
 
 func TestParseFileAndReload(t *testing.T) {
@@ -166,12 +223,14 @@ func FuzzMatch(f *testing.F) {
 
 // FuzzParse: any input either parses or fails with a one-line error naming
 // a line; a parsed file allows each of its rules' literal lock names to the
-// literal identities.
+// literal identities: to watch always, to take when the pattern is plain.
+// Whatever may be taken may be watched.
 func FuzzParse(f *testing.F) {
 	f.Add(example)
 	f.Add("cn:a x\nbogus\n")
 	f.Add("# only a comment")
 	f.Add("\xff\xfe")
+	f.Add("cn:a watch:x watch:\n")
 	f.Fuzz(func(t *testing.T, in string) {
 		rs, err := Parse(strings.NewReader(in))
 		if err != nil {
@@ -189,8 +248,15 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("bad rule accepted: %+v", r)
 			}
 			for _, n := range r.names {
-				if !rs.Allows([]string{r.identity}, n) {
-					t.Fatalf("rule %+v does not allow its own pattern %q", r, n)
+				ids := []string{r.identity}
+				if !rs.AllowsWatch(ids, n.pattern) {
+					t.Fatalf("rule %+v does not allow watching its own pattern %q", r, n.pattern)
+				}
+				if !n.watchOnly && !rs.Allows(ids, n.pattern) {
+					t.Fatalf("rule %+v does not allow taking its own pattern %q", r, n.pattern)
+				}
+				if rs.Allows(ids, n.pattern) && !rs.AllowsWatch(ids, n.pattern) {
+					t.Fatalf("%q may be taken but not watched", n.pattern)
 				}
 			}
 		}
