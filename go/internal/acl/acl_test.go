@@ -3,6 +3,7 @@ package acl
 import (
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/monolock/monolock/go/internal/claims"
 )
 
 const example = `
@@ -155,6 +158,29 @@ func TestParseFileAndReload(t *testing.T) {
 
 	_, err = Load(filepath.Join(t.TempDir(), "missing"))
 	assert.Error(t, err)
+}
+
+// The claim layer asks an Authorizer about watches only through
+// claims.Watcher: a method that drifted from it would silently fall back
+// to the rights to take.
+var _ claims.Watcher = (*Authorizer)(nil)
+
+// AuthorizeWatch allows by watch: and plain patterns alike and refuses in
+// Authorize's words, saying watching.
+func TestAuthorizeWatch(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "acl")
+	require.NoError(t, os.WriteFile(path, []byte("anonymous watch:obs/* take/*\n"), 0o600))
+	a, err := Load(path)
+	require.NoError(t, err)
+	conn, other := net.Pipe() // not TLS: anonymous
+	defer conn.Close()
+	defer other.Close()
+
+	assert.NoError(t, a.AuthorizeWatch(conn, "obs/x"))
+	assert.NoError(t, a.AuthorizeWatch(conn, "take/x"))
+	assert.NoError(t, a.Authorize(conn, "take/x"))
+	assert.EqualError(t, a.Authorize(conn, "obs/x"), "no ACL rule lets anonymous take it")
+	assert.EqualError(t, a.AuthorizeWatch(conn, "other/x"), "no ACL rule lets anonymous watch it")
 }
 
 // reference is Match written the obvious way: translate to a regexp.

@@ -10,8 +10,9 @@ import (
 	"github.com/monolock/monolock/go/internal/peer"
 )
 
-// Authorizer applies the ACL in a file to lock sessions and can reload it
-// while the server runs. It implements server.Authorizer.
+// Authorizer applies the ACL in a file to lock sessions and watches and can
+// reload it while the server runs. It implements server.Authorizer, and
+// claims.Watcher for watches.
 type Authorizer struct {
 	path  string
 	rules atomic.Pointer[Rules]
@@ -29,8 +30,8 @@ func Load(path string) (*Authorizer, error) {
 }
 
 // Reload reads the file again. On success the new rules decide every ACQUIRE
-// from now on (sessions already holding or waiting are not re-checked); on
-// error the rules in force stay and the error says why.
+// and WATCH from now on (sessions already holding, waiting or watching are
+// not re-checked); on error the rules in force stay and the error says why.
 func (a *Authorizer) Reload() (*Rules, error) {
 	rs, err := ParseFile(a.path)
 	if err != nil {
@@ -53,10 +54,26 @@ func (a *Authorizer) Authorize(conn net.Conn, name string) error {
 	if a.rules.Load().Allows(ids, name) {
 		return nil
 	}
+	return refusal(ids, "take")
+}
+
+// AuthorizeWatch allows conn's client to watch name if the rules in force
+// do: by a watch: pattern or by one that allows taking it. The error text
+// becomes the reason of ERROR 0x18.
+func (a *Authorizer) AuthorizeWatch(conn net.Conn, name string) error {
+	ids := peer.Identities(conn)
+	if a.rules.Load().AllowsWatch(ids, name) {
+		return nil
+	}
+	return refusal(ids, "watch")
+}
+
+// refusal says that no rule lets ids do what (take, watch) with the lock.
+func refusal(ids []string, what string) error {
 	// Every identity the client has, since a rule may name any of them;
 	// within the reason's 255 bytes with "not authorized for lock: " in
 	// front. The lock's name is the client's to say: it knows it.
-	return fmt.Errorf("no ACL rule lets %s take it", clip(strings.Join(ids, ", "), 200))
+	return fmt.Errorf("no ACL rule lets %s %s it", clip(strings.Join(ids, ", "), 200), what)
 }
 
 // clip keeps reasons within the protocol's reason length.
