@@ -15,6 +15,9 @@ var version = "dev"
 var subcommands = map[string]func(args []string) int{
 	"serve":   serveMain,
 	"run":     runMain,
+	"elect":   electMain,
+	"observe": observeMain,
+	"leader":  leaderMain,
 	"locks":   locksMain,
 	"kick":    kickMain,
 	"certs":   certsMain,
@@ -48,6 +51,9 @@ func usage(w io.Writer) {
 commands:
   serve     run the lock server
   run       hold a lock while a command runs (flock for a fleet)
+  elect     run a command while this process leads NAME (run with a value)
+  observe   print every change of NAME's leader (--json for machines)
+  leader    print NAME's leader's value; exit 0 leader, 1 none, 3 held back, 4 unknown
   locks     list locks, holders and waiters (admin API)
   kick      close a session, or a lock's holder: its lock goes to the next waiter (admin API)
   certs     make a CA and TLS certificates for the server and clients (mutual TLS)

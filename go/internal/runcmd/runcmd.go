@@ -131,6 +131,8 @@ type options struct {
 	command      []string
 	shellCommand string // -c STRING
 	shellGiven   bool
+	value        string // --value: the claim's value (protocol version 3)
+	elect        bool   // monolock elect: --value required, exclusive only
 }
 
 // serverList is a flag that may be repeated and takes comma-separated lists.
@@ -156,8 +158,13 @@ func (s *serverList) Set(v string) error {
 // parse reads the command line. For -h it prints the help to stdout and
 // returns flag.ErrHelp.
 func parse(args []string, stdout io.Writer) (*options, error) {
-	o := &options{}
-	fset := flag.NewFlagSet("monolock run", flag.ContinueOnError)
+	return parseAs("run", args, stdout)
+}
+
+// parseAs is parse for `monolock run` (cmd "run") or `monolock elect`.
+func parseAs(cmd string, args []string, stdout io.Writer) (*options, error) {
+	o := &options{elect: cmd == "elect"}
+	fset := flag.NewFlagSet("monolock "+cmd, flag.ContinueOnError)
 	fset.SetOutput(io.Discard)
 	servers := &serverList{addrs: []string{client.DefaultServer}}
 	if env := os.Getenv("MONOLOCK_SERVER"); env != "" {
@@ -172,6 +179,7 @@ func parse(args []string, stdout io.Writer) (*options, error) {
 	fset.BoolVar(&o.shared, "shared", false, "hold NAME beside other shared holders, never beside an exclusive one (a reader)")
 	fset.BoolVar(&o.exclusive, "exclusive", false, "hold NAME alone (a writer; the default)")
 	fset.IntVar(&o.limit, "limit", 0, "hold NAME as one of at most `N` shared holders: a semaphore of N permits, 1 to 65535; implies --shared")
+	fset.StringVar(&o.value, "value", "", "claim NAME with `V`, which watchers and the admin API see (how to reach the leader, for elect); needs a server of protocol version 3")
 	fset.StringVar(&o.shellCommand, "command", "", "run `STRING` with $SHELL -c (/bin/sh without $SHELL), as flock -c; also after NAME: NAME -c STRING")
 	flagtype.DurationVar(fset, &o.grace, "grace", 0, "after a lost lock, wait `D` between SIGTERM and SIGKILL; the kill must be done 0.05 x lease before the server can grant the lock again, so D is at most 0.15 x lease - "+killAllowance.String()+" (default: that much, "+graceRoom(client.DefaultLease).String()+" with the default lease)")
 	flagtype.DurationVar(fset, &o.dialTimeout, "dial-timeout", client.DefaultDialTimeout, "give up connecting to one server after `D`")
@@ -186,7 +194,11 @@ func parse(args []string, stdout io.Writer) (*options, error) {
 
 	if err := fset.Parse(flockArgs(fset, args)); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintf(stdout, usageText, flagHelp(fset))
+			text := usageText
+			if o.elect {
+				text = electUsage + text
+			}
+			fmt.Fprintf(stdout, text, flagHelp(fset))
 		}
 		return nil, err
 	}
@@ -250,19 +262,36 @@ func parse(args []string, stdout io.Writer) (*options, error) {
 		return nil, errors.New("--tls-cert and --tls-key go together")
 	case o.logFormat != "text" && o.logFormat != "json":
 		return nil, fmt.Errorf("--log-format must be text or json, not %q", o.logFormat)
+	case o.elect && o.value == "":
+		return nil, errors.New("--value is required: followers reach the leader by it")
+	case o.elect && (o.shared || o.limit != 0):
+		return nil, errors.New("a leader leads alone: --shared and --limit do not go with elect")
 	}
 	return o, nil
 }
 
-// claimOptions are the client's options for the claim's mode.
+// electUsage heads `monolock elect -h`: elect is run with a value.
+const electUsage = `monolock elect NAME --value V -- CMD: campaign for leadership of NAME,
+and run CMD while this process leads. It is monolock run with a value,
+which followers see (monolock observe, monolock leader): everything below
+holds, "the lock" being the term. On SIGTERM the command is stopped first,
+then the term is resigned, and the next candidate leads at once.
+
+`
+
+// claimOptions are the client's options for the claim's mode and value.
 func (o *options) claimOptions() []client.AcquireOption {
+	var opts []client.AcquireOption
 	switch {
 	case o.limit > 0:
-		return []client.AcquireOption{client.Limit(o.limit)}
+		opts = append(opts, client.Limit(o.limit))
 	case o.shared:
-		return []client.AcquireOption{client.Shared()}
+		opts = append(opts, client.Shared())
 	}
-	return nil
+	if o.value != "" {
+		opts = append(opts, client.Value([]byte(o.value)))
+	}
+	return opts
 }
 
 // displayName is a lock name for a message: quoted, and cut after 40
@@ -307,13 +336,20 @@ func (o *options) tlsConfig() (*tls.Config, error) {
 
 // Main runs `monolock run` with the arguments after "run" and returns the
 // process exit status.
-func Main(args []string, stdout, stderr io.Writer) int {
-	o, err := parse(args, stdout)
+func Main(args []string, stdout, stderr io.Writer) int { return mainAs("run", args, stdout, stderr) }
+
+// MainElect runs `monolock elect`: run with a value, exclusive.
+func MainElect(args []string, stdout, stderr io.Writer) int {
+	return mainAs("elect", args, stdout, stderr)
+}
+
+func mainAs(cmd string, args []string, stdout, stderr io.Writer) int {
+	o, err := parseAs(cmd, args, stdout)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "monolock run: %s\nRun 'monolock run -h' for usage.\n", termtext.Line(err.Error()))
+		fmt.Fprintf(stderr, "monolock %s: %s\nRun 'monolock %s -h' for usage.\n", cmd, termtext.Line(err.Error()), cmd)
 		return ExitUsage
 	}
 	r := &runner{o: o}

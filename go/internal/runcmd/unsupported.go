@@ -13,3 +13,6 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stderr, "monolock run: not supported on this system (needs Unix process groups)")
 	return 125
 }
+
+// MainElect reports the same for monolock elect.
+func MainElect(args []string, stdout, stderr io.Writer) int { return Main(args, stdout, stderr) }
