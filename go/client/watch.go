@@ -30,11 +30,10 @@ type Watch struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	mu         sync.Mutex
-	view       watchview.View
-	validUntil time.Time // zero: not vouched for
-	err        error     // why the watch ended for good
-	changed    chan struct{}
+	mu      sync.Mutex
+	core    *watchview.Core // the picture, and how long it is vouched for
+	err     error           // why the watch ended for good
+	changed chan struct{}
 }
 
 // LockState is a watch's picture of its name.
@@ -72,7 +71,8 @@ func (c *Client) Watch(ctx context.Context, name string) (*Watch, error) {
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
-	w := &Watch{name: name, client: c, cancel: cancel, done: make(chan struct{}), changed: make(chan struct{}, 1)}
+	w := &Watch{name: name, client: c, cancel: cancel, done: make(chan struct{}), changed: make(chan struct{}, 1),
+		core: watchview.NewCore(c.cfg.lease)}
 	go w.run(runCtx)
 	for {
 		st := w.State()
@@ -99,10 +99,14 @@ func (w *Watch) Name() string { return w.name }
 func (w *Watch) State() LockState {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	v := w.view.Clone()
+	return stateOf(w.core, time.Now())
+}
+
+// stateOf is the core's picture as a LockState at now.
+func stateOf(c *watchview.Core, now time.Time) LockState {
+	v := c.Clone()
 	return LockState{
-		Known:      w.view.Started() && time.Now().Before(w.validUntil),
-		ValidUntil: w.validUntil, Holders: v.Holders, Waiters: v.Waiters,
+		Known: c.Known(now), ValidUntil: c.ValidUntil(), Holders: v.Holders, Waiters: v.Waiters,
 		BlockedUntil: v.BlockedUntil, Epoch: v.Epoch, Seq: v.Seq,
 	}
 }
@@ -151,7 +155,7 @@ func (w *Watch) run(ctx context.Context) {
 		next++
 		vouched, err := w.connect(ctx, addr)
 		w.mu.Lock()
-		w.validUntil = time.Time{}
+		w.core.Disconnected()
 		w.mu.Unlock()
 		w.signal()
 		if vouched {
@@ -197,8 +201,7 @@ func (w *Watch) connect(ctx context.Context, addr string) (vouched bool, err err
 	}
 	defer raw.Close()
 	w.mu.Lock()
-	w.view.Resume()
-	frame, err := protocol.AppendWatch(nil, protocol.Watch{LeaseMS: w.client.cfg.leaseMS, Name: w.name, Epoch: w.view.Epoch, Seq: w.view.Seq})
+	frame, err := protocol.AppendWatch(nil, protocol.Watch{LeaseMS: w.client.cfg.leaseMS, Name: w.name, Epoch: w.core.Epoch, Seq: w.core.Seq})
 	w.mu.Unlock()
 	if err != nil {
 		return false, err
@@ -214,21 +217,30 @@ func (w *Watch) connect(ctx context.Context, addr string) (vouched bool, err err
 }
 
 // watchConn is one connection of a watch: one request in flight at a
-// time (the WATCH, then HEARTBEATs), each answered by a WATCHING.
+// time (the WATCH, then HEARTBEATs), each answered by a WATCHING. The
+// core keeps the request's state; sched says when the next is due.
 type watchConn struct {
-	w        *Watch
-	conn     net.Conn
-	sched    heartbeat.Schedule
-	lastSend time.Time
-	inFlight bool
-	vouched  bool
+	w       *Watch
+	conn    net.Conn
+	sched   heartbeat.Schedule
+	vouched bool
 }
 
 func (c *watchConn) send(frame []byte) error {
-	c.lastSend, c.inFlight = time.Now(), true
-	_ = c.conn.SetWriteDeadline(c.lastSend.Add(c.sched.ClientTimeout()))
+	now := time.Now()
+	c.w.mu.Lock()
+	c.w.core.Sent(now)
+	c.w.mu.Unlock()
+	_ = c.conn.SetWriteDeadline(now.Add(c.sched.ClientTimeout()))
 	_, err := c.conn.Write(frame)
 	return err
+}
+
+// request is the core's request state.
+func (c *watchConn) request() (inFlight bool, lastSend time.Time) {
+	c.w.mu.Lock()
+	defer c.w.mu.Unlock()
+	return c.w.core.InFlight()
 }
 
 func (c *watchConn) serve(ctx context.Context, frames <-chan watchFrame) (bool, error) {
@@ -236,10 +248,11 @@ func (c *watchConn) serve(ctx context.Context, frames <-chan watchFrame) (bool, 
 	defer timer.Stop()
 	for {
 		now := time.Now()
-		if c.inFlight && !now.Before(c.lastSend.Add(c.sched.ClientTimeout())) {
+		inFlight, lastSend := c.request()
+		if inFlight && !now.Before(lastSend.Add(c.sched.ClientTimeout())) {
 			return c.vouched, errorf("%w", &clientTimeoutError{leaseMS: c.w.client.cfg.leaseMS})
 		}
-		if !c.inFlight && !now.Before(c.lastSend.Add(c.sched.Interval())) {
+		if !inFlight && !now.Before(lastSend.Add(c.sched.Interval())) {
 			if err := c.send([]byte{protocol.MsgHeartbeat}); err != nil {
 				return c.vouched, err
 			}
@@ -261,10 +274,11 @@ func (c *watchConn) serve(ctx context.Context, frames <-chan watchFrame) (bool, 
 // flight, or the next heartbeat; and the end of the picture's validity,
 // so that Changed tells of it.
 func (c *watchConn) wakeAt() time.Time {
-	if c.inFlight {
-		return c.lastSend.Add(c.sched.ClientTimeout())
+	inFlight, lastSend := c.request()
+	if inFlight {
+		return lastSend.Add(c.sched.ClientTimeout())
 	}
-	return c.lastSend.Add(c.sched.Interval())
+	return lastSend.Add(c.sched.Interval())
 }
 
 // take applies one frame: an event to the picture, a WATCHING as the
@@ -276,7 +290,7 @@ func (c *watchConn) take(f watchFrame) error {
 		return f.err
 	case f.t == protocol.MsgEvent:
 		w.mu.Lock()
-		err := w.view.Apply(f.event, time.Now())
+		err := w.core.Event(f.event, time.Now())
 		w.mu.Unlock()
 		if err != nil {
 			return errorf("%w: %w", ErrProtocol, err)
@@ -285,17 +299,14 @@ func (c *watchConn) take(f watchFrame) error {
 		return nil
 	}
 	// WATCHING: the picture is whole up to (epoch, seq).
-	if !c.inFlight {
-		return errorf("%w: a WATCHING with no request in flight", ErrProtocol)
-	}
-	c.inFlight = false
-	c.sched.Observe(time.Since(c.lastSend))
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.view.Started() || f.epoch != w.view.Epoch || f.seq != w.view.Seq {
-		return errorf("%w: WATCHING at epoch %d seq %d, the picture is at %d/%d", ErrProtocol, f.epoch, f.seq, w.view.Epoch, w.view.Seq)
+	_, lastSend := w.core.InFlight()
+	err := w.core.Watching(f.epoch, f.seq)
+	w.mu.Unlock()
+	if err != nil {
+		return errorf("%w: %w", ErrProtocol, err)
 	}
-	w.validUntil = c.lastSend.Add(c.sched.ClientTimeout())
+	c.sched.Observe(time.Since(lastSend))
 	c.vouched = true
 	w.signal()
 	return nil
