@@ -38,7 +38,7 @@ func (r *Registry) listLocks(locks []locktable.LockInfo) []listing.Lock {
 	for _, l := range locks {
 		known := r.lookUp(l.Holders, l.Waiters, l.HeldBackHolders)
 		lk := listing.Lock{Name: l.Name, HeldBack: l.HeldBack, Blocked: l.Blocked,
-			HoldersTotal: l.HoldersTotal, WaitersTotal: l.WaitersTotal,
+			HoldersTotal: l.HoldersTotal, WaitersTotal: l.WaitersTotal, Watchers: r.watches.Watchers(l.Name),
 			Holders: make([]listing.Session, 0, len(l.Holders)), Waiters: make([]listing.Session, 0, len(l.Waiters))}
 		limitBound := false
 		for _, h := range l.Holders {

@@ -61,6 +61,8 @@ type Lock struct {
 	HeldBackHolders []Session `json:"held_back_holders,omitempty"`
 	Waiters         []Session `json:"waiters"`
 	Blocked         bool      `json:"blocked,omitempty"` // nobody is granted it yet: an exclusive holder went silent (lock delay), or a restart waits out a holder of the previous run
+	// Watchers counts the live watches of the name (protocol version 3).
+	Watchers int `json:"watchers,omitempty"`
 }
 
 // The kinds of a lock's sessions, as a page of them names them (the

@@ -209,6 +209,12 @@ func TestWatchSnapshotHasHoldersAndQueue(t *testing.T) {
 	assert.Equal(t, "w1", string(waiters[0].Value))
 	assert.Equal(t, "w2", string(waiters[1].Value))
 	assert.Less(t, waiters[0].Arrival, waiters[1].Arrival)
+
+	locks := srv.Server.LockListing()
+	require.Len(t, locks, 1)
+	assert.Equal(t, 1, locks[0].Watchers, "the listing counts the live watches")
+	require.NoError(t, w.conn.Close())
+	require.Eventually(t, func() bool { return srv.Server.LockListing()[0].Watchers == 0 }, replyTimeout, 10*time.Millisecond)
 }
 
 // A watcher that comes back with its (epoch, seq) gets exactly the events

@@ -75,6 +75,16 @@ func (hub *Hub) Watched(name string) bool {
 	return hub.names[name] != nil
 }
 
+// Watchers counts name's live watches, for the listing.
+func (hub *Hub) Watchers(name string) int {
+	hub.mu.Lock()
+	defer hub.mu.Unlock()
+	if h := hub.names[name]; h != nil {
+		return len(h.watchers)
+	}
+	return 0
+}
+
 // Emit numbers e as the next event of its name's history and queues it
 // for every watcher of the name. A name without a history has nobody to
 // tell and nothing to keep.

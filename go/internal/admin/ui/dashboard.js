@@ -140,13 +140,13 @@
       const holders = l.holders || (l.holder ? [l.holder] : []);
       const heldBack = l.held_back || 0;
       if (holders.length === 0) {
-        rows.push({ lock: l.name, first: true, state: l.blocked || heldBack > 0 ? "delayed" : "free", s: null, holder: true });
+        rows.push({ lock: l.name, first: true, watchers: l.watchers, state: l.blocked || heldBack > 0 ? "delayed" : "free", s: null, holder: true });
       }
       holders.forEach((h, i) => {
         let state = h.mode === "shared" ? "held shared" : "held";
         if (l.blocked) state += " (delayed)";
         if (i === 0 && h.mode === "shared" && l.limit) state += " (" + (Math.max(l.holders_total || 0, holders.length) + heldBack) + " of " + l.limit + ")";
-        rows.push({ lock: l.name, first: i === 0, state, s: h, holder: true });
+        rows.push({ lock: l.name, first: i === 0, watchers: l.watchers, state, s: h, holder: true });
       });
       if (holders.length > 0 && heldBack > 0) {
         rows.push({ lock: l.name, first: false, state: "delayed (" + heldBack + " silent)", s: null, holder: true });
@@ -225,7 +225,8 @@
   }
 
   function fillRow(d, r, now) {
-    text(d.name, r.first ? r.lock : "");
+    // Live watchers (protocol version 3): followers of an election.
+    text(d.name, r.first ? r.lock + (r.watchers ? " · " + r.watchers + " watching" : "") : "");
     text(d.state, r.state);
     d.state.className = "state state-" + r.state.split(" ")[0];
     const s = r.s;
