@@ -295,4 +295,28 @@ public final class BindingTests implements AutoCloseable {
 			}
 		}
 	}
+
+	/** Election: a term with a value, seen by a follower's listener and by leader(). */
+	@Test
+	public void campaignObserveAndLeader() throws Exception {
+		Client c = client(10000);
+		Check.equal(Monolock.LeaderNone, c.leader("jvm/leader", BOUND_SECONDS * 1000).getState(), "no leader yet");
+		BlockingQueue<monolock.Leader> seen = new ArrayBlockingQueue<>(16);
+		monolock.Observer obs = c.observe("jvm/leader", BOUND_SECONDS * 1000, seen::add);
+		try {
+			Check.equal(Monolock.LeaderNone, seen.poll(BOUND_SECONDS, TimeUnit.SECONDS).getState(), "first change");
+			Lock term = c.campaign("jvm/leader", "10.0.0.7:80", BOUND_SECONDS * 1000, null);
+			monolock.Leader l = seen.poll(BOUND_SECONDS, TimeUnit.SECONDS);
+			Check.equal(Monolock.LeaderLeading, l.getState(), "elected");
+			Check.equal("10.0.0.7:80", l.getValue(), "value");
+			Check.equal(term.tokenString(), l.getTokenString(), "token");
+			term.proclaim("10.0.0.7:81");
+			Check.equal("10.0.0.7:81", seen.poll(BOUND_SECONDS, TimeUnit.SECONDS).getValue(), "proclaimed");
+			Check.equal("10.0.0.7:81", c.leader("jvm/leader", BOUND_SECONDS * 1000).getValue(), "leader()");
+			term.resign();
+			Check.equal(Monolock.LeaderNone, seen.poll(BOUND_SECONDS, TimeUnit.SECONDS).getState(), "resigned");
+		} finally {
+			obs.stop();
+		}
+	}
 }
