@@ -61,7 +61,7 @@ func (r *run) step(ctx context.Context, st scenario.Step) error {
 		lease := uint64(*st.LeaseMS)
 		cmd := pipe.Command{Cmd: pipe.Acquire, ID: st.ID, Servers: []string{r.addr},
 			Name: st.Name, NameHex: st.NameHex, LeaseMS: &lease, Mode: st.Mode,
-			TimeoutMS: st.TimeoutMS, ConnectTimeoutMS: st.ConnectTimeoutMS, Shared: st.Shared, Limit: st.Limit}
+			TimeoutMS: st.TimeoutMS, ConnectTimeoutMS: st.ConnectTimeoutMS, Shared: st.Shared, Limit: st.Limit, Value: st.Value}
 		if st.Name != nil {
 			cmd.NameHex = nil // one of the two, name first
 		}
@@ -72,6 +72,16 @@ func (r *run) step(ctx context.Context, st scenario.Step) error {
 		return r.send(cmd, st.As)
 	case "release", "cancel":
 		return r.send(pipe.Command{Cmd: st.Op, ID: st.ID}, st.As)
+	case "observe":
+		lease := uint64(*st.LeaseMS)
+		cmd := pipe.Command{Cmd: pipe.Observe, ID: st.ID, Servers: []string{r.addr}, Name: st.Name, LeaseMS: &lease}
+		if r.srv != nil && r.srv.certs != nil {
+			cmd.TLS = r.tlsOf(st.TLS)
+		}
+		r.leases[st.ID] = float64(*st.LeaseMS)
+		return r.send(cmd, st.As)
+	case "proclaim":
+		return r.send(pipe.Command{Cmd: pipe.Proclaim, ID: st.ID, Value: st.Value}, st.As)
 	case "expect":
 		return r.expect(ctx, st)
 	case "no_event":
@@ -299,6 +309,12 @@ func (r *run) expect(ctx context.Context, st scenario.Step) error {
 	ev, _, err := r.drv.NextIf(wctx, st.ID, func(e driver.Event) bool {
 		return !st.Optional || e.Name == st.Event
 	})
+	for err == nil && len(st.Skipping) > 0 && !r.matches(st.Event, st.Fields, ev, r.leases[st.ID]) {
+		if !r.skippable(st, ev) {
+			return failf("got %s, want event %s %s, passing only over %s", ev.Line, st.Event, showFields(st.Fields), showSkipping(st.Skipping))
+		}
+		ev, _, err = r.drv.NextIf(wctx, st.ID, func(driver.Event) bool { return true })
+	}
 	if err != nil {
 		if errors.Is(err, driver.ErrFault) || ctx.Err() != nil {
 			return err
@@ -379,6 +395,8 @@ var kinds = map[string]map[string]bool{
 // wrote, wrongly typed fields included.
 func invariants(ev driver.Event, lease float64) error {
 	switch ev.Name {
+	case "observed":
+		return observedInvariants(ev)
 	case "acquired":
 		tok, ok := ev.Fields["token"].(string)
 		if _, err := strconv.ParseUint(tok, 10, 64); !ok || err != nil {
@@ -430,6 +448,7 @@ type matcher struct {
 	MinLease  *float64 `json:"min_lease"`
 	MaxLease  *float64 `json:"max_lease"`
 	GTTokenOf string   `json:"gt_token_of"`
+	TokenOf   string   `json:"token_of"`
 	Present   bool     `json:"present"`
 }
 
@@ -451,6 +470,12 @@ func (r *run) matchField(key string, want json.RawMessage, got any, lease float6
 			n, err := strconv.ParseUint(s, 10, 64)
 			if !ok || err != nil || n <= prev {
 				return fmt.Errorf("%v is not above the token of %s (%d)", got, m.GTTokenOf, prev)
+			}
+		}
+		if m.TokenOf != "" {
+			granted, ok := r.tokens[m.TokenOf]
+			if s, _ := got.(string); !ok || s != strconv.FormatUint(granted, 10) {
+				return fmt.Errorf("%v is not the token %s was granted (%d)", got, m.TokenOf, granted)
 			}
 		}
 		if m.Min != nil || m.Max != nil || m.MinLease != nil || m.MaxLease != nil {
@@ -515,5 +540,67 @@ func show(v any) string {
 		return "null (or missing)"
 	}
 	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// observedInvariants: a known state; a leader names its token (a decimal
+// string) and value; unknown says nothing else, since it vouches for
+// nothing.
+func observedInvariants(ev driver.Event) error {
+	state, _ := ev.Fields["state"].(string)
+	tok, hasToken := ev.Fields["token"].(string)
+	switch state {
+	case pipe.StateLeader:
+		if _, err := strconv.ParseUint(tok, 10, 64); !hasToken || err != nil {
+			return fmt.Errorf("a leader's token must be a decimal string")
+		}
+		if _, ok := ev.Fields["value"].(string); !ok {
+			return fmt.Errorf("a leader has a value (a string)")
+		}
+	case pipe.StateUnknown:
+		if hasToken || ev.Fields["value"] != nil {
+			return fmt.Errorf("unknown names no leader")
+		}
+	case pipe.StateNone, pipe.StateHeldBack:
+	default:
+		return fmt.Errorf("state %q: want leader, none, held_back or unknown", state)
+	}
+	return nil
+}
+
+// matches reports whether ev is event with fields.
+func (r *run) matches(event string, fields map[string]json.RawMessage, ev driver.Event, lease float64) bool {
+	if ev.Name != event {
+		return false
+	}
+	for k, want := range fields {
+		if r.matchField(k, want, ev.Fields[k], lease) != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// skippable reports whether expect st may pass over ev: an event of its
+// name, valid, that matches one of its skipping field sets.
+func (r *run) skippable(st scenario.Step, ev driver.Event) bool {
+	if invariants(ev, r.leases[st.ID]) != nil {
+		return false
+	}
+	for _, fields := range st.Skipping {
+		if r.matches(st.Event, fields, ev, r.leases[st.ID]) {
+			return true
+		}
+	}
+	return false
+}
+
+func showFields(fields map[string]json.RawMessage) string {
+	b, _ := json.Marshal(fields)
+	return string(b)
+}
+
+func showSkipping(sets []map[string]json.RawMessage) string {
+	b, _ := json.Marshal(sets)
 	return string(b)
 }

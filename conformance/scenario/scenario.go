@@ -83,10 +83,15 @@ type Step struct {
 	TLS              *StepTLS                   `json:"tls,omitempty"`
 	Shared           bool                       `json:"shared,omitempty"`
 	Limit            *int                       `json:"limit,omitempty"`
+	Value            *string                    `json:"value,omitempty"` // acquire (a campaign) and proclaim
 	Event            string                     `json:"event,omitempty"`
 	Fields           map[string]json.RawMessage `json:"fields,omitempty"`
 	At               *Window                    `json:"at,omitempty"`
 	Optional         bool                       `json:"optional,omitempty"`
+	// Skipping lets expect pass over events of its id, of its event name,
+	// that match one of these field sets (an observer's intermediate
+	// states, which it may or may not see), until the expected one.
+	Skipping []map[string]json.RawMessage `json:"skipping,omitempty"`
 
 	// Connections (fake server and proxy).
 	Conn    string `json:"conn,omitempty"`
@@ -133,7 +138,7 @@ type Check struct {
 
 // Ops allowed per back end ("" = every back end).
 var ops = map[string]string{
-	"acquire": "", "release": "", "cancel": "", "expect": "", "no_event": "",
+	"acquire": "", "release": "", "cancel": "", "expect": "", "no_event": "", "observe": "", "proclaim": "",
 	"pause": "", "mark": "", "accept": "fake proxy", "await_heartbeats": "fake proxy",
 	"await_close": "fake proxy",
 	"recv":        "fake", "send": "fake", "respond": "fake", "silence": "fake", "close": "fake",
@@ -146,7 +151,8 @@ var checks = map[string]string{
 }
 
 // Events a driver may print, from docs/writing-a-client.md.
-var events = map[string]bool{"waiting": true, "acquired": true, "error": true, "lost": true, "released": true}
+var events = map[string]bool{"waiting": true, "acquired": true, "error": true, "lost": true, "released": true,
+	"proclaimed": true, "observed": true}
 
 // DecodeHex decodes hex that may contain spaces for readability.
 func DecodeHex(s string) ([]byte, error) {
@@ -237,6 +243,9 @@ func (s *Scenario) validate() error {
 			if st.Shared && !slices.Contains(s.Requires, "shared") {
 				return bad(`shared needs "requires": ["shared"]`)
 			}
+			if st.Value != nil && !slices.Contains(s.Requires, "election") {
+				return bad(`value needs "requires": ["election"]`)
+			}
 			if st.TLS != nil {
 				if s.Server == nil || !s.Server.TLS {
 					return bad("tls needs a scenario whose server has tls")
@@ -246,6 +255,18 @@ func (s *Scenario) validate() error {
 				}
 			}
 			ids[st.ID] = true
+		case "observe":
+			if st.ID == "" || st.LeaseMS == nil || st.Name == nil || ids[st.ID] {
+				return bad("needs a new id, lease_ms and name")
+			}
+			if !slices.Contains(s.Requires, "election") {
+				return bad(`observe needs "requires": ["election"]`)
+			}
+			ids[st.ID] = true
+		case "proclaim":
+			if !ids[st.ID] || st.Value == nil {
+				return bad("needs an acquired id and a value")
+			}
 		case "kick":
 			if st.Name == nil || *st.Name == "" {
 				return bad("needs name (the lock whose holder is kicked)")
@@ -260,6 +281,9 @@ func (s *Scenario) validate() error {
 			}
 			if st.At != nil && st.At.From == "" {
 				return bad("at needs from")
+			}
+			if len(st.Skipping) > 0 && st.Optional {
+				return bad("skipping and optional exclude each other")
 			}
 		case "accept":
 			if st.Conn == "" || conns[st.Conn] {

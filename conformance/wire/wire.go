@@ -114,9 +114,13 @@ type Frame struct {
 const (
 	Acquire   byte = 0x01
 	Heartbeat byte = 0x02
+	Proclaim  byte = 0x03
+	Watch     byte = 0x04
 	Waiting   byte = 0x11
 	Acquired  byte = 0x12
 	Error     byte = 0x13
+	Event     byte = 0x14
+	Watching  byte = 0x15
 )
 
 // TypeName names a message type.
@@ -132,6 +136,14 @@ func TypeName(t byte) string {
 		return "ACQUIRED"
 	case Error:
 		return "ERROR"
+	case Proclaim:
+		return "PROCLAIM"
+	case Watch:
+		return "WATCH"
+	case Event:
+		return "EVENT"
+	case Watching:
+		return "WATCHING"
 	}
 	return fmt.Sprintf("0x%02x", t)
 }
@@ -147,13 +159,15 @@ func frameLen(b []byte, d Dir) (int, error) {
 	}
 	switch {
 	case d == Up && b[0] == Acquire:
-		if len(b) >= 2 && b[1] != 1 {
-			return 0, fmt.Errorf("ACQUIRE with version %d", b[1])
-		}
-		if len(b) < 8 {
-			return 0, nil
-		}
-		return need(8 + int(binary.BigEndian.Uint16(b[6:8])))
+		return acquireLen(b)
+	case d == Up && b[0] == Proclaim:
+		return fieldsLen(b, 1, lenField(2))
+	case d == Up && b[0] == Watch:
+		return fieldsLen(b, 2+4, lenField(2), 16)
+	case d == Down && b[0] == Event:
+		return eventLen(b)
+	case d == Down && b[0] == Watching:
+		return need(17)
 	case d == Up && b[0] == Heartbeat:
 		return 1, nil
 	case d == Down && b[0] == Waiting:
@@ -169,11 +183,93 @@ func frameLen(b []byte, d Dir) (int, error) {
 	return 0, fmt.Errorf("unexpected byte 0x%02x", b[0])
 }
 
+// acquireLen is frameLen for an ACQUIRE of version 1, 2 or 3.
+func acquireLen(b []byte) (int, error) {
+	if len(b) < 2 {
+		return 0, nil
+	}
+	switch b[1] {
+	case 1:
+		return fieldsLen(b, 2+4, lenField(2))
+	case 2:
+		return fieldsLen(b, 2+4+1+2, lenField(2))
+	case 3:
+		return fieldsLen(b, 2+4+1+2, lenField(2), lenField(2))
+	}
+	return 0, fmt.Errorf("ACQUIRE with version %d", b[1])
+}
+
+// lenField is a length field of n bytes (1 or 2) followed by that many
+// bytes; fieldsLen takes it as a negative number.
+func lenField(n int) int { return -n }
+
+// fieldsLen walks a frame's fields: a positive size is that many bytes, a
+// lenField one a length and the bytes it counts. It returns the frame's
+// length, or 0 while b is too short to tell.
+func fieldsLen(b []byte, fields ...int) (int, error) {
+	at := 0
+	for _, f := range fields {
+		if f >= 0 {
+			at += f
+			continue
+		}
+		n := -f
+		if len(b) < at+n {
+			return 0, nil
+		}
+		size := int(b[at])
+		if n == 2 {
+			size = int(binary.BigEndian.Uint16(b[at : at+2]))
+		}
+		at += n + size
+	}
+	if len(b) < at {
+		return 0, nil
+	}
+	return at, nil
+}
+
+// eventLen is frameLen for an EVENT: its body depends on its kind.
+func eventLen(b []byte) (int, error) {
+	const head = 1 + 8 + 8 + 1
+	if len(b) < head {
+		return 0, nil
+	}
+	who := []int{lenField(1), lenField(2)}               // identity, value
+	holder := append([]int{head, 8 + 1 + 2 + 4}, who...) // token, mode, limit, held_back_ms
+	waiter := append([]int{head, 8 + 1 + 2}, who...)     // arrival, mode, limit
+	switch b[head-1] {
+	case 1: // snapshot
+		return fieldsLen(b, head+1+4+4+4)
+	case 2:
+		return fieldsLen(b, holder...)
+	case 3, 9: // waiter, queued
+		return fieldsLen(b, waiter...)
+	case 4: // snapshot end
+		return head, nil
+	case 5: // granted: arrival, then a holder
+		return fieldsLen(b, append([]int{head + 8, 8 + 1 + 2 + 4}, who...)...)
+	case 6: // value
+		return fieldsLen(b, head+8, lenField(2))
+	case 7: // ended
+		return fieldsLen(b, head+9)
+	case 8: // held back
+		return fieldsLen(b, head+13)
+	case 10: // left
+		return fieldsLen(b, head+8)
+	case 11: // blocked
+		return fieldsLen(b, head+5)
+	}
+	return 0, fmt.Errorf("EVENT of unknown kind %d", b[head-1])
+}
+
 func decode(f *Frame) {
 	switch f.Type {
 	case Acquire:
 		f.LeaseMS = binary.BigEndian.Uint32(f.Raw[2:6])
-		f.Name = string(f.Raw[8:])
+		if f.Raw[1] == 1 {
+			f.Name = string(f.Raw[8:])
+		}
 	case Acquired:
 		f.Token = binary.BigEndian.Uint64(f.Raw[1:9])
 	case Error:
@@ -265,6 +361,8 @@ func Analyze(chunks []Chunk) Analysis {
 			case Error:
 				a.Errors = append(a.Errors, f)
 				continue
+			case Event:
+				continue // a watch's events answer nothing; its WATCHING does
 			}
 			if len(pending) > 0 {
 				fc := f

@@ -34,8 +34,40 @@ func TestFramesRejectsUnknownBytes(t *testing.T) {
 	if _, _, err := Frames([]Chunk{{Dir: Up, Data: []byte{0x7f}}}, Up); err == nil {
 		t.Fatal("0x7f from a client parsed")
 	}
-	if _, _, err := Frames([]Chunk{{Dir: Up, Data: []byte{1, 2}}}, Up); err == nil {
-		t.Fatal("ACQUIRE version 2 parsed")
+	if _, _, err := Frames([]Chunk{{Dir: Up, Data: []byte{1, 4}}}, Up); err == nil {
+		t.Fatal("ACQUIRE version 4 parsed")
+	}
+}
+
+// Version 3: a WATCH is a request, its WATCHING the reply; the EVENTs
+// between answer nothing; a valued ACQUIRE and a PROCLAIM parse whole.
+func TestAnalyzeWatch(t *testing.T) {
+	watch := []byte{0x04, 3, 0, 0, 0x03, 0xe8, 0, 1, 'a'}
+	watch = append(watch, make([]byte, 16)...)
+	snapshot := append([]byte{0x14}, make([]byte, 16)...)
+	snapshot = append(snapshot, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0)
+	holder := append([]byte{0x14}, make([]byte, 16)...)
+	holder = append(holder, 2, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0, 2, 'i', 'd', 0, 1, 'v')
+	end := append(append([]byte{0x14}, make([]byte, 16)...), 4)
+	watching := append([]byte{0x15}, make([]byte, 16)...)
+	valued := []byte{0x01, 3, 0, 0, 0x03, 0xe8, 0, 0, 0, 0, 1, 'a', 0, 2, 'v', 'w'}
+	proclaim := []byte{0x03, 0, 1, 'x'}
+	chunks := []Chunk{
+		{At: ms(1), Dir: Up, Data: watch},
+		{At: ms(2), Dir: Down, Data: append(append(append(snapshot, holder...), end...), watching...)},
+		{At: ms(3), Dir: Up, Data: []byte{Heartbeat}},
+		{At: ms(4), Dir: Down, Data: watching},
+	}
+	a := Analyze(chunks)
+	if a.Problem != "" || len(a.Exchanges) != 2 || a.Exchanges[1].Reply == nil || len(a.Heartbeats) != 1 {
+		t.Fatalf("analysis = %+v", a)
+	}
+	if at, ok := a.LastAckedSend(); !ok || at != ms(3) {
+		t.Fatalf("last acked send %v %v", at, ok)
+	}
+	up, rest, err := Frames([]Chunk{{Dir: Up, Data: append(valued, proclaim...)}}, Up)
+	if err != nil || len(rest) != 0 || len(up) != 2 {
+		t.Fatalf("up = %+v, rest %x, err %v", up, rest, err)
 	}
 }
 

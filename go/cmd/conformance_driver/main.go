@@ -30,15 +30,16 @@ func tlsConfig(t *pipe.TLS) (*tls.Config, error) {
 
 func main() {
 	o := pipe.NewWriter(os.Stdout)
-	o.Ready("go", "cancel", "invalid_utf8_names", "shared", "tls")
-	d := &driver{out: o, claims: map[string]*claim{}}
+	o.Ready("go", "cancel", "election", "invalid_utf8_names", "shared", "tls")
+	d := &driver{out: o, claims: map[string]*claim{}, observers: map[string]*observer{}}
 	pipe.ReadCommands(os.Stdin, o, d.handle)
 	d.closeAll()
 }
 
 type driver struct {
-	out    *pipe.Writer
-	claims map[string]*claim
+	out       *pipe.Writer
+	claims    map[string]*claim
+	observers map[string]*observer
 }
 
 func (d *driver) driverError(format string, args ...any) {
@@ -59,7 +60,31 @@ func (d *driver) handle(c pipe.Command) {
 		}
 		d.claims[c.ID] = cl
 		go cl.acquire()
+	case pipe.Observe:
+		if d.claims[c.ID] != nil || d.observers[c.ID] != nil {
+			d.driverError("id %q is already used", c.ID)
+			return
+		}
+		ob, err := newObserver(c, d.out)
+		if err != nil {
+			d.driverError("%v", err)
+			return
+		}
+		d.observers[c.ID] = ob
+		go ob.run()
+	case pipe.Proclaim:
+		cl := d.claims[c.ID]
+		if cl == nil || c.Value == nil {
+			d.driverError("proclaim needs the id of a claim and a value")
+			return
+		}
+		go cl.proclaim(*c.Value)
 	case pipe.Release, pipe.Cancel:
+		if ob := d.observers[c.ID]; ob != nil && c.Cmd == pipe.Release {
+			ob.stop()
+			ob.emit(pipe.Event{Name: pipe.Released})
+			return
+		}
 		cl := d.claims[c.ID]
 		if cl == nil {
 			d.driverError("unknown id %q", c.ID)
@@ -79,6 +104,9 @@ func (d *driver) handle(c pipe.Command) {
 func (d *driver) closeAll() {
 	for _, cl := range d.claims {
 		cl.quit()
+	}
+	for _, ob := range d.observers {
+		ob.stop()
 	}
 }
 
@@ -141,6 +169,9 @@ func newClaim(c pipe.Command, out *pipe.Writer) (*claim, error) {
 		cl.mine = []client.AcquireOption{client.Limit(*c.Limit)}
 	case c.Shared:
 		cl.mine = []client.AcquireOption{client.Shared()}
+	}
+	if c.Value != nil {
+		cl.mine = append(cl.mine, client.Value([]byte(*c.Value)))
 	}
 	cl.ctx, cl.cancel = context.WithCancel(context.Background())
 	if c.TimeoutMS != nil {

@@ -24,6 +24,11 @@ const (
 	Release = "release"
 	Cancel  = "cancel"
 	Quit    = "quit"
+	// Proclaim replaces the value of a held claim (id, value); Observe
+	// follows a name's leader (id, servers, name, lease_ms, tls), until
+	// release of its id. Both need the capability "election".
+	Proclaim = "proclaim"
+	Observe  = "observe"
 )
 
 // Acquire modes.
@@ -52,6 +57,9 @@ type Command struct {
 	// Both are absent for an exclusive claim.
 	Shared bool `json:"shared,omitempty"`
 	Limit  *int `json:"limit,omitempty"`
+	// Value is the claim's value (acquire: a campaign, protocol version
+	// 3) or the new value (proclaim); absent for none.
+	Value *string `json:"value,omitempty"`
 }
 
 // TLS is the tls object of an acquire command: PEM files and the name the
@@ -92,6 +100,19 @@ const (
 	Lost        = "lost"
 	Released    = "released"
 	DriverError = "driver_error"
+	// Proclaimed: the server acknowledged a proclaim (id). Observed: what
+	// an observe sees of its name's leader changed (id, state, and for a
+	// leader or a held-back one token, value; candidates).
+	Proclaimed = "proclaimed"
+	Observed   = "observed"
+)
+
+// The states of an observed event.
+const (
+	StateLeader   = "leader"
+	StateNone     = "none"
+	StateHeldBack = "held_back"
+	StateUnknown  = "unknown"
 )
 
 // Event is one line from a driver. Which fields an event carries depends
@@ -102,6 +123,8 @@ const (
 //	acquired      id, token, valid_ms
 //	error, lost   id, kind, code, temporary, message
 //	released      id
+//	proclaimed    id
+//	observed      id, state, token, value, candidates
 //	driver_error  message
 //
 // Any event may carry t_ms, the driver's own clock, for diagnostics.
@@ -116,6 +139,9 @@ type Event struct {
 	Code         *int     `json:"code,omitempty"` // the wire code; nil: none (null on error and lost)
 	Temporary    *bool    `json:"temporary,omitempty"`
 	Message      string   `json:"message,omitempty"`
+	State        string   `json:"state,omitempty"`
+	Value        *string  `json:"value,omitempty"`
+	Candidates   *int     `json:"candidates,omitempty"`
 	TMS          *float64 `json:"t_ms,omitempty"`
 }
 

@@ -20,6 +20,7 @@ import (
 const (
 	msgAcquire   = 0x01
 	msgHeartbeat = 0x02
+	msgProclaim  = 0x03
 	msgWaiting   = 0x11
 	msgAcquired  = 0x12
 	msgError     = 0x13
@@ -32,6 +33,8 @@ type claim struct {
 	leaseMS        uint64
 	shared         bool
 	limit          int
+	value          *string     // a campaign's value (version 3 ACQUIRE); nil: none
+	proclaims      chan string // proclaim commands, for the session that holds
 	servers        []string
 	deadline       time.Time // zero: wait forever
 	connectTimeout time.Duration
@@ -54,7 +57,7 @@ func newClaim(c pipe.Command, bugs Bugs, o *pipe.Writer) (*claim, error) {
 	if c.LeaseMS != nil {
 		cl.leaseMS = *c.LeaseMS
 	}
-	cl.shared = c.Shared
+	cl.shared, cl.value, cl.proclaims = c.Shared, c.Value, make(chan string, 8)
 	if c.Limit != nil {
 		cl.limit = *c.Limit
 	}
@@ -138,12 +141,16 @@ func (cl *claim) validate() int {
 }
 
 // acquireFrame is the claim's ACQUIRE: version 1 for an exclusive claim,
-// version 2 (mode, limit) for a shared one.
+// version 2 (mode, limit) for a shared one, version 3 for one with a value.
 func (cl *claim) acquireFrame() []byte {
-	v2 := cl.shared || cl.bugs.SharedFrameForExclusive
+	v3 := cl.value != nil && *cl.value != ""
+	v2 := cl.shared || cl.bugs.SharedFrameForExclusive || v3
 	frame := []byte{msgAcquire, 1}
 	if v2 {
 		frame[1] = 2
+	}
+	if v3 {
+		frame[1] = 3
 	}
 	frame = binary.BigEndian.AppendUint32(frame, uint32(cl.leaseMS))
 	if v2 {
@@ -159,7 +166,12 @@ func (cl *claim) acquireFrame() []byte {
 		frame = binary.BigEndian.AppendUint16(frame, uint16(limit))
 	}
 	frame = binary.BigEndian.AppendUint16(frame, uint16(len(cl.name)))
-	return append(frame, cl.name...)
+	frame = append(frame, cl.name...)
+	if v3 {
+		frame = binary.BigEndian.AppendUint16(frame, uint16(len(*cl.value)))
+		frame = append(frame, *cl.value...)
+	}
+	return frame
 }
 
 // failure is why a waiting attempt ended in a way that may be retried.
@@ -286,6 +298,8 @@ func (cl *claim) session(acquire []byte, addr string) (bool, failure) {
 	lastSend, validFrom := sent, sent
 	srtt := time.Duration(-1)
 	held, waiting, hbDue := false, false, false
+	var proclaimDue []byte      // a PROCLAIM waiting for the reply in flight
+	var proclaimInFlight []bool // per pending request: is it a PROCLAIM
 
 	interval := func() time.Duration {
 		if cl.bugs.FixedHalfLease {
@@ -306,13 +320,16 @@ func (cl *claim) session(acquire []byte, addr string) (bool, failure) {
 		deadline = time.After(time.Until(cl.deadline))
 	}
 
-	sendHeartbeat := func() bool {
+	proclaimInFlight = append(proclaimInFlight, false) // the ACQUIRE
+	sendRequest := func(frame []byte, proclaim bool) bool {
 		lastSend = time.Now()
 		pending = append(pending, lastSend)
+		proclaimInFlight = append(proclaimInFlight, proclaim)
 		hb.Reset(interval())
-		_, err := conn.Write([]byte{msgHeartbeat})
+		_, err := conn.Write(frame)
 		return err == nil
 	}
+	sendHeartbeat := func() bool { return sendRequest([]byte{msgHeartbeat}, false) }
 	ack := func() {
 		if len(pending) == 0 {
 			return // an extra reply: nothing to account it to
@@ -329,11 +346,20 @@ func (cl *claim) session(acquire []byte, addr string) (bool, failure) {
 			validFrom = now
 		}
 		pending = pending[1:]
+		if proclaimInFlight[0] {
+			cl.emit(pipe.Event{Name: pipe.Proclaimed})
+		}
+		proclaimInFlight = proclaimInFlight[1:]
 		timeout.Reset(time.Until(validFrom.Add(clientTimeout)))
-		if hbDue {
+		switch {
+		case proclaimDue != nil:
+			frame := proclaimDue
+			proclaimDue, hbDue = nil, false
+			sendRequest(frame, true)
+		case hbDue:
 			hbDue = false
 			sendHeartbeat()
-		} else {
+		default:
 			hb.Reset(time.Until(lastSend.Add(interval())))
 		}
 	}
@@ -420,6 +446,14 @@ func (cl *claim) session(acquire []byte, addr string) (bool, failure) {
 			if !held {
 				cl.fail(pipe.Error, "timeout", -1)
 				return false, failure{}
+			}
+		case v := <-cl.proclaims:
+			frame := binary.BigEndian.AppendUint16([]byte{msgProclaim}, uint16(len(v)))
+			frame = append(frame, v...)
+			if len(pending) > 0 {
+				proclaimDue = frame // one request in flight at most; the newest value wins
+			} else if !sendRequest(frame, true) {
+				return ioEnd()
 			}
 		case k := <-cl.ctl:
 			if k == "release" && held && !cl.bugs.ReleaseWithoutWait {

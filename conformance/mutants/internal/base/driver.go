@@ -49,6 +49,14 @@ type Bugs struct {
 	// than the application asked for: the server lets one holder more in
 	// than the holders count on.
 	SemaphoreLimitPlusOne bool
+	// StaleLeaderAfterSilence keeps showing the last leader an observer
+	// saw after its watch stopped being vouched for (a silent server, a
+	// lost connection), instead of unknown.
+	StaleLeaderAfterSilence bool
+	// HeldBackAsNone shows a leader held back (its connection gone, its
+	// hold not over) as no leader: a follower would elect or route around
+	// a leader that may still act.
+	HeldBackAsNone bool
 }
 
 // tlsConfig builds the TLS configuration; an empty server name is filled in
@@ -64,8 +72,9 @@ func tlsConfig(t *pipe.TLS) (*tls.Config, error) {
 // Main runs the driver on stdin/stdout until quit or EOF.
 func Main(client string, bugs Bugs) {
 	o := pipe.NewWriter(os.Stdout)
-	o.Ready(client, "cancel", "invalid_utf8_names", "shared", "tls")
+	o.Ready(client, "cancel", "election", "invalid_utf8_names", "shared", "tls")
 	claims := map[string]*claim{}
+	observers := map[string]*observer{}
 	pipe.ReadCommands(os.Stdin, o, func(c pipe.Command) {
 		switch c.Cmd {
 		case pipe.Acquire:
@@ -76,7 +85,29 @@ func Main(client string, bugs Bugs) {
 			}
 			claims[c.ID] = cl
 			go cl.run()
+		case pipe.Observe:
+			ob, err := newObserver(c, bugs, o)
+			if err != nil {
+				o.DriverError(err.Error())
+				return
+			}
+			observers[c.ID] = ob
+			go ob.run()
+		case pipe.Proclaim:
+			cl := claims[c.ID]
+			if cl == nil || c.Value == nil {
+				o.DriverError("proclaim needs a claim's id and a value")
+				return
+			}
+			cl.proclaims <- *c.Value
 		case pipe.Release, pipe.Cancel:
+			if ob := observers[c.ID]; ob != nil {
+				ob.stop()
+				if c.Cmd == pipe.Release {
+					ob.emit(pipe.Event{Name: pipe.Released})
+				}
+				return
+			}
 			cl := claims[c.ID]
 			if cl == nil {
 				o.DriverError("unknown id " + c.ID)
@@ -88,6 +119,9 @@ func Main(client string, bugs Bugs) {
 		}
 	})
 	closeAll(claims)
+	for _, ob := range observers {
+		ob.stop()
+	}
 }
 
 func closeAll(claims map[string]*claim) {
