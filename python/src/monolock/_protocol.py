@@ -292,6 +292,14 @@ class Error:
 Frame = Union[Waiting, Acquired, Error]
 
 
+def parse_error(buf: bytes | bytearray) -> Error:
+    """The ERROR at the start of ``buf``, as far as it had arrived."""
+    end = 3 + buf[2] if len(buf) >= 3 else len(buf)
+    end = min(end, len(buf))
+    code = buf[1] if len(buf) >= 2 else None
+    return Error(code, bytes(buf[3:end]).decode("utf-8", "replace"))
+
+
 class FrameDecoder:
     """Cut server frames out of a byte stream.
 
@@ -339,10 +347,6 @@ class FrameDecoder:
                 return None, 0
             return Acquired(_TOKEN.unpack_from(buf, 1)[0]), 9
         if kind == MSG_ERROR:
-            end = 3 + buf[2] if len(buf) >= 3 else len(buf)
-            end = min(end, len(buf))
-            code = buf[1] if len(buf) >= 2 else None
-            reason = bytes(buf[3:end]).decode("utf-8", "replace")
             self._ended = True
-            return Error(code, reason), len(buf)
+            return parse_error(buf), len(buf)
         raise ProtocolViolation(f"monolock: server sent unknown message type 0x{kind:02x}")
