@@ -16,6 +16,7 @@ keeper to half-close and waits until the server has closed too (bounded).
 
 from __future__ import annotations
 
+import json
 import select
 import socket
 import ssl
@@ -31,6 +32,7 @@ from ._config import (
     Address,
     ClientConfig,
     Servers,
+    check_timeout,
 )
 from ._connecting import connect_error
 from ._connection import Connection, SockAddr
@@ -40,9 +42,11 @@ from ._plan import Attempt, Step, prepare_acquisition, run_sync
 from ._reactor import keeper
 from ._serialized import SerializedSession
 from ._session import Session
-from .errors import AcquireCancelled
+from ._sync_watch import Observations, Watch
+from ._watch import Observation
+from .errors import AcquireCancelled, ConfigError
 
-__all__ = ["Client", "Lock", "lock"]
+__all__ = ["Client", "Lock", "Observations", "Term", "Watch", "lock"]
 
 
 class Lock(BaseLock[threading.Event]):
@@ -96,11 +100,39 @@ class Lock(BaseLock[threading.Event]):
         self.release()
 
 
+class Term(Lock):
+    """One leadership of a name (:meth:`Client.campaign`): the lock the
+    candidate was granted. Fence every write with :attr:`token`, and stop
+    leading when :attr:`lost` is set; :meth:`proclaim` announces a new
+    value to the followers."""
+
+    def resign(self) -> None:
+        """End the term: the next candidate is elected at once."""
+        self.release()
+
+
 class _Connection(Connection[Lock]):
     """A claim's connection, whose grant is a :class:`Lock`."""
 
     def _make_lock(self) -> Lock:
         return Lock(self, self.session)
+
+
+class _TermConnection(_Connection):
+    """A candidate's connection, whose grant is a :class:`Term`."""
+
+    def _make_lock(self) -> Lock:
+        return Term(self, self.session)
+
+
+def check_candidate_value(name: str | bytes, value: str | bytes) -> None:
+    """Refuse a campaign without a value: followers reach the leader by it."""
+    if not value:
+        shown = name.decode("utf-8", "replace") if isinstance(name, bytes) else name
+        raise ConfigError(
+            f"monolock: campaign for {json.dumps(shown, ensure_ascii=False)}: a leader's value "
+            "must not be empty (followers reach the leader by it)"
+        )
 
 
 _HAS_POLL = hasattr(select, "poll")
@@ -304,6 +336,7 @@ class Client(ClientConfig):
         on_lost: LostCallback | None,
         *,
         try_only: bool,
+        connection: type[_Connection] = _Connection,
     ) -> Lock:
         plan: Generator[Step, Lock | Failure | None, Lock]
         claim, plan = prepare_acquisition(
@@ -317,7 +350,7 @@ class Client(ClientConfig):
             session = claim.session(
                 self.lease_ms, try_only=try_only, server=str(step.address), core=SerializedSession
             )
-            conn = _Connection(reactor, session, on_waiting, on_lost)
+            conn = connection(reactor, session, on_waiting, on_lost)
             if self.ssl_context is None and _HAS_POLL:
                 try:
                     candidates = _addresses(step.address)
@@ -335,6 +368,55 @@ class Client(ClientConfig):
                 raise AcquireCancelled()
 
         return run_sync(plan, attempt, sleep)
+
+    # -- leader election ----------------------------------------------------
+
+    def watch(self, name: str | bytes, *, timeout: float | None = None) -> Watch:
+        """Follow the lock ``name`` (protocol version 3): returns once its
+        first picture is vouched for, or raises the error that keeps the
+        server from answering (the ACL, a server that does not know version
+        3), or :class:`~monolock.errors.WatchTimeout` after ``timeout``
+        seconds. The watch then runs, reconnecting by itself, until you
+        close it (a ``with`` block does)."""
+        check_timeout(timeout)
+        watch = Watch(self, name, _open_socket)
+        watch._wait_until_known(timeout)
+        return watch
+
+    def campaign(
+        self,
+        name: str | bytes,
+        value: str | bytes,
+        *,
+        timeout: float | None = None,
+        cancel: threading.Event | None = None,
+        on_waiting: WaitingCallback | None = None,
+        on_lost: LostCallback | None = None,
+    ) -> Term:
+        """Wait until this client is elected leader of ``name``, with
+        ``value`` (how followers reach it: an address, a URL; it must not be
+        empty), and return the :class:`Term`. Candidates are elected in the
+        order they campaigned; the rest as for :meth:`acquire`."""
+        check_candidate_value(name, value)
+        term = self._acquire(
+            name, False, None, value, timeout, cancel, on_waiting, on_lost,
+            try_only=False, connection=_TermConnection,
+        )  # fmt: skip
+        assert isinstance(term, Term)
+        return term
+
+    def observe(self, name: str | bytes, *, timeout: float | None = None) -> Observations:
+        """Follow the leadership of ``name``: iterate for an
+        :class:`~monolock.Observation` whenever it changes (a new leader, a
+        new value, no leader, a hold, unknown), the first as soon as it is
+        known. ``timeout`` bounds the wait for that first one, as for
+        :meth:`watch`; close it (or use a ``with`` block) to stop."""
+        return Observations(self.watch(name, timeout=timeout))
+
+    def leader(self, name: str | bytes, *, timeout: float | None = None) -> Observation:
+        """Who leads ``name`` now: one watch, its first picture, closed."""
+        with self.watch(name, timeout=timeout) as watch:
+            return watch.leader()
 
 
 def lock(

@@ -54,6 +54,7 @@ __all__ = [
     "ServerError",
     "SharedUnsupported",
     "ValueUnsupported",
+    "WatchTimeout",
     "error_for_code",
     "is_temporary_code",
     "unprefixed",
@@ -184,6 +185,13 @@ class AcquireTimeout(MonolockError, TimeoutError):
 
     def __init__(self, message: str = "monolock: timed out waiting for the lock") -> None:
         MonolockError.__init__(self, message)
+
+
+class WatchTimeout(MonolockError, TimeoutError):
+    """The caller's timeout passed before a watch's first picture was
+    vouched for (``__cause__``: why the last connection ended, if one did)."""
+
+    temporary = True
 
 
 class AcquireCancelled(MonolockError):
