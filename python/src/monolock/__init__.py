@@ -24,8 +24,9 @@ from . import _errors_gen
 from ._config import DEFAULT_LEASE, DEFAULT_PORT, DEFAULT_SERVER, Address
 from ._errors_gen import *  # noqa: F403 (the class of each code, see monolock.errors)
 from ._lock import LostCallback, WaitingCallback
-from .aio import AsyncClient, AsyncLock
-from .client import Client, Lock, lock
+from ._watch import Holder, LeaderState, LockState, Observation, Waiter
+from .aio import AsyncClient, AsyncLock, AsyncObservations, AsyncTerm, AsyncWatch
+from .client import Client, Lock, Observations, Term, Watch, lock
 from .errors import (
     AcquireCancelled,
     AcquireTimeout,
@@ -43,6 +44,7 @@ from .errors import (
     ServerError,
     SharedUnsupported,
     ValueUnsupported,
+    WatchTimeout,
 )
 
 __version__ = "0.1.0"
@@ -56,24 +58,36 @@ __all__ = [
     "Address",
     "AsyncClient",
     "AsyncLock",
+    "AsyncObservations",
+    "AsyncTerm",
+    "AsyncWatch",
     "Client",
     "ConfigError",
     "ConnectError",
     "ConnectionClosed",
     "HeartbeatTimeout",
+    "Holder",
+    "LeaderState",
     "Lock",
     "LockBusy",
     "LockLost",
     "LockReleased",
+    "LockState",
     "LostCallback",
     "MonolockError",
     "NotMonolock",
+    "Observation",
+    "Observations",
     "ProtocolViolation",
     "ServerEnded",
     "ServerError",
     "SharedUnsupported",
+    "Term",
     "ValueUnsupported",
+    "Waiter",
     "WaitingCallback",
+    "Watch",
+    "WatchTimeout",
     "__version__",
     "lock",
 ]

@@ -32,8 +32,9 @@ from ._watch import (
     ended_error,
     leader_of,
     next_transition,
+    watch_timeout,
 )
-from .errors import ConnectionClosed, MonolockError, WatchTimeout, unprefixed
+from .errors import ConnectionClosed, MonolockError, unprefixed
 
 _RECV_SIZE = 65536
 
@@ -163,9 +164,7 @@ class Watch:
             else:
                 return
         self.close()
-        name = json.dumps(self.name, ensure_ascii=False)
-        error = WatchTimeout(f"monolock: timed out waiting for a picture of the lock {name}")
-        raise error from self._last_error
+        raise watch_timeout(self.name, self._last_error)
 
     def _wait_version(self, version: int, timeout: float) -> None:
         with self._mutex:

@@ -19,6 +19,7 @@ seq).
 from __future__ import annotations
 
 import enum
+import json
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
@@ -34,6 +35,7 @@ from .errors import (
     MonolockError,
     ProtocolViolation,
     ServerError,
+    WatchTimeout,
 )
 
 _NS = 1_000_000_000
@@ -383,6 +385,14 @@ def ended_error(exc: BaseException | None) -> MonolockError:
     detail = f": {exc}" if exc else ""
     error = ConnectionClosed(f"monolock: watch connection closed{detail}")
     error.__cause__ = exc
+    return error
+
+
+def watch_timeout(name: str, cause: MonolockError | None) -> WatchTimeout:
+    """The caller's timeout passed before the first picture was vouched for."""
+    quoted = json.dumps(name, ensure_ascii=False)
+    error = WatchTimeout(f"monolock: timed out waiting for a picture of the lock {quoted}")
+    error.__cause__ = cause
     return error
 
 

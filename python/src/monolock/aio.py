@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Generator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from typing import Callable, TypeVar, cast
 
+from ._aio_watch import AsyncObservations, AsyncWatch
 from ._config import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_LEASE,
@@ -28,15 +29,18 @@ from ._config import (
     Address,
     ClientConfig,
     Servers,
+    check_timeout,
 )
 from ._connecting import connect_error
 from ._failure import Failure
 from ._lock import BaseLock, ConnectionHandler, LostCallback, WaitingCallback, release_wait
 from ._plan import Attempt, Step, prepare_acquisition, timeout_error
 from ._session import Session, SessionEvent
+from ._watch import Observation
+from .client import check_candidate_value
 from .errors import MonolockError
 
-__all__ = ["AsyncClient", "AsyncLock", "lock"]
+__all__ = ["AsyncClient", "AsyncLock", "AsyncObservations", "AsyncTerm", "AsyncWatch", "lock"]
 
 L = TypeVar("L")
 
@@ -73,6 +77,15 @@ class AsyncLock(BaseLock[asyncio.Event]):
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
+        await self.release()
+
+
+class AsyncTerm(AsyncLock):
+    """One leadership of a name (:meth:`AsyncClient.campaign`); same rules
+    as :class:`monolock.Term`."""
+
+    async def resign(self) -> None:
+        """End the term: the next candidate is elected at once."""
         await self.release()
 
 
@@ -219,6 +232,13 @@ class _AioConnection(ConnectionHandler[AsyncLock], asyncio.Protocol):
 
     def _make_lock(self) -> AsyncLock:
         return AsyncLock(self, self.session)
+
+
+class _AioTermConnection(_AioConnection):
+    """A candidate's connection, whose grant is an :class:`AsyncTerm`."""
+
+    def _make_lock(self) -> AsyncLock:
+        return AsyncTerm(self, self.session)
 
     def _wake_proclaimers(self) -> None:
         waiting, self._proclaimers = self._proclaimers, []
@@ -396,6 +416,7 @@ class AsyncClient(ClientConfig):
         on_lost: LostCallback | None,
         *,
         try_only: bool,
+        connection: type[_AioConnection] = _AioConnection,
     ) -> AsyncLock:
         plan: Generator[Step, AsyncLock | Failure | None, AsyncLock]
         claim, plan = prepare_acquisition(
@@ -405,7 +426,7 @@ class AsyncClient(ClientConfig):
 
         async def attempt(step: Attempt) -> AsyncLock | Failure:
             session = claim.session(self.lease_ms, try_only=try_only, server=str(step.address))
-            conn = _AioConnection(session, on_waiting, on_lost, loop)
+            conn = connection(session, on_waiting, on_lost, loop)
             try:
                 await _open(loop, conn, self, step.address, step.connect_timeout)
             except BaseException:
@@ -414,6 +435,53 @@ class AsyncClient(ClientConfig):
             return await conn.wait_outcome(step.deadline)
 
         return await _run_async(plan, attempt)
+
+    # -- leader election ----------------------------------------------------
+
+    async def watch(self, name: str | bytes, *, timeout: float | None = None) -> AsyncWatch:
+        """Follow the lock ``name``; same rules as
+        :meth:`monolock.Client.watch`. The watch runs as a task of the
+        running loop until you close it."""
+        check_timeout(timeout)
+        watch = AsyncWatch(self, name)
+        try:
+            await watch._wait_until_known(timeout)
+        except BaseException:
+            await watch.close()
+            raise
+        return watch
+
+    async def campaign(
+        self,
+        name: str | bytes,
+        value: str | bytes,
+        *,
+        timeout: float | None = None,
+        on_waiting: WaitingCallback | None = None,
+        on_lost: LostCallback | None = None,
+    ) -> AsyncTerm:
+        """Wait until elected leader of ``name`` with ``value``; same rules
+        as :meth:`monolock.Client.campaign`."""
+        check_candidate_value(name, value)
+        term = await self._acquire(
+            name, False, None, value, timeout, on_waiting, on_lost,
+            try_only=False, connection=_AioTermConnection,
+        )  # fmt: skip
+        assert isinstance(term, AsyncTerm)
+        return term
+
+    async def observe(
+        self, name: str | bytes, *, timeout: float | None = None
+    ) -> AsyncObservations:
+        """Follow the leadership of ``name``: ``async for`` an
+        :class:`~monolock.Observation` per change; same rules as
+        :meth:`monolock.Client.observe`."""
+        return AsyncObservations(await self.watch(name, timeout=timeout))
+
+    async def leader(self, name: str | bytes, *, timeout: float | None = None) -> Observation:
+        """Who leads ``name`` now: one watch, its first picture, closed."""
+        async with await self.watch(name, timeout=timeout) as watch:
+            return watch.leader()
 
 
 def lock(
