@@ -380,6 +380,11 @@ class Api:
         assert self._loop is not None
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
 
+    def run_later(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Start a coroutine on the API's loop; its future."""
+        assert self._loop is not None
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+
     def pool_call(self, fn: Callable[[], T]) -> concurrent.futures.Future[T]:
         """Run a blocking call in the background."""
         return self._pool.submit(fn)

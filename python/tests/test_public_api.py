@@ -20,6 +20,9 @@ EXPECTED = {
     "AdminClosed",
     "AsyncClient",
     "AsyncLock",
+    "AsyncObservations",
+    "AsyncTerm",
+    "AsyncWatch",
     "Client",
     "ConfigError",
     "ConnectError",
@@ -28,13 +31,16 @@ EXPECTED = {
     "EmptyName",
     "ExpectedAcquire",
     "HeartbeatTimeout",
+    "Holder",
     "InvalidLease",
     "InvalidMode",
+    "LeaderState",
     "LimitMismatch",
     "Lock",
     "LockBusy",
     "LockLost",
     "LockReleased",
+    "LockState",
     "LostCallback",
     "MonolockError",
     "NameNotUTF8",
@@ -42,16 +48,23 @@ EXPECTED = {
     "NotActive",
     "NotAuthorized",
     "NotMonolock",
+    "Observation",
+    "Observations",
     "ProtocolViolation",
     "ServerEnded",
     "ServerError",
     "SharedUnsupported",
     "ShuttingDown",
+    "Term",
     "UnknownMessage",
     "UnsupportedVersion",
     "ValueTooLong",
     "ValueUnsupported",
+    "Waiter",
     "WaitingCallback",
+    "Watch",
+    "WatchTimeout",
+    "WatcherBehind",
     "__version__",
     "lock",
 }
@@ -106,6 +119,22 @@ def test_sync_and_async_have_the_same_shape() -> None:
     async_lock = {n for n in dir(monolock.AsyncLock) if not n.startswith("_")}
     assert sync_lock == async_lock
     assert inspect.iscoroutinefunction(monolock.AsyncLock.release)
+
+
+def test_sync_and_async_elections_have_the_same_shape() -> None:
+    for method in ("watch", "campaign", "observe", "leader"):
+        sync = inspect.signature(getattr(monolock.Client, method))
+        asyn = inspect.signature(getattr(monolock.AsyncClient, method))
+        assert [p for p in sync.parameters if p != "cancel"] == list(asyn.parameters)
+    pairs = [
+        (monolock.Watch, monolock.AsyncWatch),
+        (monolock.Term, monolock.AsyncTerm),
+        (monolock.Observations, monolock.AsyncObservations),
+    ]
+    for sync_type, async_type in pairs:
+        sync_names = {n for n in dir(sync_type) if not n.startswith("_")}
+        async_names = {n for n in dir(async_type) if not n.startswith("_")}
+        assert sync_names - {"close"} == async_names - {"aclose", "close"}, sync_type
 
 
 def test_readme_error_table_matches_the_spec() -> None:

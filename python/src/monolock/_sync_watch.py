@@ -276,6 +276,7 @@ class Observations:
         return next(self._iterator)
 
     def close(self) -> None:
+        """End the watch: an iteration waiting in another thread ends too."""
         self.watch.close()
 
     def __enter__(self) -> Observations:
