@@ -233,18 +233,18 @@ class _AioConnection(ConnectionHandler[AsyncLock], asyncio.Protocol):
     def _make_lock(self) -> AsyncLock:
         return AsyncLock(self, self.session)
 
+    def _wake_proclaimers(self) -> None:
+        waiting, self._proclaimers = self._proclaimers, []
+        for news in waiting:
+            if not news.done():  # a cancelled wait
+                news.set_result(None)
+
 
 class _AioTermConnection(_AioConnection):
     """A candidate's connection, whose grant is an :class:`AsyncTerm`."""
 
     def _make_lock(self) -> AsyncLock:
         return AsyncTerm(self, self.session)
-
-    def _wake_proclaimers(self) -> None:
-        waiting, self._proclaimers = self._proclaimers, []
-        for news in waiting:
-            if not news.done():  # a cancelled wait
-                news.set_result(None)
 
 
 async def _open(
