@@ -85,3 +85,20 @@ def test_watch_vectors(case: dict[str, Any]) -> None:
             with pytest.raises(expected):
                 take(core, step, now, where)
         check(core, step, now, where)
+
+
+def test_retry_follows_the_leader_hint_without_backoff() -> None:
+    from monolock._config import parse_servers
+    from monolock._schedule import Backoff
+    from monolock._watch import WatchRetry
+    from monolock.errors import ConnectionClosed, NotActive, NotAuthorized, WatcherBehind
+
+    retry = WatchRetry(parse_servers(["a:1", "b:2", "c:3"]), Backoff(lambda: 1.0))
+    assert str(retry.next_address()) == "a:1"
+    assert retry.after(NotActive("c:3"), vouched=False) == 0.0
+    assert str(retry.next_address()) == "c:3"
+    assert retry.after(WatcherBehind(), vouched=True) == 0.05  # reset by the answer
+    assert retry.after(ConnectionClosed("monolock: gone"), vouched=False) == 0.1
+    assert str(retry.next_address()) == "a:1"
+    with pytest.raises(NotAuthorized):
+        retry.after(NotAuthorized(), vouched=False)
