@@ -12,3 +12,4 @@ pub(crate) mod retry;
 pub(crate) mod schedule;
 pub(crate) mod session;
 pub(crate) mod step;
+pub(crate) mod watch_codec;
