@@ -88,12 +88,14 @@ pub mod tls;
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub mod tokio;
+mod watch;
 
 pub use addr::DEFAULT_PORT;
 pub use blocking::{CancelHandle, Client, LockGuard, LossWatch};
 pub use claim::Claim;
 pub use config::{ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_SERVER};
 pub use error::{Error, Origin, Reason};
+pub use watch::{Holder, LeaderState, Observation, Waiter, WatchState};
 
 // README.md is not included as doc-tests: its examples are whole programs
 // with their own dependency lines, which scripts/readme.sh builds and runs

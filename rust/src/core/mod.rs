@@ -12,4 +12,5 @@ pub(crate) mod retry;
 pub(crate) mod schedule;
 pub(crate) mod session;
 pub(crate) mod step;
+pub(crate) mod watch;
 pub(crate) mod watch_codec;

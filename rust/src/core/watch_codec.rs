@@ -294,7 +294,7 @@ impl Fields<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::spec;
 
@@ -374,7 +374,10 @@ mod tests {
             assert_eq!(got, spec::hex(case["hex"].as_str().unwrap()), "{desc}");
         }
         // Refused as an ACQUIRE would be, before anything is built.
-        assert_eq!(encode_watch(b"", 1000, 0, 0).unwrap_err().code(), Some(0x14));
+        assert_eq!(
+            encode_watch(b"", 1000, 0, 0).unwrap_err().code(),
+            Some(0x14)
+        );
         assert_eq!(encode_watch(b"a", 0, 0, 0).unwrap_err().code(), Some(0x17));
     }
 
@@ -398,7 +401,12 @@ mod tests {
                 split.feed(std::slice::from_ref(b));
                 let got = split.next_frame().unwrap();
                 let last = i + 1 == bytes.len();
-                assert_eq!(got, last.then(|| want.clone()), "{desc}: after {} bytes", i + 1);
+                assert_eq!(
+                    got,
+                    last.then(|| want.clone()),
+                    "{desc}: after {} bytes",
+                    i + 1
+                );
             }
             stream.extend_from_slice(&bytes);
             want_all.push(want);
@@ -445,7 +453,10 @@ mod tests {
         for byte in [0x00u8, 0x11, 0x12, 0x16, 0xff] {
             let mut d = WatchDecoder::default();
             d.feed(&[byte]);
-            assert!(matches!(d.next_frame(), Err(Error::Protocol(_))), "0x{byte:02x}");
+            assert!(
+                matches!(d.next_frame(), Err(Error::Protocol(_))),
+                "0x{byte:02x}"
+            );
         }
     }
 
