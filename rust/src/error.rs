@@ -212,6 +212,14 @@ macro_rules! define_error {
                 /// The lock.
                 name: String,
             },
+            /// A campaign for leadership with an empty value
+            /// (`Client::campaign`): followers reach the leader by its value,
+            /// so a leader must have one. Refused before anything is sent.
+            /// Never temporary.
+            EmptyValue {
+                /// The lock campaigned for.
+                name: String,
+            },
             /// The client's configuration is invalid, for example a server address
             /// that does not parse. Raised by the builder's `build`; never
             /// temporary.
@@ -246,6 +254,7 @@ macro_rules! define_error {
                     | Error::ServerEnded
                     | Error::NotMonolock { .. }
                     | Error::NoValue { .. }
+                    | Error::EmptyValue { .. }
                     | Error::Config(_) => return None,
                 })
             }
@@ -350,6 +359,7 @@ impl Error {
             | Error::SharedUnsupported { .. }
             | Error::ValueUnsupported { .. }
             | Error::NoValue { .. }
+            | Error::EmptyValue { .. }
             | Error::Config(_) => false,
             Error::Lost(cause) => cause.is_temporary(),
             coded => coded.code().is_some_and(|c| c < FIRST_TERMINAL_CODE),
@@ -461,6 +471,10 @@ impl Error {
             Error::NoValue { name } => write!(
                 f,
                 "lock {name:?} was claimed without a value (use Claim::with_value to proclaim)"
+            ),
+            Error::EmptyValue { name } => write!(
+                f,
+                "campaign for {name:?}: a leader's value must not be empty (followers reach the leader by it)"
             ),
             Error::Config(what) => f.write_str(what),
             coded => {

@@ -5,12 +5,14 @@ mod conn;
 mod guard;
 mod monitor;
 mod pool;
+mod watch;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use cancel::CancelHandle;
 pub use guard::{LockGuard, LossWatch};
+pub use watch::{Observer, Term, Watch};
 
 use crate::addr::ServerAddr;
 use crate::claim::Claim;
@@ -19,6 +21,7 @@ use crate::core::retry::{log_failure, log_retry, Failure, Mode, Next, Plan};
 use crate::core::session::{wait_for, Input, Session, Turn};
 use crate::core::step::{acquire_step, read_failed, AcquireStep};
 use crate::error::Error;
+use crate::watch::Observation;
 use conn::Conn;
 
 /// A blocking monolock client.
@@ -193,6 +196,70 @@ impl Client {
         self.acquire_inner(name, claim, Mode::Wait, timeout, Some(cancel))
     }
 
+    /// Starts watching `name` (protocol version 3): its holders with their
+    /// values, its queue, every change. Returns once the first picture is
+    /// known, or with the error that keeps the server from answering (the
+    /// ACL, a server older than version 3); while no server answers, it
+    /// keeps trying. The watch runs until it is closed or dropped.
+    ///
+    /// ```no_run
+    /// let client = monolock::Client::builder().build()?;
+    /// let watch = client.watch("jobs/nightly")?;
+    /// while watch.wait_change() {
+    ///     let state = watch.state();
+    ///     println!("known {}: {} holders, {} waiting", state.known,
+    ///         state.holders.len(), state.waiters.len());
+    /// }
+    /// # Ok::<(), monolock::Error>(())
+    /// ```
+    pub fn watch(&self, name: &str) -> Result<Watch, Error> {
+        Watch::start(Arc::clone(&self.config), name, None)
+    }
+
+    /// Like [`Client::watch`], giving up with [`Error::Timeout`] when no
+    /// picture is known within `timeout`.
+    pub fn watch_timeout(&self, name: &str, timeout: Duration) -> Result<Watch, Error> {
+        let deadline = Instant::now().checked_add(timeout);
+        Watch::start(Arc::clone(&self.config), name, deadline)
+    }
+
+    /// Waits until this client is elected leader of `name`, with `value`
+    /// (how followers reach it: an address, a URL). Candidates are
+    /// elected in the order they campaigned; it retries as
+    /// [`Client::acquire`] does. An empty value is refused
+    /// ([`Error::EmptyValue`]).
+    ///
+    /// ```no_run
+    /// let client = monolock::Client::builder().build()?;
+    /// let term = client.campaign("service/leader", "10.0.0.7:8080")?;
+    /// println!("leading with token {}", term.token());
+    /// term.resign();
+    /// # Ok::<(), monolock::Error>(())
+    /// ```
+    pub fn campaign(&self, name: &str, value: impl Into<Vec<u8>>) -> Result<Term, Error> {
+        let claim = campaign_claim(name, value.into())?;
+        self.acquire_with(name, claim).map(Term::new)
+    }
+
+    /// Follows the leadership of `name`: an iterator of every change,
+    /// starting with the first known picture (see [`Observer`]).
+    pub fn observe(&self, name: &str) -> Result<Observer, Error> {
+        self.watch(name).map(Observer::new)
+    }
+
+    /// Who leads `name` now: one watch, its first picture, closed.
+    pub fn leader(&self, name: &str) -> Result<Observation, Error> {
+        let watch = self.watch(name)?;
+        Ok(watch.leader())
+    }
+
+    /// Like [`Client::leader`], giving up with [`Error::Timeout`] when no
+    /// picture is known within `timeout`.
+    pub fn leader_timeout(&self, name: &str, timeout: Duration) -> Result<Observation, Error> {
+        let watch = self.watch_timeout(name, timeout)?;
+        Ok(watch.leader())
+    }
+
     fn acquire_inner(
         &self,
         name: &str,
@@ -310,4 +377,15 @@ impl Attempt<'_> {
             turn = session.step(input, Instant::now());
         }
     }
+}
+
+/// The claim of a campaign: exclusive, with the leader's value, which must
+/// not be empty (followers reach the leader by it).
+pub(crate) fn campaign_claim(name: &str, value: Vec<u8>) -> Result<Claim, Error> {
+    if value.is_empty() {
+        return Err(Error::EmptyValue {
+            name: name.to_owned(),
+        });
+    }
+    Ok(Claim::exclusive().with_value(value))
 }

@@ -25,6 +25,7 @@
 
 mod conn;
 mod guard;
+mod watch;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -32,14 +33,17 @@ use std::time::{Duration, Instant};
 use ::tokio::time::{sleep, timeout, timeout_at};
 
 pub use guard::{LockGuard, LossWatch};
+pub use watch::{Observer, Term, Watch};
 
 use crate::addr::ServerAddr;
+use crate::blocking::campaign_claim;
 use crate::claim::Claim;
 use crate::config::Config;
 use crate::core::retry::{log_failure, log_retry, Failure, Mode, Next, Plan};
 use crate::core::session::{Input, Session, Turn};
 use crate::core::step::{acquire_step, read_failed, AcquireStep};
 use crate::error::Error;
+use crate::watch::Observation;
 use conn::Conn;
 
 /// The builder of the tokio client: [`Client::builder`] starts one, and
@@ -142,6 +146,61 @@ impl Client {
     /// once, or would have to wait behind a claim queued before it.
     pub async fn try_acquire_with(&self, name: &str, claim: Claim) -> Result<LockGuard, Error> {
         self.acquire_inner(name, claim, Mode::Try, None).await
+    }
+
+    /// Starts watching `name` (protocol version 3): its holders with their
+    /// values, its queue, every change. Returns once the first picture is
+    /// known, or with the error that keeps the server from answering (the
+    /// ACL, a server older than version 3); while no server answers, it
+    /// keeps trying: bound it with a timeout. The watch runs until it is
+    /// closed or dropped.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), monolock::Error> {
+    /// let client = monolock::tokio::Client::builder().build()?;
+    /// let mut watch = client.watch("jobs/nightly").await?;
+    /// while watch.changed().await {
+    ///     let state = watch.state();
+    ///     println!("known {}: {} holders", state.known, state.holders.len());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn watch(&self, name: &str) -> Result<Watch, Error> {
+        Watch::start(Arc::clone(&self.config), name).await
+    }
+
+    /// Waits until this client is elected leader of `name`, with `value`
+    /// (how followers reach it: an address, a URL). Candidates are
+    /// elected in the order they campaigned; it retries as
+    /// [`Client::acquire`] does. An empty value is refused
+    /// ([`Error::EmptyValue`]).
+    pub async fn campaign(&self, name: &str, value: impl Into<Vec<u8>>) -> Result<Term, Error> {
+        let claim = campaign_claim(name, value.into())?;
+        self.acquire_with(name, claim).await.map(Term::new)
+    }
+
+    /// Follows the leadership of `name`: [`Observer::next`] gives every
+    /// change, starting with the first known picture.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), monolock::Error> {
+    /// let client = monolock::tokio::Client::builder().build()?;
+    /// let mut leaders = client.observe("service/leader").await?;
+    /// while let Some(o) = leaders.next().await {
+    ///     println!("{}: {}", o.state, String::from_utf8_lossy(&o.value));
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn observe(&self, name: &str) -> Result<Observer, Error> {
+        self.watch(name).await.map(Observer::new)
+    }
+
+    /// Who leads `name` now: one watch, its first picture, closed.
+    pub async fn leader(&self, name: &str) -> Result<Observation, Error> {
+        let watch = self.watch(name).await?;
+        let o = watch.leader();
+        watch.close().await;
+        Ok(o)
     }
 
     async fn acquire_inner(
