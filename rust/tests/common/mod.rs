@@ -380,3 +380,60 @@ impl WaitCount {
         self.0.load(Ordering::SeqCst)
     }
 }
+
+/// A loopback TCP proxy to `target` that can be cut: from the cut on it
+/// blackholes both directions (reads and drops the bytes, keeps every
+/// connection open), as a network partition does.
+pub struct Proxy {
+    pub addr: String,
+    cut: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Proxy {
+    pub fn start(target: &str) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let cut = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (target, flag) = (target.to_owned(), Arc::clone(&cut));
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                let server = (!flag.load(Ordering::SeqCst))
+                    .then(|| TcpStream::connect(&target).ok())
+                    .flatten();
+                match server {
+                    Some(server) => {
+                        pump(&client, &server, &flag);
+                        pump(&server, &client, &flag);
+                    }
+                    None => pump(&client, &client, &flag),
+                }
+            }
+        });
+        Proxy { addr, cut }
+    }
+
+    /// From now on, nothing passes either way.
+    pub fn cut(&self) {
+        self.cut.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Copies `from` to `to` on a thread until either closes; once `cut` is
+/// set the bytes are read and dropped.
+fn pump(from: &TcpStream, to: &TcpStream, cut: &Arc<std::sync::atomic::AtomicBool>) {
+    let (mut from, mut to) = (from.try_clone().unwrap(), to.try_clone().unwrap());
+    let cut = Arc::clone(cut);
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = match from.read(&mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            if !cut.load(Ordering::SeqCst) && to.write_all(&buf[..n]).is_err() {
+                return;
+            }
+        }
+    });
+}
