@@ -4,7 +4,8 @@
 use std::time::{Duration, Instant};
 
 use monolock::{
-    CancelHandle, Claim, Client, ClientBuilder, Error, LockGuard, LossWatch, Origin, Reason,
+    CancelHandle, Claim, Client, ClientBuilder, Error, Holder, LeaderState, LockGuard, LossWatch,
+    Observation, Observer, Origin, Reason, Term, Waiter, Watch, WatchState,
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_PORT, DEFAULT_SERVER,
 };
 
@@ -54,6 +55,81 @@ fn blocking_surface() {
     assert_eq!(DEFAULT_PORT, 7117);
     assert_eq!(DEFAULT_LEASE, Duration::from_secs(10));
     assert_eq!(DEFAULT_CONNECT_TIMEOUT, Duration::from_secs(5));
+}
+
+#[test]
+fn watch_surface() {
+    let _: fn(&Client, &str) -> Result<Watch, Error> = Client::watch;
+    let _: fn(&Client, &str, Duration) -> Result<Watch, Error> = Client::watch_timeout;
+    let _: fn(&Client, &str, &'static str) -> Result<Term, Error> = Client::campaign;
+    let _: fn(&Client, &str, Vec<u8>) -> Result<Term, Error> = Client::campaign;
+    let _: fn(&Client, &str) -> Result<Observer, Error> = Client::observe;
+    let _: fn(&Client, &str) -> Result<Observation, Error> = Client::leader;
+    let _: fn(&Client, &str, Duration) -> Result<Observation, Error> = Client::leader_timeout;
+    let _: fn(&Watch) -> &str = Watch::name;
+    let _: fn(&Watch) -> WatchState = Watch::state;
+    let _: fn(&Watch) -> Observation = Watch::leader;
+    let _: fn(&Watch) -> bool = Watch::wait_change;
+    let _: fn(&Watch, Duration) -> bool = Watch::wait_change_timeout;
+    let _: fn(&Watch) -> bool = Watch::is_ended;
+    let _: fn(&Watch) -> Option<Error> = Watch::error;
+    let _: fn(Watch) = Watch::close;
+    let _: fn(&Observer) -> &Watch = Observer::watch;
+    let _: fn(&Observer) -> Option<Error> = Observer::error;
+    fn assert_iter<I: Iterator<Item = Observation>>() {}
+    assert_iter::<Observer>();
+    let _: fn(Term) = Term::resign;
+    let _: fn(Term) -> LockGuard = Term::into_guard;
+    let _ = |t: &Term| -> u64 { t.token() }; // a term derefs to its guard
+                                             // The picture and its reading as an election: plain data.
+    let st = WatchState {
+        known: true,
+        valid_until: Some(Instant::now()),
+        holders: vec![Holder {
+            token: 7,
+            shared: false,
+            limit: 0,
+            identity: "cn:a".into(),
+            value: b"10.0.0.7:80".to_vec(),
+            held_back_until: None,
+        }],
+        waiters: vec![Waiter {
+            arrival: 12,
+            shared: false,
+            limit: 0,
+            identity: "cn:b".into(),
+            value: Vec::new(),
+        }],
+        blocked_until: None,
+        epoch: 1,
+        seq: 2,
+    };
+    let _ = st.clone() == st;
+    let o = Observation {
+        state: LeaderState::Leading,
+        token: 7,
+        value: b"10.0.0.7:80".to_vec(),
+        identity: "cn:a".into(),
+        until: None,
+        candidates: 1,
+    };
+    assert_eq!(o.clone(), o);
+    let states = [
+        LeaderState::Unknown,
+        LeaderState::NoLeader,
+        LeaderState::Leading,
+        LeaderState::HeldBack,
+    ];
+    let words: Vec<String> = states.iter().map(ToString::to_string).collect();
+    assert_eq!(words, ["unknown", "no leader", "leader", "held back"]);
+    let empty = Error::EmptyValue { name: "x".into() };
+    assert_eq!(empty.code(), None);
+    assert!(!empty.is_temporary());
+    fn assert_send<T: Send + Sync>() {}
+    assert_send::<Watch>();
+    assert_send::<Observer>();
+    assert_send::<Term>();
+    assert_send::<Observation>();
 }
 
 #[test]
@@ -170,6 +246,35 @@ fn tokio_surface() {
     assert_send_future(c.acquire_timeout_with("x", Duration::from_secs(1), Claim::semaphore(2)));
     assert_send_future(c.try_acquire_with("x", Claim::shared()));
     assert_send_future(c.acquire_with("x", Claim::exclusive().with_value("v")));
+    // Watches and elections.
+    use monolock::tokio::{Observer as AsyncObserver, Term as AsyncTerm, Watch as AsyncWatchOf};
+    let _: fn(&AsyncWatchOf) -> &str = AsyncWatchOf::name;
+    let _: fn(&AsyncWatchOf) -> WatchState = AsyncWatchOf::state;
+    let _: fn(&AsyncWatchOf) -> Observation = AsyncWatchOf::leader;
+    let _: fn(&AsyncWatchOf) -> bool = AsyncWatchOf::is_ended;
+    let _: fn(&AsyncWatchOf) -> Option<Error> = AsyncWatchOf::error;
+    let _: fn(&AsyncObserver) -> &AsyncWatchOf = AsyncObserver::watch;
+    let _: fn(AsyncTerm) -> AsyncGuard = AsyncTerm::into_guard;
+    assert_send::<AsyncWatchOf>();
+    assert_send::<AsyncObserver>();
+    assert_send::<AsyncTerm>();
+    assert_send_future(c.watch("x"));
+    assert_send_future(c.campaign("x", "v"));
+    assert_send_future(c.observe("x"));
+    assert_send_future(c.leader("x"));
+    async fn changed(w: &mut AsyncWatchOf) -> bool {
+        w.changed().await
+    }
+    async fn next(o: &mut AsyncObserver) -> Option<Observation> {
+        o.next().await
+    }
+    async fn resign(t: AsyncTerm) {
+        t.resign().await
+    }
+    let _ = |w: &'static mut AsyncWatchOf| assert_send_future(changed(w));
+    let _ = |o: &'static mut AsyncObserver| assert_send_future(next(o));
+    let _ = |t: AsyncTerm| assert_send_future(resign(t));
+    let _ = |w: AsyncWatchOf| assert_send_future(w.close());
     // A guard's PROCLAIM too.
     async fn proclaim(g: &AsyncGuard) -> Result<(), Error> {
         g.proclaim("v").await
