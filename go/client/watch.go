@@ -262,6 +262,7 @@ func (c *watchConn) serve(ctx context.Context, frames <-chan watchFrame) (bool, 
 		case <-ctx.Done():
 			return c.vouched, ctx.Err()
 		case <-timer.C:
+			c.w.signal() // the picture may have stopped being vouched for
 		case f := <-frames:
 			if err := c.take(f); err != nil {
 				return c.vouched, err
@@ -275,10 +276,17 @@ func (c *watchConn) serve(ctx context.Context, frames <-chan watchFrame) (bool, 
 // so that Changed tells of it.
 func (c *watchConn) wakeAt() time.Time {
 	inFlight, lastSend := c.request()
+	next := lastSend.Add(c.sched.Interval())
 	if inFlight {
-		return lastSend.Add(c.sched.ClientTimeout())
+		next = lastSend.Add(c.sched.ClientTimeout())
 	}
-	return lastSend.Add(c.sched.Interval())
+	c.w.mu.Lock()
+	validUntil := c.w.core.ValidUntil()
+	c.w.mu.Unlock()
+	if validUntil.After(time.Now()) && validUntil.Before(next) {
+		return validUntil
+	}
+	return next
 }
 
 // take applies one frame: an event to the picture, a WATCHING as the
