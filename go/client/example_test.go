@@ -57,3 +57,46 @@ func ExampleClient_TryAcquire() {
 	defer lock.Release()
 	// ... clean up, passing lock.Token() to the storage layer ...
 }
+
+// A leader that serves while it leads, fencing its writes with the term's
+// token; followers forward to the leader by its value.
+func ExampleClient_Campaign() {
+	c, err := client.New(client.WithServers("127.0.0.1:7117"), client.WithLease(5*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	term, err := c.Campaign(context.Background(), "service/leader", []byte("10.0.0.7:8080"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer term.Resign() // the next candidate leads at once
+
+	// Serve until the term ends: its context is cancelled when the loss is
+	// decided, before the server could elect anyone else.
+	leading, stop := term.Context(context.Background())
+	defer stop()
+	if err := writeReport(leading, term.Token()); err != nil {
+		log.Printf("stopped leading: %v", term.Err())
+	}
+}
+
+func ExampleClient_Observe() {
+	c, err := client.New(client.WithServers("127.0.0.1:7117"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	changes, err := c.Observe(ctx, "service/leader")
+	if err != nil {
+		log.Fatal(err)
+	}
+	for o := range changes {
+		switch o.State {
+		case client.Leading:
+			fmt.Printf("forward requests to %s (term %d)\n", o.Value, o.Token)
+		default: // no leader, held back, or unknown: hold requests back
+			fmt.Println("no leader to forward to:", o.State)
+		}
+	}
+}
