@@ -18,6 +18,10 @@ type Lock struct {
 	// Exclusive is the share of claims that are exclusive: 1 for a plain
 	// lock, the rest of the claims are shared.
 	Exclusive float64
+	// Election: the claims are candidates (exclusive, each with its
+	// worker's name as its value), and every worker on the lock also
+	// watches it (observe) through its own proxies.
+	Election bool
 }
 
 // sharedMixExclusive is the share of exclusive claims on a lock of shared
@@ -30,6 +34,7 @@ const (
 	KindExclusive = "exclusive"   // every claim exclusive
 	KindShared    = "shared"      // shared claims without a limit, a third exclusive
 	KindSemaphore = "semaphore:N" // shared claims with limit N, a third exclusive
+	KindElection  = "election"    // candidates with values, each also a watcher
 )
 
 // DefaultLocks is what a run contends for unless told otherwise: readers
@@ -49,6 +54,8 @@ func ParseLocks(spec string) ([]Lock, error) {
 		switch {
 		case kind == KindExclusive:
 			l = Lock{Name: "chaos/lock", Exclusive: 1}
+		case kind == KindElection:
+			l = Lock{Name: "chaos/leader", Exclusive: 1, Election: true}
 		case kind == KindShared:
 			l = Lock{Name: "chaos/shared", Exclusive: sharedMixExclusive}
 		case strings.HasPrefix(kind, "semaphore:"):
@@ -58,7 +65,7 @@ func ParseLocks(spec string) ([]Lock, error) {
 			}
 			l = Lock{Name: "chaos/semaphore-" + strconv.Itoa(n), Limit: n, Exclusive: sharedMixExclusive}
 		default:
-			return nil, fmt.Errorf("lock kind %q: want %s, %s or %s", kind, KindExclusive, KindShared, KindSemaphore)
+			return nil, fmt.Errorf("lock kind %q: want %s, %s, %s or %s", kind, KindExclusive, KindShared, KindSemaphore, KindElection)
 		}
 		if seen[l.Name] {
 			return nil, fmt.Errorf("lock kind %q given twice", kind)
@@ -72,6 +79,8 @@ func ParseLocks(spec string) ([]Lock, error) {
 // String says what the lock is, for the report.
 func (l Lock) String() string {
 	switch {
+	case l.Election:
+		return l.Name + " (an election: candidates with values, each also watching)"
 	case l.Exclusive >= 1:
 		return l.Name + " (exclusive)"
 	case l.Limit > 0:

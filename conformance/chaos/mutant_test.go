@@ -84,3 +84,47 @@ func goBuild(t *testing.T, ctx context.Context, dir, out, pkg string) string {
 	require.NoError(t, err, "go build %s: %s", pkg, b)
 	return out
 }
+
+// The proof that the harness can fail on an election's watchers: a
+// client that keeps showing the last leader it saw after its watch went
+// silent (conformance/mutants/stale-leader-after-silence) is reported
+// under blackholed links, and the mutants' base client is not.
+func TestAnalyserCatchesAStaleLeader(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	root, err := runner.FindRoot(".")
+	require.NoError(t, err)
+	bins := t.TempDir()
+	server := os.Getenv("MONOLOCK_BIN")
+	if server == "" {
+		server = goBuild(t, ctx, filepath.Join(root, "go"), filepath.Join(bins, "monolock"), "./cmd/monolock")
+	}
+	client := func(name, pkg string) runner.Client {
+		bin := goBuild(t, ctx, filepath.Join(root, "conformance"), filepath.Join(bins, name), pkg)
+		return runner.Client{Name: name, Dir: "conformance", Run: []string{bin}}
+	}
+	election := Lock{Name: "chaos/leader", Exclusive: 1, Election: true}
+	run := func(c runner.Client) *Report {
+		cl, err := StartCell(ctx, cell.Options{Bin: server, Dir: t.TempDir(), Servers: 1})
+		require.NoError(t, err)
+		defer cl.Close()
+		var log strings.Builder
+		rep, err := Run(ctx, Config{
+			Root: root, Clients: []runner.Client{c, c, c}, Locks: []Lock{election}, Cell: cl,
+			Lease: time.Second, Duration: 12 * time.Second, Faults: []string{FaultBlackhole}, Seed: 3, Log: &log,
+		})
+		require.NoError(t, err)
+		rep.Write(&log)
+		t.Logf("%s:\n%s", c.Name, log.String())
+		return rep
+	}
+
+	rep := run(client("stale-leader", "./mutants/stale-leader-after-silence"))
+	assert.Contains(t, strings.Join(rep.Violations(), "\n"), "as leader until", "the stale leader went unseen")
+	assert.Empty(t, rep.Breaches, "its terms never overlap: only its watch is wrong")
+
+	rep = run(client("base", "./mutants/base"))
+	assert.Empty(t, rep.Violations())
+	require.Len(t, rep.Elections, 1)
+	assert.NotZero(t, rep.Elections[0].Observations)
+}

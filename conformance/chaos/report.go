@@ -32,6 +32,7 @@ type Report struct {
 	Stalls        []Gap         // times a lock had no holder beyond the bound and the faults: violations
 	Recoveries    []Recovery
 	EtcdElections []time.Duration
+	Elections     []ElectionStats // the watchers of each election lock
 	WorkerErrors  []string
 }
 
@@ -96,6 +97,9 @@ func (r *run) report(end time.Duration, s *scheduler) *Report {
 		rep.Locks = append(rep.Locks, st)
 		rep.Grants += st.Grants
 		gaps = append(gaps, h.gaps...)
+		if lock.Election {
+			rep.Elections = append(rep.Elections, analyseElection(lock, ws, r.workersOn(lock.Name), s.records, r.cfg.Lease, end))
+		}
 	}
 	l.mu.Lock()
 	rep.WritesAccepted, rep.StaleRejected, rep.StaleAccepted = l.accepted, l.staleRejected, l.staleAccepted
@@ -172,6 +176,9 @@ func (r *Report) Violations() []string {
 			v = append(v, fmt.Sprintf("no grant within %v after the %s at %.2f s cleared", r.Bound, rc.Kind, rc.At.Seconds()))
 		}
 	}
+	for _, e := range r.Elections {
+		v = append(v, e.Violations...)
+	}
 	v = append(v, r.WorkerErrors...)
 	return v
 }
@@ -221,6 +228,12 @@ func (r *Report) Write(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  %-11s at %6.2f s: %s\n", rc.Kind, rc.At.Seconds(), after)
 	}
+	for _, e := range r.Elections {
+		ds := slices.Clone(e.Delivery)
+		slices.Sort(ds)
+		fmt.Fprintf(w, "  %s: %d watchers, %d observations of %d terms; delivery p50 %v, max %v; stale-leader bound %v\n",
+			e.Lock, e.Watchers, e.Observations, e.Terms, percentile(ds, 0.5), percentile(ds, 1), e.Bound)
+	}
 	for _, d := range r.EtcdElections {
 		fmt.Fprintf(w, "  etcd raft leader lost: new leader after %.2f s\n", d.Seconds())
 	}
@@ -265,4 +278,23 @@ func (b Breach) String() string {
 	}
 	return fmt.Sprintf("%d holders of %s at once for %v from %.3fs (allowed: %s): %s",
 		b.Most, b.Lock.Name, (b.To - b.From).Round(time.Millisecond), b.From.Seconds(), allowed, strings.Join(hs, ", "))
+}
+
+// percentile is the q-quantile of sorted ds (0 for none), to the millisecond.
+func percentile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	return ds[int(q*float64(len(ds)-1))].Round(time.Millisecond)
+}
+
+// workersOn returns the workers contending for lock.
+func (r *run) workersOn(lock string) []*worker {
+	var out []*worker
+	for _, w := range r.workers {
+		if w.lock.Name == lock {
+			out = append(out, w)
+		}
+	}
+	return out
 }

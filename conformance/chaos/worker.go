@@ -37,7 +37,12 @@ type worker struct {
 	grants       int
 	sharedGrants int
 	failures     map[string]int // acquire errors by kind
+	observed     []Observation  // an election's watcher: what it said, in order
+	pauses       []span         // when its process was stopped
 }
+
+// span is a stretch of the run's time.
+type span struct{ From, To time.Duration }
 
 func startWorker(ctx context.Context, root string, c runner.Client, name string, lock Lock, servers []string, start time.Time) (*worker, error) {
 	w := &worker{name: name, lock: lock, events: make(chan driver.Event, 256), failures: map[string]int{}, start: start}
@@ -50,7 +55,13 @@ func startWorker(ctx context.Context, root string, c runner.Client, name string,
 		w.proxies = append(w.proxies, p)
 	}
 	env := c.ExtraEnv()
-	proc, ready, err := driver.StartStream(ctx, root+"/"+c.Dir, c.Run, env, start, func(ev driver.Event) { w.events <- ev })
+	proc, ready, err := driver.StartStream(ctx, root+"/"+c.Dir, c.Run, env, start, func(ev driver.Event) {
+		if ev.Name == pipe.Observed {
+			w.record(ev) // the watcher's, apart from the claims' events
+			return
+		}
+		w.events <- ev
+	})
 	if err != nil {
 		w.close()
 		return nil, fmt.Errorf("%s: driver did not start: %w", name, err)
@@ -60,7 +71,22 @@ func startWorker(ctx context.Context, root string, c runner.Client, name string,
 		w.close()
 		return nil, fmt.Errorf("%s: the driver lacks the shared capability that %s needs", name, lock.Name)
 	}
+	if lock.Election && !slices.Contains(ready.Capabilities, "election") {
+		w.close()
+		return nil, fmt.Errorf("%s: the driver lacks the election capability that %s needs", name, lock.Name)
+	}
 	return w, nil
+}
+
+// watchID is the id of an election worker's observe.
+const watchID = "watch"
+
+// record keeps one observed event of the worker's watch.
+func (w *worker) record(ev driver.Event) {
+	tok, _ := strconv.ParseUint(ev.Token, 10, 64)
+	w.mu.Lock()
+	w.observed = append(w.observed, Observation{Watcher: w.name, At: ev.At, State: ev.State, Token: tok})
+	w.mu.Unlock()
 }
 
 func (w *worker) addrs() []string {
@@ -75,6 +101,13 @@ func (w *worker) now() time.Duration { return time.Since(w.start) }
 
 // run contends until ctx ends, then lets go of what it holds.
 func (w *worker) run(ctx context.Context) error {
+	if w.lock.Election {
+		lease := uint64(w.lease.Milliseconds())
+		watch := pipe.Command{Cmd: pipe.Observe, ID: watchID, Servers: w.addrs(), Name: &w.lock.Name, LeaseMS: &lease}
+		if err := w.proc.Send(watch); err != nil {
+			return fmt.Errorf("%s: %w", w.name, err)
+		}
+	}
 	for n := 0; ctx.Err() == nil; n++ {
 		id := "c" + strconv.Itoa(n)
 		lease, timeout := uint64(w.lease.Milliseconds()), (20 * w.lease).Milliseconds()
@@ -82,6 +115,9 @@ func (w *worker) run(ctx context.Context) error {
 			LeaseMS: &lease, Mode: pipe.ModeWait, TimeoutMS: &timeout}
 		// A plain lock draws nothing, so its seed deals the hold times it
 		// always has.
+		if w.lock.Election {
+			cmd.Value = &w.name // how followers would reach this candidate
+		}
 		if w.lock.Exclusive < 1 && w.rng.Float64() >= w.lock.Exclusive {
 			cmd.Shared = true
 			if w.lock.Limit > 0 {
@@ -228,10 +264,12 @@ func (w *worker) pause(d time.Duration) error {
 	if err := w.proc.Signal(syscall.SIGSTOP); err != nil {
 		return err
 	}
+	from := w.now()
 	time.Sleep(d)
 	err := w.proc.Signal(syscall.SIGCONT)
 	w.mu.Lock()
 	w.stopped = false
+	w.pauses = append(w.pauses, span{from, w.now()})
 	w.mu.Unlock()
 	close(resumed)
 	return err

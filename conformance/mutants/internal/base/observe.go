@@ -129,7 +129,7 @@ func (ob *observer) connection(addr string) {
 	if _, err := conn.Write(watch); err != nil {
 		return
 	}
-	tick := time.NewTicker(lease / 20)
+	tick := time.NewTicker(lease / 100) // also how late it notices the end of its picture's validity
 	defer tick.Stop()
 	for {
 		select {
