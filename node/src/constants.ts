@@ -86,3 +86,20 @@ export const DEFAULT_SERVER = SPEC.clientDefaults.defaultServer;
  * (also at most the client timeout).
  */
 export const RELEASE_WAIT_MS = SPEC.release.maxWaitMs;
+
+/**
+ * The watch of a name (protocol version 3): the WATCH request's type byte
+ * and version, the server's EVENT and WATCHING type bytes, the kinds of
+ * EVENT, and why a holding ended, was held back, or a name is blocked.
+ */
+export const WATCH = {
+  PROTOCOL_VERSION: SPEC.watch.protocolVersion,
+  WATCH_TYPE: SPEC.watch.watchType,
+  EVENT_TYPE: SPEC.watch.eventType,
+  WATCHING_TYPE: SPEC.watch.watchingType,
+  KINDS: SPEC.watch.eventKinds,
+  SNAPSHOT_FLAG_RESYNC: SPEC.watch.snapshotFlagResync,
+  END_REASONS: SPEC.watch.endReasons,
+  HOLD_REASONS: SPEC.watch.holdReasons,
+  BLOCK_REASONS: SPEC.watch.blockReasons,
+} as const;

@@ -212,8 +212,11 @@ function decodeFrame(buf: Uint8Array, pos: number): ServerFrame {
   }
 }
 
+/** An ERROR frame, as far as it had arrived. */
+export type ErrorFrame = Extract<ServerFrame, { type: "error" }>;
+
 /** An ERROR from what arrived of it (`bytes` starts at its type byte, ends at most at its end). */
-function decodeError(bytes: Uint8Array): ServerFrame {
+export function decodeError(bytes: Uint8Array): ErrorFrame {
   const code = bytes[1] ?? null;
   const reason = reasonDecoder.decode(bytes.subarray(3));
   return { type: "error", code, reason };
