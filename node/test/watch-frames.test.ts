@@ -2,34 +2,11 @@
 // EVENT and WATCHING decoded whole, a byte at a time, and all in one chunk.
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { WATCH } from "../src/constants.js";
 import { FrameError } from "../src/frames.js";
 import { validateAcquire } from "../src/validate.js";
-import { blankEvent, encodeWatch, WatchDecoder, type WatchFrame } from "../src/watch-frames.js";
+import { encodeWatch, WatchDecoder, type WatchFrame } from "../src/watch-frames.js";
 import { hex, loadSpec, toHex } from "./helpers/spec.js";
-
-/** One frame of a watch section, with every field any kind may carry. */
-export interface WatchVector {
-  desc?: string;
-  type?: string;
-  name?: string;
-  lease_ms?: number;
-  kind?: string;
-  epoch?: string;
-  seq?: string;
-  resync?: boolean;
-  holders?: number;
-  waiters?: number;
-  ms?: number;
-  token?: string;
-  arrival?: string;
-  mode?: number;
-  limit?: number;
-  identity?: string;
-  value?: string;
-  why?: number;
-  hex?: string;
-}
+import { big, vectorEvent, type WatchVector } from "./helpers/watch-vectors.js";
 
 interface Frames {
   client_valid_watch: WatchVector[];
@@ -38,42 +15,6 @@ interface Frames {
 }
 
 const spec = loadSpec<Frames>("vectors/frames.json");
-
-/** The vectors' kind names, mapped through the generated constants. */
-const KIND_NAMES: Record<string, number> = {
-  snapshot: WATCH.KINDS.snapshot,
-  holder: WATCH.KINDS.holder,
-  waiter: WATCH.KINDS.waiter,
-  snapshot_end: WATCH.KINDS.snapshotEnd,
-  granted: WATCH.KINDS.granted,
-  value: WATCH.KINDS.value,
-  ended: WATCH.KINDS.ended,
-  held_back: WATCH.KINDS.heldBack,
-  queued: WATCH.KINDS.queued,
-  left: WATCH.KINDS.left,
-  blocked: WATCH.KINDS.blocked,
-};
-
-const big = (s: string | undefined): bigint => BigInt(s ?? "0");
-
-/** The event a vector describes. */
-export function vectorEvent(v: WatchVector) {
-  const kind = KIND_NAMES[v.kind ?? ""];
-  assert.ok(kind !== undefined, `unknown kind ${v.kind}`);
-  const e = blankEvent(big(v.epoch), big(v.seq), kind);
-  e.resync = v.resync ?? false;
-  e.holders = v.holders ?? 0;
-  e.waiters = v.waiters ?? 0;
-  e.ms = v.ms ?? 0;
-  e.token = big(v.token);
-  e.arrival = big(v.arrival);
-  e.mode = v.mode ?? 0;
-  e.limit = v.limit ?? 0;
-  e.identity = v.identity ?? "";
-  e.value = new TextEncoder().encode(v.value ?? "");
-  e.why = v.why ?? 0;
-  return e;
-}
 
 function expected(v: WatchVector): WatchFrame {
   if (v.type === "WATCHING") return { type: "watching", epoch: big(v.epoch), seq: big(v.seq) };
