@@ -4,6 +4,7 @@ import type * as tls from "node:tls";
 import { formatAddress, leaderIndex, parseAddress, type ServerAddress } from "./address.js";
 import { DEFAULT_SERVER } from "./constants.js";
 import type { Cause } from "./core.js";
+import { type Observation, Term } from "./election.js";
 import {
   AcquireAbortedError,
   AcquireTimeoutError,
@@ -15,9 +16,11 @@ import {
   type LockBusyError,
   type MonolockError,
   type NotActiveError,
+  type NotAuthorizedError,
   type NotMonolockError,
   type ServerError,
   type SharedUnsupportedError,
+  type UnsupportedVersionError,
   type ValueTooLongError,
   type ValueUnsupportedError,
   withoutPrefix,
@@ -28,6 +31,7 @@ import { outcomeOf, RetryPlan } from "./plan.js";
 import { Session } from "./session.js";
 import { startTimer, type Timer } from "./timers.js";
 import { type ClaimValue, type LockName, type ValidClaim, validateAcquire } from "./validate.js";
+import { Watch, type WatchOptions } from "./watch.js";
 
 /** Settings of a {@link Client}. */
 export interface ClientOptions {
@@ -115,6 +119,9 @@ export interface AcquireOptions {
   value?: ClaimValue;
 }
 
+/** Options of one {@link Client.campaign} call: those of an exclusive acquire. */
+export type CampaignOptions = Omit<AcquireOptions, "shared" | "limit" | "value">;
+
 /** Default lease, in milliseconds. */
 export const DEFAULT_LEASE_MS = 10_000;
 /** Default connect timeout, in milliseconds. */
@@ -192,7 +199,84 @@ export class Client {
     return this.start(name, options, "try");
   }
 
-  private start(name: LockName, options: AcquireOptions, mode: Mode): Promise<Lock> {
+  /**
+   * Campaigns to lead `name`: waits until this client is elected, as
+   * {@link Client.acquire} waits for the lock (candidates are elected in
+   * the order they campaigned, and it retries as acquire does), and
+   * resolves with the {@link Term}, a lock claimed with `value`. The value
+   * says how followers reach the leader (an address, a URL); it must not be
+   * empty, else this rejects with a `TypeError` and nothing is sent.
+   * Replace it with `term.proclaim()`, end the term with `term.resign()`.
+   */
+  campaign(name: LockName, value: ClaimValue, options: CampaignOptions = {}): Promise<Term> {
+    if ((typeof value === "string" || value instanceof Uint8Array) && value.length === 0) {
+      const why = "a leader's value must not be empty (followers reach the leader by it)";
+      return Promise.reject(new TypeError(`monolock: campaign for ${JSON.stringify(String(name))}: ${why}`));
+    }
+    const claim = { ...options, value, shared: undefined, limit: undefined };
+    return this.start(name, claim, "wait", Term) as Promise<Term>;
+  }
+
+  /**
+   * Starts following `name` (protocol version 3): resolves with the
+   * {@link Watch} once its first picture is known. Rejects with the error
+   * that keeps the server from answering (a terminal {@link ServerError}
+   * such as {@link NotAuthorizedError}, or {@link UnsupportedVersionError}
+   * from a server that predates watches), with the signal's reason when it
+   * aborts first, or at once with the name's or lease's {@link ServerError}
+   * (`origin: "client"`). Unreachable servers are retried as a watch
+   * retries (backoff over the list) until the signal aborts. The watch
+   * runs until its `close()`.
+   */
+  async watch(name: LockName, options: WatchOptions = {}): Promise<Watch> {
+    const valid = validateAcquire(name, this.leaseMs);
+    options.signal?.throwIfAborted();
+    const watch = new Watch({
+      servers: this.servers,
+      tls: this.tlsOptions,
+      connectTimeoutMs: this.connectTimeoutMs,
+      leaseMs: this.leaseMs,
+      name: valid,
+      logger: this.logger,
+    });
+    try {
+      for await (const state of watch.changes({ signal: options.signal })) if (state.known) return watch;
+    } catch (err) {
+      await watch.close();
+      throw err;
+    }
+    await watch.close();
+    throw options.signal?.reason;
+  }
+
+  /**
+   * Follows the leadership of `name`: yields an {@link Observation} as soon
+   * as the first is known, then one whenever it changes (a new leader, a
+   * new value, a new count of candidates, no leader, a hold, and
+   * `"unknown"` as soon as the watch stops being vouched for). Ends when
+   * the signal aborts or the loop breaks, closing its watch; throws what
+   * {@link Client.watch} rejects with, and a watch's terminal error.
+   */
+  async *observe(name: LockName, options: WatchOptions = {}): AsyncGenerator<Observation, void, undefined> {
+    const watch = await this.watch(name, options);
+    try {
+      yield* watch.observations({ signal: options.signal });
+    } finally {
+      await watch.close();
+    }
+  }
+
+  /** Who leads `name` now: one watch, its first picture, closed. Rejects as {@link Client.watch} does. */
+  async leader(name: LockName, options: WatchOptions = {}): Promise<Observation> {
+    const watch = await this.watch(name, options);
+    try {
+      return watch.leader();
+    } finally {
+      await watch.close();
+    }
+  }
+
+  private start(name: LockName, options: AcquireOptions, mode: Mode, lockClass: typeof Lock = Lock): Promise<Lock> {
     const leaseMs = options.leaseMs ?? this.leaseMs;
     let valid: ValidClaim;
     try {
@@ -217,6 +301,7 @@ export class Client {
           timeoutMs: timeoutMs ?? undefined,
           onWaiting: options.onWaiting,
           logger: this.logger,
+          lockClass,
         },
         resolve,
         reject,
@@ -238,6 +323,8 @@ interface AcquisitionSettings {
   readonly timeoutMs: number | undefined;
   readonly onWaiting: ((name: string) => void) | undefined;
   readonly logger: Logger | undefined;
+  /** What a grant makes: a Lock, or a Term for a campaign. */
+  readonly lockClass: typeof Lock;
 }
 
 /**
@@ -383,7 +470,7 @@ class Acquisition {
       const where = formatAddress(address);
       log(this.s.logger, "debug", `monolock: acquired ${JSON.stringify(this.s.name.text)} on ${where}, token ${token}`);
     }
-    const lock = new Lock(session, this.s.name.text, token, this.s.leaseMs, this.s.logger);
+    const lock = new this.s.lockClass(session, this.s.name.text, token, this.s.leaseMs, this.s.logger);
     this.session = undefined; // the Lock owns it now
     this.finish();
     this.resolve(lock);

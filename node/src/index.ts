@@ -11,7 +11,7 @@
  * @packageDocumentation
  */
 
-export type { AcquireOptions, ClientOptions } from "./client.js";
+export type { AcquireOptions, CampaignOptions, ClientOptions } from "./client.js";
 export { Client, DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_LEASE_MS } from "./client.js";
 export {
   FIRST_TERMINAL_CODE,
@@ -21,6 +21,8 @@ export {
   MIN_LEASE_MS,
   PROTOCOL_VERSION,
 } from "./constants.js";
+export type { LeaderState, Observation } from "./election.js";
+export { Term } from "./election.js";
 // One class per code of spec/errors.json (ShuttingDownError, ...).
 export * from "./errors.gen.js";
 export type { BusyClaim, ConnectionPhase, ErrorOrigin, LostKind, MonolockErrorOptions } from "./errors.js";
@@ -47,3 +49,6 @@ export { Lock } from "./lock.js";
 export type { Logger } from "./logger.js";
 export type { CertificateSide } from "./tlscert.js";
 export type { ClaimValue, LockName } from "./validate.js";
+export type { IterateOptions, WatchOptions } from "./watch.js";
+export { Watch } from "./watch.js";
+export type { Holder, Waiter, WatchState } from "./watch-core.js";

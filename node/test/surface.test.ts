@@ -40,10 +40,13 @@ test("exports exactly the documented names", () => {
     "ServerError",
     "SharedUnsupportedError",
     "ShuttingDownError",
+    "Term",
     "UnknownMessageError",
     "UnsupportedVersionError",
     "ValueTooLongError",
     "ValueUnsupportedError",
+    "Watch",
+    "WatcherBehindError",
     "errorForCode",
     "isTemporaryCode",
   ]);
