@@ -49,6 +49,6 @@ export { Lock } from "./lock.js";
 export type { Logger } from "./logger.js";
 export type { CertificateSide } from "./tlscert.js";
 export type { ClaimValue, LockName } from "./validate.js";
-export type { IterateOptions, WatchOptions } from "./watch.js";
+export type { WatchIterationOptions, WatchOptions } from "./watch.js";
 export { Watch } from "./watch.js";
 export type { Holder, Waiter, WatchState } from "./watch-core.js";

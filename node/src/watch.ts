@@ -26,7 +26,7 @@ export interface WatchOptions {
 }
 
 /** Options of {@link Watch.changes} and {@link Watch.observations}. */
-export interface IterateOptions {
+export interface WatchIterationOptions {
   /** The iteration ends (the watch keeps running) when it aborts. */
   signal?: AbortSignal;
 }
@@ -113,7 +113,7 @@ export class Watch implements AsyncDisposable {
    * state is the one at that moment. Ends when the signal aborts or the
    * watch is closed; throws the watch's error if it ends for one.
    */
-  async *changes(options: IterateOptions = {}): AsyncGenerator<WatchState, void, undefined> {
+  async *changes(options: WatchIterationOptions = {}): AsyncGenerator<WatchState, void, undefined> {
     const { signal } = options;
     while (this.running(signal)) {
       const seen = this.version;
@@ -127,7 +127,7 @@ export class Watch implements AsyncDisposable {
    * value, a new count of candidates, no leader, a hold, unknown). Ends and
    * throws as {@link Watch.changes} does.
    */
-  async *observations(options: IterateOptions = {}): AsyncGenerator<Observation, void, undefined> {
+  async *observations(options: WatchIterationOptions = {}): AsyncGenerator<Observation, void, undefined> {
     const { signal } = options;
     let last: Observation | undefined;
     while (this.running(signal)) {
