@@ -1,6 +1,7 @@
-"""What both drivers share: the event stream, command parsing and the
-mapping from exceptions to event kinds. The drivers add only the I/O: a
-pool of threads (sync) or a task per claim (asyncio)."""
+"""What both drivers share: the event stream, command parsing, the mapping
+from exceptions to event kinds and from observations to observed events.
+The drivers add only the I/O: threads (sync) or a task per claim and per
+observation (asyncio)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from typing import Any
 import monolock
 from monolock import errors
 
-CAPABILITIES = ["cancel", "invalid_utf8_names", "shared", "tls"]
+CAPABILITIES = ["cancel", "election", "invalid_utf8_names", "shared", "tls"]
 
 _start = time.monotonic()
 
@@ -63,26 +64,54 @@ class AcquireCmd:
     shared: bool = False
     limit: int | None = None
     """A semaphore's permits (only with ``shared``); None: no bound."""
+    value: str | None = None
+    """The claim's value (a campaign, protocol version 3); None: none."""
 
     def claim_kwargs(self) -> dict[str, Any]:
-        """The mode keywords of acquire / try_acquire: nothing for an
-        exclusive claim, ``shared`` or ``limit`` for a shared one."""
+        """The keywords of acquire / try_acquire: the mode (nothing for an
+        exclusive claim, ``shared`` or ``limit`` for a shared one) and the
+        value, if any."""
+        kwargs: dict[str, Any] = {}
         if self.limit is not None:
-            return {"limit": self.limit}
-        if self.shared:
-            return {"shared": True}
-        return {}
+            kwargs["limit"] = self.limit
+        elif self.shared:
+            kwargs["shared"] = True
+        if self.value is not None:
+            kwargs["value"] = self.value
+        return kwargs
 
     def client_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for Client / AsyncClient."""
-        kwargs: dict[str, Any] = {"lease": self.lease_ms / 1000}
-        if self.connect_timeout_ms is not None:
-            kwargs["connect_timeout"] = self.connect_timeout_ms / 1000
-        if self.tls is not None:
-            kwargs["ssl_context"] = self.tls.context()
-            if self.tls.server_name is not None:
-                kwargs["server_hostname"] = self.tls.server_name
-        return kwargs
+        return _client_kwargs(self.lease_ms, self.connect_timeout_ms, self.tls)
+
+
+@dataclass(frozen=True)
+class ObserveCmd:
+    """A parsed observe command: follow the leader of ``name``."""
+
+    id: str
+    servers: list[str]
+    name: str | bytes
+    lease_ms: int
+    connect_timeout_ms: float | None = None
+    tls: TlsCmd | None = None
+
+    def client_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for Client / AsyncClient."""
+        return _client_kwargs(self.lease_ms, self.connect_timeout_ms, self.tls)
+
+
+def _client_kwargs(
+    lease_ms: int, connect_timeout_ms: float | None, tls: TlsCmd | None
+) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {"lease": lease_ms / 1000}
+    if connect_timeout_ms is not None:
+        kwargs["connect_timeout"] = connect_timeout_ms / 1000
+    if tls is not None:
+        kwargs["ssl_context"] = tls.context()
+        if tls.server_name is not None:
+            kwargs["server_hostname"] = tls.server_name
+    return kwargs
 
 
 @dataclass(frozen=True)
@@ -118,23 +147,36 @@ def _parse_tls(value: Any) -> TlsCmd | None:
     return TlsCmd(text("ca_file"), text("cert_file"), text("key_file"), text("server_name"))
 
 
-def parse_acquire(cmd: dict[str, Any]) -> AcquireCmd:
-    """Read an acquire command; KeyError/ValueError when malformed."""
-    name: str | bytes
+def _parse_name(cmd: dict[str, Any]) -> str | bytes:
+    """name_hex decoded when present (any bytes), else name."""
     if "name_hex" in cmd and cmd["name_hex"] is not None:
-        name = bytes.fromhex(cmd["name_hex"])
-    else:
-        name = cmd["name"]
-        if not isinstance(name, str):
-            raise ValueError("name must be a string")
-    mode = cmd.get("mode", "wait")
-    if mode not in ("wait", "try"):
-        raise ValueError(f"unknown mode {mode!r}")
+        return bytes.fromhex(cmd["name_hex"])
+    name = cmd["name"]
+    if not isinstance(name, str):
+        raise ValueError("name must be a string")
+    return name
+
+
+def _parse_servers(cmd: dict[str, Any]) -> list[str]:
     servers = cmd["servers"]
     if isinstance(servers, str):
         servers = [servers]
+    return list(servers)
+
+
+def _parse_value(cmd: dict[str, Any]) -> str | None:
+    value = cmd.get("value")
+    if value is not None and not isinstance(value, str):
+        raise ValueError("value must be a string")
+    return value
+
+
+def parse_acquire(cmd: dict[str, Any]) -> AcquireCmd:
+    """Read an acquire command; KeyError/ValueError when malformed."""
+    mode = cmd.get("mode", "wait")
+    if mode not in ("wait", "try"):
+        raise ValueError(f"unknown mode {mode!r}")
     timeout_ms = cmd.get("timeout_ms")
-    connect_ms = cmd.get("connect_timeout_ms")
     shared = cmd.get("shared", False)
     if not isinstance(shared, bool):
         raise ValueError("shared must be true or false")
@@ -145,26 +187,42 @@ def parse_acquire(cmd: dict[str, Any]) -> AcquireCmd:
         raise ValueError("limit is only for a shared claim")
     return AcquireCmd(
         id=str(cmd["id"]),
-        servers=list(servers),
-        name=name,
+        servers=_parse_servers(cmd),
+        name=_parse_name(cmd),
         lease_ms=int(cmd["lease_ms"]),
         try_only=mode == "try",
         timeout=None if timeout_ms is None else timeout_ms / 1000,
-        connect_timeout_ms=connect_ms,
+        connect_timeout_ms=cmd.get("connect_timeout_ms"),
         tls=_parse_tls(cmd.get("tls")),
         shared=shared,
         limit=limit or None,
+        value=_parse_value(cmd),
+    )
+
+
+def parse_observe(cmd: dict[str, Any]) -> ObserveCmd:
+    """Read an observe command; KeyError/ValueError when malformed."""
+    return ObserveCmd(
+        id=str(cmd["id"]),
+        servers=_parse_servers(cmd),
+        name=_parse_name(cmd),
+        lease_ms=int(cmd["lease_ms"]),
+        connect_timeout_ms=cmd.get("connect_timeout_ms"),
+        tls=_parse_tls(cmd.get("tls")),
     )
 
 
 @dataclass(frozen=True)
 class Command:
     """One command line: ``kind`` is "acquire" (with ``acquire`` set),
+    "observe" (with ``observe`` set), "proclaim" (with ``value`` set),
     "cancel", "release" or "quit"."""
 
     kind: str
     claim_id: str = ""
     acquire: AcquireCmd | None = None
+    observe: ObserveCmd | None = None
+    value: str = ""
 
 
 _COMMAND_ERRORS = (ValueError, KeyError, TypeError)
@@ -184,14 +242,27 @@ def read_command(line: str) -> Command | None:
     except _COMMAND_ERRORS as exc:
         emit_bad_command(f"bad command {line.strip()!r}: {exc}")
         return None
-    if kind == "acquire":
-        try:
-            return Command(kind, claim_id, parse_acquire(cmd))
-        except _COMMAND_ERRORS as exc:
-            emit_bad_command(f"bad acquire {line.strip()!r}: {exc}")
-            return None
     if kind in ("cancel", "release"):
         return Command(kind, claim_id)
+    try:
+        return _parse_command(kind, claim_id, cmd)
+    except _COMMAND_ERRORS as exc:
+        emit_bad_command(f"bad {kind} {line.strip()!r}: {exc}")
+        return None
+
+
+def _parse_command(kind: str, claim_id: str, cmd: dict[str, Any]) -> Command | None:
+    """The commands with fields of their own; None (after a driver_error)
+    for an unknown one."""
+    if kind == "acquire":
+        return Command(kind, claim_id, acquire=parse_acquire(cmd))
+    if kind == "observe":
+        return Command(kind, claim_id, observe=parse_observe(cmd))
+    if kind == "proclaim":
+        value = _parse_value(cmd)
+        if value is None:
+            raise ValueError("proclaim needs a value")
+        return Command(kind, claim_id, value=value)
     emit_bad_command(f"unknown command {kind!r}")
     return None
 
@@ -260,3 +331,54 @@ def emit_lost(claim_id: str, error: errors.LockLost) -> None:
 
 def emit_bad_command(message: str) -> None:
     emit("driver_error", message=message)
+
+
+def emit_proclaim_failure(claim_id: str, exc: errors.MonolockError) -> None:
+    """A proclaim that failed: an error event, unless the claim's own
+    events tell it already (``lost`` for a loss, ``released`` for a
+    release)."""
+    if not isinstance(exc, (errors.LockLost, errors.LockReleased)):
+        emit_error(claim_id, exc)
+
+
+_STATES = {
+    monolock.LeaderState.LEADER: "leader",
+    monolock.LeaderState.NO_LEADER: "none",
+    monolock.LeaderState.HELD_BACK: "held_back",
+}
+
+
+def observed_fields(seen: monolock.Observation) -> dict[str, Any]:
+    """An observation in the pipe's words. Unknown vouches for nothing, so
+    it names no token, value or count; token and value go together, only
+    for a term (a held-back name with token 0 waits for leaders it does not
+    know)."""
+    state = _STATES.get(seen.state)
+    if state is None:
+        return {"state": "unknown"}
+    fields: dict[str, Any] = {"state": state}
+    if seen.token:
+        fields["token"] = str(seen.token)
+        fields["value"] = seen.value.decode("utf-8", errors="replace")
+    fields["candidates"] = seen.candidates
+    return fields
+
+
+class ObservedEvents:
+    """Prints one observe's observed events. The client yields an
+    observation when anything in it changes, the hold's end or the
+    leader's identity included, which the pipe does not carry: only a
+    change the pipe can show is printed, since a repeated event is one the
+    scenario did not expect. The first event is a known picture: the client
+    waits for one, but it may lapse before it is read."""
+
+    def __init__(self, observe_id: str) -> None:
+        self.observe_id = observe_id
+        self._last: dict[str, Any] | None = None
+
+    def emit(self, seen: monolock.Observation) -> None:
+        fields = observed_fields(seen)
+        if fields == self._last or (self._last is None and fields["state"] == "unknown"):
+            return
+        self._last = fields
+        emit("observed", id=self.observe_id, **fields)

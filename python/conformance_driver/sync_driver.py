@@ -1,8 +1,9 @@
-"""The driver for the blocking client: each claim's acquire, and each
-release, runs as a job on a pool of threads that grows when no thread is
-idle (an acquire may block until a later command's release, so a job never
-waits for a thread). The command loop itself never blocks: it only parses
-and hands out jobs, so a busy driver does not serialise its claims."""
+"""The driver for the blocking client: each claim's acquire, each proclaim
+and each release runs as a job on a pool of threads that grows when no
+thread is idle (an acquire may block until a later command's release, so a
+job never waits for a thread); each observation has a thread of its own.
+The command loop itself never blocks: it only parses and hands out jobs,
+so a busy driver does not serialise its claims."""
 
 from __future__ import annotations
 
@@ -17,9 +18,14 @@ from monolock import errors
 from .common import (
     CAPABILITIES,
     AcquireCmd,
+    Command,
+    ObserveCmd,
+    ObservedEvents,
     emit,
     emit_acquired,
+    emit_bad_command,
     emit_error,
+    emit_proclaim_failure,
     emit_waiting,
     read_command,
 )
@@ -72,7 +78,7 @@ class Workers:
 _clients: dict[tuple[Any, ...], monolock.Client] = {}
 
 
-def _client(cmd: AcquireCmd) -> monolock.Client:
+def _client(cmd: AcquireCmd | ObserveCmd) -> monolock.Client:
     if cmd.tls is not None:
         return monolock.Client(cmd.servers, **cmd.client_kwargs())
     key = (tuple(cmd.servers), cmd.lease_ms, cmd.connect_timeout_ms)
@@ -98,6 +104,8 @@ class Claim:
         self._acquiring = True
         self._releases = 0
         """Release commands waiting for the acquisition to end."""
+        self._settled = threading.Event()
+        """Set when the acquisition has ended and its event is out."""
 
     def run(self) -> None:
         cmd = self.cmd
@@ -122,6 +130,7 @@ class Claim:
             with self._mutex:
                 self._acquiring = False
                 releases, self._releases = self._releases, 0
+            self._settled.set()
         for _ in range(releases):
             self.release_now()
 
@@ -135,6 +144,21 @@ class Claim:
                 return
         self.workers.submit(self.release_now)
 
+    def proclaim(self, value: str) -> None:
+        """The proclaim command, as a job: once the acquisition has ended,
+        replace the lock's value and print ``proclaimed`` when the server
+        has it. A claim that was never granted has said so already."""
+        self._settled.wait()
+        lock = self.lock
+        if lock is None:
+            return
+        try:
+            lock.proclaim(value)
+        except errors.MonolockError as exc:
+            emit_proclaim_failure(self.cmd.id, exc)
+        else:
+            emit("proclaimed", id=self.cmd.id)
+
     def release_now(self) -> None:
         if self.lock is not None:
             self.lock.release()
@@ -145,37 +169,134 @@ class Claim:
         emit("released", id=self.cmd.id)
 
 
+class Observer:
+    """One observe id: a thread of its own follows the name and prints
+    observed events until release or quit. Not a pool job: observe()
+    blocks until the first picture is known, and a quit must not wait for
+    a server that never answers."""
+
+    def __init__(self, cmd: ObserveCmd) -> None:
+        self.cmd = cmd
+        self._events = ObservedEvents(cmd.id)
+        self._mutex = threading.Lock()
+        """Held while an event is printed: after stop(), nothing is."""
+        self._stopped = False
+        self._observations: monolock.Observations | None = None
+        threading.Thread(target=self._run, name=f"observe {cmd.id}", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            observations = _client(self.cmd).observe(self.cmd.name)
+        except errors.MonolockError as exc:
+            self._emit_error(exc)
+            return
+        with self._mutex:
+            stopped = self._stopped
+            self._observations = observations
+        if stopped:  # released while the first picture was on its way
+            observations.close()
+            return
+        try:
+            for seen in observations:
+                with self._mutex:
+                    if self._stopped:
+                        return
+                    self._events.emit(seen)
+        except errors.MonolockError as exc:  # the watch ended on a terminal error
+            self._emit_error(exc)
+
+    def _emit_error(self, exc: errors.MonolockError) -> None:
+        with self._mutex:
+            if not self._stopped:
+                emit_error(self.cmd.id, exc)
+
+    def stop(self) -> None:
+        """End the observation; no event of it is printed after this."""
+        with self._mutex:
+            self._stopped = True
+            observations = self._observations
+        if observations is not None:
+            observations.close()
+
+
+class Driver:
+    """The command loop's state: the claims and observations by id."""
+
+    def __init__(self) -> None:
+        self.workers = Workers()
+        self.claims: dict[str, Claim] = {}
+        self.observers: dict[str, Observer] = {}
+
+    def handle(self, command: Command) -> None:
+        """Act on one command without blocking: blocking work is a job."""
+        claim_id = command.claim_id
+        if command.acquire is not None:
+            claim = Claim(command.acquire, self.workers, self.claims)
+            self.claims[claim_id] = claim
+            self.workers.submit(claim.run)
+        elif command.observe is not None:
+            self.observe(command.observe)
+        elif command.kind == "proclaim":
+            self.proclaim(claim_id, command.value)
+        elif command.kind == "cancel":
+            if claim_id in self.claims:
+                self.claims[claim_id].cancel.set()
+        else:
+            self.release(claim_id)
+
+    def observe(self, cmd: ObserveCmd) -> None:
+        if cmd.id in self.claims or cmd.id in self.observers:
+            emit_bad_command(f"id {cmd.id!r} is already used")
+            return
+        self.observers[cmd.id] = Observer(cmd)
+
+    def proclaim(self, claim_id: str, value: str) -> None:
+        claim = self.claims.get(claim_id)
+        if claim is None:
+            emit_bad_command(f"proclaim needs the id of a claim, not {claim_id!r}")
+            return
+        self.workers.submit(lambda: claim.proclaim(value))
+
+    def release(self, claim_id: str) -> None:
+        """Off the command loop: a release waits for the server's close."""
+        observer = self.observers.pop(claim_id, None)
+        if observer is not None:
+
+            def stop() -> None:
+                observer.stop()
+                emit("released", id=claim_id)
+
+            self.workers.submit(stop)
+            return
+        known = self.claims.get(claim_id)
+        if known is not None:
+            known.release()
+        else:
+            emit("released", id=claim_id)
+
+    def close(self) -> None:
+        """Quit: release everything, and let every job end before the
+        interpreter does (a daemon thread caught in a print would spoil the
+        exit)."""
+        for observer in self.observers.values():
+            observer.stop()
+        for claim in list(self.claims.values()):
+            claim.cancel.set()
+        self.workers.join()  # the acquisitions end (cancelled), so do the releases
+        for claim in list(self.claims.values()):
+            if claim.lock is not None:
+                claim.lock.release()
+
+
 def main() -> int:
     emit("ready", client="python-sync", capabilities=CAPABILITIES)
-    workers = Workers()
-    claims: dict[str, Claim] = {}
-
+    driver = Driver()
     for line in sys.stdin:
         command = read_command(line)
         if command is None:
             continue
         if command.kind == "quit":
             break
-        claim_id = command.claim_id
-        if command.acquire is not None:
-            claim = Claim(command.acquire, workers, claims)
-            claims[claim_id] = claim
-            workers.submit(claim.run)
-        elif command.kind == "cancel":
-            if claim_id in claims:
-                claims[claim_id].cancel.set()
-        else:  # release, off the command loop: it waits for the server's close
-            known = claims.get(claim_id)
-            if known is not None:
-                known.release()
-            else:
-                emit("released", id=claim_id)
-    # Release everything, and let every job end before the interpreter
-    # does (a daemon thread caught in a print would spoil the exit).
-    for claim in list(claims.values()):
-        claim.cancel.set()
-    workers.join()  # the acquisitions end (cancelled), so do the releases
-    for claim in list(claims.values()):
-        if claim.lock is not None:
-            claim.lock.release()
+        driver.handle(command)
+    driver.close()
     return 0
