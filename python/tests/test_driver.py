@@ -83,7 +83,13 @@ def test_ready(driver: Driver) -> None:
     ready = driver.next()
     assert ready["event"] == "ready"
     assert ready["client"] in ("python-sync", "python-asyncio")
-    assert set(ready["capabilities"]) == {"cancel", "invalid_utf8_names", "shared", "tls"}
+    assert set(ready["capabilities"]) == {
+        "cancel",
+        "election",
+        "invalid_utf8_names",
+        "shared",
+        "tls",
+    }
     assert driver.quit() == 0
 
 
@@ -202,5 +208,81 @@ def test_invalid_limit_is_a_validation_error(
 def test_limit_without_shared_is_a_bad_command(driver: Driver, real_server: RealServer) -> None:
     assert driver.next()["event"] == "ready"
     acquire(driver, real_server, "v", "unused", limit=3)
+    assert driver.next()["event"] == "driver_error"
+    assert driver.quit() == 0
+
+
+def next_of(driver: Driver, count: int) -> dict[str, dict[str, Any]]:
+    """The next ``count`` events, one per id: events of different ids may
+    come in either order."""
+    events = [driver.next() for _ in range(count)]
+    by_id = {e["id"]: e for e in events}
+    assert len(by_id) == count, events
+    return by_id
+
+
+def observe(driver: Driver, server: RealServer, observe_id: str, lock_name: str) -> None:
+    driver.send(
+        cmd="observe", id=observe_id, servers=[server.address], name=lock_name, lease_ms=5000
+    )
+
+
+def test_election(driver: Driver, real_server: RealServer) -> None:
+    """observe, a campaign (acquire with a value) and proclaim: every term
+    as the follower sees it; a released observe says nothing more."""
+    assert driver.next()["event"] == "ready"
+    name = f"drv/elect/{uuid.uuid4().hex[:8]}"
+    observe(driver, real_server, "w", name)
+    none = {"event": "observed", "id": "w", "state": "none", "candidates": 0}
+    assert driver.next() == none
+
+    acquire(driver, real_server, "a", name, value="10.0.0.7:80")
+    got = next_of(driver, 2)
+    token = got["a"]["token"]
+    assert got["a"]["event"] == "acquired"
+    leader = {**none, "state": "leader", "token": token, "value": "10.0.0.7:80"}
+    assert got["w"] == leader
+
+    driver.send(cmd="proclaim", id="a", value="10.0.0.7:81")
+    got = next_of(driver, 2)
+    assert got["a"] == {"event": "proclaimed", "id": "a"}
+    assert got["w"] == {**leader, "value": "10.0.0.7:81"}
+
+    driver.send(cmd="release", id="w")
+    assert driver.next() == {"event": "released", "id": "w"}
+    driver.send(cmd="release", id="a")
+    assert driver.next() == {"event": "released", "id": "a"}
+    assert driver.quit() == 0
+
+
+def test_plain_claim_leads_with_an_empty_value(driver: Driver, real_server: RealServer) -> None:
+    assert driver.next()["event"] == "ready"
+    name = f"drv/elect/{uuid.uuid4().hex[:8]}"
+    acquire(driver, real_server, "p", name)
+    token = driver.next()["token"]
+    observe(driver, real_server, "w", name)
+    assert driver.next() == {
+        "event": "observed",
+        "id": "w",
+        "state": "leader",
+        "token": token,
+        "value": "",
+        "candidates": 0,
+    }
+    assert driver.quit() == 0
+
+
+@pytest.mark.parametrize(
+    "cmd",
+    [
+        {"cmd": "proclaim", "id": "nobody", "value": "x"},
+        {"cmd": "proclaim", "id": "a"},
+        {"cmd": "observe", "id": "w", "name": "x", "lease_ms": 1000},
+    ],
+    ids=["unknown id", "no value", "no servers"],
+)
+def test_bad_election_commands(driver: Driver, cmd: dict[str, Any]) -> None:
+    assert driver.next()["event"] == "ready"
+    driver.send(**cmd)
     assert driver.next()["event"] == "driver_error"
     assert driver.quit() == 0
