@@ -29,9 +29,11 @@ public final class Driver {
 	private static final Map<String, Lock> locks = new ConcurrentHashMap<>();
 	/** Cancellers of acquisitions by command id. */
 	private static final Map<String, Canceller> cancellers = new ConcurrentHashMap<>();
+	/** Running observe commands by id. */
+	private static final Map<String, Observation> observations = new ConcurrentHashMap<>();
 
 	public static void main(String[] args) throws Exception {
-		emit("{\"event\":\"ready\",\"client\":\"java-gomobile\",\"capabilities\":[\"cancel\",\"shared\",\"tls\"]}");
+		emit("{\"event\":\"ready\",\"client\":\"java-gomobile\",\"capabilities\":[\"cancel\",\"election\",\"shared\",\"tls\"]}");
 		BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
 		String line;
 		while ((line = in.readLine()) != null) {
@@ -45,6 +47,9 @@ public final class Driver {
 			} catch (RuntimeException e) {
 				emit("{\"event\":\"driver_error\",\"message\":" + Json.quote(e.toString()) + "}");
 			}
+		}
+		for (Observation o : observations.values()) {
+			o.stop();
 		}
 		for (Lock l : locks.values()) {
 			l.unlock();
@@ -75,8 +80,22 @@ public final class Driver {
 				t.setDaemon(true);
 				t.start();
 				return true;
+			case "observe":
+				requireId(id, cmd);
+				observe(id, cmd);
+				return true;
+			case "proclaim":
+				requireId(id, cmd);
+				proclaim(id, cmd);
+				return true;
 			case "release": {
 				requireId(id, cmd);
+				Observation o = observations.remove(id);
+				if (o != null) {
+					o.stop();
+					emit(event("released", id));
+					return true;
+				}
 				Lock l = locks.remove(id);
 				if (l == null) {
 					throw new IllegalArgumentException("release: no lock for id " + id);
@@ -111,45 +130,18 @@ public final class Driver {
 			if (cmd.containsKey("name_hex")) {
 				throw new IllegalArgumentException("name_hex needs the invalid_utf8_names capability");
 			}
-			Config cfg = new Config();
-			cfg.setServers(String.join(",", strings(cmd.get("servers"))));
-			cfg.setLeaseMillis(number(cmd.get("lease_ms"), "lease_ms"));
+			Config cfg = config(cmd);
 			if (cmd.get("connect_timeout_ms") != null) {
 				cfg.setDialTimeoutMillis(number(cmd.get("connect_timeout_ms"), "connect_timeout_ms"));
 			}
-			if (cmd.get("tls") != null) {
-				configureTls(cfg, cmd.get("tls"));
-			}
 			cfg.setWaiting(lockName -> emit(event("waiting", id)));
-			String lockName = String.valueOf(cmd.get("name"));
 			Lock lock;
 			try {
-				Client client = new Client(cfg);
-				boolean shared = Boolean.TRUE.equals(cmd.get("shared"));
-				long permits = cmd.get("limit") == null ? 0 : number(cmd.get("limit"), "limit");
-				if ("try".equals(cmd.get("mode"))) {
-					if (permits != 0) {
-						lock = client.tryAcquireSemaphore(lockName, permits);
-					} else if (shared) {
-						lock = client.tryAcquireShared(lockName);
-					} else {
-						lock = client.tryAcquire(lockName);
-					}
-				} else {
-					Object timeout = cmd.get("timeout_ms");
-					long ms = timeout == null ? Monolock.NoTimeout : Math.max(0, number(timeout, "timeout_ms"));
-					if (permits != 0) {
-						lock = client.acquireSemaphore(lockName, permits, ms, cancel);
-					} else if (shared) {
-						lock = client.acquireShared(lockName, ms, cancel);
-					} else {
-						lock = client.acquire(lockName, ms, cancel);
-					}
-				}
+				lock = take(new Client(cfg), String.valueOf(cmd.get("name")), cmd, cancel);
+			} catch (RuntimeException e) {
+				throw e; // the driver's own fault (a command it cannot run), not the client's: driver_error
 			} catch (Exception e) {
-				long code = Monolock.errorCode(e);
-				emit(failure("error", id, Monolock.errorKind(e), code, code == Monolock.NoCode ? null : Monolock.errorTemporary(e),
-						e.getMessage()));
+				emit(failure("error", id, e));
 				return;
 			}
 			locks.put(id, lock);
@@ -163,6 +155,88 @@ public final class Driver {
 		} catch (RuntimeException e) {
 			emit("{\"event\":\"driver_error\",\"message\":" + Json.quote(id + ": " + e) + "}");
 		}
+	}
+
+	/** The client settings an acquire and an observe share: servers, lease, tls. */
+	private static Config config(Map<String, Object> cmd) {
+		Config cfg = new Config();
+		cfg.setServers(String.join(",", strings(cmd.get("servers"))));
+		cfg.setLeaseMillis(number(cmd.get("lease_ms"), "lease_ms"));
+		if (cmd.get("tls") != null) {
+			configureTls(cfg, cmd.get("tls"));
+		}
+		return cfg;
+	}
+
+	/** Takes the claim the acquire asks for: a campaign, a semaphore, shared or exclusive. */
+	private static Lock take(Client client, String lockName, Map<String, Object> cmd, Canceller cancel) throws Exception {
+		boolean shared = Boolean.TRUE.equals(cmd.get("shared"));
+		long permits = cmd.get("limit") == null ? 0 : number(cmd.get("limit"), "limit");
+		boolean tryOnly = "try".equals(cmd.get("mode"));
+		// An empty value is none, as in the Go client: a plain claim.
+		if (cmd.get("value") instanceof String value && !value.isEmpty()) {
+			if (tryOnly || shared || permits != 0) {
+				throw new IllegalArgumentException("the binding campaigns only in wait mode, exclusively");
+			}
+			return client.campaign(lockName, value, timeoutMillis(cmd), cancel);
+		}
+		if (tryOnly) {
+			return permits != 0 ? client.tryAcquireSemaphore(lockName, permits)
+					: shared ? client.tryAcquireShared(lockName) : client.tryAcquire(lockName);
+		}
+		long ms = timeoutMillis(cmd);
+		return permits != 0 ? client.acquireSemaphore(lockName, permits, ms, cancel)
+				: shared ? client.acquireShared(lockName, ms, cancel) : client.acquire(lockName, ms, cancel);
+	}
+
+	/** The wait's timeout_ms, or NoTimeout when absent. */
+	private static long timeoutMillis(Map<String, Object> cmd) {
+		Object timeout = cmd.get("timeout_ms");
+		return timeout == null ? Monolock.NoTimeout : Math.max(0, number(timeout, "timeout_ms"));
+	}
+
+	/** Starts an observe command; its events come from its own thread and the Go runtime's. */
+	private static void observe(String id, Map<String, Object> cmd) {
+		if (locks.containsKey(id) || cancellers.containsKey(id) || observations.containsKey(id)) {
+			throw new IllegalArgumentException("observe: id " + id + " is already used");
+		}
+		Client client;
+		try {
+			client = new Client(config(cmd));
+		} catch (Exception e) {
+			emit(failure("error", id, e));
+			return;
+		}
+		Observation o = new Observation(id);
+		observations.put(id, o);
+		String name = String.valueOf(cmd.get("name"));
+		Thread t = new Thread(() -> o.run(client, name), "observe-" + id);
+		t.setDaemon(true);
+		t.start();
+	}
+
+	/**
+	 * Runs a proclaim command: proclaimed once the server has the value. It
+	 * waits for the server, so it runs on its own thread. A lock that ends
+	 * first says so with its lost event alone.
+	 */
+	private static void proclaim(String id, Map<String, Object> cmd) {
+		Lock lock = locks.get(id);
+		if (lock == null || !(cmd.get("value") instanceof String value)) {
+			throw new IllegalArgumentException("proclaim needs the id of a held lock and a value");
+		}
+		Thread t = new Thread(() -> {
+			try {
+				lock.proclaim(value);
+				emit(event("proclaimed", id));
+			} catch (Exception e) {
+				if (!lock.isLost()) {
+					emit(failure("error", id, e));
+				}
+			}
+		}, "proclaim-" + id);
+		t.setDaemon(true);
+		t.start();
 	}
 
 	/** Applies the command's tls object: PEM files and the server name. */
@@ -199,7 +273,14 @@ public final class Driver {
 		return "{\"event\":" + Json.quote(name) + ",\"id\":" + Json.quote(id) + "}";
 	}
 
-	private static String failure(String event, String id, String kind, long code, Boolean temporary, String message) {
+	/** The error event of a call that failed, classified by the binding. */
+	static String failure(String event, String id, Exception e) {
+		long code = Monolock.errorCode(e);
+		return failure(event, id, Monolock.errorKind(e), code, code == Monolock.NoCode ? null : Monolock.errorTemporary(e),
+				e.getMessage());
+	}
+
+	static String failure(String event, String id, String kind, long code, Boolean temporary, String message) {
 		return "{\"event\":" + Json.quote(event) + ",\"id\":" + Json.quote(id) + ",\"kind\":" + Json.quote(kind)
 				+ ",\"code\":" + (code == Monolock.NoCode ? "null" : Long.toString(code))
 				+ ",\"temporary\":" + temporary
@@ -224,7 +305,7 @@ public final class Driver {
 		throw new IllegalArgumentException(field + " must be a number");
 	}
 
-	private static synchronized void emit(String json) {
+	static synchronized void emit(String json) {
 		out.println(json);
 		out.flush();
 	}
