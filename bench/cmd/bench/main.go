@@ -6,6 +6,7 @@
 //	go run ./cmd/bench -workloads safety -out ../docs   # one section, merged into the last full run
 //	go run ./cmd/bench -workloads overlap -out ../docs  # the same for section 8
 //	go run ./cmd/bench -workloads shared,rwhandoff,semaphore -systems monolock,postgres -out ../docs  # and for section 9
+//	go run ./cmd/bench -workloads election -systems monolock,etcd -out ../docs  # and for section 10
 //
 // It installs and starts the peers with scripts/peers.sh (Debian packages),
 // builds monolock from ../go, runs every workload for a bounded time and
@@ -81,6 +82,14 @@ type plan struct {
 	semWorkers    int           // workload 9: workers on the semaphore
 	semLimit      int           // workload 9: its permits
 	semHold       time.Duration // workload 9: each permit's hold
+	// Workload 10: leader election.
+	electionLease     time.Duration // every recipe's lease / TTL
+	electionRuns      int           // runs per system of the resign, crash and split scenarios
+	electionParallel  int           // crash and split runs of one system at once
+	electionFollowers int           // observers of the resign, crash and watch scenarios
+	electionProclaims int           // values proclaimed per system, over electionRounds runs
+	electionRounds    int
+	electionPace      time.Duration // between two Proclaim calls' starts
 }
 
 var fullPlan = plan{
@@ -122,6 +131,15 @@ var fullPlan = plan{
 	semWorkers:    16,
 	semLimit:      4,
 	semHold:       200 * time.Microsecond,
+	// Workload 10's crash and split runs wait out a 2 s lease each, so
+	// ten of a system run at once: the section takes about a minute.
+	electionLease:     2 * time.Second,
+	electionRuns:      20,
+	electionParallel:  10,
+	electionFollowers: 8,
+	electionProclaims: 200,
+	electionRounds:    4,
+	electionPace:      10 * time.Millisecond,
 }
 
 // quick is p for development: every workload briefly (a few minutes), the
@@ -143,6 +161,8 @@ func (p plan) quick() plan {
 	p.failoverRuns = 1
 	p.overlapRuns = 1
 	p.sharedFor = 1500 * time.Millisecond
+	p.electionRuns, p.electionParallel = 5, 5
+	p.electionProclaims, p.electionRounds = 100, 2
 	return p
 }
 
@@ -215,7 +235,7 @@ func parseOptions() (o options, code int) {
 	)
 	flag.StringVar(&o.out, "out", "../docs", "docs `directory` to write benchmarks.md and bench/*.png into")
 	flag.BoolVar(&o.quick, "quick", false, "run every workload briefly (a few minutes), for development")
-	flag.StringVar(&o.only, "workloads", strings.Join(allWorkloads, ","), "comma-separated `workloads` to run (safety, failover or overlap alone, or any of shared, rwhandoff and semaphore without the others, keeps the other sections of OUT/bench/results.json)")
+	flag.StringVar(&o.only, "workloads", strings.Join(allWorkloads, ","), "comma-separated `workloads` to run (safety, failover, overlap or election alone, or any of shared, rwhandoff and semaphore without the others, keeps the other sections of OUT/bench/results.json)")
 	flag.BoolVar(&o.noPeers, "no-peers", false, "do not install/start/stop peers (they run already)")
 	flag.BoolVar(&o.keepPeers, "keep-peers", false, "leave the peers running at the end")
 	flag.StringVar(&o.profileDir, "profile", "", "write CPU profiles of the monolock server and of this client process into `dir`")
@@ -323,6 +343,7 @@ func runWorkloads(ctx context.Context, rn *runner, only string) error {
 		{"shared", rn.sharedThroughput},
 		{"rwhandoff", rn.rwHandoff},
 		{"semaphore", rn.semaphore},
+		{"election", rn.election},
 	} {
 		if len(pick([]string{w.name}, only)) == 0 {
 			continue
@@ -369,15 +390,15 @@ func writeReport(o options, r *report.Results) int {
 }
 
 // allWorkloads are the workloads in run order.
-var allWorkloads = []string{"throughput", "handoff", "idle", "dead", "clients", "safety", "failover", "overlap", "shared", "rwhandoff", "semaphore"}
+var allWorkloads = []string{"throughput", "handoff", "idle", "dead", "clients", "safety", "failover", "overlap", "shared", "rwhandoff", "semaphore", "election"}
 
 // separateSection is the section a -workloads list measures alone, to be
-// merged into the last run's results: safety, failover or overlap, or
+// merged into the last run's results: safety, failover, overlap or election, or
 // "shared" for any of workload 9's parts without other workloads; "" when
 // the list is a run of its own.
 func separateSection(only string) string {
 	switch only {
-	case "safety", "failover", "overlap":
+	case "safety", "failover", "overlap", "election":
 		return only
 	}
 	for _, w := range strings.Split(only, ",") {
@@ -388,7 +409,7 @@ func separateSection(only string) string {
 	return "shared"
 }
 
-// mergeSection puts r's section (safety, failover or overlap) into the results of
+// mergeSection puts r's section (safety, failover, overlap, election or shared) into the results of
 // the last run in out, marked as measured separately; ok is false when
 // there is none.
 func mergeSection(out string, r *report.Results, section string) (*report.Results, bool) {
@@ -419,6 +440,11 @@ func mergeSection(out string, r *report.Results, section string) (*report.Result
 		}
 	case "shared":
 		old.Shared = report.MergeShared(old.Shared, r.Shared)
+	case "election":
+		old.Election = r.Election
+		if old.Election != nil {
+			old.Election.Separate = true
+		}
 	}
 	for k, v := range r.Versions {
 		if _, ok := old.Versions[k]; !ok {

@@ -337,6 +337,7 @@ func markdown(r *Results, charts map[string]string, analysis string) []byte {
 	writeFailover(&b, r)
 	writeOverlap(&b, r, chart)
 	writeShared(&b, r)
+	writeElection(&b, r)
 
 	if analysis != "" {
 		b.WriteString(strings.TrimSpace(analysis))

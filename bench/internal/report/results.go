@@ -5,6 +5,7 @@ package report
 import (
 	"time"
 
+	"github.com/monolock/monolock/bench/internal/election"
 	"github.com/monolock/monolock/bench/internal/overlap"
 	"github.com/monolock/monolock/bench/internal/safety"
 	"github.com/monolock/monolock/bench/internal/stats"
@@ -47,7 +48,25 @@ type Results struct {
 	// Shared is workload 9: shared locks, the readers/writer handoff and
 	// a semaphore.
 	Shared *SharedSection `json:"shared,omitempty"`
-	Notes  []string       `json:"notes"`
+	// Election is workload 10: leader election beside etcd's.
+	Election *ElectionSection `json:"election,omitempty"`
+	Notes    []string         `json:"notes"`
+}
+
+// ElectionSection is workload 10: each system's runs of the four
+// scenarios of package election.
+type ElectionSection struct {
+	Lease     time.Duration     `json:"lease_ns"` // monolock's lease, etcd's session TTL
+	Runs      int               `json:"runs"`     // per system, of the resign, crash and split scenarios
+	Parallel  int               `json:"parallel"` // crash and split runs of one system at once
+	Followers int               `json:"followers"`
+	Proclaims int               `json:"proclaims"` // per system
+	Pace      time.Duration     `json:"pace_ns"`   // between two Proclaim calls' starts
+	Systems   []election.System `json:"systems"`
+	// Libraries are the peers' client libraries, module path → version.
+	Libraries map[string]string `json:"libraries,omitempty"`
+	Err       string            `json:"err,omitempty"` // why nothing was measured
+	SeparateRun
 }
 
 // SharedSection is workload 9. Each part is empty when it was not run.
