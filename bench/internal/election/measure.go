@@ -83,6 +83,15 @@ func batched[R any](ctx context.Context, recs []Recipe, o Options, run func(rec 
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
+					// Each run starts at a random moment within a lease: runs
+					// started together would share the phase of their clients'
+					// periodic checks (etcd's client checks its lease deadline
+					// every 500 ms from its start) against the server's (etcd
+					// expires leases on a 500 ms tick), and repeat one draw.
+					select {
+					case <-time.After(rand.N(o.Lease)):
+					case <-ctx.Done():
+					}
 					got[j] = run(rec, first+j)
 				}()
 			}
@@ -93,6 +102,9 @@ func batched[R any](ctx context.Context, recs []Recipe, o Options, run func(rec 
 	return out
 }
 
+// candidateSettle is how long B has waited behind A before A resigns.
+const candidateSettle = 250 * time.Millisecond
+
 // resignRun is scenario 1: A resigns; how soon B is elected and every
 // follower knows, from the start of the Resign call.
 func resignRun(ctx context.Context, rec Recipe, o Options, name string) Handover {
@@ -101,6 +113,16 @@ func resignRun(ctx context.Context, rec Recipe, o Options, name string) Handover
 		return Handover{Err: err.Error()}
 	}
 	defer s.close()
+	// A standby candidate has waited a while before its leader resigns.
+	// etcd's candidate watches its predecessor's key from the revision it
+	// read, and the server catches such a watch up on a 100 ms loop before
+	// it gets events as they happen: a resign inside that time would be
+	// timed by the loop.
+	select {
+	case <-time.After(candidateSettle):
+	case <-ctx.Done():
+		return Handover{Err: "interrupted"}
+	}
 	from := time.Now()
 	rctx, cancel := context.WithTimeout(ctx, o.window())
 	defer cancel()
