@@ -75,9 +75,12 @@ func (l *Lock) Proclaim(value string) error {
 func (l *Lock) Resign() { l.Unlock() }
 
 // Leader returns who leads name now, waiting at most timeoutMillis to
-// reach a server (KindTimeout after).
+// reach a server (NoTimeout: no limit; KindTimeout after).
 func (c *Client) Leader(name string, timeoutMillis int64) (*Leader, error) {
-	ctx, stop := context.WithTimeout(context.Background(), time.Duration(timeoutMillis)*time.Millisecond)
+	ctx, stop := context.WithCancel(context.Background())
+	if timeoutMillis >= 0 {
+		ctx, stop = context.WithTimeout(context.Background(), time.Duration(timeoutMillis)*time.Millisecond)
+	}
 	defer stop()
 	o, err := c.inner.Leader(ctx, name)
 	if err != nil {
@@ -94,12 +97,16 @@ type Observer struct {
 
 // Observe tells listener of name's leader now, and of every change after
 // (a new leader, a new value, no leader, a hold, unknown), until Stop. It
-// returns once the first one is known, or fails after timeoutMillis.
+// returns once the first one is known, or fails after timeoutMillis
+// (NoTimeout: no limit).
 func (c *Client) Observe(name string, timeoutMillis int64, listener LeaderListener) (*Observer, error) {
 	ctx, cancel := context.WithCancel(context.Background())
-	giveUp := time.AfterFunc(time.Duration(timeoutMillis)*time.Millisecond, cancel)
+	var giveUp *time.Timer // nil: no limit
+	if timeoutMillis >= 0 {
+		giveUp = time.AfterFunc(time.Duration(timeoutMillis)*time.Millisecond, cancel)
+	}
 	changes, err := c.inner.Observe(ctx, name)
-	if !giveUp.Stop() && err != nil {
+	if giveUp != nil && !giveUp.Stop() && err != nil {
 		err = errors.Join(context.DeadlineExceeded, err)
 	}
 	if err != nil {

@@ -35,7 +35,7 @@ func TestCampaignObserveLeader(t *testing.T) {
 	assert.Equal(t, LeaderNone, l.State)
 
 	seen := make(leaderRecorder, 16)
-	obs, err := c.Observe("svc", 5000, seen)
+	obs, err := c.Observe("svc", NoTimeout, seen)
 	require.NoError(t, err)
 	defer obs.Stop()
 	assert.Equal(t, LeaderNone, seen.next(t).State)
