@@ -606,6 +606,11 @@ func statsOf(srv *server.Server, m *metrics.Metrics) func() admin.Stats {
 	}
 }
 
+// reloadEndGrace is how long the exit waits for a reload that is
+// finishing: far longer than logging takes, far shorter than a blocked
+// read of a FIFO.
+const reloadEndGrace = 500 * time.Millisecond
+
 // reloader runs reloads one at a time in a goroutine of their own. A
 // SIGHUP during a reload asks for one more after it, once however many
 // arrive (the last one reads the newest files).
@@ -636,8 +641,12 @@ func (r *reloader) request(log *slog.Logger) {
 }
 
 // abandon is for the server's exit: a reload still running (its file
-// blocks) is left behind, and said so.
+// blocks) is left behind, and said so. A reload that is finishing (it
+// logs its outcome before it counts as done) gets a moment to end first.
 func (r *reloader) abandon(log *slog.Logger) {
+	for wait := time.Now().Add(reloadEndGrace); r.running.Load() && time.Now().Before(wait); {
+		time.Sleep(5 * time.Millisecond)
+	}
 	if r.running.Load() {
 		log.Error("a reload was still running at shutdown and is abandoned; the configuration in force was kept")
 	}

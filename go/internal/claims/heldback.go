@@ -29,7 +29,6 @@ const (
 // connection's place is handed to it (Detach), and kickable (KickHeldBack).
 type heldBack struct {
 	until time.Time
-	why   uint8 // how the holding ended: protocol.EndReset or EndExpired
 	timer *time.Timer
 	place sessionlimit.Place // the place of its connection, once that is gone
 }
@@ -45,12 +44,13 @@ func (r *Registry) endHoldingBack(c *Claim, delay time.Duration, cause string) b
 	entered := r.claims[c.ID()] == c
 	isHeld, promoted, failed := r.table.ReleaseHeldBack(&c.entry)
 	if isHeld {
-		c.hold = &heldBack{until: start.Add(delay), why: endOfHeld(cause)}
+		why := endOfHeld(cause)
+		c.hold = &heldBack{until: start.Add(delay)}
 		r.heldBack++
 		r.emitHeldBack(c, c.hold.until, holdOf(cause))
 		// Under r.mu: endHold, which takes it, cannot run before the
 		// timer is set.
-		c.hold.timer = time.AfterFunc(delay, func() { r.endHold(c, start, c.hold.why) })
+		c.hold.timer = time.AfterFunc(delay, func() { r.endHold(c, start, why) })
 	} else {
 		if entered {
 			r.emitEnd(c, false, 0) // a waiter leaves
@@ -154,10 +154,10 @@ func (r *Registry) HoldPermit(id uint64, name string, limit uint16, until time.T
 		return err
 	}
 	c.ended = true
-	c.hold = &heldBack{until: until, why: protocol.EndReset}
+	c.hold = &heldBack{until: until}
 	r.heldBack++
 	r.claims[id] = c
-	c.hold.timer = time.AfterFunc(time.Until(until), func() { r.endHold(c, start, c.hold.why) })
+	c.hold.timer = time.AfterFunc(time.Until(until), func() { r.endHold(c, start, protocol.EndReset) })
 	return nil
 }
 
