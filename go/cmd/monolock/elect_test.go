@@ -4,10 +4,14 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
+	"github.com/monolock/monolock/go/client"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -64,4 +68,39 @@ func TestLeaderUnknownWithoutAServer(t *testing.T) {
 	code, _, stderr := command(t, []string{"MONOLOCK_SERVER=127.0.0.1:1"}, "leader", "--timeout", "300ms", "svc")
 	assert.Equal(t, leaderExitUnknown, code, stderr)
 	assert.True(t, strings.Contains(stderr, "monolock leader:"), stderr)
+}
+
+// On SIGTERM, monolock elect stops its command first and resigns only
+// once the command has exited: followers see the term end after the
+// command's last work, never while it still runs.
+func TestElectStopsTheCommandBeforeItResigns(t *testing.T) {
+	srv := startServe(t, nil)
+	done := filepath.Join(t.TempDir(), "stopped")
+	script := `trap 'sleep 0.3; echo stopped > ` + done + `; exit 0' TERM; echo started; while :; do sleep 0.05; done`
+	elect := exec.Command(binary, "elect", "--server", srv.Addr, "--value", "a", "svc", "--", "sh", "-c", script)
+	elect.Env = cleanEnv()
+	out, err := elect.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, elect.Start())
+	defer func() { _ = elect.Process.Kill(); _ = elect.Wait() }()
+	started := bufio.NewScanner(out)
+	require.True(t, started.Scan(), "the command never started")
+
+	c, err := client.New(client.WithServers(srv.Addr))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	obs, err := c.Observe(ctx, "svc")
+	require.NoError(t, err)
+	require.Equal(t, client.Leading, (<-obs).State)
+	require.NoError(t, elect.Process.Signal(syscall.SIGTERM))
+	for o := range obs {
+		if o.State == client.Leading {
+			continue
+		}
+		_, statErr := os.Stat(done)
+		require.NoError(t, statErr, "the term ended (%v) before the command had stopped", o.State)
+		break
+	}
+	require.NoError(t, elect.Wait())
 }
