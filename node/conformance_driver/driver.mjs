@@ -9,12 +9,14 @@ import {
   ConnectionError,
   LockBusyError,
   LockLostError,
+  LockReleasedError,
+  NoValueError,
   ServerEndedError,
   ServerError,
 } from "monolock";
 
 const started = performance.now();
-/** id -> { controller, lock, pending }, or RELEASED once released */
+/** id -> { controller, lock, pending, settled }, or RELEASED once released */
 const claims = new Map();
 /**
  * What a released id keeps: nothing of its lock (a benchmark makes many
@@ -89,6 +91,7 @@ function errorKind(err) {
   if (err instanceof AcquireAbortedError) return "cancelled";
   if (err instanceof ServerEndedError) return "server"; // an ERROR whose code never came: code null
   if (err instanceof ConnectionError) return "connect";
+  if (err instanceof NoValueError) return "validation"; // a proclaim on a claim without a value: nothing sent
   return undefined;
 }
 
@@ -112,6 +115,11 @@ function tlsOptions(t) {
  * no TLS) by lease and server, found without serialising a key.
  */
 const plainClients = new Map();
+
+/** The name of an acquire or observe: name_hex's raw bytes (any, invalid UTF-8 too), else name. */
+function nameOf(cmd) {
+  return typeof cmd.name_hex === "string" ? new Uint8Array(Buffer.from(cmd.name_hex, "hex")) : cmd.name;
+}
 
 /** The Client for the command's settings (made on first use), or undefined after a driver_error. */
 function clientFor(cmd) {
@@ -159,7 +167,7 @@ function acquire(cmd) {
   }
   const client = clientFor(cmd);
   if (client === undefined) return;
-  const name = typeof cmd.name_hex === "string" ? new Uint8Array(Buffer.from(cmd.name_hex, "hex")) : cmd.name;
+  const name = nameOf(cmd);
   const controller = spareControllers.pop() ?? new AbortController();
   const claim = { controller, lock: undefined, pending: true };
   claims.set(id, claim);
@@ -186,7 +194,8 @@ function acquire(cmd) {
           value,
           onWaiting: () => emit({ event: "waiting", id }),
         });
-  attempt.then(
+  // Settled once the outcome is out: a proclaim waits for it.
+  claim.settled = attempt.then(
     (lock) => {
       settled();
       claim.lock = lock;
@@ -202,17 +211,20 @@ function acquire(cmd) {
     },
     (err) => {
       settled();
-      const kind = errorKind(err);
-      if (kind === undefined) {
-        emit({ event: "driver_error", message: `id ${id}: ${String(err?.stack ?? err)}` });
-        return;
-      }
-      emit({ event: "error", id, kind, ...describe(err) });
+      failed(id, err);
     },
   );
 }
 
 async function release(cmd) {
+  const observer = observers.get(cmd.id);
+  if (observer !== undefined) {
+    // Nothing of the observation may follow its released event.
+    observer.controller.abort();
+    await observer.done;
+    emit({ event: "released", id: cmd.id });
+    return;
+  }
   const claim = claims.get(cmd.id);
   if (claim === RELEASED) {
     emit({ event: "released", id: cmd.id });
@@ -234,6 +246,101 @@ function cancel(cmd) {
   else log(`cancel: nothing pending for id ${cmd.id}`);
 }
 
+/**
+ * The proclaim command: once the claim's acquisition has ended, replace the
+ * lock's value and print `proclaimed` when the server has acknowledged it.
+ */
+function proclaim(cmd) {
+  const claim = claims.get(cmd.id);
+  if (claim === undefined || typeof cmd.value !== "string") {
+    emit({ event: "driver_error", message: `proclaim needs the id of a claim and a value: ${cmd.id}` });
+    return;
+  }
+  void proclaimOn(cmd.id, claim, cmd.value).catch((err) => emit({ event: "driver_error", message: String(err) }));
+}
+
+async function proclaimOn(id, claim, value) {
+  await claim.settled;
+  const { lock } = claim;
+  if (lock === undefined) return; // never granted (its error event said so), or released
+  try {
+    await lock.proclaim(value);
+  } catch (err) {
+    // A lock that ended says so with its own lost or released event.
+    if (err instanceof LockLostError || err instanceof LockReleasedError) return;
+    failed(id, err);
+    return;
+  }
+  emit({ event: "proclaimed", id });
+}
+
+/** Prints the error event of a failed command, or a driver_error for an error the pipe has no kind for. */
+function failed(id, err) {
+  const kind = errorKind(err);
+  if (kind === undefined) emit({ event: "driver_error", message: `id ${id}: ${String(err?.stack ?? err)}` });
+  else emit({ event: "error", id, kind, ...describe(err) });
+}
+
+/** id -> { controller, done }: observe commands, kept after their release so a second one answers too. */
+const observers = new Map();
+
+/** The pipe's words for the client's leader states. */
+const OBSERVED_STATES = { leader: "leader", "no-leader": "none", "held-back": "held_back", unknown: "unknown" };
+
+/**
+ * An observation as an observed event. Unknown vouches for nothing, so it
+ * names no token, value or count. Token and value go together and only for
+ * a term: a hold with token 0 waits for leaders the server does not know.
+ */
+function observedEvent(id, o) {
+  const event = { event: "observed", id, state: OBSERVED_STATES[o.state] };
+  if (o.state === "unknown") return event;
+  if (o.token !== 0n) {
+    event.token = o.token.toString();
+    event.value = Buffer.from(o.value.buffer, o.value.byteOffset, o.value.byteLength).toString();
+  }
+  event.candidates = o.candidates;
+  return event;
+}
+
+/** The observe command: follows the name's leader until its release (or quit). */
+function observe(cmd) {
+  const { id } = cmd;
+  if (observers.has(id) || claims.has(id)) {
+    emit({ event: "driver_error", message: `id ${id} is already used` });
+    return;
+  }
+  const client = clientFor(cmd);
+  if (client === undefined) return;
+  const controller = new AbortController();
+  const done = follow(id, client, nameOf(cmd), controller.signal).catch((err) =>
+    emit({ event: "driver_error", message: `id ${id}: ${String(err?.stack ?? err)}` }),
+  );
+  observers.set(id, { controller, done });
+}
+
+/**
+ * Prints the observations of one name. The client also tells changes the
+ * pipe has no field for (the leader's identity, the end of a hold): those
+ * repeat the last event, and a runner could not tell the repeat from a new
+ * change, so they are not printed. The first event is a known picture.
+ */
+async function follow(id, client, name, signal) {
+  let last;
+  try {
+    for await (const o of client.observe(name, { signal })) {
+      if (signal.aborted) return; // released: the generator's return closes the watch
+      const event = observedEvent(id, o);
+      const key = JSON.stringify(event);
+      if (key === last || (last === undefined && event.state === "unknown")) continue;
+      last = key;
+      emit(event);
+    }
+  } catch (err) {
+    if (!signal.aborted) failed(id, err);
+  }
+}
+
 let quitting = false;
 async function quit() {
   if (quitting) return;
@@ -241,7 +348,9 @@ async function quit() {
   for (const claim of claims.values()) {
     if (claim.pending) claim.controller.abort(new Error("driver quitting"));
   }
+  for (const observer of observers.values()) observer.controller.abort();
   await Promise.all([...claims.values()].map((c) => c.lock?.release()));
+  await Promise.all([...observers.values()].map((o) => o.done));
   // Nothing should keep the process alive now; this only guards against a bug.
   setTimeout(() => {
     log("still alive 2 s after quit; exiting");
@@ -266,6 +375,10 @@ function onLine(line) {
       return void release(cmd).catch((err) => emit({ event: "driver_error", message: String(err) }));
     case "cancel":
       return cancel(cmd);
+    case "proclaim":
+      return proclaim(cmd);
+    case "observe":
+      return observe(cmd);
     case "quit":
       stopReading();
       return;
@@ -324,4 +437,4 @@ process.stdin.on("end", () => {
   stopReading();
 });
 
-emit({ event: "ready", client: "node", capabilities: ["cancel", "invalid_utf8_names", "shared", "tls"] });
+emit({ event: "ready", client: "node", capabilities: ["cancel", "election", "invalid_utf8_names", "shared", "tls"] });
