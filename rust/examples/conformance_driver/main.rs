@@ -137,47 +137,25 @@ type Tls = std::convert::Infallible;
 
 type WaitingHook = Arc<dyn Fn(&str) + Send + Sync>;
 
-/// The fields of an `acquire` command.
-struct AcquireCmd {
-    id: String,
-    name: String,
-    try_mode: bool,
-    /// Exclusive, shared, or a semaphore's permit (`shared`, `limit`).
-    claim: monolock::Claim,
-    timeout: Option<Duration>,
+/// Where and how a command's client connects: the servers, the lease, the
+/// connect timeout and TLS of an acquire or an observe.
+struct Endpoint {
     servers: Vec<String>,
     lease: Duration,
     connect_timeout: Option<Duration>,
     // Never set without the tls feature: such a command is refused.
     #[cfg_attr(not(feature = "tls"), allow(dead_code))]
     tls: Option<Tls>,
-    on_waiting: Option<WaitingHook>,
 }
 
-impl AcquireCmd {
-    fn parse(cmd: &Value) -> Result<AcquireCmd, String> {
-        let id = cmd["id"].as_str().ok_or("acquire without id")?.to_owned();
-        let name = match (cmd["name"].as_str(), cmd["name_hex"].as_str()) {
-            (Some(name), _) => name.to_owned(),
-            (None, Some(hex)) => {
-                let bytes = decode_hex(hex)?;
-                // The Rust API takes &str: invalid UTF-8 cannot reach it, so
-                // this driver does not declare invalid_utf8_names.
-                String::from_utf8(bytes).map_err(|_| "name_hex is not UTF-8".to_owned())?
-            }
-            (None, None) => return Err("acquire without name".into()),
-        };
-        let lease_ms = cmd["lease_ms"].as_u64().ok_or("acquire without lease_ms")?;
-        let try_mode = match cmd["mode"].as_str() {
-            Some("try") => true,
-            Some("wait") | None => false,
-            Some(other) => return Err(format!("unknown mode {other}")),
-        };
-        let claim = claim_of(cmd)?;
-        let timeout = cmd["timeout_ms"].as_u64().map(Duration::from_millis);
+impl Endpoint {
+    fn parse(cmd: &Value, what: &str) -> Result<Endpoint, String> {
+        let lease_ms = cmd["lease_ms"]
+            .as_u64()
+            .ok_or(format!("{what} without lease_ms"))?;
         let servers: Vec<String> = cmd["servers"]
             .as_array()
-            .ok_or("acquire without servers")?
+            .ok_or(format!("{what} without servers"))?
             .iter()
             .filter_map(|s| s.as_str().map(str::to_owned))
             .collect();
@@ -185,31 +163,21 @@ impl AcquireCmd {
             Value::Null => None,
             t => Some(tls_settings(t)?),
         };
-        Ok(AcquireCmd {
-            id,
-            name,
-            try_mode,
-            claim,
-            timeout,
+        Ok(Endpoint {
             servers,
             lease: Duration::from_millis(lease_ms),
             connect_timeout: cmd["connect_timeout_ms"]
                 .as_u64()
                 .map(Duration::from_millis),
             tls,
-            on_waiting: None,
         })
     }
 
-    /// Applies the command's settings to a builder of either client.
+    /// Applies the settings to a builder of either client.
     fn configure<C>(&self, builder: ClientBuilder<C>) -> ClientBuilder<C> {
         let mut builder = builder.servers(self.servers.clone()).lease(self.lease);
         if let Some(timeout) = self.connect_timeout {
             builder = builder.connect_timeout(timeout);
-        }
-        if let Some(hook) = &self.on_waiting {
-            let hook = Arc::clone(hook);
-            builder = builder.on_waiting(move |name| hook(name));
         }
         #[cfg(feature = "tls")]
         if let Some((config, server_name)) = &self.tls {
@@ -222,11 +190,71 @@ impl AcquireCmd {
     }
 }
 
+/// The lock name of a command: `name`, or the bytes of `name_hex`.
+fn name_of(cmd: &Value, what: &str) -> Result<String, String> {
+    match (cmd["name"].as_str(), cmd["name_hex"].as_str()) {
+        (Some(name), _) => Ok(name.to_owned()),
+        (None, Some(hex)) => {
+            let bytes = decode_hex(hex)?;
+            // The Rust API takes &str: invalid UTF-8 cannot reach it, so
+            // this driver does not declare invalid_utf8_names.
+            String::from_utf8(bytes).map_err(|_| "name_hex is not UTF-8".to_owned())
+        }
+        (None, None) => Err(format!("{what} without name")),
+    }
+}
+
+/// The fields of an `acquire` command.
+struct AcquireCmd {
+    id: String,
+    name: String,
+    try_mode: bool,
+    /// Exclusive, shared, or a semaphore's permit (`shared`, `limit`),
+    /// with the campaign's `value` if any.
+    claim: monolock::Claim,
+    timeout: Option<Duration>,
+    endpoint: Endpoint,
+    on_waiting: Option<WaitingHook>,
+}
+
+impl AcquireCmd {
+    fn parse(cmd: &Value) -> Result<AcquireCmd, String> {
+        let id = cmd["id"].as_str().ok_or("acquire without id")?.to_owned();
+        let try_mode = match cmd["mode"].as_str() {
+            Some("try") => true,
+            Some("wait") | None => false,
+            Some(other) => return Err(format!("unknown mode {other}")),
+        };
+        Ok(AcquireCmd {
+            id,
+            name: name_of(cmd, "acquire")?,
+            try_mode,
+            claim: claim_of(cmd)?,
+            timeout: cmd["timeout_ms"].as_u64().map(Duration::from_millis),
+            endpoint: Endpoint::parse(cmd, "acquire")?,
+            on_waiting: None,
+        })
+    }
+
+    /// Applies the command's settings to a builder of either client.
+    fn configure<C>(&self, builder: ClientBuilder<C>) -> ClientBuilder<C> {
+        let builder = self.endpoint.configure(builder);
+        match &self.on_waiting {
+            Some(hook) => {
+                let hook = Arc::clone(hook);
+                builder.on_waiting(move |name| hook(name))
+            }
+            None => builder,
+        }
+    }
+}
+
 /// The claim of an acquire command: `"shared": true` (absent: false) makes
 /// it shared, and `"limit": N` (absent or 0: no limit; only with shared) a
 /// semaphore of N permits. A limit out of range goes to the client, which
 /// refuses it (0x19); one too large even for its parameter is passed as the
-/// largest it takes, refused just the same.
+/// largest it takes, refused just the same. A `value` makes it a campaign's
+/// claim (protocol version 3).
 fn claim_of(cmd: &Value) -> Result<monolock::Claim, String> {
     let shared = match &cmd["shared"] {
         Value::Null => false,
@@ -241,12 +269,17 @@ fn claim_of(cmd: &Value) -> Result<monolock::Claim, String> {
             _ => return Err(format!("limit must be a whole number, got {v}")),
         },
     };
-    Ok(match (shared, limit) {
+    let claim = match (shared, limit) {
         (false, 0) => monolock::Claim::exclusive(),
         (false, n) => return Err(format!("limit {n} without shared")),
         (true, 0) => monolock::Claim::shared(),
         (true, n) => monolock::Claim::semaphore(u32::try_from(n).unwrap_or(u32::MAX)),
-    })
+    };
+    match &cmd["value"] {
+        Value::Null => Ok(claim),
+        Value::String(v) => Ok(claim.with_value(v.as_bytes())),
+        other => Err(format!("value must be a string, got {other}")),
+    }
 }
 
 /// The driver's capabilities: `tls` only when built with the crate's `tls`
