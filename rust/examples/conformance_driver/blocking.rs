@@ -1,13 +1,15 @@
 //! The blocking API: one thread per pending acquire, which then waits for
-//! the held lock's loss. The threads are reused (see [`Threads`]).
+//! the held lock's loss, one per proclaim in flight and one per observe.
+//! The threads are reused (see [`Threads`]).
 
 use super::*;
-use monolock::{CancelHandle, LockGuard};
+use monolock::{CancelHandle, LockGuard, Watch};
 use std::collections::VecDeque;
 use std::sync::Condvar;
 
 type Claim = super::Claim<CancelHandle, LockGuard>;
 type Claims = super::Claims<CancelHandle, LockGuard>;
+type Observes = Arc<Mutex<HashMap<String, Arc<Stop>>>>;
 
 impl Guard for LockGuard {
     type Watch = monolock::LossWatch;
@@ -25,12 +27,18 @@ impl Guard for LockGuard {
 pub fn run(out: Out) {
     out.emit(json!({"event": "ready", "client": "rust-blocking", "capabilities": capabilities()}));
     let claims: Claims = Arc::default();
+    let observes: Observes = Arc::default();
     command_loop(&out.clone(), |name, cmd| match name {
         "acquire" => acquire(&out, &claims, cmd),
-        "release" => release(&out, &claims, cmd),
+        "release" => release(&out, &claims, &observes, cmd),
+        "proclaim" => proclaim(&out, &claims, cmd),
+        "observe" => observe(&out, &claims, &observes, cmd),
         _ => cancel(&out, &claims, cmd),
     });
-    // Quit: release everything, cancel what is pending.
+    // Quit: stop the observes, release everything, cancel what is pending.
+    for (_, stop) in lock(&observes).drain() {
+        stop.stop();
+    }
     let all: Vec<Claim> = lock(&claims).drain().map(|(_, c)| c).collect();
     for claim in all {
         if let Claim::Pending(cancel) = &claim {
@@ -75,14 +83,118 @@ fn acquire(out: &Out, claims: &Claims, cmd: &Value) {
     });
 }
 
-fn release(out: &Out, claims: &Claims, cmd: &Value) {
+fn release(out: &Out, claims: &Claims, observes: &Observes, cmd: &Value) {
+    let observe = lock(observes).remove(cmd["id"].as_str().unwrap_or_default());
+    if let Some(stop) = observe {
+        stop.stop();
+        out.emit(json!({"event": "released", "id": cmd["id"]}));
+        return;
+    }
     let Some((id, guard)) = begin_release(out, claims, cmd) else {
         return;
     };
     if let Some(guard) = guard {
-        guard.release();
+        sole(guard).release();
     }
     end_release(out, claims, id);
+}
+
+/// The guard alone: a proclaim in flight shares it until the server
+/// acknowledges or the lock is lost, and `release` (which takes the guard)
+/// cannot run beside it, so the release waits for that.
+fn sole(mut guard: Arc<LockGuard>) -> LockGuard {
+    loop {
+        match Arc::try_unwrap(guard) {
+            Ok(guard) => return guard,
+            Err(shared) => guard = shared,
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+fn proclaim(out: &Out, claims: &Claims, cmd: &Value) {
+    let Some((id, guard, value)) = start_proclaim(out, claims, cmd) else {
+        return;
+    };
+    let out = out.clone();
+    // proclaim blocks until the server acknowledges: off the command loop.
+    THREADS.run(move || end_proclaim(&out, &id, guard.proclaim(value)));
+}
+
+/// An observe's stop: set by release or quit, checked under the same lock
+/// as each event goes out, so that nothing follows the released event.
+#[derive(Default)]
+struct Stop(Mutex<bool>);
+
+impl Stop {
+    fn stop(&self) {
+        *lock(&self.0) = true;
+    }
+
+    fn is_stopped(&self) -> bool {
+        *lock(&self.0)
+    }
+
+    /// Runs `emit` unless stopped; false when stopped.
+    fn tell(&self, emit: impl FnOnce()) -> bool {
+        let stopped = lock(&self.0);
+        if !*stopped {
+            emit();
+        }
+        !*stopped
+    }
+}
+
+fn observe(out: &Out, claims: &Claims, observes: &Observes, cmd: &Value) {
+    let observing = |id: &str| lock(observes).contains_key(id);
+    let Some(parsed) = start_observe(out, claims, observing, cmd) else {
+        return;
+    };
+    let client = match parsed
+        .endpoint
+        .configure(monolock::Client::builder())
+        .build()
+    {
+        Ok(client) => client,
+        Err(err) => return out.error(&parsed.id, &err),
+    };
+    let stop = Arc::new(Stop::default());
+    lock(observes).insert(parsed.id.clone(), Arc::clone(&stop));
+    let out = out.clone();
+    // watch returns once the first picture is known; a stop meanwhile is
+    // seen after that.
+    THREADS.run(move || match client.watch(&parsed.name) {
+        Ok(watch) => follow(&out, &parsed.id, watch, &stop),
+        Err(err) => {
+            stop.tell(|| out.error(&parsed.id, &err));
+        }
+    });
+}
+
+/// Reports each change of the leadership until the observe is stopped or
+/// the watch ends (then with its error, if any). The crate's Observer
+/// cannot be stopped from another thread (it owns its watch and waits
+/// inside `next` until the leadership changes), so this reads the watch
+/// itself, waking every `TICK` at least to see a stop, and the end of the
+/// picture's validity, which no event marks.
+fn follow(out: &Out, id: &str, watch: Watch, stop: &Stop) {
+    const TICK: Duration = Duration::from_millis(20);
+    let mut changes = Changes::new(id);
+    while !stop.is_stopped() {
+        if let Some(event) = changes.news(&watch.leader()) {
+            if !stop.tell(|| out.emit(event)) {
+                break;
+            }
+        }
+        if watch.is_ended() {
+            if let Some(err) = watch.error() {
+                stop.tell(|| out.error(id, &err));
+            }
+            break;
+        }
+        watch.wait_change_timeout(TICK);
+    }
+    watch.close();
 }
 
 fn cancel(out: &Out, claims: &Claims, cmd: &Value) {

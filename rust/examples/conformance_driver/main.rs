@@ -8,14 +8,15 @@
 //! ```
 //!
 //! This file holds what both APIs share (output, command parsing, the claim
-//! table); `blocking.rs` and `tokio_api.rs` hold one API each.
+//! table, the observed event); `blocking.rs` and `tokio_api.rs` hold one API
+//! each.
 
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use monolock::{ClientBuilder, Error, Origin};
+use monolock::{ClientBuilder, Error, LeaderState, Observation, Origin};
 use serde_json::{json, Value};
 
 mod blocking;
@@ -114,6 +115,59 @@ impl Out {
             json!({"event": "lost", "id": id, "kind": kind}),
             cause,
         ));
+    }
+}
+
+/// An observation as an observed event: token and value only with a token
+/// (a leader, or a held-back one that has one), candidates for any known
+/// picture.
+fn observed(id: &str, o: &Observation) -> Value {
+    let state = match o.state {
+        LeaderState::Leading => "leader",
+        LeaderState::NoLeader => "none",
+        LeaderState::HeldBack => "held_back",
+        LeaderState::Unknown => "unknown",
+    };
+    let mut event = json!({"event": "observed", "id": id, "state": state});
+    if o.state == LeaderState::Unknown {
+        return event;
+    }
+    event["candidates"] = json!(o.candidates);
+    if o.token != 0 {
+        event["token"] = json!(o.token.to_string());
+        event["value"] = json!(String::from_utf8_lossy(&o.value));
+    }
+    event
+}
+
+/// The observed events of one observe: each change of what the event
+/// shows (a new hold's end or a new identity alone is none), and nothing
+/// before the first known picture: the protocol never starts with unknown,
+/// and a picture known when the watch started can lapse before it is read.
+struct Changes {
+    id: String,
+    last: Option<Value>,
+}
+
+impl Changes {
+    fn new(id: &str) -> Changes {
+        Changes {
+            id: id.to_owned(),
+            last: None,
+        }
+    }
+
+    /// The event to report for `o`, if it is news.
+    fn news(&mut self, o: &Observation) -> Option<Value> {
+        if self.last.is_none() && o.state == LeaderState::Unknown {
+            return None;
+        }
+        let event = observed(&self.id, o);
+        if self.last.as_ref() == Some(&event) {
+            return None;
+        }
+        self.last = Some(event.clone());
+        Some(event)
     }
 }
 
@@ -249,6 +303,23 @@ impl AcquireCmd {
     }
 }
 
+/// The fields of an `observe` command.
+struct ObserveCmd {
+    id: String,
+    name: String,
+    endpoint: Endpoint,
+}
+
+impl ObserveCmd {
+    fn parse(cmd: &Value) -> Result<ObserveCmd, String> {
+        Ok(ObserveCmd {
+            id: cmd["id"].as_str().ok_or("observe without id")?.to_owned(),
+            name: name_of(cmd, "observe")?,
+            endpoint: Endpoint::parse(cmd, "observe")?,
+        })
+    }
+}
+
 /// The claim of an acquire command: `"shared": true` (absent: false) makes
 /// it shared, and `"limit": N` (absent or 0: no limit; only with shared) a
 /// semaphore of N permits. A limit out of range goes to the client, which
@@ -286,9 +357,9 @@ fn claim_of(cmd: &Value) -> Result<monolock::Claim, String> {
 /// feature.
 fn capabilities() -> Value {
     if cfg!(feature = "tls") {
-        json!(["cancel", "shared", "tls"])
+        json!(["cancel", "election", "shared", "tls"])
     } else {
-        json!(["cancel", "shared"])
+        json!(["cancel", "election", "shared"])
     }
 }
 
@@ -367,17 +438,20 @@ fn command_loop(out: &Out, mut handle: impl FnMut(&str, &Value)) {
         };
         match cmd["cmd"].as_str() {
             Some("quit") => return,
-            Some(name @ ("acquire" | "release" | "cancel")) => handle(name, &cmd),
+            Some(name @ ("acquire" | "release" | "cancel" | "proclaim" | "observe")) => {
+                handle(name, &cmd)
+            }
             _ => out.driver_error(format!("unknown command: {line}")),
         }
     }
 }
 
 /// What the driver knows of one command id, in either API: `P` is how to
-/// cancel a pending acquire, `G` the lock guard.
+/// cancel a pending acquire, `G` the lock guard, shared with a proclaim in
+/// flight.
 enum Claim<P, G> {
     Pending(P),
-    Held(G),
+    Held(Arc<G>),
     Done,
 }
 
@@ -430,7 +504,7 @@ fn record<P, G: Guard>(
         Ok(guard) => {
             out.acquired(id, guard.token(), guard.valid_until());
             let watch = guard.watch();
-            map.insert(id.to_owned(), Claim::Held(guard));
+            map.insert(id.to_owned(), Claim::Held(Arc::new(guard)));
             Some(watch)
         }
         Err(err) => {
@@ -448,7 +522,7 @@ fn begin_release<P, G>(
     out: &Out,
     claims: &Claims<P, G>,
     cmd: &Value,
-) -> Option<(String, Option<G>)> {
+) -> Option<(String, Option<Arc<G>>)> {
     let id = cmd["id"].as_str().unwrap_or_default().to_owned();
     let claim = lock(claims).remove(&id);
     match claim {
@@ -470,4 +544,59 @@ fn begin_release<P, G>(
 fn end_release<P, G>(out: &Out, claims: &Claims<P, G>, id: String) {
     lock(claims).insert(id.clone(), Claim::Done);
     out.emit(json!({"event": "released", "id": id}));
+}
+
+/// The guard a proclaim command names and the value to proclaim; `None`
+/// after reporting a driver error (no such held claim, no value).
+fn start_proclaim<P, G>(
+    out: &Out,
+    claims: &Claims<P, G>,
+    cmd: &Value,
+) -> Option<(String, Arc<G>, String)> {
+    let id = cmd["id"].as_str().unwrap_or_default().to_owned();
+    let Some(value) = cmd["value"].as_str() else {
+        out.driver_error(format!("proclaim {id} without value"));
+        return None;
+    };
+    let guard = match lock(claims).get(&id) {
+        Some(Claim::Held(guard)) => Arc::clone(guard),
+        _ => {
+            out.driver_error(format!("proclaim: id {id} holds no lock"));
+            return None;
+        }
+    };
+    Some((id, guard, value.to_owned()))
+}
+
+/// Reports a proclaim's outcome: proclaimed once the server has the value;
+/// a lock lost first has said so with its lost event already.
+fn end_proclaim(out: &Out, id: &str, res: Result<(), Error>) {
+    match res {
+        Ok(()) => out.emit(json!({"event": "proclaimed", "id": id})),
+        Err(Error::Lost(_)) => {}
+        Err(err) => out.error(id, &err),
+    }
+}
+
+/// Parses an observe command and checks that its id is free of claims and
+/// of other observes (`observing`); on a problem it reports a driver error
+/// and returns `None`.
+fn start_observe<P, G>(
+    out: &Out,
+    claims: &Claims<P, G>,
+    observing: impl Fn(&str) -> bool,
+    cmd: &Value,
+) -> Option<ObserveCmd> {
+    let parsed = match ObserveCmd::parse(cmd) {
+        Ok(p) => p,
+        Err(e) => {
+            out.driver_error(e);
+            return None;
+        }
+    };
+    if observing(&parsed.id) || lock(claims).contains_key(&parsed.id) {
+        out.driver_error(format!("id {} is already used", parsed.id));
+        return None;
+    }
+    Some(parsed)
 }

@@ -1,12 +1,16 @@
 //! The tokio API: a current-thread runtime, one task per pending acquire
-//! and per held lock's loss watcher. Cancel drops the acquire future.
+//! and per held lock's loss watcher, per proclaim in flight and per
+//! observe. Cancel drops the acquire future, a stop the observe's.
 
 use super::*;
-use monolock::tokio::LockGuard;
+use monolock::tokio::{LockGuard, Observer};
 use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
 
 type Claim = super::Claim<oneshot::Sender<()>, LockGuard>;
 type Claims = super::Claims<oneshot::Sender<()>, LockGuard>;
+/// An observe's stop and its task.
+type Observes = HashMap<String, (oneshot::Sender<()>, JoinHandle<()>)>;
 
 impl Guard for LockGuard {
     type Watch = monolock::tokio::LossWatch;
@@ -38,17 +42,23 @@ pub fn run(out: Out) {
     rt.block_on(async move {
         out.emit(json!({"event": "ready", "client": "rust-tokio", "capabilities": capabilities()}));
         let claims: Claims = Arc::default();
+        let mut observes = Observes::new();
         while let Some((name, cmd)) = rx.recv().await {
             match name.as_str() {
                 "acquire" => acquire(&out, &claims, &cmd),
-                "release" => release(&out, &claims, &cmd).await,
+                "release" => release(&out, &claims, &mut observes, &cmd).await,
+                "proclaim" => proclaim(&out, &claims, &cmd),
+                "observe" => observe(&out, &claims, &mut observes, &cmd),
                 _ => cancel(&claims, &cmd),
             }
+        }
+        for (_, observe) in observes.drain() {
+            stop(observe).await;
         }
         let all: Vec<Claim> = lock(&claims).drain().map(|(_, c)| c).collect();
         for claim in all {
             if let Claim::Held(guard) = claim {
-                guard.release().await;
+                sole(guard).await.release().await;
             }
         }
     });
@@ -98,14 +108,94 @@ fn acquire(out: &Out, claims: &Claims, cmd: &Value) {
     });
 }
 
-async fn release(out: &Out, claims: &Claims, cmd: &Value) {
+async fn release(out: &Out, claims: &Claims, observes: &mut Observes, cmd: &Value) {
+    if let Some(observe) = observes.remove(cmd["id"].as_str().unwrap_or_default()) {
+        stop(observe).await;
+        out.emit(json!({"event": "released", "id": cmd["id"]}));
+        return;
+    }
     let Some((id, guard)) = begin_release(out, claims, cmd) else {
         return;
     };
     if let Some(guard) = guard {
-        guard.release().await;
+        sole(guard).await.release().await;
     }
     end_release(out, claims, id);
+}
+
+/// The guard alone: a proclaim in flight shares it until the server
+/// acknowledges or the lock is lost, and `release` (which takes the guard)
+/// cannot run beside it, so the release waits for that.
+async fn sole(mut guard: Arc<LockGuard>) -> LockGuard {
+    loop {
+        match Arc::try_unwrap(guard) {
+            Ok(guard) => return guard,
+            Err(shared) => guard = shared,
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+fn proclaim(out: &Out, claims: &Claims, cmd: &Value) {
+    let Some((id, guard, value)) = start_proclaim(out, claims, cmd) else {
+        return;
+    };
+    let out = out.clone();
+    tokio::spawn(async move { end_proclaim(&out, &id, guard.proclaim(value).await) });
+}
+
+fn observe(out: &Out, claims: &Claims, observes: &mut Observes, cmd: &Value) {
+    let observing = |id: &str| observes.contains_key(id);
+    let Some(parsed) = start_observe(out, claims, observing, cmd) else {
+        return;
+    };
+    let client = match parsed
+        .endpoint
+        .configure(monolock::tokio::Client::builder())
+        .build()
+    {
+        Ok(client) => client,
+        Err(err) => return out.error(&parsed.id, &err),
+    };
+    let (stop_tx, stop_rx) = oneshot::channel();
+    let (out, id) = (out.clone(), parsed.id.clone());
+    let task = tokio::spawn(async move {
+        let follow = async {
+            match client.observe(&parsed.name).await {
+                Ok(observer) => follow(&out, &id, observer).await,
+                Err(err) => out.error(&id, &err),
+            }
+        };
+        // The stop first: once it is sent, no event of this observe goes
+        // out, even one that is ready in the same poll.
+        tokio::select! {
+            biased;
+            _ = stop_rx => {}
+            () = follow => {}
+        }
+    });
+    observes.insert(parsed.id, (stop_tx, task));
+}
+
+/// Reports each change of the leadership until the watch ends (then with
+/// its error, if any).
+async fn follow(out: &Out, id: &str, mut observer: Observer) {
+    let mut changes = Changes::new(id);
+    while let Some(o) = observer.next().await {
+        if let Some(event) = changes.news(&o) {
+            out.emit(event);
+        }
+    }
+    if let Some(err) = observer.error() {
+        out.error(id, &err);
+    }
+}
+
+/// Stops an observe and waits until its task is gone, the observer (and so
+/// its watch) dropped with it.
+async fn stop((stop, task): (oneshot::Sender<()>, JoinHandle<()>)) {
+    let _ = stop.send(());
+    let _ = task.await;
 }
 
 fn cancel(claims: &Claims, cmd: &Value) {
