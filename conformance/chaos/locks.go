@@ -39,9 +39,10 @@ const (
 
 // DefaultLocks is what a run contends for unless told otherwise: readers
 // beside writers on one name, a semaphore of two permits beside exclusive
-// claims on the other. Both names see exclusive claims, so every rule of
-// the analyser has something to check.
-const DefaultLocks = "shared,semaphore:2"
+// claims on another, and an election whose candidates also watch it.
+// Every name sees exclusive claims, so every rule of the analyser has
+// something to check.
+const DefaultLocks = "shared,semaphore:2,election"
 
 // ParseLocks reads a comma-separated list of lock kinds (KindExclusive,
 // KindShared, KindSemaphore with its N) into locks named chaos/<kind>.

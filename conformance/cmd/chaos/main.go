@@ -29,7 +29,7 @@ func main() {
 		lease    = flag.Duration("lease", 2*time.Second, "every worker's lease")
 		ttl      = flag.Duration("etcd-ttl", 2*time.Second, "the HA cell's etcd TTL")
 		clients  = flag.String("clients", "", "comma-separated client `names` from conformance/manifest.json, a name repeated for more workers (default: every client once)")
-		locks    = flag.String("locks", chaos.DefaultLocks, "comma-separated lock `kinds` the workers are dealt to in turn: exclusive, shared (a third of the claims exclusive), semaphore:N (N permits, a third of the claims exclusive)")
+		locks    = flag.String("locks", chaos.DefaultLocks, "comma-separated lock `kinds` the workers are dealt to in turn: exclusive, shared (a third of the claims exclusive), semaphore:N (N permits, a third of the claims exclusive), election (candidates with values that also watch)")
 		pauses   = flag.Bool("pauses", true, "also stop holders' processes (SIGSTOP); the overlaps they cause are reported apart")
 		seed     = flag.Uint64("seed", 0, "random seed for faults and hold times (0: from the clock; printed)")
 		noBuild  = flag.Bool("no-build", false, "skip building the drivers")
