@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -362,7 +363,10 @@ func cellStatus(t *testing.T, admin string) map[string]any {
 
 // The leader is paused (SIGSTOP) for longer than its etcd lease. When it
 // resumes it must send nothing that extends a claim: the heartbeat that
-// waited in its socket gets ERROR 0x01, never an ACQUIRED.
+// waited in its socket gets ERROR 0x01, never an ACQUIRED. Nor does it
+// show a watcher anything: the watcher's heartbeat, and the end of the
+// holder's claim that its step-down makes, get an ERROR, never a
+// WATCHING or an EVENT.
 func TestHAPausedLeaderSendsNothingAfterResume(t *testing.T) {
 	etcd := testetcd.Start(t)
 	addrA, addrB := testetcd.FreePort(t), testetcd.FreePort(t)
@@ -370,16 +374,31 @@ func TestHAPausedLeaderSendsNothingAfterResume(t *testing.T) {
 	a.WaitLog(0, wait, "ha: leading the cell")
 	b := cellServer(t, etcd, addrB)
 
+	watcher := rawWatch(t, addrA, "p")
+	watch := bufio.NewReader(watcher)
+	for range 3 { // the empty snapshot (SNAPSHOT, SNAPSHOT_END) and its WATCHING
+		readWatchFrame(t, watcher, watch)
+	}
 	holder := rawAcquire(t, addrA, "p", 10000)
 	granted, _, _, _, err := readFrame(t, holder, wait)
 	require.NoError(t, err)
 	require.Equal(t, protocol.MsgAcquired, granted)
+	require.Equal(t, protocol.EventGranted, readWatchFrame(t, watcher, watch).Kind)
 
 	require.NoError(t, a.Cmd.Process.Signal(syscall.SIGSTOP))
 	b.WaitLog(0, wait, "ha: leading the cell") // A's etcd lease has expired
 	_, err = holder.Write([]byte{protocol.MsgHeartbeat})
 	require.NoError(t, err)
+	_, err = watcher.Write([]byte{protocol.MsgHeartbeat})
+	require.NoError(t, err)
 	require.NoError(t, a.Cmd.Process.Signal(syscall.SIGCONT))
+
+	_ = watcher.SetReadDeadline(time.Now().Add(wait))
+	if typ, err := watch.ReadByte(); err == nil {
+		require.Equal(t, protocol.MsgError, typ, "a resumed leader showed a watcher something")
+	} else {
+		require.True(t, errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET), "got %v", err)
+	}
 
 	typ, _, code, _, err := readFrame(t, holder, wait)
 	if err == nil {

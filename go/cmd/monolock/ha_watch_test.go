@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"net"
 	"testing"
@@ -100,4 +101,25 @@ func TestHAWatchFollowsTheLeaderAcrossAFailover(t *testing.T) {
 		}
 		t.Logf("after the failover: %v (token %d, for %v)", o.State, o.Token, time.Until(o.Until).Round(time.Millisecond))
 	}
+}
+
+// readWatchFrame reads one WATCHING or EVENT from a raw watch (r reads
+// conn) and returns the event (zero for a WATCHING).
+func readWatchFrame(t *testing.T, conn net.Conn, r *bufio.Reader) protocol.Event {
+	t.Helper()
+	_ = conn.SetReadDeadline(time.Now().Add(wait))
+	typ, err := r.ReadByte()
+	require.NoError(t, err)
+	switch typ {
+	case protocol.MsgWatching:
+		_, _, err = protocol.ReadWatchingBody(r)
+		require.NoError(t, err)
+		return protocol.Event{}
+	case protocol.MsgEvent:
+		e, err := protocol.ReadEventBody(r)
+		require.NoError(t, err)
+		return e
+	}
+	t.Fatalf("a watch got message type 0x%02x", typ)
+	return protocol.Event{}
 }
