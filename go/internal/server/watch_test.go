@@ -364,3 +364,36 @@ func TestWatchValidation(t *testing.T) {
 	require.Equal(t, protocol.MsgError, f.Type, "got %v", f)
 	assert.Equal(t, protocol.ErrUnknownMessage.Code, f.Code)
 }
+
+// A semaphore is watched as an exclusive lock is: its holders come with
+// their mode and limit, and a permit's release and the next grant follow.
+func TestWatchASemaphore(t *testing.T) {
+	srv := startServer(t, Config{DataDir: t.TempDir()})
+	permit := func() *client {
+		c := dial(t, srv.addr)
+		frame, err := protocol.AppendAcquireV2(nil, "pool", 5000, protocol.ModeShared, 2)
+		require.NoError(t, err)
+		c.send(frame)
+		return c
+	}
+	a, b := permit(), permit()
+	a.expectAcquired()
+	b.expectAcquired()
+	w := watchName(t, srv.addr, "pool", 5000, 0, 0)
+	_, holders, _ := w.snapshot()
+	require.Len(t, holders, 2)
+	for _, h := range holders {
+		assert.Equal(t, protocol.ModeShared, h.Mode)
+		assert.Equal(t, uint16(2), h.Limit)
+	}
+	c := permit()
+	c.expectWaiting()
+	q := w.event(protocol.EventQueued)
+	assert.Equal(t, protocol.ModeShared, q.Mode)
+	require.NoError(t, a.conn.Close())
+	c.expectAcquired()
+	assert.Equal(t, protocol.EndReleased, w.event(protocol.EventEnded).Why)
+	g := w.event(protocol.EventGranted)
+	assert.Equal(t, q.Arrival, g.Arrival)
+	assert.Equal(t, uint16(2), g.Limit)
+}
