@@ -114,7 +114,8 @@ func TestLockAllows(t *testing.T) {
 func TestParseLocks(t *testing.T) {
 	ls, err := ParseLocks(DefaultLocks)
 	require.NoError(t, err)
-	assert.Equal(t, []Lock{{Name: "chaos/shared", Exclusive: sharedMixExclusive}, {Name: "chaos/semaphore-2", Limit: 2, Exclusive: sharedMixExclusive}}, ls)
+	assert.Equal(t, []Lock{{Name: "chaos/shared", Exclusive: sharedMixExclusive}, {Name: "chaos/semaphore-2", Limit: 2, Exclusive: sharedMixExclusive},
+		{Name: "chaos/leader", Exclusive: 1, Election: true}}, ls)
 	ls, err = ParseLocks("exclusive")
 	require.NoError(t, err)
 	assert.Equal(t, []Lock{{Name: "chaos/lock", Exclusive: 1}}, ls)
