@@ -60,7 +60,8 @@ func (r *Registry) recordedLease(lease time.Duration) time.Duration {
 // the lease would have run out, also after the clean stop.
 func (r *Registry) Detach(c *Claim, place sessionlimit.Place, heard bool, until time.Time) {
 	r.mu.Lock()
-	if c.hold != nil {
+	heldBack := c.hold != nil
+	if heldBack {
 		c.hold.place, place = place, sessionlimit.Place{}
 	}
 	closing := r.closing
@@ -71,7 +72,9 @@ func (r *Registry) Detach(c *Claim, place sessionlimit.Place, heard bool, until 
 	if c.record == nil || ms == 0 {
 		return
 	}
-	if c.Token() != 0 && !heard && time.Now().Before(until) && closing {
+	// A held-back claim's hold is on record already (endHoldingBack): a
+	// second record of it would hold a second permit in the next run.
+	if !heldBack && c.Token() != 0 && !heard && time.Now().Before(until) && closing {
 		holdOnRecord(c.record, &c.entry, until)
 	}
 	c.record.Done(c.entry.Name, r.recordedLease(time.Duration(ms)*time.Millisecond))

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -290,7 +291,7 @@ func TestWatchShowsAResetHolderHeldBack(t *testing.T) {
 	assert.Equal(t, tokB, w.event(protocol.EventGranted).Token)
 }
 
-// A watcher that stops reading is cut off with ERROR 0x04 after every
+// A watcher that reads too slowly is cut off with ERROR 0x04 after every
 // event queued before it fell behind: none is skipped.
 func TestWatchCutsOffASlowWatcher(t *testing.T) {
 	srv := startServer(t, Config{DataDir: t.TempDir()})
@@ -301,17 +302,40 @@ func TestWatchCutsOffASlowWatcher(t *testing.T) {
 	value := make([]byte, protocol.MaxValueLen)
 	proclaim, err := protocol.AppendProclaim(nil, value)
 	require.NoError(t, err)
-	// 30 MB of events: well past the queue's 1 MiB and what the two
-	// sockets buffer (10 MB at most with Linux's default limits), in a
-	// second or two of round trips.
-	const events = 30_000
-	for range events {
-		a.send(proclaim)
-		a.expectAcquired()
-	}
+	// 30 MB of events in pipelined batches, far faster than the watcher
+	// reads while they are made (a few hundred KB/s): its queue passes
+	// 1 MiB beyond what the sockets buffer. The watcher keeps reading
+	// meanwhile, so the server's writer is never stalled long enough for
+	// its write timeout, however slow the machine.
+	const events, batch = 30_000, 500
+	produced := make(chan error, 1)
+	go func() {
+		burst := bytes.Repeat(proclaim, batch)
+		for range events / batch {
+			if _, err := a.conn.Write(burst); err != nil {
+				produced <- err
+				return
+			}
+			for range batch {
+				if f, err := a.read(replyTimeout); err != nil || f.Type != protocol.MsgAcquired {
+					produced <- fmt.Errorf("reply to a PROCLAIM: %v %v", f, err)
+					return
+				}
+			}
+		}
+		produced <- nil
+	}()
 	_, _, _ = w.snapshot()
-	seq := uint64(0)
-	for {
+	seq, done := uint64(0), false
+	for n := 0; ; n++ {
+		if !done && n%50 == 0 {
+			select {
+			case err := <-produced:
+				require.NoError(t, err)
+				done = true // read at full speed from here on
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
 		f := w.next()
 		if f.Type == protocol.MsgError {
 			assert.Equal(t, protocol.ErrWatcherBehind.Code, f.Code)
@@ -325,6 +349,9 @@ func TestWatchCutsOffASlowWatcher(t *testing.T) {
 	}
 	assert.Greater(t, seq, uint64(100))
 	assert.Less(t, seq, uint64(events), "cut off before the end")
+	if !done {
+		require.NoError(t, <-produced)
+	}
 }
 
 // A watcher that stops heartbeating is closed once its lease has run out;
