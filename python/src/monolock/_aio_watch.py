@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable
 from typing import NoReturn
 
 from . import _protocol as proto
@@ -121,11 +121,7 @@ class AsyncWatch:
     async def _wait_version(self, version: int, timeout: float | None) -> bool:
         """Wait until a change after ``version`` is told; False on timeout."""
         if self._version == version and not self.done:
-            news = self._news
-            try:
-                await asyncio.wait_for(news.wait(), timeout)
-            except asyncio.TimeoutError:
-                return False
+            return await _within(self._news.wait(), timeout)
         return True
 
     def _signal(self) -> None:
@@ -202,10 +198,10 @@ class AsyncWatch:
                 writer.write(out)
                 continue
             wait = max(0, link.next_wakeup() - time.monotonic_ns()) / 1e9
-            try:
-                data = await asyncio.wait_for(reader.read(_RECV_SIZE), wait)
-            except asyncio.TimeoutError:
+            read = asyncio.ensure_future(reader.read(_RECV_SIZE))
+            if not await _within(read, wait):
                 continue
+            data = read.result()
             if not data:
                 raise ConnectionClosed("monolock: watch connection closed by the server")
             if link.receive(data, time.monotonic_ns()):
@@ -245,3 +241,21 @@ class AsyncObservations:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+
+async def _within(awaitable: Awaitable[object], timeout: float | None) -> bool:
+    """Wait for ``awaitable`` at most ``timeout`` seconds (None: no limit)
+    and report whether it finished; it is cancelled if it did not. Not
+    ``asyncio.wait_for``: before Python 3.12 it can swallow a cancellation
+    of the waiting task that comes as the awaitable finishes, and a watch
+    that is closed then would run on, its ``close`` waiting forever."""
+    task = asyncio.ensure_future(awaitable)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+    finally:
+        if not task.done():
+            task.cancel()
+    if task in done:
+        task.result()  # its exception, if any
+        return True
+    return False
