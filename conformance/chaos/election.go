@@ -99,8 +99,9 @@ func analyseElection(l Lock, ws []Window, watchers []*worker, faults []FaultReco
 }
 
 // delivery is, for each term a watcher showed with no fault on its way
-// (faulted: the watcher's faults and the servers'), the time from the
-// grant (the candidate's acquired event) to the watcher's first
+// (faulted: the watcher's faults and the servers') while it vouched for
+// its picture throughout (no "unknown" from the grant on), the time from
+// the grant (the candidate's acquired event) to the watcher's first
 // observation of it; a watcher that saw it first is 0.
 func delivery(obs []Observation, faulted []span, byToken map[uint64]Window) []time.Duration {
 	var out []time.Duration
@@ -111,8 +112,8 @@ func delivery(obs []Observation, faulted []span, byToken map[uint64]Window) []ti
 			continue
 		}
 		seen[o.Token] = true
-		if stopped(faulted, w.Start, o.At) {
-			continue
+		if stopped(faulted, w.Start, o.At) || (o.At > w.Start && !vouched(obs, w.Start, o.At-1)) {
+			continue // a fault, or a watcher between connections, delays more than the delivery
 		}
 		out = append(out, max(o.At-w.Start, 0))
 	}
