@@ -20,6 +20,7 @@ package watch
 import (
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/monolock/monolock/go/internal/spec"
@@ -42,6 +43,12 @@ const keepIdle = time.Minute
 // called under the claim layer's lock, and take only the hub's and the
 // watchers' own.
 type Hub struct {
+	// histories is len(names), readable without mu: while no name is
+	// watched, a change of any lock (every grant and release) skips the
+	// hub's mutex altogether. Subscribe and Watched both run under the
+	// claim layer's lock, which orders them.
+	histories atomic.Int64
+
 	mu        sync.Mutex
 	names     map[string]*history
 	lastSweep time.Time
@@ -70,6 +77,9 @@ func (h *history) kept(seq uint64) bool {
 // Watched reports whether name has a history, so that a change of it is
 // an event. The claim layer asks first, and builds no event otherwise.
 func (hub *Hub) Watched(name string) bool {
+	if hub.histories.Load() == 0 {
+		return false
+	}
 	hub.mu.Lock()
 	defer hub.mu.Unlock()
 	return hub.names[name] != nil
@@ -122,6 +132,7 @@ func (hub *Hub) Subscribe(w *Watcher, name string, epoch, seq uint64, snapshot S
 	if h == nil {
 		h = &history{epoch: newEpoch(), watchers: make(map[*Watcher]struct{})}
 		hub.names[name] = h
+		hub.histories.Add(1)
 	}
 	h.watchers[w] = struct{}{}
 	h.idleSince = time.Time{}
@@ -174,6 +185,7 @@ func (hub *Hub) Forget() {
 		}
 		delete(hub.names, name)
 	}
+	hub.histories.Store(0)
 }
 
 // sweepLocked drops the histories idle for longer than keepIdle, at most
@@ -188,6 +200,7 @@ func (hub *Hub) sweepLocked() {
 	for name, h := range hub.names {
 		if !h.idleSince.IsZero() && now.Sub(h.idleSince) > keepIdle {
 			delete(hub.names, name)
+			hub.histories.Add(-1)
 		}
 	}
 }
