@@ -52,6 +52,18 @@ export class WatcherBehindError extends ServerError {
 }
 
 /**
+ * 0x05 TOO_MANY_STREAMS: "too many streams". Temporary. A session's OPEN over the server's cap of
+ * streams per session (SESSION_OK says it), or over the server's session limits, which every stream of
+ * a session counts against. It ends that stream only (STREAM_END); the session lives on. Wait for a
+ * stream of the session to end, or open another session, and try again with backoff.
+ */
+export class TooManyStreamsError extends ServerError {
+  override name = "TooManyStreamsError";
+  /** The wire code of this class. */
+  static readonly CODE = 0x05;
+}
+
+/**
  * 0x10 UNSUPPORTED_VERSION: "unsupported protocol version". Terminal. The client must switch to a
  * protocol version the server speaks, if it has one.
  */
@@ -166,4 +178,15 @@ export class ValueTooLongError extends ServerError {
   override name = "ValueTooLongError";
   /** The wire code of this class. */
   static readonly CODE = 0x1b;
+}
+
+/**
+ * 0x1c BAD_STREAM: "bad stream id". Terminal: a client bug that ends the session. An OPEN whose stream
+ * id is 0 or not above every id opened before on the connection, an ON or RELEASE of an id never
+ * opened, or an ON of a watch stream.
+ */
+export class BadStreamError extends ServerError {
+  override name = "BadStreamError";
+  /** The wire code of this class. */
+  static readonly CODE = 0x1c;
 }

@@ -174,7 +174,7 @@ describe("acquire against a fake server", () => {
 
   test("unknown codes while held: plain ServerError, temporary by range", async () => {
     for (const [code, temporary] of [
-      [0x05, true],
+      [0x09, true],
       [0x7e, false],
     ] as const) {
       const { conn, lock } = await grantedLock(1000);

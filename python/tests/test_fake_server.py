@@ -256,7 +256,7 @@ def test_waiting_hook_and_heartbeats_while_waiting(api: Api, fake_server: FakeSe
     release_with(handle, conn)
 
 
-@pytest.mark.parametrize("code", [0x01, 0x02, 0x05])
+@pytest.mark.parametrize("code", [0x01, 0x02, 0x09])
 def test_temporary_error_while_waiting_requeues(
     api: Api, fake_server: FakeServer, code: int
 ) -> None:

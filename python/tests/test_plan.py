@@ -120,7 +120,7 @@ def test_first_attempt_wins() -> None:
     [
         errors.ShuttingDown(),
         errors.AdminClosed(),
-        errors.ServerError(0x05),
+        errors.ServerError(0x09),
         errors.ConnectionClosed("eof"),
         errors.HeartbeatTimeout("late"),
         errors.ProtocolViolation("junk"),

@@ -234,7 +234,7 @@ def test_a_first_byte_that_starts_no_message_is_not_monolock(first: bytes, quote
     assert str(error).count("monolock: ") == 1 and error.sent == first[:12]
 
 
-@pytest.mark.parametrize("code", [0x01, 0x02, 0x05, 0x15, 0x18, 0x7E])
+@pytest.mark.parametrize("code", [0x01, 0x02, 0x09, 0x15, 0x18, 0x7E])
 def test_error_frame_while_held_is_told_then_closed(code: int) -> None:
     s = held()
     lost, close = s.receive_data(proto.encode_error(code, "why"), 110 * MS)

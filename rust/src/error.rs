@@ -85,7 +85,7 @@ macro_rules! define_error {
         /// assert!(err.is_temporary());
         ///
         /// // Codes from a newer server are classified by range.
-        /// assert!(Error::from_code(0x05, "").is_temporary());
+        /// assert!(Error::from_code(0x09, "").is_temporary());
         /// assert!(!Error::from_code(0x7e, "future").is_temporary());
         /// ```
         #[derive(Debug, Clone)]

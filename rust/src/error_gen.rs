@@ -9,6 +9,7 @@ pub(crate) mod code {
     pub(crate) const ADMIN_CLOSED: u8 = 0x02;
     pub(crate) const NOT_ACTIVE: u8 = 0x03;
     pub(crate) const WATCHER_BEHIND: u8 = 0x04;
+    pub(crate) const TOO_MANY_STREAMS: u8 = 0x05;
     pub(crate) const UNSUPPORTED_VERSION: u8 = 0x10;
     pub(crate) const EXPECTED_ACQUIRE: u8 = 0x11;
     pub(crate) const DUPLICATE_ACQUIRE: u8 = 0x12;
@@ -21,14 +22,16 @@ pub(crate) mod code {
     pub(crate) const INVALID_MODE: u8 = 0x19;
     pub(crate) const LIMIT_MISMATCH: u8 = 0x1a;
     pub(crate) const VALUE_TOO_LONG: u8 = 0x1b;
+    pub(crate) const BAD_STREAM: u8 = 0x1c;
 }
 
 /// Canonical text of every known wire code, in code order.
-pub(crate) const CANONICAL: [(u8, &str); 16] = [
+pub(crate) const CANONICAL: [(u8, &str); 18] = [
     (code::SHUTTING_DOWN, "server shutting down"),
     (code::ADMIN_CLOSED, "closed by administrator"),
     (code::NOT_ACTIVE, "not the active server"),
     (code::WATCHER_BEHIND, "watcher fell behind"),
+    (code::TOO_MANY_STREAMS, "too many streams"),
     (code::UNSUPPORTED_VERSION, "unsupported protocol version"),
     (code::EXPECTED_ACQUIRE, "first message must be ACQUIRE"),
     (code::DUPLICATE_ACQUIRE, "duplicate ACQUIRE"),
@@ -41,6 +44,7 @@ pub(crate) const CANONICAL: [(u8, &str); 16] = [
     (code::INVALID_MODE, "invalid lock mode"),
     (code::LIMIT_MISMATCH, "limit differs from the lock's"),
     (code::VALUE_TOO_LONG, "value too long"),
+    (code::BAD_STREAM, "bad stream id"),
 ];
 
 /// Calls macro `$m` with every code of the spec, in code order, as
@@ -69,6 +73,12 @@ macro_rules! with_codes {
             /// server resumes after it or sends a snapshot marked resync. Until then the
             /// watcher's state is unknown.
             WatcherBehind = WATCHER_BEHIND,
+            /// 0x05 TOO_MANY_STREAMS: "too many streams". Temporary. A session's OPEN over the
+            /// server's cap of streams per session (SESSION_OK says it), or over the server's
+            /// session limits, which every stream of a session counts against. It ends that
+            /// stream only (STREAM_END); the session lives on. Wait for a stream of the session
+            /// to end, or open another session, and try again with backoff.
+            TooManyStreams = TOO_MANY_STREAMS,
             /// 0x10 UNSUPPORTED_VERSION: "unsupported protocol version". Terminal. The client
             /// must switch to a protocol version the server speaks, if it has one.
             UnsupportedVersion = UNSUPPORTED_VERSION,
@@ -107,6 +117,10 @@ macro_rules! with_codes {
             /// value.max_value_len); the server answers as soon as it has read the length,
             /// without reading the value. Clients raise it before sending.
             ValueTooLong = VALUE_TOO_LONG,
+            /// 0x1c BAD_STREAM: "bad stream id". Terminal: a client bug that ends the session.
+            /// An OPEN whose stream id is 0 or not above every id opened before on the
+            /// connection, an ON or RELEASE of an id never opened, or an ON of a watch stream.
+            BadStream = BAD_STREAM,
         }
     };
 }

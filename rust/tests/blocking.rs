@@ -423,7 +423,7 @@ fn temporary_errors_while_waiting_requeue_and_terminal_ones_return() {
         // Second: an unknown temporary code.
         let mut s = accept(&listener);
         read_acquire(&mut s);
-        send(&mut s, &error(0x05, ""));
+        send(&mut s, &error(0x09, ""));
         drop(s);
         // Third: granted.
         let mut s = accept(&listener);

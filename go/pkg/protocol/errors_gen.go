@@ -36,6 +36,14 @@ var (
 	// unknown.
 	ErrWatcherBehind = newError(0x04, "watcher fell behind")
 
+	// ErrTooManyStreams is 0x05 TOO_MANY_STREAMS: "too many streams".
+	// Temporary. A session's OPEN over the server's cap of streams per session
+	// (SESSION_OK says it), or over the server's session limits, which every
+	// stream of a session counts against. It ends that stream only
+	// (STREAM_END); the session lives on. Wait for a stream of the session to
+	// end, or open another session, and try again with backoff.
+	ErrTooManyStreams = newError(0x05, "too many streams")
+
 	// ErrUnsupportedVersion is 0x10 UNSUPPORTED_VERSION: "unsupported protocol
 	// version". Terminal. The client must switch to a protocol version the
 	// server speaks, if it has one.
@@ -92,4 +100,10 @@ var (
 	// as it has read the length, without reading the value. Clients raise it
 	// before sending.
 	ErrValueTooLong = newError(0x1b, "value too long")
+
+	// ErrBadStream is 0x1c BAD_STREAM: "bad stream id". Terminal: a client bug
+	// that ends the session. An OPEN whose stream id is 0 or not above every
+	// id opened before on the connection, an ON or RELEASE of an id never
+	// opened, or an ON of a watch stream.
+	ErrBadStream = newError(0x1c, "bad stream id")
 )

@@ -84,6 +84,24 @@ func MsgName(t uint8) string {
 		return "EVENT"
 	case MsgWatching:
 		return "WATCHING"
+	case MsgSession:
+		return "SESSION"
+	case MsgOpen:
+		return "OPEN"
+	case MsgOn:
+		return "ON"
+	case MsgRelease:
+		return "RELEASE"
+	case MsgSessionOK:
+		return "SESSION_OK"
+	case MsgStream:
+		return "STREAM"
+	case MsgReleased:
+		return "RELEASED"
+	case MsgStreamEnd:
+		return "STREAM_END"
+	case MsgAlive:
+		return "ALIVE"
 	}
 	return fmt.Sprintf("UNKNOWN(0x%02x)", t)
 }

@@ -160,7 +160,7 @@ func TestCodeErrAndTemporary(t *testing.T) {
 		assert.Contains(t, e.Error(), ErrCodeName(uint8(c)))
 	}
 	assert.Same(t, ErrNotAuthorized, CodeErr(0x18))
-	assert.Nil(t, CodeErr(0x05))
+	assert.Nil(t, CodeErr(0x09))
 	assert.True(t, errors.Is(error(ErrEmptyName), ErrEmptyName))
 }
 

@@ -10,6 +10,7 @@ from ._server_error import KnownServerError
 
 __all__ = [
     "AdminClosed",
+    "BadStream",
     "DuplicateAcquire",
     "EmptyName",
     "ExpectedAcquire",
@@ -21,6 +22,7 @@ __all__ = [
     "NotActive",
     "NotAuthorized",
     "ShuttingDown",
+    "TooManyStreams",
     "UnknownMessage",
     "UnsupportedVersion",
     "ValueTooLong",
@@ -70,6 +72,18 @@ class WatcherBehind(KnownServerError):
     __module__ = "monolock.errors"  # where users import it from
     code = 0x04
     text = "watcher fell behind"
+
+
+class TooManyStreams(KnownServerError):
+    """0x05 TOO_MANY_STREAMS: "too many streams". Temporary. A session's OPEN over the server's
+    cap of streams per session (SESSION_OK says it), or over the server's session limits,
+    which every stream of a session counts against. It ends that stream only (STREAM_END);
+    the session lives on. Wait for a stream of the session to end, or open another session,
+    and try again with backoff."""
+
+    __module__ = "monolock.errors"  # where users import it from
+    code = 0x05
+    text = "too many streams"
 
 
 class UnsupportedVersion(KnownServerError):
@@ -180,11 +194,22 @@ class ValueTooLong(KnownServerError):
     text = "value too long"
 
 
+class BadStream(KnownServerError):
+    """0x1c BAD_STREAM: "bad stream id". Terminal: a client bug that ends the session. An OPEN
+    whose stream id is 0 or not above every id opened before on the connection, an ON or
+    RELEASE of an id never opened, or an ON of a watch stream."""
+
+    __module__ = "monolock.errors"  # where users import it from
+    code = 0x1C
+    text = "bad stream id"
+
+
 CODE_CLASSES: tuple[type[KnownServerError], ...] = (
     ShuttingDown,
     AdminClosed,
     NotActive,
     WatcherBehind,
+    TooManyStreams,
     UnsupportedVersion,
     ExpectedAcquire,
     DuplicateAcquire,
@@ -197,5 +222,6 @@ CODE_CLASSES: tuple[type[KnownServerError], ...] = (
     InvalidMode,
     LimitMismatch,
     ValueTooLong,
+    BadStream,
 )
 """Every class above, in code order."""
