@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"net"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -62,4 +63,81 @@ func BenchmarkSessionCycle(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkSessionHandoff is BenchmarkHandoff on sessions: two sessions
+// take turns on one name; per op the waiter's claim is queued (WAITING),
+// the holder sends RELEASE, and the waiter reads its promotion.
+// handoff-µs and handoff-p99-µs run from the RELEASE's send to the
+// promotion's arrival.
+func BenchmarkSessionHandoff(b *testing.B) {
+	srv := startServer(b, Config{})
+	type side struct {
+		conn net.Conn
+		in   *bufio.Reader
+		id   uint32
+	}
+	open := func() *side {
+		conn, err := net.Dial("tcp", srv.addr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = conn.SetDeadline(time.Now().Add(time.Hour))
+		s := &side{conn: conn, in: bufio.NewReader(conn)}
+		frame, _ := protocol.AppendSession(nil, 10000)
+		if _, err := conn.Write(frame); err != nil {
+			b.Fatal(err)
+		}
+		if f, err := protocol.ReadSessionFrame(s.in); err != nil || f.Type != protocol.MsgSessionOK {
+			b.Fatalf("session: %v %+v", err, f)
+		}
+		return s
+	}
+	claim := func(s *side) {
+		s.id++
+		frame := protocol.AppendStreamHeader(nil, protocol.MsgOpen, s.id)
+		frame, _ = protocol.AppendAcquire(frame, "session-handoff", 10000)
+		if _, err := s.conn.Write(frame); err != nil {
+			b.Fatal(err)
+		}
+	}
+	next := func(s *side) protocol.SessionFrame {
+		f, err := protocol.ReadSessionFrame(s.in)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return f
+	}
+	holder, waiter := open(), open()
+	defer holder.conn.Close()
+	defer waiter.conn.Close()
+	claim(holder)
+	if f := next(holder); f.Inner != protocol.MsgAcquired {
+		b.Fatalf("first claim: %+v", f)
+	}
+	lat := make([]time.Duration, 0, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		claim(waiter)
+		if f := next(waiter); f.Inner != protocol.MsgWaiting {
+			b.Fatalf("op %d: %+v", i, f)
+		}
+		start := time.Now()
+		if _, err := holder.conn.Write(protocol.AppendStreamHeader(nil, protocol.MsgRelease, holder.id)); err != nil {
+			b.Fatal(err)
+		}
+		if f := next(waiter); f.Inner != protocol.MsgAcquired {
+			b.Fatalf("op %d: promotion: %+v", i, f)
+		}
+		lat = append(lat, time.Since(start))
+		if f := next(holder); f.Type != protocol.MsgReleased {
+			b.Fatalf("op %d: release: %+v", i, f)
+		}
+		holder, waiter = waiter, holder
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1e3, "handoff-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds())/1e3, "handoff-p99-µs")
 }
