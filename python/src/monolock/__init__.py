@@ -25,8 +25,8 @@ from ._config import DEFAULT_LEASE, DEFAULT_PORT, DEFAULT_SERVER, Address
 from ._errors_gen import *  # noqa: F403 (the class of each code, see monolock.errors)
 from ._lock import LostCallback, WaitingCallback
 from ._watch import Holder, LeaderState, LockState, Observation, Waiter
-from .aio import AsyncClient, AsyncLock, AsyncObservations, AsyncTerm, AsyncWatch
-from .client import Client, Lock, Observations, Term, Watch, lock
+from .aio import AsyncClient, AsyncLock, AsyncObservations, AsyncSession, AsyncTerm, AsyncWatch
+from .client import Client, Lock, Observations, Session, Term, Watch, lock
 from .errors import (
     AcquireCancelled,
     AcquireTimeout,
@@ -59,6 +59,7 @@ __all__ = [
     "AsyncClient",
     "AsyncLock",
     "AsyncObservations",
+    "AsyncSession",
     "AsyncTerm",
     "AsyncWatch",
     "Client",
@@ -81,6 +82,7 @@ __all__ = [
     "ProtocolViolation",
     "ServerEnded",
     "ServerError",
+    "Session",
     "SharedUnsupported",
     "Term",
     "ValueUnsupported",
