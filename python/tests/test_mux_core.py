@@ -266,13 +266,22 @@ def test_violations_end_the_session(data: bytes) -> None:
     assert a.loss is not None and isinstance(a.loss.cause, errors.ProtocolViolation)
 
 
-def test_an_old_server_says_it_does_not_support_sessions() -> None:
+@pytest.mark.parametrize(
+    ("code", "cls"), [(0x10, errors.UnsupportedVersion), (0x13, errors.UnknownMessage)]
+)
+def test_an_old_server_says_it_does_not_support_sessions(code: int, cls: type) -> None:
     core = MuxCore(LEASE_MS, server="s:1")
     core.start(0)
-    out = core.receive_data(proto.encode_error(0x10, "unsupported protocol version"), MS)
+    out = core.receive_data(proto.encode_error(code, "unknown message type: 0x05"), MS)
     assert kinds(out) == ["Ended", "Close"]
-    assert isinstance(core.error, errors.UnsupportedVersion)
-    assert "does not support sessions" in str(core.error)
+    assert type(core.error) is cls and core.error.code == code
+    assert "server s:1 does not support sessions" in str(core.error)
+
+
+def test_a_refusal_after_the_handshake_keeps_its_words() -> None:
+    core = ready_core()
+    core.receive_data(proto.encode_error(0x13, "unknown message type: 0x7f"), MS)
+    assert str(core.error) == "monolock: unknown message type: 0x7f (0x13)"
 
 
 def test_not_monolock() -> None:

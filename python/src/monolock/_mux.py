@@ -34,6 +34,7 @@ from typing import Any, Union
 
 from . import _mux_protocol as mp
 from . import _protocol as proto
+from ._errors_gen import ExpectedAcquire, UnknownMessage
 from ._schedule import HeartbeatSchedule
 from ._session import Close, Send, client_timeout_text
 from .errors import (
@@ -44,8 +45,10 @@ from .errors import (
     MonolockError,
     NotMonolock,
     ProtocolViolation,
+    ServerError,
     UnsupportedVersion,
     ValueUnsupported,
+    error_for_code,
     unprefixed,
 )
 
@@ -466,7 +469,7 @@ class MuxCore:
 
     def _end(self, error: MonolockError) -> None:
         """The session ends now: tell, then close."""
-        if self.phase is MuxPhase.CONNECTING and isinstance(error, UnsupportedVersion):
+        if self.phase is MuxPhase.CONNECTING and isinstance(error, ServerError):
             error = _no_sessions(self.server, error)
         self._end_streams(error)
         self.error = error
@@ -618,13 +621,21 @@ class MuxCore:
         stream.token = frame.token
 
 
-def _no_sessions(server: str, error: UnsupportedVersion) -> UnsupportedVersion:
-    """A server older than version 4 answers SESSION with 0x10."""
-    again = UnsupportedVersion(error.reason, from_server=True)
+_OLD_SERVER_CODES = (UnsupportedVersion.code, ExpectedAcquire.code, UnknownMessage.code)
+"""What a server before version 4 answers SESSION with: a version 3 one
+reads 0x05 as an unknown message type (0x13)."""
+
+
+def _no_sessions(server: str, error: ServerError) -> ServerError:
+    """The server's refusal of SESSION, said as what it means; same class
+    and code."""
+    if error.code not in _OLD_SERVER_CODES:
+        return error
+    again = error_for_code(error.code, error.reason)
     MonolockError.__init__(
         again,
         f"monolock: server {server} does not support sessions (it answered a protocol "
-        "version 4 SESSION with 0x10 unsupported protocol version); take claims on their "
-        "own connections, or upgrade the server",
+        f"version 4 SESSION with: {unprefixed(error)}); take claims on their own "
+        "connections, or upgrade the server",
     )
     return again
