@@ -274,7 +274,7 @@ def test_an_old_server_says_it_does_not_support_sessions(code: int, cls: type) -
     core.start(0)
     out = core.receive_data(proto.encode_error(code, "unknown message type: 0x05"), MS)
     assert kinds(out) == ["Ended", "Close"]
-    assert type(core.error) is cls and core.error.code == code
+    assert core.error is not None and type(core.error) is cls and core.error.code == code
     assert "server s:1 does not support sessions" in str(core.error)
 
 
