@@ -25,8 +25,16 @@ from ._config import DEFAULT_LEASE, DEFAULT_PORT, DEFAULT_SERVER, Address
 from ._errors_gen import *  # noqa: F403 (the class of each code, see monolock.errors)
 from ._lock import LostCallback, WaitingCallback
 from ._watch import Holder, LeaderState, LockState, Observation, Waiter
-from .aio import AsyncClient, AsyncLock, AsyncObservations, AsyncSession, AsyncTerm, AsyncWatch
-from .client import Client, Lock, Observations, Session, Term, Watch, lock
+from .aio import (
+    AsyncClient,
+    AsyncLock,
+    AsyncObservations,
+    AsyncSession,
+    AsyncSessionPool,
+    AsyncTerm,
+    AsyncWatch,
+)
+from .client import Client, Lock, Observations, Session, SessionPool, Term, Watch, lock
 from .errors import (
     AcquireCancelled,
     AcquireTimeout,
@@ -60,6 +68,7 @@ __all__ = [
     "AsyncLock",
     "AsyncObservations",
     "AsyncSession",
+    "AsyncSessionPool",
     "AsyncTerm",
     "AsyncWatch",
     "Client",
@@ -83,6 +92,7 @@ __all__ = [
     "ServerEnded",
     "ServerError",
     "Session",
+    "SessionPool",
     "SharedUnsupported",
     "Term",
     "ValueUnsupported",

@@ -43,6 +43,7 @@ from ._lock import (
 )
 from ._mux_aio import AsyncSession, SessionOpener, open_session
 from ._plan import Attempt, Step, prepare_acquisition, timeout_error
+from ._pool import AsyncSessionPool
 from ._session import Session, SessionEvent
 from ._watch import Observation
 from .client import check_candidate_value
@@ -53,6 +54,7 @@ __all__ = [
     "AsyncLock",
     "AsyncObservations",
     "AsyncSession",
+    "AsyncSessionPool",
     "AsyncTerm",
     "AsyncWatch",
     "lock",

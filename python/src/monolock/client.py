@@ -41,13 +41,14 @@ from ._failure import Failure
 from ._lock import BaseLock, ClaimState, LostCallback, WaitingCallback
 from ._mux_sync import Session, open_session
 from ._plan import Attempt, Step, prepare_acquisition, run_sync
+from ._pool import SessionPool
 from ._reactor import keeper
 from ._serialized import SerializedSession
 from ._sync_watch import Observations, Watch
 from ._watch import Observation
 from .errors import AcquireCancelled, ConfigError, MonolockError
 
-__all__ = ["Client", "Lock", "Observations", "Session", "Term", "Watch", "lock"]
+__all__ = ["Client", "Lock", "Observations", "Session", "SessionPool", "Term", "Watch", "lock"]
 
 
 class LockConn(Protocol):
