@@ -8,6 +8,7 @@ import pytest
 
 from monolock import _mux_protocol as mp
 from monolock import _protocol as proto
+from monolock import _watch_protocol as wp
 from monolock import errors
 from monolock._mux import (
     Changed,
@@ -317,3 +318,80 @@ def test_session_end_fails_a_waiting_claim() -> None:
     assert kinds(core.connection_lost(None)) == ["Changed", "Ended", "Close"]
     assert isinstance(a.error, errors.ConnectionClosed)
     assert isinstance(Ended(a.error).error, errors.ConnectionClosed)
+
+
+# -- watch streams ----------------------------------------------------------------
+
+
+def watch_frames(stream: int, epoch: int = 5, seq: int = 7) -> bytes:
+    """A fresh watch's answer: an empty snapshot, its end, WATCHING."""
+    return b"".join(
+        mp.encode_stream(stream, frame)
+        for frame in (
+            wp.encode_event(wp.Event(epoch, seq, wp.EVENT_SNAPSHOT)),
+            wp.encode_event(wp.Event(epoch, seq, wp.EVENT_SNAPSHOT_END)),
+            wp.encode_watching(epoch, seq),
+        )
+    )
+
+
+def test_a_watch_is_vouched_for_by_its_watching_then_by_alive() -> None:
+    core = ready_core()
+    w = core.open_watch(proto.encode_name("w"))
+    out = core.tick(10 * MS)
+    assert sent(out) == mp.encode_open(w.id, wp.encode_watch(b"w", LEASE_MS))
+    assert not w.state(10 * MS).known
+    core.receive_data(watch_frames(w.id), 20 * MS)
+    state = w.state(20 * MS)
+    assert state.known and (state.epoch, state.seq) == (5, 7) and state.holders == ()
+    assert state.valid_until == 0.81  # the OPEN's send + 0.8 x lease
+    # A grant, then the heartbeat's ALIVE vouches for it.
+    granted = wp.Event(5, 8, wp.EVENT_GRANTED, arrival=1, token=9, identity="me")
+    core.receive_data(mp.encode_stream(w.id, wp.encode_event(granted)), 30 * MS)
+    assert sent(core.tick(250 * MS)) == proto.HEARTBEAT_FRAME
+    assert kinds(core.receive_data(mp.ALIVE_FRAME, 260 * MS)) == ["Changed"]
+    state = w.state(260 * MS)
+    assert state.known and state.valid_until == 1.05 and state.holders[0].token == 9
+    assert not w.state(1050 * MS).known  # the session's deadline is the watch's
+
+
+def test_a_watch_before_its_first_watching_is_not_vouched_by_alive() -> None:
+    core = ready_core()
+    w = core.open_watch(proto.encode_name("w"))
+    core.tick(10 * MS)
+    core.tick(250 * MS)
+    core.receive_data(mp.ALIVE_FRAME, 260 * MS)
+    assert not w.state(260 * MS).known and not w.vouched
+
+
+def test_a_watch_behind_ends_alone() -> None:
+    core = ready_core()
+    a = granted(core, "a", 7, 10 * MS)
+    w = core.open_watch(proto.encode_name("w"))
+    core.tick(11 * MS)
+    core.receive_data(watch_frames(w.id), 20 * MS)
+    core.receive_data(mp.encode_stream_end(w.id, 0x04, "watcher fell behind"), 30 * MS)
+    assert isinstance(w.error, errors.WatcherBehind) and not w.state(30 * MS).known
+    assert a.held and core.ready
+
+
+def test_a_gap_in_a_watch_ends_the_session() -> None:
+    core = ready_core()
+    w = core.open_watch(proto.encode_name("w"))
+    core.tick(10 * MS)
+    core.receive_data(watch_frames(w.id), 20 * MS)
+    gap = wp.Event(5, 9, wp.EVENT_LEFT, arrival=1)  # seq 8 is missing
+    out = core.receive_data(mp.encode_stream(w.id, wp.encode_event(gap)), 30 * MS)
+    assert kinds(out)[-2:] == ["Ended", "Close"]
+    assert isinstance(core.error, errors.ProtocolViolation) and not w.state(30 * MS).known
+
+
+def test_a_released_watch_drops_its_frames() -> None:
+    core = ready_core()
+    w = core.open_watch(proto.encode_name("w"))
+    core.tick(10 * MS)
+    core.release_watch(w)
+    assert sent(core.tick(11 * MS)) == mp.encode_release(w.id)
+    assert core.receive_data(watch_frames(w.id), 20 * MS) == []
+    core.receive_data(mp.encode_released(w.id), 21 * MS)
+    assert core.open_streams == 0 and w.error is None

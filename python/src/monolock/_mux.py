@@ -34,9 +34,11 @@ from typing import Any, Union
 
 from . import _mux_protocol as mp
 from . import _protocol as proto
+from . import _watch_protocol as wp
 from ._errors_gen import ExpectedAcquire, UnknownMessage
 from ._schedule import HeartbeatSchedule
 from ._session import Close, Send, client_timeout_text
+from ._watch import LockState, WatchCore
 from .errors import (
     ConnectionClosed,
     HeartbeatTimeout,
@@ -189,6 +191,44 @@ class ClaimStream:
         self._core.release_stream(self)
 
 
+class WatchStream:
+    """One watch of a session: its picture (a :class:`WatchCore`), vouched
+    for from its first WATCHING on by the session's answers: each ALIVE
+    vouches for it as a WATCHING of its last (epoch, seq) would."""
+
+    def __init__(self, core: MuxCore, stream_id: int, name: bytes) -> None:
+        self._core = core
+        self.id = stream_id
+        self.name = name.decode("utf-8")
+        self.watch = WatchCore(core.lease_ms)
+        self.vouched = False
+        """Whether its first WATCHING has come."""
+        self.error: MonolockError | None = None
+        """Why the watch ended (a STREAM_END, the session's end)."""
+        self.released = False
+        self.version = 0
+        """Counts the changes of the picture and of its being vouched for."""
+
+    @property
+    def closed(self) -> bool:
+        """Whether the watch has ended or was released."""
+        return self.released or self.error is not None
+
+    def state(self, now: int) -> LockState:
+        """The picture at ``now``; known only while the session vouches for it."""
+        self._core.poll(now)
+        return self.watch.state(now)
+
+    def _end(self, error: MonolockError) -> None:
+        self.watch.disconnected()
+        if self.error is None and not self.released:
+            self.error = error
+        self.version += 1
+
+
+Stream = Union[ClaimStream, WatchStream]
+
+
 class MuxCore:
     """One session: its lease, its request in flight, its streams."""
 
@@ -210,7 +250,7 @@ class MuxCore:
         self.max_streams = 0
         self.error: MonolockError | None = None
         """Why the session ended."""
-        self.streams: dict[int, ClaimStream] = {}
+        self.streams: dict[int, Stream] = {}
         """Streams the server may still send frames for."""
         self._next_id = 1
         self._decoder = mp.SessionDecoder()
@@ -219,6 +259,8 @@ class MuxCore:
         self._acked_send = 0
         self._in_flight = False
         self._outbox: list[bytes] = []
+        self._opened_watches: list[WatchStream] = []
+        """Watches whose OPEN goes with the next send: their requests' time."""
         """Frames handed in by the application, sent at the next input."""
         self._events: list[MuxEvent] = []
         """Events decided outside an input (a poll), returned by the next one."""
@@ -289,6 +331,31 @@ class MuxCore:
             self._next_id += 1
             return stream
 
+    def open_watch(self, name: bytes) -> WatchStream:
+        """Hand in a watch of ``name`` (from :func:`_protocol.encode_name`);
+        the OPEN goes at the next tick."""
+        with self._guard:
+            self._check_open()
+            stream = WatchStream(self, self._next_id, name)
+            self._outbox.append(mp.encode_open(stream.id, wp.encode_watch(name, self.lease_ms)))
+            self._opened_watches.append(stream)
+            self.streams[stream.id] = stream
+            self._next_id += 1
+            return stream
+
+    def release_watch(self, stream: WatchStream) -> None:
+        """End a watch: a RELEASE goes at the next tick."""
+        with self._guard:
+            if stream.closed:
+                return
+            stream.released = True
+            stream.watch.disconnected()
+            stream.version += 1
+            if self.ready and stream.id in self.streams:
+                self._outbox.append(mp.encode_release(stream.id))
+            else:
+                self.streams.pop(stream.id, None)
+
     def release_stream(self, stream: ClaimStream) -> None:
         """Let a claim go: from now on it is released for the client and
         no loss of it is told. A RELEASE goes at the next tick if the server
@@ -323,6 +390,10 @@ class MuxCore:
         with self._guard:
             self._let_go = True
             for stream in self.streams.values():
+                if isinstance(stream, WatchStream):
+                    stream.released = True
+                    stream._end(ConnectionClosed("monolock: the session was closed"))
+                    continue
                 if not stream.closed:
                     stream.phase = StreamPhase.RELEASED
                 stream.released_acked = True
@@ -413,6 +484,9 @@ class MuxCore:
         if self._outbox:
             self._events.append(Send(b"".join(self._outbox)))
             self._outbox = []
+            for watch in self._opened_watches:
+                watch.watch.sent(now)  # the OPEN is the watch's request
+            self._opened_watches = []
         if not self._in_flight and now >= self._next_heartbeat_at():
             self._events.append(self._send(proto.HEARTBEAT_FRAME, now))
 
@@ -449,7 +523,10 @@ class MuxCore:
         lost: list[MuxEvent] = []
         rest: list[MuxEvent] = []
         for stream in self.streams.values():
-            if stream.phase is StreamPhase.HELD:
+            if isinstance(stream, WatchStream):
+                stream._end(error)
+                rest.append(Changed(stream.id))
+            elif stream.phase is StreamPhase.HELD:
                 lost.append(self._lose(stream, error))
             elif stream.phase in (StreamPhase.OPENING, StreamPhase.WAITING):
                 stream.phase, stream.error = StreamPhase.FAILED, error
@@ -532,9 +609,12 @@ class MuxCore:
             raise ProtocolViolation("monolock: server sent a stream frame before SESSION_OK")
         if isinstance(frame, mp.Alive):
             self._ack(now)
+            self._vouch_watches()
             return
         stream = self._stream(frame.stream)
-        if isinstance(frame, mp.Released):
+        if isinstance(stream, WatchStream):
+            self._on_watch_frame(stream, frame, now)
+        elif isinstance(frame, mp.Released):
             if stream is None or stream.phase is not StreamPhase.RELEASED:
                 raise ProtocolViolation(
                     f"monolock: server sent RELEASED for stream {frame.stream}, never released"
@@ -552,7 +632,51 @@ class MuxCore:
                 )
             self._on_stream(stream, frame.inner)
 
-    def _stream(self, stream_id: int) -> ClaimStream | None:
+    def _on_watch_frame(
+        self, stream: WatchStream, frame: mp.Stream | mp.Released | mp.StreamEnd, now: int
+    ) -> None:
+        if isinstance(frame, mp.Released):
+            if not stream.released:
+                raise ProtocolViolation(
+                    f"monolock: server sent RELEASED for stream {frame.stream}, never released"
+                )
+            del self.streams[stream.id]
+        elif isinstance(frame, mp.StreamEnd):
+            if not stream.released:  # else crossed our RELEASE, whose RELEASED follows
+                del self.streams[stream.id]
+                stream._end(frame.to_exception())
+                self._events.append(Changed(stream.id))
+        else:
+            self._on_watch(stream, frame.inner, now)
+
+    def _vouch_watches(self) -> None:
+        """An ALIVE vouches for every watch past its first WATCHING as a
+        WATCHING of its last (epoch, seq) would, until the heartbeat's send
+        + 0.8 x lease."""
+        for stream in self.streams.values():
+            if isinstance(stream, WatchStream) and stream.vouched and not stream.closed:
+                w = stream.watch
+                w.sent(self._acked_send)
+                w.watching(w.view.epoch, w.view.seq)
+                stream.version += 1
+                self._events.append(Changed(stream.id))
+
+    def _on_watch(self, stream: WatchStream, inner: object, now: int) -> None:
+        if stream.released:
+            return  # released for the client: later frames are dropped
+        if isinstance(inner, wp.Event):
+            stream.watch.event(inner, now)  # a gap raises: the session ends
+        elif isinstance(inner, wp.Watching):
+            stream.watch.watching(inner.epoch, inner.seq)  # only the first answers
+            stream.vouched = True
+        else:
+            raise ProtocolViolation(
+                f"monolock: server sent a claim frame on watch stream {stream.id}"
+            )
+        stream.version += 1
+        self._events.append(Changed(stream.id))
+
+    def _stream(self, stream_id: int) -> Stream | None:
         if not 1 <= stream_id < self._next_id:
             raise ProtocolViolation(f"monolock: server sent a frame of unknown stream {stream_id}")
         return self.streams.get(stream_id)

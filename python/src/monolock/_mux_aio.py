@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, cast
 from ._config import check_timeout
 from ._lock import LostCallback, release_wait
 from ._log import logger
-from ._mux import Changed, ClaimStream, Lost, MuxCore, MuxEvent
+from ._mux import Changed, ClaimStream, Lost, MuxCore, MuxEvent, Stream
 from ._plan import check_mode, timeout_error
 from ._protocol import encode_name, encode_value
 from ._session import Close, Send
@@ -106,8 +106,8 @@ class _AioMux(asyncio.Protocol):
             if not fut.done():
                 fut.set_result(None)
 
-    def _grant(self, stream: ClaimStream | None) -> None:
-        if stream is None or stream.token is None or stream.lock is not None:
+    def _grant(self, stream: Stream | None) -> None:
+        if not isinstance(stream, ClaimStream) or stream.token is None or stream.lock is not None:
             return
         from .aio import AsyncLock  # aio imports this module
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Callable
 from ._config import check_timeout
 from ._lock import LostCallback, release_wait
 from ._log import logger
-from ._mux import Changed, ClaimStream, Ended, Lost, MuxCore, MuxEvent, Ready
+from ._mux import Changed, ClaimStream, Ended, Lost, MuxCore, MuxEvent, Ready, Stream
 from ._plan import check_mode, timeout_error
 from ._protocol import encode_name, encode_value
 from ._reactor import MAX_SELECT, READ, WRITE, Handler, Keeper, tell
@@ -204,10 +204,10 @@ class _MuxConnection(Handler):
         with self.changed:
             self.changed.notify_all()
 
-    def _grant(self, stream: ClaimStream | None) -> None:
+    def _grant(self, stream: Stream | None) -> None:
         """Build the lock of a granted stream, here, so that a loss told
         right after the grant has its lock to tell."""
-        if stream is None or stream.token is None or stream.lock is not None:
+        if not isinstance(stream, ClaimStream) or stream.token is None or stream.lock is not None:
             return
         from .client import Lock  # client imports this module
 
