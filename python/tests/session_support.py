@@ -135,9 +135,9 @@ class SessionConn:
                 body += length + self.conn.read_exact(int.from_bytes(length, "big"), timeout)
             return ClientFrame(kind, stream, body)
 
-    def pump(self, seconds: float) -> None:
+    def pump(self, seconds: float, *, until_close: bool = False) -> None:
         """For ``seconds``, answer heartbeats (while :attr:`alive`) and fail
-        on any other byte or on the client's close."""
+        on any other byte, and on the client's close unless ``until_close``."""
         deadline = time.monotonic() + seconds
         sock = self.conn.sock
         assert not self.conn.buf, self.conn.buf
@@ -146,6 +146,8 @@ class SessionConn:
             try:
                 data = sock.recv(4096)
             except socket.timeout:
+                return
+            if not data and until_close:
                 return
             assert data, "the client closed the session"
             assert set(data) == {proto.MSG_HEARTBEAT}, data

@@ -3,6 +3,7 @@ exact bytes, pipelining, release, refusals, losses told before the close."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 import time
 from collections.abc import Iterator
@@ -10,9 +11,12 @@ from typing import Any, Callable
 
 import pytest
 
+import monolock
 from monolock import _mux_protocol as mp
 from monolock import _protocol as proto
+from monolock import _watch_protocol as wp
 from monolock import errors
+from monolock.aio import AsyncSession, AsyncSessionWatch
 
 from .session_support import SessionConn, SessionHandle, open_session
 from .support import Api, FakeServer, assert_on_time
@@ -290,3 +294,73 @@ def test_bad_input_raises_before_sending(api: Api, start: Start) -> None:
     with pytest.raises(errors.EmptyName):
         session.acquire("").result(5)
     conn.pump(0.3)  # nothing was sent
+
+
+# -- watches and the election in a session ------------------------------------------
+
+
+def read_watch_open(conn: SessionConn) -> int:
+    """Read an OPEN carrying a WATCH of a fresh watch; its stream."""
+    head = conn.conn.read_exact(5)
+    assert head[0] == mp.MSG_OPEN, head
+    inner = conn.conn.read_exact(8)
+    assert inner[:2] == bytes([wp.MSG_WATCH, 3]) and inner[2:6] == (1000).to_bytes(4, "big")
+    name_len = int.from_bytes(inner[6:8], "big")
+    conn.conn.read_exact(name_len + 16)
+    return int.from_bytes(head[1:], "big")
+
+
+def test_a_watch_in_a_session(api: Api, start: Start) -> None:
+    session, conn = start()
+    s = session.session
+    fut: concurrent.futures.Future[monolock.SessionWatch | AsyncSessionWatch]
+    if isinstance(s, AsyncSession):
+        fut = api.run_later(s.watch("w"))
+    else:
+        sync_s = s
+        fut = api.pool_call(lambda: sync_s.watch("w"))
+    stream = read_watch_open(conn)
+    time.sleep(0.05)
+    assert not fut.done()  # not before its first WATCHING
+    for frame in (
+        wp.encode_event(wp.Event(5, 7, wp.EVENT_SNAPSHOT)),
+        wp.encode_event(wp.Event(5, 7, wp.EVENT_SNAPSHOT_END)),
+        wp.encode_watching(5, 7),
+    ):
+        conn.send(mp.encode_stream(stream, frame))
+    watch = fut.result(5)
+    assert watch.leader().state is monolock.LeaderState.NO_LEADER
+    granted = wp.Event(5, 8, wp.EVENT_GRANTED, arrival=1, token=9, value=b"me:1")
+    conn.send(mp.encode_stream(stream, wp.encode_event(granted)))
+    deadline = time.monotonic() + 5
+    while watch.leader().state is not monolock.LeaderState.LEADER:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert (watch.leader().token, watch.leader().value) == (9, b"me:1")
+    conn.pump(1.5 * LEASE)  # the session's ALIVE keeps it known past its WATCHING's 0.8 s
+    assert watch.state().known and watch.leader().token == 9
+    conn.alive = False
+    conn.pump(1.0 * LEASE, until_close=True)  # no more ALIVE: unknown at the deadline
+    assert not watch.state().known
+    assert watch.leader().state is monolock.LeaderState.UNKNOWN
+
+
+def test_campaign_in_a_session_is_a_term(api: Api, start: Start) -> None:
+    session, conn = start()
+    s = session.session
+    fut: concurrent.futures.Future[monolock.Term | monolock.AsyncTerm]
+    if isinstance(s, AsyncSession):
+        fut = api.run_later(s.campaign("lead", "10.0.0.7:80"))
+    else:
+        sync_s = s
+        fut = api.pool_call(lambda: sync_s.campaign("lead", "10.0.0.7:80"))
+    frame = conn.read_open()
+    assert frame.body == proto.encode_acquire_v3("lead", 1000, 0, 0, b"10.0.0.7:80")
+    conn.grant(frame.stream, 12)
+    term = fut.result(5)
+    assert isinstance(term, (monolock.Term, monolock.AsyncTerm)) and term.token == 12
+    with pytest.raises(errors.ConfigError):
+        if isinstance(s := session.session, AsyncSession):
+            api.run(s.campaign("lead", ""))
+        else:
+            s.campaign("lead", "")

@@ -31,10 +31,21 @@ from .aio import (
     AsyncObservations,
     AsyncSession,
     AsyncSessionPool,
+    AsyncSessionWatch,
     AsyncTerm,
     AsyncWatch,
 )
-from .client import Client, Lock, Observations, Session, SessionPool, Term, Watch, lock
+from .client import (
+    Client,
+    Lock,
+    Observations,
+    Session,
+    SessionPool,
+    SessionWatch,
+    Term,
+    Watch,
+    lock,
+)
 from .errors import (
     AcquireCancelled,
     AcquireTimeout,
@@ -69,6 +80,7 @@ __all__ = [
     "AsyncObservations",
     "AsyncSession",
     "AsyncSessionPool",
+    "AsyncSessionWatch",
     "AsyncTerm",
     "AsyncWatch",
     "Client",
@@ -93,6 +105,7 @@ __all__ = [
     "ServerError",
     "Session",
     "SessionPool",
+    "SessionWatch",
     "SharedUnsupported",
     "Term",
     "ValueUnsupported",

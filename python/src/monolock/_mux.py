@@ -160,6 +160,8 @@ class ClaimStream:
         """The shell's lock object, once granted."""
         self.on_lost: Any = None
         """The caller's lost callback, attached to the lock at the grant."""
+        self.term = False
+        """Whether the lock is a leader's term (a campaign)."""
 
     @property
     def expires_at(self) -> int:
@@ -313,7 +315,15 @@ class MuxCore:
     # -- inputs from the application ----------------------------------------------
 
     def open(
-        self, name: bytes, *, shared: bool, limit: int, value: bytes, try_only: bool
+        self,
+        name: bytes,
+        *,
+        shared: bool,
+        limit: int,
+        value: bytes,
+        try_only: bool,
+        on_lost: Any = None,
+        term: bool = False,
     ) -> ClaimStream:
         """Hand in a claim (name and value from :mod:`monolock._protocol`'s
         encoders) and return its stream; the OPEN goes at the next tick.
@@ -326,6 +336,7 @@ class MuxCore:
                 self, self._next_id, name,
                 shared=shared, limit=limit, value=value, try_only=try_only,
             )  # fmt: skip
+            stream.on_lost, stream.term = on_lost, term
             self._outbox.append(mp.encode_open(stream.id, frame))
             self.streams[stream.id] = stream
             self._next_id += 1

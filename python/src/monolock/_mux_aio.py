@@ -20,14 +20,15 @@ from typing import TYPE_CHECKING, Any, Callable, cast
 from ._config import check_timeout
 from ._lock import LostCallback, release_wait
 from ._log import logger
-from ._mux import Changed, ClaimStream, Lost, MuxCore, MuxEvent, Stream
+from ._mux import Changed, ClaimStream, Lost, MuxCore, MuxEvent, Stream, WatchStream
 from ._plan import check_mode, timeout_error
 from ._protocol import encode_name, encode_value
 from ._session import Close, Send
+from ._watch import LockState, Observation, leader_of, next_transition, watch_timeout
 from .errors import ConnectionClosed, LockLost, MonolockError, unprefixed
 
 if TYPE_CHECKING:
-    from .aio import AsyncLock
+    from .aio import AsyncLock, AsyncTerm
 
 
 class _AioMux(asyncio.Protocol):
@@ -109,9 +110,10 @@ class _AioMux(asyncio.Protocol):
     def _grant(self, stream: Stream | None) -> None:
         if not isinstance(stream, ClaimStream) or stream.token is None or stream.lock is not None:
             return
-        from .aio import AsyncLock  # aio imports this module
+        from .aio import AsyncLock, AsyncTerm  # aio imports this module
 
-        lock = AsyncLock(_AioStreamConn(self, stream), stream)
+        kind = AsyncTerm if stream.term else AsyncLock
+        lock = kind(_AioStreamConn(self, stream), stream)
         if stream.on_lost is not None:
             lock.add_lost_callback(stream.on_lost)
         stream.lock = lock
@@ -157,6 +159,81 @@ class _AioStreamConn:
 
     async def proclaim_news(self) -> None:
         await self._mux.news()
+
+
+class AsyncSessionWatch:
+    """A watch of one lock name on an asyncio session
+    (:meth:`AsyncSession.watch`); as :class:`monolock.SessionWatch`."""
+
+    def __init__(self, mux: _AioMux, stream: WatchStream) -> None:
+        self._mux = mux
+        self._stream = stream
+        self._seen = stream.version
+        self.name = stream.name
+        """The watched name."""
+
+    def state(self) -> LockState:
+        """The current picture; ``known`` is decided at the call."""
+        return self._stream.state(time.monotonic_ns())
+
+    def leader(self) -> Observation:
+        """The picture read as an election: the first holder leads."""
+        return leader_of(self.state(), time.monotonic())
+
+    async def wait_changed(self, timeout: float | None = None) -> bool:
+        """Wait until the picture changes, stops being vouched for, or the
+        watch ends, after the last call; False when ``timeout`` passed first."""
+        stream = self._stream
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while stream.version == self._seen:
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            await self._mux.news(deadline)
+        self._seen = stream.version
+        return True
+
+    @property
+    def done(self) -> bool:
+        """Whether the watch has ended (closed, or :attr:`error`)."""
+        return self._stream.closed
+
+    @property
+    def error(self) -> MonolockError | None:
+        """Why the watch ended (``None`` while it runs, and after :meth:`close`)."""
+        return self._stream.error
+
+    async def observations(self) -> AsyncIterator[Observation]:
+        """Yield the leadership whenever it changes, the first as it is
+        now, until the watch ends; then raise its :attr:`error`, if any."""
+        last: Observation | None = None
+        stream = self._stream
+        while True:
+            version = stream.version
+            state = stream.state(time.monotonic_ns())
+            now = time.monotonic()
+            observation = leader_of(state, now)
+            if observation != last:
+                last = observation
+                yield observation
+                continue
+            if stream.closed:
+                if stream.error is not None:
+                    raise stream.error
+                return
+            deadline = time.monotonic() + next_transition(state, observation, now)
+            while stream.version == version and time.monotonic() < deadline:
+                await self._mux.news(deadline)
+
+    def close(self) -> None:
+        """Release the watch's stream. Idempotent."""
+        self._mux.core.release_watch(self._stream)
+        self._mux.kick()
+
+    async def __aenter__(self) -> AsyncSessionWatch:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.close()
 
 
 class AsyncSession:
@@ -209,6 +286,57 @@ class AsyncSession:
         :meth:`monolock.Session.acquire` (cancel the task instead of
         ``cancel``)."""
         return await self._acquire(name, shared, limit, value, timeout, on_lost, False)
+
+    async def campaign(
+        self,
+        name: str | bytes,
+        value: str | bytes,
+        *,
+        timeout: float | None = None,
+        on_lost: LostCallback | None = None,
+    ) -> AsyncTerm:
+        """Wait until elected leader of ``name`` on this session; as
+        :meth:`monolock.Session.campaign`."""
+        from .aio import AsyncTerm
+        from .client import check_candidate_value
+
+        check_candidate_value(name, value)
+        term = await self._acquire(name, False, None, value, timeout, on_lost, False, term=True)
+        assert isinstance(term, AsyncTerm)
+        return term
+
+    async def watch(self, name: str | bytes, *, timeout: float | None = None) -> AsyncSessionWatch:
+        """Follow the lock ``name`` on this session; as
+        :meth:`monolock.Session.watch`."""
+        raw = encode_name(name)
+        timeout = check_timeout(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        stream = self._core.open_watch(raw)
+        self._mux.kick()
+        try:
+            while not (stream.vouched or stream.closed):
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise watch_timeout(stream.name, None)
+                await self._mux.news(deadline)
+        except BaseException:
+            self._core.release_watch(stream)
+            self._mux.kick()
+            raise
+        if stream.error is not None:
+            raise stream.error
+        return AsyncSessionWatch(self._mux, stream)
+
+    async def observe(
+        self, name: str | bytes, *, timeout: float | None = None
+    ) -> AsyncIterator[Observation]:
+        """Follow the leadership of ``name`` on this session; as
+        :meth:`monolock.Session.observe` (``async for``)."""
+        watch = await self.watch(name, timeout=timeout)
+        try:
+            async for observation in watch.observations():
+                yield observation
+        finally:
+            watch.close()
 
     async def try_acquire(
         self,
@@ -271,6 +399,8 @@ class AsyncSession:
         timeout: float | None,
         on_lost: LostCallback | None,
         try_only: bool,
+        *,
+        term: bool = False,
     ) -> AsyncLock:
         shared, limit_n = check_mode(shared, limit)
         raw = encode_name(name)
@@ -278,9 +408,9 @@ class AsyncSession:
         timeout = check_timeout(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         stream = self._core.open(
-            raw, shared=shared, limit=limit_n, value=raw_value, try_only=try_only
-        )
-        stream.on_lost = on_lost
+            raw, shared=shared, limit=limit_n, value=raw_value, try_only=try_only,
+            on_lost=on_lost, term=term,
+        )  # fmt: skip
         self._mux.kick()
         try:
             while not (stream.lock is not None or (stream.settled and stream.token is None)):

@@ -23,15 +23,26 @@ from typing import TYPE_CHECKING, Callable
 from ._config import check_timeout
 from ._lock import LostCallback, release_wait
 from ._log import logger
-from ._mux import Changed, ClaimStream, Ended, Lost, MuxCore, MuxEvent, Ready, Stream
+from ._mux import (
+    Changed,
+    ClaimStream,
+    Ended,
+    Lost,
+    MuxCore,
+    MuxEvent,
+    Ready,
+    Stream,
+    WatchStream,
+)
 from ._plan import check_mode, timeout_error
 from ._protocol import encode_name, encode_value
 from ._reactor import MAX_SELECT, READ, WRITE, Handler, Keeper, tell
 from ._session import Close, Send
+from ._watch import LockState, Observation, leader_of, next_transition, watch_timeout
 from .errors import AcquireCancelled, ConnectionClosed, LockLost, MonolockError, unprefixed
 
 if TYPE_CHECKING:
-    from .client import Lock
+    from .client import Lock, Term
 
 _RECV_SIZE = 65536
 _WANT = (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
@@ -209,9 +220,10 @@ class _MuxConnection(Handler):
         right after the grant has its lock to tell."""
         if not isinstance(stream, ClaimStream) or stream.token is None or stream.lock is not None:
             return
-        from .client import Lock  # client imports this module
+        from .client import Lock, Term  # client imports this module
 
-        lock = Lock(_StreamConn(self, stream), stream)
+        kind = Term if stream.term else Lock
+        lock = kind(_StreamConn(self, stream), stream)
         if stream.on_lost is not None:
             lock.add_lost_callback(stream.on_lost)
         stream.lock = lock
@@ -322,6 +334,85 @@ class _StreamConn:
                 self._conn.changed.wait(max(0, left) / 1e9)
 
 
+class SessionWatch:
+    """A watch of one lock name on a session (:meth:`Session.watch`): the
+    same readings as :class:`monolock.Watch`. Its picture is vouched for
+    until the session's validity deadline; when the session ends, the
+    watch ends (``known=False``, :attr:`error` set): it does not
+    reconnect. Close it with :meth:`close` or a ``with`` block."""
+
+    def __init__(self, conn: _MuxConnection, stream: WatchStream) -> None:
+        self._conn = conn
+        self._stream = stream
+        self._seen = stream.version
+        self.name = stream.name
+        """The watched name."""
+
+    def state(self) -> LockState:
+        """The current picture; ``known`` is decided at the call."""
+        return self._stream.state(time.monotonic_ns())
+
+    def leader(self) -> Observation:
+        """The picture read as an election: the first holder leads."""
+        return leader_of(self.state(), time.monotonic())
+
+    def wait_changed(self, timeout: float | None = None) -> bool:
+        """Wait until the picture changes, or stops being vouched for, or
+        the watch ends, after the last call; False when ``timeout`` seconds
+        passed first. A signal, not a queue: read :meth:`state` after it."""
+        stream = self._stream
+        deadline = None if timeout is None else time.monotonic() + timeout
+        changed = self._conn.wait(lambda: stream.version != self._seen, deadline)
+        self._seen = stream.version
+        return changed
+
+    @property
+    def done(self) -> bool:
+        """Whether the watch has ended (closed, or :attr:`error`)."""
+        return self._stream.closed
+
+    @property
+    def error(self) -> MonolockError | None:
+        """Why the watch ended (``None`` while it runs, and after :meth:`close`)."""
+        return self._stream.error
+
+    def observations(self) -> Iterator[Observation]:
+        """Yield the leadership whenever it changes, the first as it is
+        now, until the watch ends; then raise its :attr:`error`, if any."""
+        last: Observation | None = None
+        stream = self._stream
+        while True:
+            version = stream.version
+            state = stream.state(time.monotonic_ns())
+            now = time.monotonic()
+            observation = leader_of(state, now)
+            if observation != last:
+                last = observation
+                yield observation
+                continue
+            if stream.closed:
+                if stream.error is not None:
+                    raise stream.error
+                return
+            wait = next_transition(state, observation, now)
+            self._wait_past(version, time.monotonic() + wait)
+
+    def _wait_past(self, version: int, deadline: float) -> None:
+        stream = self._stream
+        self._conn.wait(lambda: stream.version != version, deadline)
+
+    def close(self) -> None:
+        """Release the watch's stream. Idempotent."""
+        self._conn.core.release_watch(self._stream)
+        self._conn.kick()
+
+    def __enter__(self) -> SessionWatch:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
 class Session:
     """Many claims over one connection (protocol version 4), from
     :meth:`monolock.Client.session`. Use it as a context manager, or call
@@ -388,6 +479,58 @@ class Session:
         :class:`~monolock.errors.ConnectionClosed` or the server's error."""
         return self._acquire(name, shared, limit, value, timeout, cancel, on_lost, False)
 
+    def campaign(
+        self,
+        name: str | bytes,
+        value: str | bytes,
+        *,
+        timeout: float | None = None,
+        cancel: threading.Event | None = None,
+        on_lost: LostCallback | None = None,
+    ) -> Term:
+        """Wait until elected leader of ``name`` on this session, with
+        ``value`` (it must not be empty), and return the
+        :class:`~monolock.Term`; as :meth:`monolock.Client.campaign`."""
+        from .client import Term, check_candidate_value
+
+        check_candidate_value(name, value)
+        term = self._acquire(name, False, None, value, timeout, cancel, on_lost, False, term=True)
+        assert isinstance(term, Term)
+        return term
+
+    def watch(self, name: str | bytes, *, timeout: float | None = None) -> SessionWatch:
+        """Follow the lock ``name`` on this session: returns once its first
+        picture is vouched for (:class:`~monolock.errors.WatchTimeout` after
+        ``timeout`` seconds, or the error that refused it). From then on the
+        session's heartbeats vouch for it; it ends with the session (it does
+        not reconnect) or at :meth:`SessionWatch.close`."""
+        raw = encode_name(name)
+        timeout = check_timeout(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        stream = self._core.open_watch(raw)
+        self._conn.kick()
+        try:
+            if not self._conn.wait(lambda: stream.vouched or stream.closed, deadline):
+                raise watch_timeout(stream.name, None)
+        except BaseException:
+            self._core.release_watch(stream)
+            self._conn.kick()
+            raise
+        if stream.error is not None:
+            raise stream.error
+        return SessionWatch(self._conn, stream)
+
+    def observe(self, name: str | bytes, *, timeout: float | None = None) -> Iterator[Observation]:
+        """Follow the leadership of ``name`` on this session: an
+        :class:`~monolock.Observation` whenever it changes, the first as
+        soon as it is known; ends (with the watch's error) when the
+        session ends. Close the generator to release the watch."""
+        watch = self.watch(name, timeout=timeout)
+        try:
+            yield from watch.observations()
+        finally:
+            watch.close()
+
     def try_acquire(
         self,
         name: str | bytes,
@@ -450,6 +593,8 @@ class Session:
         cancel: threading.Event | None,
         on_lost: LostCallback | None,
         try_only: bool,
+        *,
+        term: bool = False,
     ) -> Lock:
         shared, limit_n = check_mode(shared, limit)
         raw = encode_name(name)
@@ -457,9 +602,9 @@ class Session:
         timeout = check_timeout(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         stream = self._core.open(
-            raw, shared=shared, limit=limit_n, value=raw_value, try_only=try_only
-        )
-        stream.on_lost = on_lost
+            raw, shared=shared, limit=limit_n, value=raw_value, try_only=try_only,
+            on_lost=on_lost, term=term,
+        )  # fmt: skip
         self._conn.kick()
 
         def settled() -> bool:

@@ -41,7 +41,7 @@ from ._lock import (
     WaitingCallback,
     release_wait,
 )
-from ._mux_aio import AsyncSession, SessionOpener, open_session
+from ._mux_aio import AsyncSession, AsyncSessionWatch, SessionOpener, open_session
 from ._plan import Attempt, Step, prepare_acquisition, timeout_error
 from ._pool import AsyncSessionPool
 from ._session import Session, SessionEvent
@@ -55,6 +55,7 @@ __all__ = [
     "AsyncObservations",
     "AsyncSession",
     "AsyncSessionPool",
+    "AsyncSessionWatch",
     "AsyncTerm",
     "AsyncWatch",
     "lock",

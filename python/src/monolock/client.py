@@ -39,7 +39,7 @@ from ._connecting import connect_error
 from ._connection import Connection, SockAddr
 from ._failure import Failure
 from ._lock import BaseLock, ClaimState, LostCallback, WaitingCallback
-from ._mux_sync import Session, open_session
+from ._mux_sync import Session, SessionWatch, open_session
 from ._plan import Attempt, Step, prepare_acquisition, run_sync
 from ._pool import SessionPool
 from ._reactor import keeper
@@ -48,7 +48,17 @@ from ._sync_watch import Observations, Watch
 from ._watch import Observation
 from .errors import AcquireCancelled, ConfigError, MonolockError
 
-__all__ = ["Client", "Lock", "Observations", "Session", "SessionPool", "Term", "Watch", "lock"]
+__all__ = [
+    "Client",
+    "Lock",
+    "Observations",
+    "Session",
+    "SessionPool",
+    "SessionWatch",
+    "Term",
+    "Watch",
+    "lock",
+]
 
 
 class LockConn(Protocol):
