@@ -364,3 +364,32 @@ def test_campaign_in_a_session_is_a_term(api: Api, start: Start) -> None:
             api.run(s.campaign("lead", ""))
         else:
             s.campaign("lead", "")
+
+
+def test_closing_the_session_from_a_lost_callback(fake_server: FakeServer) -> None:
+    """Sync: the callback runs while the close waits for the telling; a
+    close from inside it must not wait for itself."""
+    api = Api("sync")
+    try:
+        fut = open_session(api, fake_server.address, lease=LEASE)
+        conn = SessionConn(fake_server.accept())
+        conn.handshake()
+        handle = fut.result(5)
+        session = handle.session
+        assert isinstance(session, monolock.Session)
+        got = api.pool_call(lambda: session.acquire("cb"))
+        frame = conn.read_open()
+        conn.grant(frame.stream, 1)
+        lock = got.result(5)
+        closed = threading.Event()
+
+        def on_lost(error: errors.LockLost) -> None:
+            session.close()
+            closed.set()
+
+        lock.add_lost_callback(on_lost)
+        conn.conn.sock.shutdown(1)  # SHUT_WR: the server's end
+        assert closed.wait(5), "close() in a lost callback hung"
+        assert lock.lost.is_set()
+    finally:
+        api.close()

@@ -87,7 +87,22 @@ class _MuxConnection(Handler):
                 self.changed.wait(min(left, MAX_SELECT))
             return True
 
+    def let_go(self) -> None:
+        """Close the session (the core's :meth:`MuxCore.close` came first)
+        and return once the connection is closed."""
+        self._keeper.submit(self._let_go_now)
+        self.closed.wait()
+
     # -- the keeper's thread ----------------------------------------------------
+
+    def _let_go_now(self) -> None:
+        if self._close_pending:
+            # Losses are being told (maybe by the caller's own lost
+            # callback, which closes the session): close now.
+            self._close_pending = False
+            self._finish_close()
+        else:
+            self._serve(0)
 
     def adopt(self, sock: socket.socket) -> None:
         """Serve a socket connected (and TLS-shaken) by the caller."""
@@ -570,8 +585,7 @@ class Session:
         claims are free on the server by then. Claims released before are
         not reported lost. Idempotent."""
         self._core.close()
-        self._conn.kick()
-        self._conn.closed.wait()
+        self._conn.let_go()
 
     def __enter__(self) -> Session:
         return self
