@@ -68,8 +68,11 @@ class _AioMux(asyncio.Protocol):
         self._drive(self.core.receive_data(data, time.monotonic_ns()))
 
     def eof_received(self) -> bool:
+        closing = self.core.closed  # our half-close, answered by the server's
         self._drive(self.core.connection_lost(None))
-        return True  # the close is ours, after the losses are told
+        if closing and self._transport is not None:
+            self._transport.close()
+        return True  # else the close is ours, after the losses are told
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.closed.done():
