@@ -212,3 +212,40 @@ def test_try_acquire_busy_in_a_session(api: Api, real_server: RealServer) -> Non
         got.release()
     finally:
         session.close()
+
+
+def test_watch_and_campaign_in_a_session(real_server: RealServer) -> None:
+    name = unique("elect")
+    with monolock.Client(real_server.address, lease=LEASE).session() as session:
+        watch = session.watch(name, timeout=WAIT)
+        assert watch.leader().state is monolock.LeaderState.NO_LEADER
+        term = session.campaign(name, "10.0.0.9:80", timeout=WAIT)
+        assert isinstance(term, monolock.Term)
+        deadline = time.monotonic() + WAIT
+        while watch.leader().token != term.token:
+            assert watch.wait_changed(deadline - time.monotonic())
+        assert watch.leader().value == b"10.0.0.9:80"
+        time.sleep(1.2 * LEASE)  # past the WATCHING's 0.8 x lease: the ALIVEs vouch
+        assert watch.state().known and watch.leader().token == term.token
+        term.resign()
+        while watch.leader().state is not monolock.LeaderState.NO_LEADER:
+            assert watch.wait_changed(deadline - time.monotonic())
+        watch.close()
+
+
+def test_async_watch_in_a_session(real_server: RealServer) -> None:
+    name = unique("awatch")
+
+    async def scenario() -> None:
+        client = AsyncClient(real_server.address, lease=LEASE)
+        async with client.session() as session:
+            watch = await session.watch(name, timeout=WAIT)
+            term = await client.campaign(name, "a:1")  # a single claim, seen in the session
+            while watch.leader().token != term.token:
+                assert await watch.wait_changed(WAIT)
+            await asyncio.sleep(1.2 * LEASE)
+            assert watch.state().known
+            await term.resign()
+            watch.close()
+
+    asyncio.run(scenario())
