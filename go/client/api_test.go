@@ -17,9 +17,9 @@ import (
 func TestPublicSurface(t *testing.T) {
 	want := []string{
 		"AcquireOption",
-		"Client", "Client.Acquire", "Client.Campaign", "Client.Leader", "Client.Lease", "Client.Observe", "Client.TryAcquire", "Client.Watch",
+		"Client", "Client.Acquire", "Client.Campaign", "Client.Leader", "Client.Lease", "Client.Observe", "Client.Session", "Client.TryAcquire", "Client.Watch",
 		"DefaultDialTimeout", "DefaultLease", "DefaultServer",
-		"ErrBusy", "ErrClientTimeout", "ErrLockLost", "ErrProtocol", "ErrReleased", "ErrServerEnded", "ErrSharedUnsupported", "ErrUnavailable", "ErrValueUnsupported",
+		"ErrBusy", "ErrClientTimeout", "ErrLockLost", "ErrProtocol", "ErrReleased", "ErrServerEnded", "ErrSessionClosed", "ErrSessionUnsupported", "ErrSharedUnsupported", "ErrUnavailable", "ErrValueUnsupported",
 		"Holder",
 		"LeaderHeldBack",
 		"LeaderState", "LeaderState.String",
@@ -33,6 +33,7 @@ func TestPublicSurface(t *testing.T) {
 		"Observation",
 		"Option",
 		"ServerError", "ServerError.Error", "ServerError.Is", "ServerError.Temporary",
+		"Session", "Session.Acquire", "Session.Close", "Session.Done", "Session.Err", "Session.MaxStreams", "Session.TryAcquire", "Session.ValidUntil",
 		"Shared",
 		"TLSFiles", "TLSFromFiles", "TLSFromPEM",
 		"Term", "Term.Resign",
