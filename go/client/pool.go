@@ -27,7 +27,8 @@ type Pool struct {
 
 	mu       sync.Mutex
 	sessions []*Session
-	dialing  int // sessions being opened
+	dialing  int           // sessions being opened
+	dialed   chan struct{} // closed (and replaced) when a dial ends
 	closed   bool
 }
 
@@ -37,7 +38,7 @@ func NewPool(c *Client, size int) (*Pool, error) {
 	if size < 1 {
 		return nil, errorf("a pool needs at least 1 session, got %d", size)
 	}
-	return &Pool{c: c, size: size}, nil
+	return &Pool{c: c, size: size, dialed: make(chan struct{})}, nil
 }
 
 // Acquire is Session.Acquire on a session of the pool with room.
@@ -79,10 +80,27 @@ var errPoolFull = errors.New("every session of the pool has as many claims open 
 // a new one while the pool has fewer than size and every live one is in
 // use.
 func (p *Pool) session(ctx context.Context) (*Session, error) {
+	for {
+		s, wait, err := p.pick(ctx)
+		if wait == nil {
+			return s, err
+		}
+		// Every session is being opened: wait for one.
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, errorf("pool: %w", ctx.Err())
+		}
+	}
+}
+
+// pick is one try of session: the session, or a channel to wait on when
+// the only sessions to come are being opened by other claims.
+func (p *Pool) pick(ctx context.Context) (*Session, <-chan struct{}, error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		return nil, errorf("pool: %w", ErrSessionClosed)
+		return nil, nil, errorf("pool: %w", ErrSessionClosed)
 	}
 	var best *Session
 	bestOpen := 0
@@ -104,11 +122,14 @@ func (p *Pool) session(ctx context.Context) (*Session, error) {
 	p.sessions = live
 	grow := len(p.sessions)+p.dialing < p.size && (best == nil || bestOpen > 0)
 	if !grow {
-		p.mu.Unlock()
-		if best == nil {
-			return nil, errorf("pool: %w", errPoolFull)
+		defer p.mu.Unlock()
+		switch {
+		case best != nil:
+			return best, nil, nil
+		case p.dialing > 0:
+			return nil, p.dialed, nil
 		}
-		return best, nil
+		return nil, nil, errorf("pool: %w", errPoolFull)
 	}
 	p.dialing++
 	p.mu.Unlock()
@@ -117,16 +138,18 @@ func (p *Pool) session(ctx context.Context) (*Session, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.dialing--
+	close(p.dialed)
+	p.dialed = make(chan struct{})
 	if err != nil {
 		if best != nil {
-			return best, nil // a session with room is still there
+			return best, nil, nil // a session with room is still there
 		}
-		return nil, err
+		return nil, nil, err
 	}
 	if p.closed {
-		s.Close()
-		return nil, errorf("pool: %w", ErrSessionClosed)
+		go s.Close()
+		return nil, nil, errorf("pool: %w", ErrSessionClosed)
 	}
 	p.sessions = append(p.sessions, s)
-	return s, nil
+	return s, nil, nil
 }
