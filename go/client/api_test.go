@@ -35,7 +35,7 @@ func TestPublicSurface(t *testing.T) {
 		"Option",
 		"Pool", "Pool.Acquire", "Pool.Close", "Pool.TryAcquire",
 		"ServerError", "ServerError.Error", "ServerError.Is", "ServerError.Temporary",
-		"Session", "Session.Acquire", "Session.Close", "Session.Done", "Session.Err", "Session.MaxStreams", "Session.TryAcquire", "Session.ValidUntil",
+		"Session", "Session.Acquire", "Session.Campaign", "Session.Close", "Session.Done", "Session.Err", "Session.MaxStreams", "Session.Observe", "Session.TryAcquire", "Session.ValidUntil", "Session.Watch",
 		"Shared",
 		"TLSFiles", "TLSFromFiles", "TLSFromPEM",
 		"Term", "Term.Resign",

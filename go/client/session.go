@@ -45,10 +45,17 @@ type Session struct {
 
 	mu       sync.Mutex
 	core     *streams.Core
-	claims   map[uint32]*streamClaim
-	err      error // why the session ended; nil while it lives
-	closing  bool  // Close was called: the reader drains until the server closes
+	streams  map[uint32]streamOwner // the open streams' owners, by id
+	err      error                  // why the session ended; nil while it lives
+	closing  bool                   // Close was called: the reader drains until the server closes
 	lastSeen time.Time
+}
+
+// streamOwner is what a stream's events go to: a claim or a watch.
+type streamOwner interface {
+	// tell takes one event (s.mu held; it must not block) and reports
+	// whether the stream is over.
+	tell(ev streams.Event, s *Session) (over bool)
 }
 
 // ErrSessionClosed is Session.Err after Session.Close, and the error of an
@@ -126,7 +133,7 @@ func (c *Client) openSession(ctx context.Context, addr string, frame []byte) (*S
 		conn: conn, raw: raw, addr: addr, leaseMS: c.cfg.leaseMS, cfg: &c.cfg,
 		log:   sessionLogger(c.cfg.logger, raw),
 		ready: make(chan struct{}), done: make(chan struct{}), exited: make(chan struct{}),
-		core: streams.New(c.cfg.lease), claims: map[uint32]*streamClaim{},
+		core: streams.New(c.cfg.lease), streams: map[uint32]streamOwner{},
 	}
 	s.mu.Lock()
 	send := s.core.Start(frame, time.Now()).Send
@@ -303,12 +310,12 @@ func (s *Session) applyLocked(a streams.Actions) {
 		close(s.ready)
 	}
 	for _, ev := range a.Events {
-		cl := s.claims[ev.Stream]
-		if cl == nil {
+		o := s.streams[ev.Stream]
+		if o == nil {
 			continue
 		}
-		if cl.tell(ev, s) {
-			delete(s.claims, ev.Stream)
+		if o.tell(ev, s) {
+			delete(s.streams, ev.Stream)
 		}
 	}
 	if a.Ended != nil {

@@ -91,7 +91,7 @@ func (s *Session) open(cl *streamClaim, acquire []byte, try bool) error {
 		return errorf("session: %w", err)
 	}
 	cl.id = id
-	s.claims[id] = cl
+	s.streams[id] = cl
 	s.mu.Unlock()
 	s.writeLocked(frame)
 	return nil
@@ -222,8 +222,8 @@ func (cl *streamClaim) letGo(wait bool) {
 	cl.errLocked()
 	cl.endLocked(ErrReleased)
 	frame, done := s.core.Release(cl.id)
-	if done && s.claims[cl.id] == cl {
-		delete(s.claims, cl.id)
+	if done && s.streams[cl.id] == streamOwner(cl) {
+		delete(s.streams, cl.id)
 		cl.finishLocked()
 	}
 	bound := min(releaseWait, s.core.Schedule().ClientTimeout())

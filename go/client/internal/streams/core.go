@@ -42,16 +42,19 @@ func (s State) String() string { return [...]string{"connecting", "live", "timed
 type EventKind uint8
 
 const (
-	Waiting    EventKind = iota + 1 // the OPEN was answered WAITING
-	Granted                         // the claim holds; Event.Token has the token
-	Proclaimed                      // the reply to an ON came; Event.Seq names the last ON acknowledged
-	Failed                          // a claim that never held has ended (Event.Cause)
-	Lost                            // a held claim is lost (Event.Cause)
-	Released                        // the claim's RELEASE is answered, or the session ended after it
+	Waiting      EventKind = iota + 1 // the OPEN was answered WAITING
+	Granted                           // the claim holds; Event.Token has the token
+	Proclaimed                        // the reply to an ON came; Event.Seq names the last ON acknowledged
+	Failed                            // a claim that never held has ended (Event.Cause)
+	Lost                              // a held claim is lost (Event.Cause)
+	Released                          // the claim's RELEASE is answered, or the session ended after it
+	WatchEvent                        // an EVENT of a watch stream (Event.WatchEvent)
+	WatchStarted                      // a watch's one WATCHING: its picture is whole at (Epoch, Seq) as of its OPEN's send (At)
+	WatchAlive                        // an ALIVE vouches for a started watch as of the HEARTBEAT's send (At)
 )
 
 func (k EventKind) String() string {
-	return [...]string{"?", "waiting", "granted", "proclaimed", "failed", "lost", "released"}[k]
+	return [...]string{"?", "waiting", "granted", "proclaimed", "failed", "lost", "released", "watch event", "watch started", "watch alive"}[k]
 }
 
 // Event is one thing to tell the owner of a stream.
@@ -59,8 +62,12 @@ type Event struct {
 	Stream uint32
 	Kind   EventKind
 	Token  uint64
-	Seq    uint64
+	Seq    uint64 // Proclaimed: the ON's number; WatchStarted: the WATCHING's seq
 	Cause  *Cause
+
+	WatchEvent protocol.Event
+	Epoch      uint64    // WatchStarted
+	At         time.Time // WatchStarted, WatchAlive: the send that vouches
 }
 
 // Actions is what the owner must do after an input, in this order: tell
@@ -77,11 +84,14 @@ type Actions struct {
 
 // claim is the client's view of one claim stream.
 type claim struct {
-	phase   phase
-	try     bool
-	token   uint64
-	ons     []uint64 // the ONs in flight, by number, oldest first
-	abandon *Cause   // releasing because the claim failed (a try's WAITING): told when RELEASED comes
+	watch    bool      // a watch stream, not a claim
+	started  bool      // a watch's WATCHING came
+	openSent time.Time // a watch's OPEN
+	phase    phase
+	try      bool
+	token    uint64
+	ons      []uint64 // the ONs in flight, by number, oldest first
+	abandon  *Cause   // releasing because the claim failed (a try's WAITING): told when RELEASED comes
 }
 
 type phase uint8
@@ -91,6 +101,7 @@ const (
 	waiting                // queued
 	held                   // granted
 	releasing              // RELEASE sent: frames of the stream are dropped until RELEASED
+	watching               // a watch stream
 )
 
 var heartbeatFrame = []byte{protocol.MsgHeartbeat}
@@ -225,6 +236,18 @@ func (c *Core) OpenClaim(acquire []byte, try bool) (id uint32, frame []byte, err
 	return c.lastID, append(frame, acquire...), nil
 }
 
+// OpenWatch hands in a watch's WATCH (already validated, with the
+// session's lease), sent at now, and returns its stream id and the OPEN
+// to send, as OpenClaim does.
+func (c *Core) OpenWatch(watch []byte, now time.Time) (id uint32, frame []byte, err error) {
+	id, frame, err = c.OpenClaim(watch, false)
+	if err == nil {
+		cl := c.claims[id]
+		cl.watch, cl.phase, cl.openSent = true, watching, now
+	}
+	return id, frame, err
+}
+
 // Proclaim hands in a PROCLAIM (already validated) for a waiting or held
 // claim and returns its number (Proclaimed events name the last one
 // acknowledged) and the ON to send; seq 0: the claim is not live.
@@ -354,7 +377,9 @@ func (c *Core) Frame(f protocol.SessionFrame, now time.Time) Actions {
 			err = errors.New("ALIVE before SESSION_OK")
 			break
 		}
-		err = c.ack(now)
+		if err = c.ack(now); err == nil {
+			c.vouchWatches(&a)
+		}
 	case protocol.MsgStream:
 		err = c.stream(f, &a)
 	case protocol.MsgReleased:
@@ -384,6 +409,9 @@ func (c *Core) stream(f protocol.SessionFrame, a *Actions) error {
 			return fmt.Errorf("a STREAM of stream %d, never opened", f.Stream)
 		}
 		return nil
+	}
+	if cl.watch {
+		return c.watchFrame(f, cl, a)
 	}
 	if f.Inner != protocol.MsgWaiting && f.Inner != protocol.MsgAcquired {
 		if cl.phase == releasing {
@@ -424,6 +452,34 @@ func (c *Core) stream(f protocol.SessionFrame, a *Actions) error {
 		return fmt.Errorf("the token of stream %d changed", f.Stream)
 	}
 	return c.onAck(f.Stream, cl, a)
+}
+
+// vouchWatches: an ALIVE comes after every frame queued before its
+// HEARTBEAT was read, so it vouches for every started watch's picture as
+// of the HEARTBEAT's send (never for one opened after that send).
+func (c *Core) vouchWatches(a *Actions) {
+	for id, cl := range c.claims {
+		if cl.watch && cl.started && cl.phase == watching && !c.acked.Before(cl.openSent) {
+			a.Events = append(a.Events, Event{Stream: id, Kind: WatchAlive, At: c.acked})
+		}
+	}
+}
+
+// watchFrame takes a frame of a watch stream: its EVENTs, then one
+// WATCHING.
+func (c *Core) watchFrame(f protocol.SessionFrame, cl *claim, a *Actions) error {
+	switch {
+	case cl.phase == releasing:
+		return nil
+	case f.Inner == protocol.MsgEvent:
+		a.Events = append(a.Events, Event{Stream: f.Stream, Kind: WatchEvent, WatchEvent: f.Event})
+		return nil
+	case f.Inner == protocol.MsgWatching && !cl.started:
+		cl.started = true
+		a.Events = append(a.Events, Event{Stream: f.Stream, Kind: WatchStarted, Epoch: f.Epoch, Seq: f.Seq, At: cl.openSent})
+		return nil
+	}
+	return fmt.Errorf("a frame of type 0x%02x on watch stream %d", f.Inner, f.Stream)
 }
 
 func (c *Core) grant(id uint32, cl *claim, token uint64, a *Actions) {

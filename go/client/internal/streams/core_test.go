@@ -225,3 +225,50 @@ func TestAliveWithNothingInFlightBreaksTheProtocol(t *testing.T) {
 	require.NotNil(t, a.Ended)
 	assert.Equal(t, session.CauseProtocol, a.Ended.Kind)
 }
+
+func watchFrame(t *testing.T) []byte {
+	f, err := protocol.AppendWatch(nil, protocol.Watch{LeaseMS: 1000, Name: "w"})
+	require.NoError(t, err)
+	return f
+}
+
+func TestWatchStreamVouchedByItsWatchingThenByAlive(t *testing.T) {
+	c := live(t)
+	id, frame, err := c.OpenWatch(watchFrame(t), at(20))
+	require.NoError(t, err)
+	assert.Equal(t, protocol.MsgOpen, frame[0])
+	seq, _ := c.Proclaim(id, []byte{protocol.MsgProclaim, 0, 0})
+	assert.Zero(t, seq, "no ON of a watch")
+
+	a := c.Frame(protocol.SessionFrame{Type: protocol.MsgStream, Stream: id, Inner: protocol.MsgEvent}, at(30))
+	assert.Equal(t, []EventKind{WatchEvent}, kinds(a))
+	a = c.Frame(protocol.SessionFrame{Type: protocol.MsgStream, Stream: id, Inner: protocol.MsgWatching, Epoch: 4, Seq: 2}, at(31))
+	require.Equal(t, []EventKind{WatchStarted}, kinds(a))
+	assert.Equal(t, at(20), a.Events[0].At, "vouched as of the OPEN's send")
+	assert.Equal(t, uint64(4), a.Events[0].Epoch)
+
+	hb := c.NextWakeup()
+	require.NotNil(t, c.Tick(hb).Send)
+	// A watch opened after the HEARTBEAT's send is not vouched by its ALIVE.
+	late, _, err := c.OpenWatch(watchFrame(t), hb.Add(time.Millisecond))
+	require.NoError(t, err)
+	c.Frame(protocol.SessionFrame{Type: protocol.MsgStream, Stream: late, Inner: protocol.MsgWatching}, hb.Add(2*time.Millisecond))
+	a = c.Frame(protocol.SessionFrame{Type: protocol.MsgAlive}, hb.Add(3*time.Millisecond))
+	require.Equal(t, []EventKind{WatchAlive}, kinds(a))
+	assert.Equal(t, id, a.Events[0].Stream)
+	assert.Equal(t, hb, a.Events[0].At)
+
+	// One WATCHING per watch stream: a second breaks the protocol.
+	a = c.Frame(protocol.SessionFrame{Type: protocol.MsgStream, Stream: id, Inner: protocol.MsgWatching, Epoch: 4, Seq: 2}, hb.Add(4*time.Millisecond))
+	require.NotNil(t, a.Ended)
+	assert.Equal(t, []EventKind{Failed, Failed}, kinds(a), "the session's end ends its watches")
+}
+
+func TestWatchStreamEnd(t *testing.T) {
+	c := live(t)
+	id, _, err := c.OpenWatch(watchFrame(t), at(20))
+	require.NoError(t, err)
+	a := c.Frame(protocol.SessionFrame{Type: protocol.MsgStreamEnd, Stream: id, Code: 0x04}, at(30))
+	require.Equal(t, []EventKind{Failed}, kinds(a))
+	assert.Equal(t, Live, c.State(), "a watch that fell behind ends alone")
+}
