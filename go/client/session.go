@@ -48,7 +48,6 @@ type Session struct {
 	streams  map[uint32]streamOwner // the open streams' owners, by id
 	err      error                  // why the session ended; nil while it lives
 	closing  bool                   // Close was called: the reader drains until the server closes
-	lastSeen time.Time
 }
 
 // streamOwner is what a stream's events go to: a claim or a watch.

@@ -264,3 +264,49 @@ func TestSessionRefusedBySessionlessServer(t *testing.T) {
 	require.ErrorIs(t, err, ErrSessionUnsupported)
 	require.ErrorIs(t, err, protocol.ErrUnknownMessage)
 }
+
+func TestSessionFollowsThePassiveServersLeader(t *testing.T) {
+	passive, active := newFakeServer(t), newFakeServer(t)
+	c, err := New(WithServers(passive.addr(), active.addr()), WithLease(time.Second))
+	require.NoError(t, err)
+	t.Cleanup(func() { requireNoSessions(t) })
+	res := make(chan error, 1)
+	var s *Session
+	go func() {
+		var err error
+		s, err = c.Session(ctxTimeout(t, wait))
+		res <- err
+	}()
+	p := passive.accept()
+	p.expect([]byte{0x05, 0x04, 0, 0, 0x03, 0xe8})
+	p.send(errFrame(protocol.ErrNotActive.Code, active.addr()))
+	a := acceptSession(t, active)
+	a.next(protocol.MsgSession)
+	a.send(sessionOK(7))
+	require.NoError(t, receive(t, res))
+	defer s.Close()
+	assert.Equal(t, 7, s.MaxStreams())
+}
+
+func TestSessionUnreachable(t *testing.T) {
+	c := newClient(t, "127.0.0.1:1", time.Second)
+	_, err := c.Session(ctxTimeout(t, wait))
+	require.ErrorIs(t, err, ErrUnavailable)
+}
+
+func TestSessionBadInputIsRefusedBeforeSending(t *testing.T) {
+	s, conn := fakeSession(t, time.Second)
+	_, err := s.Acquire(context.Background(), "")
+	require.ErrorIs(t, err, protocol.ErrEmptyName)
+	_, err = s.Acquire(context.Background(), string(make([]byte, protocol.MaxNameLen+1)))
+	require.ErrorIs(t, err, protocol.ErrNameTooLong)
+	_, err = s.Acquire(context.Background(), "x", Limit(0))
+	require.ErrorIs(t, err, protocol.ErrInvalidMode)
+	_, err = s.Watch(context.Background(), "")
+	require.ErrorIs(t, err, protocol.ErrEmptyName)
+	// Nothing of these reached the server: the next OPEN is stream 1.
+	go s.TryAcquire(context.Background(), "ok")
+	f := conn.next(protocol.MsgOpen)
+	assert.Equal(t, uint32(1), f.stream)
+	conn.send(streamAcquired(1, 1))
+}
