@@ -43,11 +43,11 @@ type Session struct {
 	wmu        sync.Mutex
 	halfClosed bool
 
-	mu       sync.Mutex
-	core     *streams.Core
-	streams  map[uint32]streamOwner // the open streams' owners, by id
-	err      error                  // why the session ended; nil while it lives
-	closing  bool                   // Close was called: the reader drains until the server closes
+	mu      sync.Mutex
+	core    *streams.Core
+	streams map[uint32]streamOwner // the open streams' owners, by id
+	err     error                  // why the session ended; nil while it lives
+	closing bool                   // Close was called: the reader drains until the server closes
 }
 
 // streamOwner is what a stream's events go to: a claim or a watch.
