@@ -151,6 +151,9 @@ func (c *Client) openSession(ctx context.Context, addr string, frame []byte) (*S
 	if err == nil {
 		return s, true, nil
 	}
+	// No claim was made: nothing to hold the connection open for (a
+	// session that timed out would keep it until its lease's end).
+	s.raw.Close()
 	<-s.exited
 	if c.cfg.tls != nil {
 		if side := certProblem(err); side != noCertProblem {

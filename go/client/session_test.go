@@ -310,3 +310,19 @@ func TestSessionBadInputIsRefusedBeforeSending(t *testing.T) {
 	assert.Equal(t, uint32(1), f.stream)
 	conn.send(streamAcquired(1, 1))
 }
+
+func TestSessionWithoutSessionOKTimesOut(t *testing.T) {
+	const lease = 300 * time.Millisecond
+	srv := newFakeServer(t)
+	c := newClient(t, srv.addr(), lease)
+	res := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := c.Session(ctxTimeout(t, wait))
+		res <- err
+	}()
+	srv.accept() // silent
+	err := receive(t, res)
+	require.ErrorIs(t, err, ErrClientTimeout)
+	assert.GreaterOrEqual(t, time.Since(start), 240*time.Millisecond, "not before 0.8 x lease")
+}
