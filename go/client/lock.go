@@ -91,9 +91,10 @@ func (l *Lock) Context(parent context.Context) (ctx context.Context, cancel cont
 
 // Proclaim replaces the value the lock was claimed with (see Value) while
 // it is held: watchers and the admin API see the new one, and the lock
-// keeps its token. It returns once the server has acknowledged it (its
-// reply also refreshes the lease, as a heartbeat's does), or with the
-// lock's error if the lock ends first, or ctx's. A lock of its own
+// keeps its token. It returns once the server has acknowledged it, or
+// with the lock's error if the lock ends first, or ctx's. On a connection
+// of its own the reply also refreshes the lease, as a heartbeat's does; in
+// a session only the session's heartbeats move ValidUntil. A lock of its own
 // connection claimed without a value cannot proclaim (its server may not
 // know values): that is an error at once. A lock of a session can always
 // proclaim (a server that speaks sessions knows values).
