@@ -326,3 +326,51 @@ func TestSessionWithoutSessionOKTimesOut(t *testing.T) {
 	require.ErrorIs(t, err, ErrClientTimeout)
 	assert.GreaterOrEqual(t, time.Since(start), 240*time.Millisecond, "not before 0.8 x lease")
 }
+
+// TestSessionFramesInPieces: frames split across reads are put together,
+// and several in one read are all taken.
+func TestSessionFramesInPieces(t *testing.T) {
+	s, conn := fakeSession(t, time.Second)
+	res := make(chan acquireResult, 2)
+	for _, name := range []string{"a", "b"} {
+		go func() {
+			l, err := s.Acquire(context.Background(), name)
+			res <- acquireResult{lock: l, err: err}
+		}()
+		conn.next(protocol.MsgOpen)
+	}
+	all := append(append(streamWaiting(1), streamAcquired(2, 1<<60)...), streamAcquired(1, 1<<60+1)...)
+	for i := range all {
+		conn.send(all[i : i+1])
+		time.Sleep(2 * time.Millisecond)
+	}
+	tokens := map[uint64]bool{}
+	for range 2 {
+		r := result(t, res)
+		require.NoError(t, r.err)
+		tokens[r.lock.Token()] = true
+	}
+	assert.Equal(t, map[uint64]bool{1 << 60: true, 1<<60 + 1: true}, tokens)
+	// An ERROR whose reason comes whole in one read is told with it.
+	conn.send(errFrame(protocol.ErrAdminClosed.Code, "kicked by ops"))
+	receive(t, s.Done())
+	require.ErrorIs(t, s.Err(), protocol.ErrAdminClosed)
+	assert.Contains(t, s.Err().Error(), "kicked by ops")
+}
+
+func TestSessionNotMonolock(t *testing.T) {
+	srv := newFakeServer(t)
+	c := newClient(t, srv.addr(), time.Second)
+	res := make(chan error, 1)
+	go func() {
+		_, err := c.Session(ctxTimeout(t, wait))
+		res <- err
+	}()
+	conn := srv.accept()
+	conn.next()
+	conn.send([]byte("HTTP/1.1 400 Bad Request\r\n\r\n"))
+	err := receive(t, res)
+	require.ErrorIs(t, err, ErrUnavailable)
+	require.ErrorIs(t, err, ErrProtocol)
+	assert.Contains(t, err.Error(), "admin port")
+}
