@@ -29,7 +29,7 @@ func (s *Session) read() {
 	}()
 	var (
 		buf     [4096]byte
-		pending []byte
+		pending = make([]byte, 0, len(buf)) // reused: a frame not yet whole stays at its front
 		heard   bool
 	)
 	for {
@@ -90,6 +90,8 @@ func (s *Session) act(a streams.Actions) bool {
 // read brought them, never waited for.
 func (s *Session) frames(pending []byte, heard bool, now time.Time) ([]byte, bool, streams.Actions) {
 	var all streams.Actions
+	var r bytes.Reader
+	whole := pending
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for len(pending) > 0 && !all.Close {
@@ -100,8 +102,8 @@ func (s *Session) frames(pending []byte, heard bool, now time.Time) ([]byte, boo
 			merge(&all, a)
 			return nil, true, all
 		}
-		r := bytes.NewReader(pending)
-		f, err := protocol.ReadSessionFrame(r)
+		r.Reset(pending)
+		f, err := protocol.ReadSessionFrame(&r)
 		if err != nil {
 			if (errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)) && len(pending) < maxPending {
 				break // the rest comes with the next read
@@ -118,7 +120,7 @@ func (s *Session) frames(pending []byte, heard bool, now time.Time) ([]byte, boo
 		merge(&all, a)
 	}
 	// Keep the partial frame at the front, so the buffer does not creep.
-	return append(pending[:0:0], pending...), heard, all
+	return whole[:copy(whole, pending)], heard, all
 }
 
 // merge adds what a frame asked to send or close to the actions of a read.
