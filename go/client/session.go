@@ -38,16 +38,17 @@ type Session struct {
 	done    chan struct{} // Done: closed when the session is over
 	exited  chan struct{} // closed when the reader is gone and the connection closed
 
-	// wmu orders writes: OPENs go out in the order of their ids, ONs in
-	// the order of their numbers, and nothing follows the half-close.
-	wmu        sync.Mutex
-	halfClosed bool
+	wake       chan struct{} // the writer has frames to send (buffered, 1)
+	readerGone chan struct{} // closed when the reader stops: the writer stops too
+	writerDone chan struct{}
 
-	mu      sync.Mutex
-	core    *streams.Core
-	streams map[uint32]streamOwner // the open streams' owners, by id
-	err     error                  // why the session ended; nil while it lives
-	closing bool                   // Close was called: the reader drains until the server closes
+	mu        sync.Mutex
+	core      *streams.Core
+	streams   map[uint32]streamOwner // the open streams' owners, by id
+	err       error                  // why the session ended; nil while it lives
+	closing   bool                   // Close was called: the reader drains until the server closes
+	outbox    []byte                 // frames queued for the writer
+	shutWrite bool                   // half-close once outbox is sent; nothing is queued after
 }
 
 // streamOwner is what a stream's events go to: a claim or a watch.
@@ -132,13 +133,14 @@ func (c *Client) openSession(ctx context.Context, addr string, frame []byte) (*S
 		conn: conn, raw: raw, addr: addr, leaseMS: c.cfg.leaseMS, cfg: &c.cfg,
 		log:   sessionLogger(c.cfg.logger, raw),
 		ready: make(chan struct{}), done: make(chan struct{}), exited: make(chan struct{}),
+		wake: make(chan struct{}, 1), readerGone: make(chan struct{}), writerDone: make(chan struct{}),
 		core: streams.New(c.cfg.lease), streams: map[uint32]streamOwner{},
 	}
 	s.mu.Lock()
-	send := s.core.Start(frame, time.Now()).Send
+	s.enqueueLocked(s.core.Start(frame, time.Now()).Send)
 	s.mu.Unlock()
+	go s.writeLoop()
 	go s.read()
-	s.write(send)
 	select {
 	case <-s.ready:
 	case <-ctx.Done():
@@ -226,59 +228,12 @@ func (s *Session) Close() error {
 	a := s.core.Close()
 	s.applyLocked(a)
 	s.endLocked(ErrSessionClosed)
+	s.shutWriteLocked()
 	s.mu.Unlock()
-	s.halfClose()
 	// Wake the reader: it drains until the server closes (or the bound).
 	_ = s.conn.SetReadDeadline(time.Now().Add(min(releaseWait, s.core.Schedule().ClientTimeout())))
 	<-s.exited
 	return nil
-}
-
-// halfClose sends the end of the stream, once, after every write; a
-// connection that cannot half-close is closed.
-func (s *Session) halfClose() {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	if s.halfClosed {
-		return
-	}
-	s.halfClosed = true
-	cw, ok := s.conn.(interface{ CloseWrite() error })
-	if !ok || cw.CloseWrite() != nil {
-		s.raw.Close()
-	}
-}
-
-// write sends frames; a failure ends the session. Its deadline is the
-// validity deadline, so a stuck socket is caught by the same rule as a
-// silent server.
-func (s *Session) write(frames []byte) {
-	if len(frames) == 0 {
-		return
-	}
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	s.writeLocked(frames)
-}
-
-// writeLocked is write with wmu held.
-func (s *Session) writeLocked(frames []byte) {
-	if len(frames) == 0 || s.halfClosed {
-		return
-	}
-	s.mu.Lock()
-	deadline := s.core.ValidUntil()
-	s.mu.Unlock()
-	_ = s.conn.SetWriteDeadline(deadline)
-	if _, err := s.conn.Write(frames); err != nil {
-		s.mu.Lock()
-		a := s.core.ConnectionEnded(err)
-		s.applyLocked(a)
-		s.mu.Unlock()
-		if a.Close {
-			s.raw.Close() // the reader wakes and exits
-		}
-	}
 }
 
 // pollLocked is the polled deadline check: past it, every claim of the

@@ -76,8 +76,6 @@ func (s *Session) acquire(ctx context.Context, name string, try bool, opts []Acq
 
 // open sends the claim's OPEN, in the order of its stream id.
 func (s *Session) open(cl *streamClaim, acquire []byte, try bool) error {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
 	s.mu.Lock()
 	s.pollLocked()
 	if s.err != nil {
@@ -92,8 +90,8 @@ func (s *Session) open(cl *streamClaim, acquire []byte, try bool) error {
 	}
 	cl.id = id
 	s.streams[id] = cl
+	s.enqueueLocked(frame)
 	s.mu.Unlock()
-	s.writeLocked(frame)
 	return nil
 }
 
@@ -217,7 +215,6 @@ func (cl *streamClaim) release() { cl.letGo(true) }
 // lock is free then), the session has ended, or the bound has passed.
 func (cl *streamClaim) letGo(wait bool) {
 	s := cl.s
-	s.wmu.Lock()
 	s.mu.Lock()
 	cl.errLocked()
 	cl.endLocked(ErrReleased)
@@ -227,9 +224,8 @@ func (cl *streamClaim) letGo(wait bool) {
 		cl.finishLocked()
 	}
 	bound := min(releaseWait, s.core.Schedule().ClientTimeout())
+	s.enqueueLocked(frame)
 	s.mu.Unlock()
-	s.writeLocked(frame)
-	s.wmu.Unlock()
 	if done || !wait {
 		return
 	}
@@ -248,21 +244,17 @@ func (cl *streamClaim) proclaim(ctx context.Context, name string, value []byte) 
 		return errorf("%w: %d bytes, at most %d", err, len(value), protocol.MaxValueLen)
 	}
 	s := cl.s
-	s.wmu.Lock()
 	s.mu.Lock()
 	if err := cl.errLocked(); err != nil {
 		s.mu.Unlock()
-		s.wmu.Unlock()
 		return err
 	}
 	seq, on := s.core.Proclaim(cl.id, frame)
+	s.enqueueLocked(on)
 	s.mu.Unlock()
 	if seq == 0 {
-		s.wmu.Unlock()
 		return cl.err()
 	}
-	s.writeLocked(on)
-	s.wmu.Unlock()
 	for {
 		s.mu.Lock()
 		done := cl.proclaimedSeq >= seq

@@ -25,6 +25,8 @@ const maxPending = 1 << 20
 func (s *Session) read() {
 	defer func() {
 		s.raw.Close()
+		close(s.readerGone)
+		<-s.writerDone
 		close(s.exited)
 	}()
 	var (
@@ -53,7 +55,7 @@ func (s *Session) read() {
 			pending = append(pending, buf[:n]...)
 			var a streams.Actions
 			pending, heard, a = s.frames(pending, heard, now)
-			if !s.act(a) {
+			if a.Close {
 				return
 			}
 		}
@@ -70,18 +72,12 @@ func (s *Session) read() {
 			a = s.core.ConnectionEnded(err)
 		}
 		s.applyLocked(a)
+		s.enqueueLocked(a.Send)
 		s.mu.Unlock()
-		if !s.act(a) {
+		if a.Close {
 			return
 		}
 	}
-}
-
-// act writes what the core asked to send, and reports whether the
-// session's connection stays open.
-func (s *Session) act(a streams.Actions) bool {
-	s.write(a.Send)
-	return !a.Close
 }
 
 // frames feeds every whole frame of pending to the core and tells what it
@@ -99,7 +95,7 @@ func (s *Session) frames(pending []byte, heard bool, now time.Time) ([]byte, boo
 			code, coded, reason := errorPrefix(pending)
 			a := s.core.ServerError(code, coded, reason)
 			s.applyLocked(a)
-			merge(&all, a)
+			s.merge(&all, a)
 			return nil, true, all
 		}
 		r.Reset(pending)
@@ -110,22 +106,23 @@ func (s *Session) frames(pending []byte, heard bool, now time.Time) ([]byte, boo
 			}
 			a := s.core.BadBytes(err, !heard, session.Quote(pending, 12))
 			s.applyLocked(a)
-			merge(&all, a)
+			s.merge(&all, a)
 			return nil, true, all
 		}
 		heard = true
 		pending = pending[len(pending)-r.Len():]
 		a := s.core.Frame(f, now)
 		s.applyLocked(a)
-		merge(&all, a)
+		s.merge(&all, a)
 	}
 	// Keep the partial frame at the front, so the buffer does not creep.
 	return whole[:copy(whole, pending)], heard, all
 }
 
-// merge adds what a frame asked to send or close to the actions of a read.
-func merge(all *streams.Actions, a streams.Actions) {
-	all.Send = append(all.Send, a.Send...)
+// merge queues what a frame asked to send and adds its close to the
+// actions of a read. Caller holds s.mu.
+func (s *Session) merge(all *streams.Actions, a streams.Actions) {
+	s.enqueueLocked(a.Send)
 	all.Close = all.Close || a.Close
 }
 

@@ -78,8 +78,6 @@ func (s *Session) Campaign(ctx context.Context, name string, value []byte) (*Ter
 // openWatch sends the watch's OPEN, in the order of its stream id; the
 // picture's first vouching runs from that send.
 func (s *Session) openWatch(sw *streamWatch, watch []byte) error {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
 	s.mu.Lock()
 	s.pollLocked()
 	if s.err != nil {
@@ -98,8 +96,8 @@ func (s *Session) openWatch(sw *streamWatch, watch []byte) error {
 	sw.w.core.Sent(now)
 	sw.w.mu.Unlock()
 	s.streams[id] = sw
+	s.enqueueLocked(frame)
 	s.mu.Unlock()
-	s.writeLocked(frame)
 	return nil
 }
 
@@ -139,9 +137,8 @@ func (sw *streamWatch) tell(ev streams.Event, s *Session) bool {
 		// The server broke the watch's promise (a gap): the picture can
 		// vouch for nothing; the stream is handed back.
 		sw.endLocked(errorf("%w: %w", ErrProtocol, err))
-		if frame, _ := s.core.Release(sw.id); frame != nil {
-			go s.write(frame)
-		}
+		frame, _ := s.core.Release(sw.id)
+		s.enqueueLocked(frame)
 		return false
 	}
 	w.signal()
@@ -165,14 +162,12 @@ func (sw *streamWatch) endLocked(err error) {
 
 // close is Watch.Close: RELEASE the stream; the watch is over at once.
 func (sw *streamWatch) close(s *Session) {
-	s.wmu.Lock()
 	s.mu.Lock()
 	sw.endLocked(nil)
 	frame, done := s.core.Release(sw.id)
 	if done && s.streams[sw.id] == streamOwner(sw) {
 		delete(s.streams, sw.id)
 	}
+	s.enqueueLocked(frame)
 	s.mu.Unlock()
-	s.writeLocked(frame)
-	s.wmu.Unlock()
 }
