@@ -110,9 +110,9 @@ type streamClaim struct {
 	releasedCh chan struct{} // closed when the stream is over for the client
 	over       bool
 	// frozen validity: set when the lock ends, so it stays where it was.
-	validEnd, leaseEnd_ time.Time
-	proclaimedSeq       uint64
-	proclaimed          chan struct{} // wakes Proclaim (buffered, 1)
+	frozenValid, frozenLease time.Time
+	proclaimedSeq            uint64
+	proclaimed               chan struct{} // wakes Proclaim (buffered, 1)
 }
 
 // tell takes one event of the stream and reports whether the stream is
@@ -164,7 +164,7 @@ func (cl *streamClaim) endLocked(err error) {
 		return
 	}
 	cl.lockErr = err
-	cl.validEnd, cl.leaseEnd_ = cl.s.core.ValidUntil(), cl.s.core.LeaseEnd()
+	cl.frozenValid, cl.frozenLease = cl.s.core.ValidUntil(), cl.s.core.LeaseEnd()
 	close(cl.endedCh)
 }
 
@@ -179,7 +179,7 @@ func (cl *streamClaim) validUntil() time.Time {
 	cl.s.mu.Lock()
 	defer cl.s.mu.Unlock()
 	if cl.lockErr != nil {
-		return cl.validEnd
+		return cl.frozenValid
 	}
 	return cl.s.core.ValidUntil()
 }
@@ -188,7 +188,7 @@ func (cl *streamClaim) leaseEnd() time.Time {
 	cl.s.mu.Lock()
 	defer cl.s.mu.Unlock()
 	if cl.lockErr != nil {
-		return cl.leaseEnd_
+		return cl.frozenLease
 	}
 	return cl.s.core.LeaseEnd()
 }

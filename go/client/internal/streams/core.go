@@ -1,5 +1,5 @@
 // Package streams is the protocol state of a version 4 session without
-// I/O: one connection, one lease, many claim streams. The caller feeds it
+// I/O: one connection, one lease, many claim and watch streams. The caller feeds it
 // the frames the server sent, the passing of time, what the application
 // asks (open, proclaim, release, close) and the end of the connection;
 // it answers with what to tell whom and what to send (Actions). The
