@@ -2,12 +2,14 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/monolock/monolock/go/internal/testcerts"
 	"github.com/monolock/monolock/go/pkg/protocol"
 )
 
@@ -373,4 +375,36 @@ func TestSessionNotMonolock(t *testing.T) {
 	require.ErrorIs(t, err, ErrUnavailable)
 	require.ErrorIs(t, err, ErrProtocol)
 	assert.Contains(t, err.Error(), "admin port")
+}
+
+// TestSessionOverTLS: a session speaks through TLS, and Close half-closes
+// it (a TLS close_notify) and waits for the server.
+func TestSessionOverTLS(t *testing.T) {
+	cert, roots := testcerts.LoopbackServer(t)
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}})
+	require.NoError(t, err)
+	srv := newFakeServerOn(t, ln)
+	c := newClient(t, srv.addr(), time.Second, WithTLS(&tls.Config{RootCAs: roots}))
+	res := make(chan *Session, 1)
+	go func() {
+		s, err := c.Session(ctxTimeout(t, wait))
+		assert.NoError(t, err)
+		res <- s
+	}()
+	conn := acceptSession(t, srv)
+	conn.next(protocol.MsgSession)
+	conn.send(sessionOK(10))
+	s := receive(t, res)
+	require.NotNil(t, s)
+	go s.Acquire(context.Background(), "tls")
+	f := conn.next(protocol.MsgOpen)
+	conn.send(streamAcquired(f.stream, 3))
+	require.NoError(t, s.Close())
+	conn.ended()
+
+	// A client that does not trust the certificate gets no session.
+	_, err = newClient(t, srv.addr(), time.Second, WithTLS(&tls.Config{})).Session(ctxTimeout(t, wait))
+	require.ErrorIs(t, err, ErrUnavailable)
+	var certErr *tls.CertificateVerificationError
+	require.ErrorAs(t, err, &certErr)
 }
