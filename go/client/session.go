@@ -162,13 +162,26 @@ func (c *Client) openSession(ctx context.Context, addr string, frame []byte) (*S
 			return nil, false, &connectError{addr: addr, err: err, tls: true, cert: side}
 		}
 	}
-	var se *ServerError
-	if errors.As(err, &se) && (se.Code == protocol.ErrUnsupportedVersion.Code || se.Code == protocol.ErrUnknownMessage.Code) {
-		// A server before version 4 knows no SESSION frame.
+	if sessionless(err) {
 		return nil, true, errorf("%w: server %s answered SESSION with %w", ErrSessionUnsupported, addr, err)
 	}
 	var nm *notMonolockError
 	return nil, !errors.As(err, &nm) && !errors.Is(err, errClosedByServer), err
+}
+
+// sessionless reports whether err is how a server before version 4
+// answers SESSION: 0x13 (the type byte is no message it knows), or 0x10
+// or 0x11 (docs/protocol.md, "Version 4: sessions").
+func sessionless(err error) bool {
+	var se *ServerError
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code {
+	case protocol.ErrUnknownMessage.Code, protocol.ErrUnsupportedVersion.Code, protocol.ErrExpectedAcquire.Code:
+		return true
+	}
+	return false
 }
 
 func sessionLogger(logger *slog.Logger, raw net.Conn) *slog.Logger {

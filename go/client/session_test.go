@@ -252,6 +252,25 @@ func TestSessionProclaim(t *testing.T) {
 }
 
 func TestSessionRefusedBySessionlessServer(t *testing.T) {
+	for _, code := range []*protocol.Error{protocol.ErrUnknownMessage, protocol.ErrUnsupportedVersion, protocol.ErrExpectedAcquire} {
+		t.Run(code.Error(), func(t *testing.T) {
+			srv := newFakeServer(t)
+			c := newClient(t, srv.addr(), time.Second)
+			res := make(chan error, 1)
+			go func() {
+				_, err := c.Session(context.Background())
+				res <- err
+			}()
+			conn := srv.accept()
+			conn.expect([]byte{0x05, 0x04, 0, 0, 0x03, 0xe8})
+			conn.send(errFrame(code.Code, ""))
+			err := receive(t, res)
+			require.ErrorIs(t, err, ErrSessionUnsupported)
+			require.ErrorIs(t, err, code)
+			srv.noConnection(100 * time.Millisecond) // terminal: not asked again
+		})
+	}
+	// Any other refusal is the server's word, as it is.
 	srv := newFakeServer(t)
 	c := newClient(t, srv.addr(), time.Second)
 	res := make(chan error, 1)
@@ -261,10 +280,10 @@ func TestSessionRefusedBySessionlessServer(t *testing.T) {
 	}()
 	conn := srv.accept()
 	conn.expect([]byte{0x05, 0x04, 0, 0, 0x03, 0xe8})
-	conn.send(errFrame(protocol.ErrUnknownMessage.Code, "unknown message type: 0x05"))
+	conn.send(errFrame(protocol.ErrInvalidLease.Code, "lease above the server's maximum"))
 	err := receive(t, res)
-	require.ErrorIs(t, err, ErrSessionUnsupported)
-	require.ErrorIs(t, err, protocol.ErrUnknownMessage)
+	require.ErrorIs(t, err, protocol.ErrInvalidLease)
+	require.NotErrorIs(t, err, ErrSessionUnsupported)
 }
 
 func TestSessionFollowsThePassiveServersLeader(t *testing.T) {
