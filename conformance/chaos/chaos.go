@@ -47,7 +47,7 @@ type Config struct {
 	Lease    time.Duration // every worker's lease
 	EtcdTTL  time.Duration // the HA cell's etcd TTL (failover waits for it)
 	Duration time.Duration
-	Pauses   bool     // stop holders' processes too (overlaps they cause are reported, not failed)
+	Pauses   bool // stop holders' processes too (overlaps they cause are reported, not failed)
 	// Sessions puts every second worker's claims on a session (protocol
 	// version 4) when its driver has the sessions capability: sessions
 	// beside single claims, under the same faults.
