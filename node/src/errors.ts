@@ -85,6 +85,26 @@ export class ValueUnsupportedError extends generated.UnsupportedVersionError {
 }
 
 /**
+ * The server answered SESSION (protocol version 4) with ERROR 0x10: it
+ * predates sessions. Terminal, never retried: take the claims one
+ * connection each (`client.acquire`), or upgrade the server. A subclass of
+ * {@link UnsupportedVersionError} (`code` 0x10, `reason` the server's).
+ */
+export class SessionUnsupportedError extends generated.UnsupportedVersionError {
+  override name = "SessionUnsupportedError";
+  /** The server, as `host:port`. */
+  readonly address: string;
+  /** @internal */
+  constructor(address: string, reason = "") {
+    super(generated.UnsupportedVersionError.CODE, reason, "server");
+    this.address = address;
+    this.message =
+      `monolock: server ${address} does not support sessions (it answered a protocol version 4 SESSION ` +
+      "with 0x10 unsupported protocol version); take each claim on its own connection, or upgrade the server";
+  }
+}
+
+/**
  * `lock.proclaim()` on a lock claimed without a value: its ACQUIRE was
  * protocol version 1 or 2, whose connection has no PROCLAIM (the server
  * would end the session). Raised before anything is sent; the lock stays
