@@ -31,6 +31,7 @@ import (
 	"github.com/monolock/monolock/go/internal/server"
 	"github.com/monolock/monolock/go/internal/tlsconfig"
 	"github.com/monolock/monolock/go/internal/tokenstore"
+	"github.com/monolock/monolock/go/pkg/protocol"
 )
 
 // defaultDrainTimeout bounds how long a graceful stop waits for sessions to
@@ -48,6 +49,7 @@ type serveFlags struct {
 	adminExplicit                bool // --admin was given (flag or environment)
 	logFormat, logLevel          string
 	maxSessions, maxPerAddr      int
+	maxStreams                   int
 	perAddrV6Prefix              int
 	drainTimeout, lockDelay      time.Duration
 	checkConfig                  bool
@@ -116,6 +118,8 @@ func newServeFlagSet(f *serveFlags) *flag.FlagSet {
 	fs.IntVar(&f.maxSessions, "max-sessions", defaultMaxSessions(),
 		"refuse connections beyond this many open sessions (0: no limit; default: the open file limit less "+fmt.Sprint(fdReserve)+")")
 	fs.IntVar(&f.maxPerAddr, "max-sessions-per-addr", 0, "refuse connections beyond this many open sessions from one client address (0: no limit)")
+	fs.IntVar(&f.maxStreams, "max-streams", protocol.DefaultMaxStreams,
+		"the most claims and watches one session (protocol version 4) may have open at once; each also counts against --max-sessions and --max-sessions-per-addr")
 	fs.IntVar(&f.perAddrV6Prefix, "max-sessions-per-addr-ipv6-prefix", server.DefaultPerAddrIPv6Prefix,
 		"for --max-sessions-per-addr, IPv6 clients count by this many leading `bits` of their address (128: each address alone)")
 	flagtype.DurationVar(fs, &f.drainTimeout, "drain-timeout", defaultDrainTimeout,
@@ -185,6 +189,8 @@ func setUp(f serveFlags, stderr io.Writer) (*serveSetup, error) {
 		return nil, badUsage("--lock-delay must not be negative, got %v", f.lockDelay)
 	case f.maxSessions < 0 || f.maxPerAddr < 0:
 		return nil, badUsage("--max-sessions and --max-sessions-per-addr must not be negative")
+	case f.maxStreams < 1:
+		return nil, badUsage("--max-streams must be at least 1, got %d", f.maxStreams)
 	case f.adminMaxConns < 1 || f.adminMaxConns > maxAdminConns:
 		return nil, badUsage("--admin-max-connections must be 1 to %d (it is counted in the %d file descriptors --max-sessions leaves), got %d",
 			maxAdminConns, fdReserve, f.adminMaxConns)
@@ -411,6 +417,7 @@ func serve(s *serveSetup) int {
 		Logger:             log,
 		MaxSessions:        f.maxSessions,
 		MaxSessionsPerAddr: f.maxPerAddr,
+		MaxStreams:         f.maxStreams,
 		PerAddrIPv6Prefix:  f.perAddrV6Prefix,
 		LockDelay:          f.lockDelay,
 		TokenFloor:         f.tokenFloor,

@@ -88,3 +88,13 @@ func limitText(limit uint16) string {
 	}
 	return strconv.Itoa(int(limit))
 }
+
+// CheckSessionLease refuses a session (protocol version 4) whose lease is
+// above the server's maximum, as admission refuses such a claim: every
+// claim of the session shares that lease.
+func (r *Registry) CheckSessionLease(lease time.Duration) error {
+	if refused := admission(Request{Lease: lease}, admissionInputs{maxLease: r.maxLease, active: true}); refused != nil {
+		return refused
+	}
+	return nil
+}

@@ -351,3 +351,15 @@ func (r *Registry) logACLRefusal(req Request) {
 	r.lines.aclRefused.Log("lock", req.Name, "identities", strings.Join(peer.Identities(req.Conn), " "),
 		"remote", req.Conn.RemoteAddr().String())
 }
+
+// Kick ends the live claim id with ERROR 0x02 through its sink (a claim
+// of a session: its stream ends, the session lives on), and reports
+// whether there was one to end. A held-back claim is ended by
+// KickHeldBack instead.
+func (r *Registry) Kick(id uint64) bool {
+	r.mu.Lock()
+	c := r.claims[id]
+	live := c != nil && c.hold == nil
+	r.mu.Unlock()
+	return live && c.sink.End(protocol.ErrAdminClosed, "")
+}

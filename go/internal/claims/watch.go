@@ -44,7 +44,7 @@ func (r *Registry) Watch(w *watch.Watcher, req WatchRequest) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.watches.Subscribe(w, req.Name, req.Epoch, req.Seq, func(epoch, seq uint64, resync bool) []byte {
+	r.watches.Subscribe(w, req.Name, req.Epoch, req.Seq, func(epoch, seq uint64, resync bool) [][]byte {
 		return r.snapshotLocked(req.Name, epoch, seq, resync)
 	})
 	return nil
@@ -79,8 +79,8 @@ func (r *Registry) ForgetHistories() { r.watches.Forget() }
 
 // snapshotLocked encodes name's state: a SNAPSHOT, each holder (held
 // back ones with how much longer), each waiter in queue order, and
-// SNAPSHOT_END. Caller holds r.mu.
-func (r *Registry) snapshotLocked(name string, epoch, seq uint64, resync bool) []byte {
+// SNAPSHOT_END, a frame each. Caller holds r.mu.
+func (r *Registry) snapshotLocked(name string, epoch, seq uint64, resync bool) [][]byte {
 	holders, waiters, blocked := r.table.Whole(name)
 	now := time.Now()
 	head := protocol.Event{Kind: protocol.EventSnapshot, Resync: resync,
@@ -88,22 +88,24 @@ func (r *Registry) snapshotLocked(name string, epoch, seq uint64, resync bool) [
 	if blocked {
 		head.MS = msUntil(r.blockEnds[name], now)
 	}
-	frame := func(dst []byte, e protocol.Event) []byte {
+	out := make([][]byte, 0, 2+len(holders)+len(waiters))
+	frame := func(e protocol.Event) {
 		e.Epoch, e.Seq = epoch, seq
-		return protocol.AppendEvent(dst, &e)
+		out = append(out, protocol.AppendEvent(nil, &e))
 	}
-	out := frame(nil, head)
+	frame(head)
 	for _, h := range holders {
 		e := r.describeEntry(h, protocol.EventHolder)
 		if c := r.claims[h.Session]; c != nil && c.hold != nil {
 			e.MS = max(msUntil(c.hold.until, now), 1) // held back, however briefly
 		}
-		out = frame(out, e)
+		frame(e)
 	}
 	for _, w := range waiters {
-		out = frame(out, r.describeEntry(w, protocol.EventWaiter))
+		frame(r.describeEntry(w, protocol.EventWaiter))
 	}
-	return frame(out, protocol.Event{Kind: protocol.EventSnapshotEnd})
+	frame(protocol.Event{Kind: protocol.EventSnapshotEnd})
+	return out
 }
 
 // describeEntry is a table entry as a holder or waiter event.

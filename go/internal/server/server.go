@@ -83,6 +83,11 @@ type Config struct {
 	// A holder that closes its connection or is kicked releases at once.
 	LockDelay time.Duration
 
+	// MaxStreams caps the streams a session (protocol version 4) may have
+	// open at once; 0 means protocol.DefaultMaxStreams. Every stream also
+	// counts against MaxSessions and MaxSessionsPerAddr.
+	MaxStreams int
+
 	// Observer, if set, is told of grants, expiries, errors and refusals.
 	Observer Observer
 
@@ -160,7 +165,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.PerAddrIPv6Prefix < 0 || cfg.PerAddrIPv6Prefix > 128 {
 		return nil, fmt.Errorf("server: IPv6 prefix for the per-address limit must be 1 to 128 (0: the default), got %d", cfg.PerAddrIPv6Prefix)
 	}
-	if cfg.MaxSessions < 0 || cfg.MaxSessionsPerAddr < 0 || cfg.LockDelay < 0 || cfg.MaxLease < 0 {
+	if cfg.MaxSessions < 0 || cfg.MaxSessionsPerAddr < 0 || cfg.LockDelay < 0 || cfg.MaxLease < 0 || cfg.MaxStreams < 0 {
 		return nil, errors.New("server: negative limit or lock delay")
 	}
 	obs := cfg.Observer
@@ -172,7 +177,8 @@ func New(cfg Config) (*Server, error) {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	s := &Server{
-		sessionEnv:  sessionEnv{obs: obs, log: log, handshakeTimeout: cfg.HandshakeTimeout},
+		sessionEnv: sessionEnv{obs: obs, log: log, handshakeTimeout: cfg.HandshakeTimeout,
+			maxStreams: cmp.Or(cfg.MaxStreams, protocol.DefaultMaxStreams)},
 		gate:        cfg.Gate,
 		maxSessions: cfg.MaxSessions,
 		maxPerAddr:  cfg.MaxSessionsPerAddr,
@@ -227,6 +233,8 @@ func New(cfg Config) (*Server, error) {
 		Observer: obs, Holds: holds, Log: log,
 	})
 	s.forget = s.forgetSession
+	s.newID = s.newClaimID
+	s.takePlace = s.limits.Take
 	s.lines = newNoisyLines(log)
 	s.sleep = time.Sleep
 	if wait := time.Until(s.restartUntil); wait > 0 {
@@ -413,6 +421,15 @@ func (s *Server) startSession(conn net.Conn) {
 	go s.runSession(sess)
 }
 
+// newClaimID is a fresh id for a claim of a session of streams, from the
+// sequence of the connections' ids: an id names one session or claim.
+func (s *Server) newClaimID() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lastID++
+	return s.lastID
+}
+
 // forgetSession forgets a session whose reader has finished (its place
 // in the session limits is given back or handed to its held-back claim
 // already: claims.Registry.Detach).
@@ -516,13 +533,19 @@ const shutdownLinger = 3 * time.Second
 const drainRecordWait = time.Second
 
 // Kick ends the session with ERROR 0x02 (closed by administrator). If it held
-// a lock, the next waiter is promoted before Kick returns. It reports whether
-// the session existed and was still live (not already ending).
+// a lock, the next waiter is promoted before Kick returns. An id of a claim
+// in a session of streams (protocol version 4) ends that claim alone, with
+// STREAM_END 0x02, and its lock goes on once that is written. It reports
+// whether the session or claim existed and was still live.
 func (s *Server) Kick(sessionID uint64) bool {
 	s.mu.Lock()
 	sess := s.sessions[sessionID]
 	s.mu.Unlock()
-	if sess == nil || !sess.endAndHandOver(protocol.ErrAdminClosed, "") {
+	if sess == nil {
+		if !s.claims.Kick(sessionID) {
+			return false
+		}
+	} else if !sess.endAndHandOver(protocol.ErrAdminClosed, "") {
 		return false
 	}
 	s.log.Info("session kicked", "session", sessionID)

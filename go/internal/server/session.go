@@ -57,6 +57,10 @@ type session struct {
 	proclaims bool // the ACQUIRE was version 3: PROCLAIM may follow
 
 	watch *watchState // a watch of a name instead of a claim (WATCH); nil for a claim
+
+	// streams is set when the first frame is SESSION (protocol version
+	// 4): the connection carries many claims, and its end is theirs.
+	streams atomic.Pointer[streamSession]
 }
 
 // stateEnded is session.state once the session is ended, unless a final
@@ -85,6 +89,13 @@ type sessionEnv struct {
 	log              *slog.Logger
 	handshakeTimeout time.Duration
 	forget           func(*session)
+	// For sessions of streams: the most streams one may have open, a
+	// fresh claim id (unique in the server's run, shared with the
+	// connections' ids), and a place in the session limits for a stream
+	// ("" and a place, or why there is none).
+	maxStreams int
+	newID      func() uint64
+	takePlace  func(net.Addr) (sessionlimit.Place, string)
 	// drainUntil is when a shutdown stops waiting for holders to close
 	// (UnixNano), 0 until the server shuts down.
 	drainUntil atomic.Int64
@@ -237,6 +248,10 @@ func (ss *session) run() {
 		go ss.watchHeartbeats(hs)
 		return
 	}
+	if m := ss.streams.Load(); m != nil {
+		m.run() // it reads through hs: not recycled
+		return
+	}
 	go ss.heartbeats(hs)
 }
 
@@ -353,6 +368,8 @@ func (ss *session) handshake(hs *handshakeInput) error {
 	case protocol.MsgAcquire:
 	case protocol.MsgWatch:
 		return ss.startWatch(hs)
+	case protocol.MsgSession:
+		return ss.startStreams(hs)
 	case protocol.MsgHeartbeat:
 		return protocol.ErrExpectedAcquire
 	default:
@@ -582,6 +599,10 @@ const (
 // must be told before the next waiter is granted its lock.
 func (ss *session) end(final *protocol.Error, reason string, how claimEnd, until time.Time) bool {
 	ss.wmu.Lock()
+	if m := ss.streams.Load(); m != nil {
+		ss.wmu.Unlock()
+		return m.requestEnd(endRequest{how: how, final: final, reason: reason})
+	}
 	if ss.ended() {
 		ss.wmu.Unlock()
 		return false

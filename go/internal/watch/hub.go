@@ -116,8 +116,9 @@ func (hub *Hub) Emit(name string, e *protocol.Event) {
 
 // Snapshot builds the frames of a name's state, numbered epoch and seq
 // (the last event the state includes), the first marked resync when
-// asked.
-type Snapshot func(epoch, seq uint64, resync bool) []byte
+// asked: one slice per frame, so that a watcher can put each in its
+// envelope.
+type Snapshot func(epoch, seq uint64, resync bool) [][]byte
 
 // Subscribe makes w a watcher of name, starting after (epoch, seq): from
 // the history when it still holds that point, else with a snapshot
@@ -142,7 +143,9 @@ func (hub *Hub) Subscribe(w *Watcher, name string, epoch, seq uint64, snapshot S
 			w.push(h.ring[s%HistoryLen], true)
 		}
 	} else {
-		w.push(snapshot(h.epoch, h.seq, epoch != 0), true)
+		for _, frame := range snapshot(h.epoch, h.seq, epoch != 0) {
+			w.push(frame, true)
+		}
 	}
 	// The WATCH is answered as a HEARTBEAT is: its WATCHING vouches for
 	// the state up to it, also when there was nothing to resume.

@@ -12,11 +12,11 @@ import (
 )
 
 // snapshotMark stands for a snapshot: one byte the tests can find.
-func snapshotMark(epoch, seq uint64, resync bool) []byte {
+func snapshotMark(epoch, seq uint64, resync bool) [][]byte {
 	if resync {
-		return []byte{'R'}
+		return [][]byte{{'R'}}
 	}
-	return []byte{'S'}
+	return [][]byte{{'S'}}
 }
 
 // events decodes what a watcher was queued, WATCHING frames left out.
@@ -91,7 +91,7 @@ func take(w *Watcher) []byte {
 func TestQueueLimitCutsOff(t *testing.T) {
 	hub := New()
 	w := NewWatcher()
-	hub.Subscribe(w, "n", 0, 0, func(uint64, uint64, bool) []byte { return make([]byte, 2*QueueLimit) })
+	hub.Subscribe(w, "n", 0, 0, func(uint64, uint64, bool) [][]byte { return [][]byte{make([]byte, 2*QueueLimit)} })
 	value := make([]byte, protocol.MaxValueLen)
 	for range QueueLimit / protocol.MaxValueLen {
 		hub.Emit("n", &protocol.Event{Kind: protocol.EventValue, Token: 1, Value: value})

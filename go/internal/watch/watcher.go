@@ -14,11 +14,22 @@ type Watcher struct {
 	live    int    // bytes of live events in pending: what QueueLimit bounds
 	behind  bool   // the queue passed QueueLimit: the writer ends the watch
 	ready   chan struct{}
+	// envelope starts every frame queued: a session's STREAM header
+	// naming the watch's stream (protocol version 4); nil on a watch's
+	// own connection.
+	envelope []byte
 }
 
 // NewWatcher returns a watcher with nothing queued.
 func NewWatcher() *Watcher {
 	return &Watcher{ready: make(chan struct{}, 1)}
+}
+
+// NewStreamWatcher returns a watcher for a stream of a session: every
+// frame is queued behind envelope, and ready is the session writer's,
+// shared by all its watches (signalled, never blocked on).
+func NewStreamWatcher(envelope []byte, ready chan struct{}) *Watcher {
+	return &Watcher{ready: ready, envelope: envelope}
 }
 
 // Ready is signalled whenever frames were queued since the last Take.
@@ -35,14 +46,14 @@ func (w *Watcher) push(frame []byte, exempt bool) {
 		return
 	}
 	if !exempt {
-		if w.live+len(frame) > QueueLimit {
+		if w.live+len(w.envelope)+len(frame) > QueueLimit {
 			w.behind = true
 			w.signal()
 			return
 		}
-		w.live += len(frame)
+		w.live += len(w.envelope) + len(frame)
 	}
-	w.pending = append(w.pending, frame...)
+	w.pending = append(append(w.pending, w.envelope...), frame...)
 	w.signal()
 }
 
