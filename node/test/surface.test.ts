@@ -39,6 +39,8 @@ test("exports exactly the documented names", () => {
     "PROTOCOL_VERSION",
     "ServerEndedError",
     "ServerError",
+    "Session",
+    "SessionUnsupportedError",
     "SharedUnsupportedError",
     "ShuttingDownError",
     "Term",
@@ -54,8 +56,21 @@ test("exports exactly the documented names", () => {
   ]);
 });
 
-test("Lock is async-disposable", () => {
+test("Lock and Session are async-disposable", () => {
   assert.equal(typeof (monolock.Lock.prototype as unknown as Record<symbol, unknown>)[Symbol.asyncDispose], "function");
+  assert.equal(
+    typeof (monolock.Session.prototype as unknown as Record<symbol, unknown>)[Symbol.asyncDispose],
+    "function",
+  );
+});
+
+test("SessionUnsupportedError is an UnsupportedVersionError (0x10), terminal", () => {
+  const err = new monolock.SessionUnsupportedError("127.0.0.1:7117", "unsupported protocol version");
+  assert.ok(err instanceof monolock.UnsupportedVersionError);
+  assert.equal(err.code, 0x10);
+  assert.equal(err.temporary, false);
+  assert.equal(err.name, "SessionUnsupportedError");
+  assert.match(err.message, /^monolock: server 127\.0\.0\.1:7117 does not support sessions /);
 });
 
 test("SharedUnsupportedError is an UnsupportedVersionError (0x10), terminal", () => {

@@ -1,0 +1,65 @@
+// Sessions against a scripted server: what a real server cannot be made to do.
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { Client, ConnectionError, LockLostError, SessionUnsupportedError, ShuttingDownError } from "../src/index.js";
+import { FakeServer } from "./helpers/fake-server.js";
+
+describe("sessions against a scripted server", () => {
+  let server: FakeServer;
+  let client: Client;
+  before(async () => {
+    server = await FakeServer.start();
+    client = new Client({ servers: server.address, leaseMs: 2000 });
+  });
+  after(async () => {
+    await server.close();
+  });
+
+  test("a server that predates sessions: SessionUnsupportedError, terminal", async () => {
+    const accepted = server.accept();
+    const opening = client.session();
+    const conn = await accepted;
+    assert.equal((await conn.read(6)).toString("hex"), "0504000007d0");
+    conn.error(0x10, "unsupported protocol version");
+    await assert.rejects(opening, (err: unknown) => {
+      assert.ok(err instanceof SessionUnsupportedError);
+      assert.equal(err.temporary, false);
+      return true;
+    });
+  });
+
+  test("an ERROR ends the session: every held lock told lost (with its code) before the close", async () => {
+    const accepted = server.accept();
+    const opening = client.session();
+    const conn = await accepted;
+    await conn.read(6);
+    conn.write("1600002710");
+    const session = await opening;
+    const pending = [session.acquire("f/a"), session.acquire("f/b")];
+    const opens = await conn.read(2 * 16);
+    assert.equal(opens.subarray(0, 16).toString("hex"), "06000000010101000007d00003662f61");
+    assert.equal(opens.subarray(16, 21).toString("hex"), "0600000002");
+    conn.write("17000000011200000000000000071700000002120000000000000008");
+    const [a, b] = await Promise.all(pending);
+    assert.ok(a !== undefined && b !== undefined);
+    assert.deepEqual([a.token, b.token], [7n, 8n]);
+    // Told synchronously, before the session's own end is.
+    let sessionEndedWhenTold: boolean | undefined;
+    a.signal.addEventListener("abort", () => {
+      sessionEndedWhenTold = session.signal.aborted;
+    });
+    const waiting = session.acquire("f/c");
+    conn.error(0x01, "server shutting down");
+    const [lostA, lostB] = await Promise.all([a.lost, b.lost]);
+    assert.ok(lostA instanceof LockLostError && lostA.cause instanceof ShuttingDownError);
+    assert.equal(lostB.code, 0x01);
+    assert.equal(sessionEndedWhenTold, false);
+    await assert.rejects(waiting, ShuttingDownError);
+    assert.ok(session.signal.aborted && session.signal.reason instanceof ShuttingDownError);
+    await assert.rejects(
+      session.acquire("f/d"),
+      (err: unknown) => err instanceof ConnectionError && /has ended/.test(err.message),
+    );
+    await session.close();
+  });
+});
