@@ -31,6 +31,7 @@ import { Session as LockSession, type SessionOptions } from "./lock-session.js";
 import { type Logger, log } from "./logger.js";
 import { outcomeOf, RetryPlan } from "./plan.js";
 import { Session } from "./session.js";
+import { SessionPool, type SessionPoolOptions } from "./session-pool.js";
 import { startTimer, type Timer } from "./timers.js";
 import { type ClaimValue, checkLease, type LockName, type ValidClaim, validateAcquire } from "./validate.js";
 import { Watch, type WatchOptions } from "./watch.js";
@@ -311,6 +312,17 @@ export class Client {
       }
     }
     throw last;
+  }
+
+  /**
+   * An opt-in pool of sessions for many short locks: each claim goes to a
+   * session with room, a new one is opened when none has (up to
+   * `maxSessions`), and a dead one is replaced on the next claim. Opens
+   * nothing until the first claim. Claims on one session share its fate;
+   * see {@link SessionPool}.
+   */
+  sessionPool(options: SessionPoolOptions = {}): SessionPool {
+    return new SessionPool((o) => this.session(o), options);
   }
 
   private start(name: LockName, options: AcquireOptions, mode: Mode, lockClass: typeof Lock = Lock): Promise<Lock> {

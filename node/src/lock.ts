@@ -169,7 +169,8 @@ export class Lock implements AsyncDisposable {
   }
 
   /**
-   * Releases the lock by closing its connection. {@link Lock.signal} aborts
+   * Releases the lock by closing its connection (a lock of a session: by
+   * sending RELEASE, answered by RELEASED). {@link Lock.signal} aborts
    * first. A held lock is handed back: the server gives it to the next waiter
    * at once, and this resolves once the server has closed its side too (so
    * the lock is free there), or after at most min(0.8 × lease, 1 s) if it

@@ -11,6 +11,7 @@ import {
   LockLostError,
   LockReleasedError,
   NoValueError,
+  TooManyStreamsError,
 } from "../src/index.js";
 import { PartitionProxy } from "./helpers/partition-proxy.js";
 import { RealServer } from "./helpers/real-server.js";
@@ -226,5 +227,39 @@ describe("a session on a silent link", () => {
     await assert.rejects(session.acquire("silent/c"), /the session has ended/);
     await next.release();
     await session.close();
+  });
+});
+
+describe("a session pool against monolock serve", () => {
+  let server: RealServer;
+  let proxy: PartitionProxy;
+  before(async () => {
+    // A server that lets a session carry 3 streams: the pool must spread.
+    server = await RealServer.start(["--max-streams", "3"]);
+    proxy = await PartitionProxy.start(server.address);
+  });
+  after(async () => {
+    await proxy.close();
+    await server.stop();
+  });
+
+  test("claims go to a session with room; a full pool refuses; a dead session is replaced on next use", async () => {
+    const client = new Client({ servers: proxy.address, leaseMs: lease });
+    await using pool = client.sessionPool({ maxSessions: 2 });
+    assert.equal(pool.size, 0, "nothing opened before the first claim");
+    const locks = await Promise.all(Array.from({ length: 6 }, (_, i) => pool.acquire(`pool/${i}`)));
+    assert.equal(new Set(locks.map((l) => l.token)).size, 6);
+    assert.equal(pool.size, 2);
+    await assert.rejects(pool.acquire("pool/7"), TooManyStreamsError);
+    await locks[0]?.release();
+    const again = await pool.tryAcquire("pool/0");
+    assert.equal(pool.size, 2, "the freed room was used");
+    // Both connections drop: every claim is lost, and the next claim opens a new session.
+    proxy.dropAll();
+    const lost = await Promise.all([again, ...locks.slice(1)].map((l) => l.lost));
+    assert.ok(lost.every((e) => e.kind === "io"));
+    const fresh = await pool.acquire("pool/0");
+    assert.ok(fresh.held);
+    assert.equal(pool.size, 1);
   });
 });

@@ -40,6 +40,7 @@ test("exports exactly the documented names", () => {
     "ServerEndedError",
     "ServerError",
     "Session",
+    "SessionPool",
     "SessionUnsupportedError",
     "SharedUnsupportedError",
     "ShuttingDownError",
