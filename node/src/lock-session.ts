@@ -386,7 +386,9 @@ export class Session implements AsyncDisposable, StreamOwner {
         case "lost": {
           this.locks.delete(action.stream);
           const error = this.errorFor(action.cause, undefined);
-          this.claims.get(action.stream)?.listener.onLost(lostKind(action.cause), error);
+          const claim = this.claims.get(action.stream);
+          claim?.ended();
+          claim?.listener.onLost(lostKind(action.cause), error);
           break;
         }
         case "fail": {

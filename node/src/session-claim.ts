@@ -31,6 +31,8 @@ export class StreamClaim implements ClaimLink {
   private releasing: Promise<void> | undefined;
   private done: (() => void) | undefined;
   private finished = false;
+  /** The deadline when the claim ended by itself: it stays there, as a single claim's does. */
+  private frozenUntil: number | undefined;
 
   constructor(
     private readonly owner: StreamOwner,
@@ -39,7 +41,7 @@ export class StreamClaim implements ClaimLink {
   ) {}
 
   get validUntil(): number {
-    return this.owner.validUntil;
+    return this.frozenUntil ?? this.owner.validUntil;
   }
 
   poll(): void {
@@ -61,6 +63,11 @@ export class StreamClaim implements ClaimLink {
       else this.owner.releaseStream(this.stream);
     }
     return this.releasing;
+  }
+
+  /** @internal The claim is lost (told next): its deadline stops moving with the session's. */
+  ended(): void {
+    this.frozenUntil ??= this.owner.validUntil;
   }
 
   /** @internal The session is done with the stream. */
