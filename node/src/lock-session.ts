@@ -8,9 +8,10 @@
 import * as net from "node:net";
 import * as tls from "node:tls";
 import { formatAddress, type ServerAddress } from "./address.js";
-import type { AcquireOptions } from "./client.js";
+import type { AcquireOptions, CampaignOptions } from "./client.js";
 import { RELEASE_WAIT_MS, SESSION } from "./constants.js";
 import type { Cause } from "./core.js";
+import { type Observation, Term } from "./election.js";
 import {
   AcquireAbortedError,
   AcquireTimeoutError,
@@ -20,6 +21,7 @@ import {
   LockBusyError,
   type LostKind,
   type MonolockError,
+  NotActiveError,
   NotMonolockError,
   ServerEndedError,
   SessionUnsupportedError,
@@ -32,7 +34,10 @@ import { type Logger, log } from "./logger.js";
 import { StreamClaim, type StreamOwner } from "./session-claim.js";
 import { type SessionAction, SessionCore } from "./session-core.js";
 import { startTimer, type Timer } from "./timers.js";
-import { type LockName, type ValidClaim, validateAcquire } from "./validate.js";
+import { type ClaimValue, type LockName, type ValidClaim, validateAcquire } from "./validate.js";
+import { Watch, type WatchLink, type WatchOptions } from "./watch.js";
+import type { WatchConnectionListener } from "./watch-connection.js";
+import type { WatchCore } from "./watch-core.js";
 
 /** Options of {@link Client.session}. */
 export interface SessionOptions {
@@ -60,6 +65,14 @@ export interface SessionSettings {
   readonly leaseMs: number;
   readonly logger: Logger | undefined;
   readonly signal: AbortSignal | undefined;
+}
+
+/** A watch stream: the picture it feeds and whom it tells. */
+interface WatchEntry {
+  readonly core: WatchCore;
+  readonly listener: WatchConnectionListener;
+  /** The server answered it (its first WATCHING came). */
+  vouched: boolean;
 }
 
 /** An acquisition waiting for its stream's grant. */
@@ -104,6 +117,9 @@ export class Session implements AsyncDisposable, StreamOwner {
   private readonly claims = new Map<number, StreamClaim>();
   /** The Locks that hold, for close. */
   private readonly locks = new Map<number, Lock>();
+  private readonly watchStreams = new Map<number, WatchEntry>();
+  /** The running watches, for close. */
+  private readonly watches = new Set<Watch>();
   private connected = false;
   private tcpConnected = false;
   private shut = false;
@@ -240,6 +256,7 @@ export class Session implements AsyncDisposable, StreamOwner {
       for (const [stream, p] of [...this.pending])
         this.abandon(stream, p, new AcquireAbortedError({ cause: closedBy }));
       for (const lock of [...this.locks.values()]) void lock.release();
+      for (const watch of [...this.watches]) void watch.close();
       this.apply(this.core.close(now()));
     }
     return this.closing;
@@ -404,12 +421,129 @@ export class Session implements AsyncDisposable, StreamOwner {
         case "ended":
           this.onEnded(action.cause);
           break;
+        case "watch":
+          this.onWatchFrame(action.stream, action.frame);
+          break;
+        case "vouched":
+          this.onVouched(action.streams, action.sentAt);
+          break;
+        case "watch_end": {
+          const entry = this.watchStreams.get(action.stream);
+          this.watchStreams.delete(action.stream);
+          const error = this.errorFor(action.cause, undefined);
+          // The session's end ends its watches; so does a passive server, which would refuse every reopen.
+          const final = this.core.state !== "open" || error instanceof NotActiveError;
+          entry?.listener.onEnd(error, entry.vouched, final);
+          break;
+        }
         case "close":
           this.shutdown(action.handBack);
           break;
       }
     }
     this.arm();
+  }
+
+  /**
+   * Follows `name` on this session (a watch stream): resolves with the
+   * {@link Watch} once its first picture is known, as {@link Client.watch}
+   * does. After its first WATCHING the session's heartbeats vouch for it,
+   * on the session's deadline. It ends (`watch.ended`) when the session
+   * ends; a stream the server ends by itself (a watch that fell behind,
+   * 0x04) is reopened on the session, resuming where it left off.
+   */
+  async watch(name: LockName, options: WatchOptions = {}): Promise<Watch> {
+    const valid = validateAcquire(name, this.leaseMs);
+    options.signal?.throwIfAborted();
+    if (!this.alive) throw this.unusable();
+    const watch = new Watch({
+      servers: [this.s.address],
+      tls: this.s.tls,
+      connectTimeoutMs: this.s.connectTimeoutMs,
+      leaseMs: this.leaseMs,
+      name: valid,
+      logger: this.s.logger,
+      open: (core, listener) => this.openWatchStream(valid.bytes, core, listener),
+    });
+    this.watches.add(watch);
+    void watch.ended.then(() => this.watches.delete(watch));
+    try {
+      for await (const state of watch.changes({ signal: options.signal })) if (state.known) return watch;
+    } catch (err) {
+      await watch.close();
+      throw err;
+    }
+    await watch.close();
+    throw options.signal?.reason;
+  }
+
+  /** {@link Client.observe} on a watch stream of this session. */
+  async *observe(name: LockName, options: WatchOptions = {}): AsyncGenerator<Observation, void, undefined> {
+    const watch = await this.watch(name, options);
+    try {
+      yield* watch.observations({ signal: options.signal });
+    } finally {
+      await watch.close();
+    }
+  }
+
+  /**
+   * {@link Client.campaign} on this session: resolves with the {@link Term}
+   * once elected. The term shares the session's fate like every claim of it.
+   */
+  campaign(name: LockName, value: ClaimValue, options: CampaignOptions = {}): Promise<Term> {
+    if ((typeof value === "string" || value instanceof Uint8Array) && value.length === 0) {
+      const why = "a leader's value must not be empty (followers reach the leader by it)";
+      return Promise.reject(new TypeError(`monolock: campaign for ${JSON.stringify(String(name))}: ${why}`));
+    }
+    const claim = { ...options, value, shared: undefined, limit: undefined };
+    return this.start(name, claim, "wait", Term) as Promise<Term>;
+  }
+
+  /** Opens a watch stream resuming from `core`'s picture; throws when the session can carry no more. */
+  private openWatchStream(name: Uint8Array, core: WatchCore, listener: WatchConnectionListener): WatchLink {
+    const { stream, actions } = this.core.openWatch(name, core.epoch, core.seq, now());
+    if (stream === 0) {
+      this.apply(actions);
+      throw this.unusable();
+    }
+    core.sent(now()); // its first WATCHING answers the OPEN
+    this.watchStreams.set(stream, { core, listener, vouched: false });
+    this.apply(actions);
+    return {
+      close: () => {
+        if (this.watchStreams.delete(stream)) this.apply(this.core.release(stream, now()));
+        return Promise.resolve();
+      },
+    };
+  }
+
+  private onWatchFrame(stream: number, frame: Extract<SessionAction, { type: "watch" }>["frame"]): void {
+    const entry = this.watchStreams.get(stream);
+    if (entry === undefined) return; // closed as it came
+    const fault =
+      frame.type === "event" ? entry.core.event(frame.event, now()) : entry.core.watching(frame.epoch, frame.seq);
+    if (fault !== undefined) {
+      // The server broke a promise of the watch: drop the stream; the watch reopens it.
+      this.watchStreams.delete(stream);
+      this.apply(this.core.release(stream, now()));
+      const error = new ConnectionError(`protocol violation by ${this.address}: ${fault.detail}`, "open");
+      entry.listener.onEnd(error, entry.vouched, false);
+      return;
+    }
+    if (frame.type === "watching") entry.vouched = true;
+    entry.listener.onChange();
+  }
+
+  /** An ALIVE vouches for these watches as a WATCHING of their last event would. */
+  private onVouched(streams: readonly number[], sentAt: number): void {
+    for (const stream of streams) {
+      const entry = this.watchStreams.get(stream);
+      if (entry === undefined || !entry.core.complete) continue; // mid-snapshot: its own WATCHING will say
+      entry.core.sent(sentAt);
+      entry.core.watching(entry.core.epoch, entry.core.seq);
+      entry.listener.onChange();
+    }
   }
 
   private onWaiting(stream: number): void {

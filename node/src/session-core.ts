@@ -28,6 +28,7 @@ import {
   type StreamInner,
 } from "./session-frames.js";
 import type { SharedClaim } from "./validate.js";
+import { encodeWatch } from "./watch-frames.js";
 
 /** What the owner must do, in the order given. */
 export type SessionAction =
@@ -40,6 +41,20 @@ export type SessionAction =
   | { readonly type: "grant"; readonly stream: number; readonly token: bigint }
   /** The ON numbered `seq` of the stream is answered. */
   | { readonly type: "proclaimed"; readonly stream: number; readonly seq: number }
+  /** An EVENT or WATCHING of a watch stream. */
+  | {
+      readonly type: "watch";
+      readonly stream: number;
+      readonly frame: Exclude<StreamInner, { type: "waiting" | "acquired" }>;
+    }
+  /**
+   * An ALIVE answered the HEARTBEAT sent at `sentAt`: it vouches for these
+   * watch streams (past their first WATCHING when it was sent) as a
+   * WATCHING of their last event would.
+   */
+  | { readonly type: "vouched"; readonly streams: readonly number[]; readonly sentAt: number }
+  /** A watch stream ended by itself (STREAM_END), or with the session. */
+  | { readonly type: "watch_end"; readonly stream: number; readonly cause: Cause }
   /** A held claim is lost: tell it now. */
   | { readonly type: "lost"; readonly stream: number; readonly cause: Cause }
   /** A claim not yet granted ended (refused, busy, or the session ended). */
@@ -68,7 +83,9 @@ export interface StreamClaimRequest {
 type Owed = number;
 
 interface Stream {
-  state: "opening" | "waiting" | "held" | "releasing";
+  readonly kind: "claim" | "watch";
+  /** A watch: `opening` until its first WATCHING, then `watching`. */
+  state: "opening" | "waiting" | "held" | "watching" | "releasing";
   readonly mode: "wait" | "try";
   /** Replies owed, oldest first. */
   readonly owed: Owed[];
@@ -90,6 +107,8 @@ export class SessionCore {
   private ackedSendAt: number | undefined;
   private inFlightSince: number | undefined;
   private lastSendAt = 0;
+  /** The watch streams past their first WATCHING when the HEARTBEAT in flight was sent. */
+  private vouchable: number[] = [];
   /** How long a release waits for RELEASED: as a single claim's release waits for the server's close. */
   private readonly releaseWaitMs: number;
 
@@ -152,9 +171,32 @@ export class SessionCore {
     this.advance(out, now);
     if (this.current !== "open" || this.exhausted) return { stream: 0, actions: out };
     const id = ++this.highest;
-    this.streams.set(id, { state: "opening", mode: claim.mode, owed: [0], token: undefined, releaseBy: 0 });
+    this.streams.set(id, {
+      kind: "claim",
+      state: "opening",
+      mode: claim.mode,
+      owed: [0],
+      token: undefined,
+      releaseBy: 0,
+    });
     const acquire = encodeClaim(claim.name, this.leaseMs, claim.shared, claim.value);
     out.push({ type: "send", bytes: encodeOpen(id, acquire) });
+    this.heartbeat(out, now);
+    return { stream: id, actions: out };
+  }
+
+  /**
+   * Opens a watch stream of `name` (validated) from (epoch, seq): sends OPEN
+   * with the WATCH. Returns its id, 0 when the session is not open or has
+   * no id left (nothing sent).
+   */
+  openWatch(name: Uint8Array, epoch: bigint, seq: bigint, now: number): { stream: number; actions: SessionAction[] } {
+    const out: SessionAction[] = [];
+    this.advance(out, now);
+    if (this.current !== "open" || this.exhausted) return { stream: 0, actions: out };
+    const id = ++this.highest;
+    this.streams.set(id, { kind: "watch", state: "opening", mode: "wait", owed: [], token: undefined, releaseBy: 0 });
+    out.push({ type: "send", bytes: encodeOpen(id, encodeWatch(name, this.leaseMs, epoch, seq)) });
     this.heartbeat(out, now);
     return { stream: id, actions: out };
   }
@@ -297,13 +339,17 @@ export class SessionCore {
         this.current = "open";
         out.push({ type: "ready", maxStreams: frame.maxStreams });
         return;
-      case "alive":
+      case "alive": {
         if (this.current !== "open") {
           this.violation(out, "ALIVE before SESSION_OK");
           return;
         }
-        this.acknowledge(out, now);
+        const sentAt = this.inFlightSince;
+        if (!this.acknowledge(out, now) || sentAt === undefined) return;
+        const streams = this.vouchable.filter((id) => this.streams.get(id)?.state === "watching");
+        if (streams.length > 0) out.push({ type: "vouched", streams, sentAt });
         return;
+      }
       case "stream":
         this.onStream(out, frame.stream, frame.inner, now);
         return;
@@ -329,6 +375,15 @@ export class SessionCore {
   private onStream(out: SessionAction[], id: number, inner: StreamInner, now: number): void {
     const s = this.known(out, id, "STREAM");
     if (s === undefined) return;
+    if (s.kind === "watch") {
+      if (inner.type === "waiting" || inner.type === "acquired") {
+        this.violation(out, `a claim's frame on watch stream ${id}`);
+        return;
+      }
+      if (inner.type === "watching") s.state = "watching";
+      out.push({ type: "watch", stream: id, frame: inner });
+      return;
+    }
     if (inner.type === "waiting") {
       if (s.state === "held") {
         this.violation(out, `WAITING after the grant on stream ${id}`);
@@ -400,6 +455,7 @@ export class SessionCore {
     if (s === undefined) return;
     this.streams.delete(id);
     if (s.state === "releasing") out.push({ type: "released", stream: id });
+    else if (s.kind === "watch") out.push({ type: "watch_end", stream: id, cause });
     else if (s.state === "held") out.push({ type: "lost", stream: id, cause });
     else out.push({ type: "fail", stream: id, cause });
   }
@@ -430,7 +486,10 @@ export class SessionCore {
 
   private heartbeat(out: SessionAction[], now: number): void {
     const due = this.heartbeatDueAt();
-    if (due !== undefined && now >= due) this.send(out, encodeHeartbeat(), now);
+    if (due === undefined || now < due) return;
+    this.vouchable = [];
+    for (const [id, s] of this.streams) if (s.state === "watching") this.vouchable.push(id);
+    this.send(out, encodeHeartbeat(), now);
   }
 
   private send(out: SessionAction[], bytes: Uint8Array, now: number): void {
@@ -448,6 +507,7 @@ export class SessionCore {
     for (const [id, s] of [...this.streams].sort((a, b) => a[0] - b[0])) {
       if (s.state === "held") out.push({ type: "lost", stream: id, cause });
       else if (s.state === "releasing") out.push({ type: "released", stream: id });
+      else if (s.kind === "watch") out.push({ type: "watch_end", stream: id, cause });
       else out.push({ type: "fail", stream: id, cause });
     }
     this.streams.clear();

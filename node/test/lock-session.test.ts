@@ -263,3 +263,69 @@ describe("a session pool against monolock serve", () => {
     assert.equal(pool.size, 1);
   });
 });
+
+describe("watch streams in a session against monolock serve", () => {
+  let server: RealServer;
+  let proxy: PartitionProxy;
+  const short = 1000;
+  before(async () => {
+    server = await RealServer.start();
+    proxy = await PartitionProxy.start(server.address);
+  });
+  after(async () => {
+    await proxy.close();
+    await server.stop();
+  });
+
+  test("a watch follows the name; the session's heartbeats keep vouching for it past 0.8 x lease", async () => {
+    const client = new Client({ servers: server.address, leaseMs: short });
+    await using session = await client.session();
+    const watch = await session.watch("sw/a");
+    assert.ok(watch.state().known);
+    assert.equal(watch.state().holders.length, 0);
+    const lock = await client.acquire("sw/a");
+    for await (const st of watch.changes()) if (st.holders[0]?.token === lock.token) break;
+    // Only the ALIVEs can vouch after the first WATCHING: 2 x lease later it is still known.
+    await new Promise((r) => setTimeout(r, 2 * short));
+    const st = watch.state();
+    assert.ok(st.known, "vouched for by the session's heartbeats");
+    assert.ok(st.validUntil !== undefined && st.validUntil > performance.now());
+    assert.equal(st.holders[0]?.token, lock.token);
+    await lock.release();
+    for await (const s of watch.changes()) if (s.holders.length === 0) break;
+    await watch.close();
+    assert.equal(await watch.ended, undefined);
+    assert.ok(session.alive);
+  });
+
+  test("campaign and observe on sessions: the follower sees the leader, then no leader after resign", async () => {
+    const client = new Client({ servers: server.address, leaseMs: short });
+    await using leaderSession = await client.session();
+    await using followerSession = await client.session();
+    const term = await leaderSession.campaign("sw/lead", "10.0.0.7:8080");
+    const seen: string[] = [];
+    for await (const o of followerSession.observe("sw/lead")) {
+      seen.push(o.state);
+      if (o.state === "leader") {
+        assert.equal(o.token, term.token);
+        assert.equal(Buffer.from(o.value).toString(), "10.0.0.7:8080");
+        await term.resign();
+      }
+      if (o.state === "no-leader" && seen.includes("leader")) break;
+    }
+    assert.deepEqual(seen.slice(-2), ["leader", "no-leader"]);
+  });
+
+  test("a silent session: its watch turns unknown by the deadline and ends with the session", async () => {
+    const client = new Client({ servers: proxy.address, leaseMs: short });
+    const session = await client.session();
+    const watch = await session.watch("sw/silent");
+    proxy.partitioned = true;
+    const cutAt = performance.now();
+    const error = await watch.ended;
+    assert.ok(error !== undefined, "the session's end ends the watch with an error");
+    assert.ok(!watch.state().known);
+    assert.ok(performance.now() - cutAt < 2 * short);
+    await session.close();
+  });
+});

@@ -41,6 +41,12 @@ const told = (actions: SessionAction[]): string[] =>
         return `grant ${a.stream} ${a.token}`;
       case "proclaimed":
         return `proclaimed ${a.stream} ${a.seq}`;
+      case "vouched":
+        return `vouched ${a.streams.join(",")} ${a.sentAt}`;
+      case "watch":
+        return `watch ${a.stream} ${a.frame.type}`;
+      case "watch_end":
+        return `watch_end ${a.stream} ${a.cause.kind}${a.cause.kind === "server" ? ` ${a.cause.code}` : ""}`;
       default:
         return `${a.type} ${a.stream}`;
     }
@@ -213,6 +219,35 @@ describe("session core", () => {
       core.open(claim("a"), 2);
       assert.deepEqual(told(core.receive(frame, 3)).slice(-2), ["ended protocol", "close false"]);
     }
+  });
+
+  test("a watch stream: its frames handed on; ALIVE vouches for it once it had its first WATCHING", () => {
+    const core = opened();
+    const name = validateAcquire("w", lease).bytes;
+    const { stream: id, actions } = core.openWatch(name, 5n, 7n, 2);
+    assert.equal(id, 1);
+    assert.deepEqual(sent(actions), [
+      `06${u32(1)}040300000${(lease).toString(16)}000177${"0".repeat(15)}5${"0".repeat(15)}7`,
+    ]);
+    // The first heartbeat goes before its WATCHING: that ALIVE does not vouch for it.
+    core.tick(hb);
+    assert.deepEqual(told(core.receive(stream(id, `15${"0".repeat(15)}5${"0".repeat(15)}7`), hb + 1)), [
+      "watch 1 watching",
+    ]);
+    assert.deepEqual(told(core.receive(ALIVE, hb + 2)), []);
+    core.tick(2 * hb);
+    assert.deepEqual(told(core.receive(ALIVE, 2 * hb + 1)), [`vouched 1 ${2 * hb}`]);
+    assert.deepEqual(told(core.receive(waiting(id), 2 * hb + 2)).slice(-2), ["ended protocol", "close false"]);
+  });
+
+  test("a watch stream ends with STREAM_END or the session, never as a lost claim", () => {
+    const core = opened();
+    const name = validateAcquire("w", lease).bytes;
+    const a = core.openWatch(name, 0n, 0n, 2).stream;
+    core.openWatch(name, 0n, 0n, 2);
+    assert.deepEqual(told(core.receive(hex(`19${u32(a)}0400`), 3)), ["watch_end 1 server 4"]);
+    assert.equal(core.state, "open", "a watch that fell behind ends alone");
+    assert.deepEqual(told(core.eof(4)), ["watch_end 2 io", "ended io", "close false"]);
   });
 
   test("garbage at the start is not monolock; a second SESSION_OK is a violation", () => {
