@@ -5,13 +5,18 @@ import { after, before, describe, test } from "node:test";
 import {
   AcquireAbortedError,
   Client,
+  EmptyNameError,
+  InvalidLeaseError,
+  InvalidModeError,
   LimitMismatchError,
   type Lock,
   LockBusyError,
   LockLostError,
   LockReleasedError,
+  NameTooLongError,
   NoValueError,
   TooManyStreamsError,
+  ValueTooLongError,
 } from "../src/index.js";
 import { PartitionProxy } from "./helpers/partition-proxy.js";
 import { RealServer } from "./helpers/real-server.js";
@@ -172,6 +177,24 @@ describe("sessions against monolock serve", () => {
     const other = await client.tryAcquire("sess/abort");
     await other.release();
     assert.ok(session.alive);
+  });
+
+  test("bad input is refused before sending, with the server's code; the session lives", async () => {
+    await using session = await client.session();
+    await assert.rejects(session.acquire(""), EmptyNameError);
+    await assert.rejects(session.acquire("x".repeat(256)), NameTooLongError);
+    await assert.rejects(session.acquire("sess/bad", { leaseMs: lease + 1 }), (err: unknown) => {
+      assert.ok(err instanceof InvalidLeaseError);
+      assert.equal(err.origin, "client");
+      return true;
+    });
+    await assert.rejects(session.acquire("sess/bad", { limit: 0 }), InvalidModeError);
+    await assert.rejects(session.acquire("sess/bad", { value: "v".repeat(1025) }), ValueTooLongError);
+    await assert.rejects(session.acquire("sess/bad", { timeoutMs: -1 }), TypeError);
+    await assert.rejects(client.session({ leaseMs: 0 }), InvalidLeaseError);
+    assert.equal(session.openStreams, 0, "nothing was opened");
+    const lock = await session.acquire("sess/bad", { leaseMs: lease });
+    assert.ok(lock.held && lock.leaseMs === lease);
   });
 
   test("close while holding releases every claim (told as released, not lost)", async () => {

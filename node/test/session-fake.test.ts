@@ -62,4 +62,36 @@ describe("sessions against a scripted server", () => {
     );
     await session.close();
   });
+
+  test("a watch stream the server ends alone (fell behind) is reopened, resuming; the session's ERROR ends the watch", async () => {
+    const slow = new Client({ servers: server.address, leaseMs: 10_000 }); // no heartbeat during the test
+    const accepted = server.accept();
+    const opening = slow.session();
+    const conn = await accepted;
+    await conn.read(6);
+    conn.write("1600002710");
+    const session = await opening;
+    const watching = session.watch("fw");
+    const at = (epoch: number, seq: number): string =>
+      `${epoch.toString(16).padStart(16, "0")}${seq.toString(16).padStart(16, "0")}`;
+    // OPEN of a WATCH version 3, lease 10000, name "fw", from (epoch, seq).
+    const open = (id: number, epoch: number, seq: number): string =>
+      `06${id.toString(16).padStart(8, "0")}04030000271000026677${at(epoch, seq)}`;
+    assert.equal((await conn.read(31)).toString("hex"), open(1, 0, 0));
+    const picture = (id: number): string => {
+      const s = `17${id.toString(16).padStart(8, "0")}`;
+      return `${s}14${at(5, 7)}0100000000000000000000000000${s}14${at(5, 7)}04${s}15${at(5, 7)}`;
+    };
+    conn.write(picture(1));
+    const watch = await watching;
+    assert.ok(watch.state().known);
+    conn.write("19000000010400"); // fell behind: this stream only
+    assert.equal((await conn.read(31)).toString("hex"), open(2, 5, 7), "reopened from where it left off");
+    assert.ok(session.alive);
+    conn.error(0x01, "server shutting down");
+    const ended = await watch.ended;
+    assert.ok(ended instanceof ShuttingDownError);
+    assert.ok(!watch.state().known);
+    await session.close();
+  });
 });
