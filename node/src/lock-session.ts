@@ -16,6 +16,7 @@ import {
   AcquireAbortedError,
   AcquireTimeoutError,
   ConnectionError,
+  ExpectedAcquireError,
   errorForCode,
   InvalidLeaseError,
   LockBusyError,
@@ -25,6 +26,7 @@ import {
   NotMonolockError,
   ServerEndedError,
   SessionUnsupportedError,
+  UnknownMessageError,
   UnsupportedVersionError,
   withoutPrefix,
 } from "./errors.js";
@@ -85,6 +87,13 @@ interface Pending {
 }
 
 const now = (): number => performance.now();
+
+/** The codes with which a server without sessions answers SESSION (docs/protocol.md). */
+const SESSIONLESS_CODES: ReadonlySet<number> = new Set([
+  UnsupportedVersionError.CODE,
+  ExpectedAcquireError.CODE,
+  UnknownMessageError.CODE,
+]);
 
 /**
  * One connection that carries many claims (protocol version 4), made by
@@ -639,8 +648,10 @@ export class Session implements AsyncDisposable, StreamOwner {
         if (cause.code === null) {
           return new ServerEndedError(`${this.address} ended the session with an ERROR (its code did not arrive)`);
         }
-        if (cause.code === UnsupportedVersionError.CODE && claim === undefined) {
-          return new SessionUnsupportedError(this.address, cause.reason);
+        // A server older than version 4 answers SESSION with 0x13 (its type
+        // byte is no message it knows); 0x10 and 0x11 say the same.
+        if (this.opening !== undefined && SESSIONLESS_CODES.has(cause.code)) {
+          return new SessionUnsupportedError(this.address, cause.code, cause.reason);
         }
         return errorForCode(cause.code, cause.reason, "server");
       case "timeout":

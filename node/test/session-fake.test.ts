@@ -1,7 +1,14 @@
 // Sessions against a scripted server: what a real server cannot be made to do.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { Client, ConnectionError, LockLostError, SessionUnsupportedError, ShuttingDownError } from "../src/index.js";
+import {
+  Client,
+  ConnectionError,
+  LockLostError,
+  SessionUnsupportedError,
+  ShuttingDownError,
+  UnknownMessageError,
+} from "../src/index.js";
 import { FakeServer } from "./helpers/fake-server.js";
 
 describe("sessions against a scripted server", () => {
@@ -15,17 +22,34 @@ describe("sessions against a scripted server", () => {
     await server.close();
   });
 
-  test("a server that predates sessions: SessionUnsupportedError, terminal", async () => {
+  for (const code of [0x13, 0x10, 0x11]) {
+    test(`a server that predates sessions (SESSION answered 0x${code.toString(16)}): SessionUnsupportedError, terminal`, async () => {
+      const accepted = server.accept();
+      const opening = client.session();
+      const conn = await accepted;
+      assert.equal((await conn.read(6)).toString("hex"), "0504000007d0");
+      conn.error(code, "unknown message type: 0x05");
+      await assert.rejects(opening, (err: unknown) => {
+        assert.ok(err instanceof SessionUnsupportedError);
+        assert.equal(err.code, code);
+        assert.equal(err.temporary, false);
+        return true;
+      });
+    });
+  }
+
+  test("an open session's ERROR 0x13 is no sign of an old server", async () => {
     const accepted = server.accept();
     const opening = client.session();
     const conn = await accepted;
-    assert.equal((await conn.read(6)).toString("hex"), "0504000007d0");
-    conn.error(0x10, "unsupported protocol version");
-    await assert.rejects(opening, (err: unknown) => {
-      assert.ok(err instanceof SessionUnsupportedError);
-      assert.equal(err.temporary, false);
-      return true;
-    });
+    await conn.read(6);
+    conn.write("1600002710");
+    const session = await opening;
+    conn.error(0x13, "unknown message type: 0x7f");
+    await new Promise<void>((resolve) => session.signal.addEventListener("abort", () => resolve(), { once: true }));
+    assert.ok(session.signal.reason instanceof UnknownMessageError);
+    assert.ok(!(session.signal.reason instanceof SessionUnsupportedError));
+    await session.close();
   });
 
   test("an ERROR ends the session: every held lock told lost (with its code) before the close", async () => {

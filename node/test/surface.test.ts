@@ -65,13 +65,18 @@ test("Lock and Session are async-disposable", () => {
   );
 });
 
-test("SessionUnsupportedError is an UnsupportedVersionError (0x10), terminal", () => {
-  const err = new monolock.SessionUnsupportedError("127.0.0.1:7117", "unsupported protocol version");
+test("SessionUnsupportedError is an UnsupportedVersionError with the code the server sent, terminal", () => {
+  const err = new monolock.SessionUnsupportedError("127.0.0.1:7117", 0x13, "unknown message type: 0x05");
   assert.ok(err instanceof monolock.UnsupportedVersionError);
-  assert.equal(err.code, 0x10);
+  assert.equal(err.code, 0x13);
+  assert.equal(err.reason, "unknown message type: 0x05");
   assert.equal(err.temporary, false);
   assert.equal(err.name, "SessionUnsupportedError");
-  assert.match(err.message, /^monolock: server 127\.0\.0\.1:7117 does not support sessions /);
+  assert.equal(
+    err.message,
+    "monolock: server 127.0.0.1:7117 does not support sessions (it answered a protocol version 4 SESSION " +
+      "with 0x13 unknown message type); take each claim on its own connection, or upgrade the server",
+  );
 });
 
 test("SharedUnsupportedError is an UnsupportedVersionError (0x10), terminal", () => {
