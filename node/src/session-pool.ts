@@ -90,10 +90,9 @@ export class SessionPool implements AsyncDisposable {
       if (this.closed) throw new TypeError("monolock: the session pool is closed");
       for (let i = this.sessions.length - 1; i >= 0; i--) {
         const s = this.sessions[i];
-        if (s !== undefined && !s.alive) {
-          this.sessions.splice(i, 1);
-          void s.close(); // its lost claims were told; this frees the socket
-        }
+        // Not closed here: one lost by its deadline keeps its connection
+        // until the server's lease surely ran out, and then closes itself.
+        if (s !== undefined && !s.alive) this.sessions.splice(i, 1);
       }
       const room = this.sessions.find((s) => s.openStreams < s.maxStreams);
       if (room !== undefined) return take(room);

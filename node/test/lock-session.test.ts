@@ -18,6 +18,7 @@ import {
   TooManyStreamsError,
   ValueTooLongError,
 } from "../src/index.js";
+import { makeSelfSignedCert } from "./helpers/certs.js";
 import { PartitionProxy } from "./helpers/partition-proxy.js";
 import { RealServer } from "./helpers/real-server.js";
 
@@ -350,5 +351,28 @@ describe("watch streams in a session against monolock serve", () => {
     assert.ok(!watch.state().known);
     assert.ok(performance.now() - cutAt < 2 * short);
     await session.close();
+  });
+});
+
+describe("a session over TLS against monolock serve", () => {
+  const cert = makeSelfSignedCert("monolock-session-server");
+  let server: RealServer;
+  before(async () => {
+    server = await RealServer.start(["--tls-cert", cert.certPath, "--tls-key", cert.keyPath, "--admin", "off"]);
+  });
+  after(async () => {
+    await server.stop();
+  });
+
+  test("claims over one TLS session; close (with TLS close_notify) releases them at once", async () => {
+    // A FIN without close_notify would hold the claims for a lease: 10 s here.
+    const client = new Client({ servers: server.address, leaseMs: 10_000, tls: { ca: cert.cert } });
+    const session = await client.session();
+    const [a, b] = await Promise.all([session.acquire("tls/s/a"), session.acquire("tls/s/b", { shared: true })]);
+    assert.ok(a?.held && b?.held);
+    await session.close();
+    const start = performance.now();
+    for (const name of ["tls/s/a", "tls/s/b"]) await (await client.tryAcquire(name)).release();
+    assert.ok(performance.now() - start < 5_000);
   });
 });
