@@ -27,14 +27,18 @@ func BenchmarkAcquireReleaseCycle(b *testing.B) {
 	b.Cleanup(func() { require.NoError(b, srv.Stop()) })
 	c, err := New(WithServers(srv.Addr), WithLease(10*time.Second))
 	require.NoError(b, err)
-	var seq atomic.Int64
-	ctx := context.Background()
+	parallelCycles(b, func(name string) (*Lock, error) { return c.Acquire(context.Background(), name) })
+}
 
+// parallelCycles runs acquire of a fresh name, then Release, on every
+// worker of b.RunParallel.
+func parallelCycles(b *testing.B, acquire func(name string) (*Lock, error)) {
+	var seq atomic.Int64
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			l, err := c.Acquire(ctx, "cycle/"+strconv.FormatInt(seq.Add(1), 10))
+			l, err := acquire("cycle/" + strconv.FormatInt(seq.Add(1), 10))
 			if err != nil {
 				b.Error(err)
 				return
@@ -58,28 +62,10 @@ func BenchmarkSessionCycle(b *testing.B) {
 	b.Cleanup(func() { require.NoError(b, srv.Stop()) })
 	c, err := New(WithServers(srv.Addr), WithLease(10*time.Second))
 	require.NoError(b, err)
-	ctx := context.Background()
-	s, err := c.Session(ctx)
+	s, err := c.Session(context.Background())
 	require.NoError(b, err)
 	b.Cleanup(func() { s.Close() })
-	var seq atomic.Int64
-
-	b.ReportAllocs()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			l, err := s.Acquire(ctx, "cycle/"+strconv.FormatInt(seq.Add(1), 10))
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			if err := l.Release(); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
-	b.StopTimer()
+	parallelCycles(b, func(name string) (*Lock, error) { return s.Acquire(context.Background(), name) })
 }
 
 // BenchmarkTLSCycle is the cycle over TLS 1.3, one worker at a time
