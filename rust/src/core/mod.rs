@@ -11,6 +11,7 @@ pub(crate) mod held;
 pub(crate) mod retry;
 pub(crate) mod schedule;
 pub(crate) mod session;
+pub(crate) mod session_codec;
 pub(crate) mod step;
 pub(crate) mod watch;
 pub(crate) mod watch_codec;
