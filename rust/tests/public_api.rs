@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use monolock::{
     CancelHandle, Claim, Client, ClientBuilder, Error, Holder, LeaderState, LockGuard, LossWatch,
-    Observation, Observer, Origin, Reason, Term, Waiter, Watch, WatchState,
+    Observation, Observer, Origin, Reason, Session, Term, Waiter, Watch, WatchState,
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_PORT, DEFAULT_SERVER,
 };
 
@@ -55,6 +55,21 @@ fn blocking_surface() {
     assert_eq!(DEFAULT_PORT, 7117);
     assert_eq!(DEFAULT_LEASE, Duration::from_secs(10));
     assert_eq!(DEFAULT_CONNECT_TIMEOUT, Duration::from_secs(5));
+}
+
+#[test]
+fn session_surface() {
+    let _: fn(&Client) -> Result<Session, Error> = Client::session;
+    let _: fn(&Session, &str, Claim) -> Result<LockGuard, Error> = Session::acquire;
+    let _: fn(&Session, &str, Claim, Duration) -> Result<LockGuard, Error> =
+        Session::acquire_timeout;
+    let _: fn(&Session, &str, Claim) -> Result<LockGuard, Error> = Session::try_acquire;
+    let _: fn(&Session) -> u32 = Session::max_streams;
+    let _: fn(&Session) -> usize = Session::open_claims;
+    let _: fn(&Session) -> bool = Session::is_open;
+    let _: fn(Session) = Session::close;
+    fn assert_shared<T: Send + Sync + std::fmt::Debug>() {}
+    assert_shared::<Session>();
 }
 
 #[test]

@@ -8,6 +8,7 @@
 
 pub(crate) mod codec;
 pub(crate) mod held;
+pub(crate) mod mux;
 pub(crate) mod retry;
 pub(crate) mod schedule;
 pub(crate) mod session;

@@ -1,0 +1,427 @@
+//! The session core's decisions, fed frames and instants without sockets.
+
+use super::*;
+use crate::core::codec::encode_claim;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn session_ok(max: u32) -> Vec<u8> {
+    let mut v = vec![0x16];
+    v.extend(max.to_be_bytes());
+    v
+}
+
+fn stream(id: u32, inner: &[u8]) -> Vec<u8> {
+    let mut v = vec![0x17];
+    v.extend(id.to_be_bytes());
+    v.extend_from_slice(inner);
+    v
+}
+
+fn acquired(id: u32, token: u64) -> Vec<u8> {
+    let mut inner = vec![0x12];
+    inner.extend(token.to_be_bytes());
+    stream(id, &inner)
+}
+
+fn waiting(id: u32) -> Vec<u8> {
+    stream(id, &[0x11])
+}
+
+fn released_frame(id: u32) -> Vec<u8> {
+    let mut v = vec![0x18];
+    v.extend(id.to_be_bytes());
+    v
+}
+
+fn stream_end(id: u32, code: u8) -> Vec<u8> {
+    let mut v = vec![0x19];
+    v.extend(id.to_be_bytes());
+    v.extend([code, 1, b'x']);
+    v
+}
+
+const ALIVE: [u8; 1] = [0x1a];
+
+/// An open session with lease 1000 ms at `t0`.
+fn open_session(t0: Instant) -> Mux {
+    let mut m = Mux::start("test:1", 1000, t0).unwrap();
+    assert_eq!(m.take_output(), [0x05, 0x04, 0, 0, 0x03, 0xe8]);
+    assert!(!m.opened().unwrap());
+    let turn = m.step(Input::Bytes(&session_ok(10)), t0);
+    assert!(turn.wake && turn.close.is_none());
+    assert!(m.opened().unwrap());
+    assert_eq!(m.max_streams(), 10);
+    m
+}
+
+fn open_claim(m: &mut Mux, name: &str, claim: Claim, mode: Mode, now: Instant) -> u32 {
+    let frame = encode_claim(name.as_bytes(), 1000, &claim).unwrap();
+    let id = m.open(name, claim, &frame, mode, now).unwrap();
+    let out = m.take_output();
+    assert_eq!(out[0], 0x06);
+    assert_eq!(&out[1..5], &id.to_be_bytes());
+    assert_eq!(&out[5..], &frame[..]);
+    id
+}
+
+fn state(m: &mut Mux, id: u32, now: Instant) -> StreamState {
+    m.poll(id, now).0
+}
+
+fn is_released(state: StreamState, want: bool) -> bool {
+    matches!(state, StreamState::Released { acked } if acked == want)
+}
+
+fn cause(state: StreamState) -> Error {
+    match state {
+        StreamState::Lost(Error::Lost(cause)) => *cause,
+        StreamState::Failed(err) => err,
+        other => panic!("neither lost nor failed: {other:?}"),
+    }
+}
+
+#[test]
+fn ids_start_at_1_and_increase_and_pipelined_claims_are_granted_apart() {
+    let t0 = Instant::now();
+    let mut m = open_session(t0);
+    let ids: Vec<u32> = (0..3)
+        .map(|i| open_claim(&mut m, &format!("l{i}"), Claim::exclusive(), Mode::Wait, t0))
+        .collect();
+    assert_eq!(ids, [1, 2, 3]);
+    let mut bytes = acquired(2, 20);
+    bytes.extend(waiting(1));
+    bytes.extend(acquired(3, 30));
+    m.step(Input::Bytes(&bytes), t0 + ms(5));
+    assert!(matches!(state(&mut m, 1, t0 + ms(5)), StreamState::Waiting));
+    let held = |state, want| {
+        matches!(state, StreamState::Held { token, valid_until }
+            if token == want && valid_until == t0 + ms(800))
+    };
+    assert!(held(state(&mut m, 2, t0 + ms(5)), 20));
+    assert!(held(state(&mut m, 3, t0 + ms(5)), 30));
+    m.step(Input::Bytes(&acquired(1, 40)), t0 + ms(6));
+    assert!(held(state(&mut m, 1, t0 + ms(6)), 40));
+    assert_eq!(m.open_streams(), 3);
+}
+
+#[test]
+fn one_heartbeat_in_flight_and_alive_moves_every_claims_deadline() {
+    let t0 = Instant::now();
+    let mut m = open_session(t0);
+    let id = open_claim(&mut m, "a", Claim::exclusive(), Mode::Wait, t0);
+    m.step(Input::Bytes(&acquired(id, 7)), t0);
+    assert_eq!(m.next_wakeup(), Some(t0 + ms(250)));
+    m.step(Input::Timer, t0 + ms(250));
+    assert_eq!(m.take_output(), HEARTBEAT);
+    // Nothing more while it is in flight: the next wake is the deadline.
+    m.step(Input::Timer, t0 + ms(600));
+    assert!(m.take_output().is_empty());
+    assert_eq!(m.next_wakeup(), Some(t0 + ms(800)));
+    m.step(Input::Bytes(&ALIVE), t0 + ms(610));
+    let StreamState::Held { valid_until, .. } = state(&mut m, id, t0 + ms(610)) else {
+        panic!("not held");
+    };
+    assert_eq!(valid_until, t0 + ms(250 + 800));
+    // The next heartbeat was due already (spaced send to send).
+    assert_eq!(m.take_output(), HEARTBEAT);
+    m.step(Input::Bytes(&ALIVE), t0 + ms(615));
+    // An ALIVE nobody asked for breaks the protocol.
+    let turn = m.step(Input::Bytes(&ALIVE), t0 + ms(620));
+    assert_eq!(turn.close, Some(Close::Now));
+    assert!(matches!(
+        cause(state(&mut m, id, t0 + ms(620))),
+        Error::Protocol(_)
+    ));
+}
+
+#[test]
+fn at_the_deadline_every_held_claim_is_lost_first_and_the_close_waits_for_the_lease() {
+    let t0 = Instant::now();
+    let mut m = open_session(t0);
+    let a = open_claim(&mut m, "a", Claim::exclusive(), Mode::Wait, t0);
+    let b = open_claim(&mut m, "b", Claim::shared(), Mode::Wait, t0);
+    let c = open_claim(&mut m, "c", Claim::exclusive(), Mode::Wait, t0);
+    let d = open_claim(&mut m, "d", Claim::exclusive(), Mode::Wait, t0);
+    let mut bytes = acquired(a, 1);
+    bytes.extend(acquired(b, 2));
+    bytes.extend(waiting(c));
+    bytes.extend(acquired(d, 4));
+    m.step(Input::Bytes(&bytes), t0);
+    m.release(d);
+    assert_eq!(m.take_output(), encode_release(d));
+    assert!(matches!(
+        state(&mut m, a, t0 + ms(799)),
+        StreamState::Held { .. }
+    ));
+    // A poll at the deadline decides, before any timer.
+    let (lost, newly) = m.poll(a, t0 + ms(800));
+    assert!(newly);
+    assert!(matches!(
+        cause(lost),
+        Error::ClientTimeout { lease_ms: 1000 }
+    ));
+    assert!(matches!(
+        cause(state(&mut m, b, t0 + ms(800))),
+        Error::ClientTimeout { .. }
+    ));
+    assert!(matches!(
+        state(&mut m, c, t0 + ms(800)),
+        StreamState::Failed(Error::ClientTimeout { .. })
+    ));
+    // A claim released before is not lost.
+    assert!(is_released(state(&mut m, d, t0 + ms(800)), true));
+    assert!(!m.poll(a, t0 + ms(801)).1, "decided once");
+    // Late grants are dropped; the connection stays open, silent, until
+    // the lease since the last answered send.
+    let turn = m.step(Input::Bytes(&acquired(c, 3)), t0 + ms(900));
+    assert_eq!(turn, Turn::default());
+    assert!(matches!(
+        state(&mut m, c, t0 + ms(900)),
+        StreamState::Failed(_)
+    ));
+    assert!(m.take_output().is_empty());
+    assert_eq!(m.next_wakeup(), Some(t0 + ms(1000)));
+    assert_eq!(m.step(Input::Timer, t0 + ms(1000)).close, Some(Close::Now));
+    assert_eq!(m.next_wakeup(), None);
+    // No claim opens on a session that is over.
+    let frame = encode_claim(b"e", 1000, &Claim::exclusive()).unwrap();
+    let err = m.open("e", Claim::exclusive(), &frame, Mode::Wait, t0 + ms(1001));
+    assert!(matches!(err, Err(Error::ClientTimeout { .. })));
+}
+
+#[test]
+fn an_error_at_its_type_byte_loses_every_held_claim_before_the_close() {
+    let t0 = Instant::now();
+    let mut m = open_session(t0);
+    let a = open_claim(&mut m, "a", Claim::exclusive(), Mode::Wait, t0);
+    let b = open_claim(&mut m, "b", Claim::exclusive(), Mode::Wait, t0);
+    let mut bytes = acquired(a, 1);
+    bytes.extend(waiting(b));
+    bytes.push(0x13); // ERROR, cut after its type byte
+    let turn = m.step(Input::Bytes(&bytes), t0);
+    assert!(turn.wake);
+    assert_eq!(turn.close, Some(Close::Now));
+    assert!(matches!(cause(state(&mut m, a, t0)), Error::ServerEnded));
+    assert!(matches!(
+        state(&mut m, b, t0),
+        StreamState::Failed(Error::ServerEnded)
+    ));
+
+    let mut m = open_session(t0);
+    let a = open_claim(&mut m, "a", Claim::exclusive(), Mode::Wait, t0);
+    m.step(Input::Bytes(&acquired(a, 1)), t0);
+    m.step(Input::Bytes(&[0x13, 0x01, 0]), t0);
+    let loss = cause(state(&mut m, a, t0));
+    assert_eq!(loss.code(), Some(0x01));
+    assert!(loss.is_temporary());
+    // The end of the connection does the same.
+    let mut m = open_session(t0);
+    let a = open_claim(&mut m, "a", Claim::exclusive(), Mode::Wait, t0);
+    m.step(Input::Bytes(&acquired(a, 1)), t0);
+    let eof = Error::io(std::io::ErrorKind::UnexpectedEof.into());
+    assert_eq!(m.step(Input::End(eof), t0).close, Some(Close::Now));
+    assert!(matches!(cause(state(&mut m, a, t0)), Error::Io(_)));
+}
+
+#[test]
+fn stream_end_fails_a_claim_not_granted_and_loses_a_held_one_alone() {
+    let t0 = Instant::now();
+    let mut m = open_session(t0);
+    let a = open_claim(&mut m, "a", Claim::exclusive(), Mode::Wait, t0);
+    let b = open_claim(&mut m, "b", Claim::semaphore(2), Mode::Wait, t0);
+    let c = open_claim(&mut m, "c", Claim::exclusive(), Mode::Wait, t0);
+    m.step(Input::Bytes(&acquired(a, 1)), t0);
+    m.step(Input::Bytes(&acquired(c, 3)), t0);
+    let mut bytes = stream_end(a, 0x02);
+    bytes.extend(stream_end(b, 0x1a));
+    let turn = m.step(Input::Bytes(&bytes), t0);
+    assert_eq!(turn.close, None, "the session lives on");
+    let kicked = cause(state(&mut m, a, t0));
+    assert!(matches!(kicked, Error::AdminClosed(_)), "{kicked:?}");
+    assert!(matches!(
+        state(&mut m, b, t0),
+        StreamState::Failed(Error::LimitMismatch(_))
+    ));
+    assert!(matches!(
+        state(&mut m, c, t0),
+        StreamState::Held { token: 3, .. }
+    ));
+    // Too many streams: temporary, and returned (no retry inside a session).
+    let d = open_claim(&mut m, "d", Claim::exclusive(), Mode::Wait, t0);
+    m.step(Input::Bytes(&stream_end(d, 0x05)), t0);
+    let StreamState::Failed(err) = state(&mut m, d, t0) else {
+        panic!()
+    };
+    assert!(err.is_temporary() && err.code() == Some(0x05), "{err:?}");
+}
+
+#[test]
+fn try_mode_turns_waiting_into_busy_and_lets_go_of_the_place() {
+    let t0 = Instant::now();
+    let mut m = open_session(t0);
+    let id = open_claim(&mut m, "pool", Claim::semaphore(4), Mode::Try, t0);
+    m.step(Input::Bytes(&waiting(id)), t0);
+    assert_eq!(m.take_output(), encode_release(id));
+    match state(&mut m, id, t0) {
+        StreamState::Failed(Error::Busy {
+            name,
+            shared: true,
+            limit: Some(4),
+        }) => assert_eq!(name, "pool"),
+        other => panic!("{other:?}"),
+    }
+    // The grant that crossed the RELEASE, and the RELEASED, are dropped.
+    m.step(Input::Bytes(&acquired(id, 9)), t0);
+    m.step(Input::Bytes(&released_frame(id)), t0);
+    assert!(matches!(
+        state(&mut m, id, t0),
+        StreamState::Failed(Error::Busy { .. })
+    ));
+    assert!(m.is_open());
+}
+
+#[test]
+fn a_release_counts_at_once_and_is_acknowledged_by_released() {
+    let t0 = Instant::now();
+    let mut m = open_session(t0);
+    let id = open_claim(&mut m, "a", Claim::exclusive(), Mode::Wait, t0);
+    m.step(Input::Bytes(&acquired(id, 5)), t0);
+    m.release(id);
+    assert_eq!(m.take_output(), encode_release(id));
+    assert!(is_released(state(&mut m, id, t0), false));
+    // Frames of the stream after the RELEASE are dropped, an end included.
+    m.step(Input::Bytes(&stream_end(id, 0x02)), t0);
+    assert!(is_released(state(&mut m, id, t0), true));
+    let id = open_claim(&mut m, "b", Claim::exclusive(), Mode::Wait, t0);
+    m.release(id);
+    m.take_output();
+    m.step(Input::Bytes(&released_frame(id)), t0);
+    assert!(is_released(state(&mut m, id, t0), true));
+    // A forgotten stream's late frames are dropped too.
+    m.forget(id);
+    assert_eq!(m.step(Input::Bytes(&released_frame(id)), t0).close, None);
+    assert_eq!(m.open_streams(), 0);
+}
+
+#[test]
+fn frames_for_streams_never_opened_end_the_session() {
+    let t0 = Instant::now();
+    for bytes in [
+        acquired(1, 1),
+        released_frame(0),
+        stream_end(7, 2),
+        waiting(2),
+    ] {
+        let mut m = open_session(t0);
+        let a = open_claim(&mut m, "a", Claim::exclusive(), Mode::Wait, t0);
+        if bytes == waiting(2) {
+            m.step(Input::Bytes(&acquired(a, 1)), t0);
+        }
+        let bytes = if bytes == acquired(1, 1) {
+            stream(2, &[0x11])
+        } else {
+            bytes
+        };
+        let turn = m.step(Input::Bytes(&bytes), t0);
+        assert_eq!(turn.close, Some(Close::Now), "{bytes:02x?}");
+        assert!(matches!(m.ended(), Some(Error::Protocol(_))));
+    }
+    // A WAITING after the grant, a second token, a frame before SESSION_OK.
+    let mut m = open_session(t0);
+    let a = open_claim(&mut m, "a", Claim::exclusive(), Mode::Wait, t0);
+    m.step(Input::Bytes(&acquired(a, 1)), t0);
+    m.step(Input::Bytes(&acquired(a, 2)), t0);
+    assert!(matches!(cause(state(&mut m, a, t0)), Error::Protocol(_)));
+    let mut m = Mux::start("test:1", 1000, t0).unwrap();
+    m.step(Input::Bytes(&ALIVE), t0);
+    assert!(matches!(m.opened(), Err(Error::Protocol(_))));
+}
+
+#[test]
+fn proclaim_sends_on_and_its_reply_acknowledges_it() {
+    let t0 = Instant::now();
+    let mut m = open_session(t0);
+    let claim = Claim::exclusive().with_value("v1");
+    let id = open_claim(&mut m, "leader", claim, Mode::Wait, t0);
+    m.step(Input::Bytes(&acquired(id, 8)), t0);
+    assert_eq!(m.proclaim(id, b"v2", t0).unwrap(), 1);
+    assert_eq!(m.proclaim(id, b"v3", t0).unwrap(), 2);
+    let mut want = encode_on(id, &encode_proclaim(b"v2").unwrap());
+    want.extend(encode_on(id, &encode_proclaim(b"v3").unwrap()));
+    assert_eq!(m.take_output(), want);
+    m.step(Input::Bytes(&acquired(id, 8)), t0);
+    assert_eq!(m.proclaimed(id), 1);
+    m.step(Input::Bytes(&acquired(id, 8)), t0);
+    assert_eq!(m.proclaimed(id), 2);
+    // A third reply answers nothing.
+    m.step(Input::Bytes(&acquired(id, 8)), t0);
+    assert!(matches!(m.ended(), Some(Error::Protocol(_))));
+
+    let mut m = open_session(t0);
+    let id = open_claim(&mut m, "plain", Claim::exclusive(), Mode::Wait, t0);
+    m.step(Input::Bytes(&acquired(id, 8)), t0);
+    assert!(matches!(
+        m.proclaim(id, b"x", t0),
+        Err(Error::NoValue { .. })
+    ));
+    let id = open_claim(&mut m, "v", Claim::shared().with_value("a"), Mode::Wait, t0);
+    m.step(Input::Bytes(&acquired(id, 9)), t0);
+    let err = m.proclaim(id, &[b'v'; 1025], t0).unwrap_err();
+    assert_eq!(err.code(), Some(0x1b));
+    assert!(m.take_output().is_empty(), "nothing sent for refusals");
+}
+
+#[test]
+fn close_releases_every_claim_without_a_loss_and_hands_the_connection_back() {
+    let t0 = Instant::now();
+    let mut m = open_session(t0);
+    let a = open_claim(&mut m, "a", Claim::exclusive(), Mode::Wait, t0);
+    let b = open_claim(&mut m, "b", Claim::exclusive(), Mode::Wait, t0);
+    m.step(Input::Bytes(&acquired(a, 1)), t0);
+    let turn = m.close(t0 + ms(10));
+    let until = t0 + ms(10 + 800);
+    assert_eq!(turn.close, Some(Close::HandBack { until }));
+    assert!(is_released(state(&mut m, a, t0 + ms(20)), true));
+    assert!(is_released(state(&mut m, b, t0 + ms(20)), true));
+    assert_eq!(m.next_wakeup(), Some(until));
+    let eof = Error::io(std::io::ErrorKind::UnexpectedEof.into());
+    assert_eq!(m.step(Input::End(eof), t0 + ms(30)), Turn::default());
+    assert_eq!(m.next_wakeup(), None);
+    assert!(matches!(m.ended(), Some(Error::Cancelled)));
+}
+
+#[test]
+fn a_first_byte_that_starts_no_message_is_not_monolock() {
+    let t0 = Instant::now();
+    let mut m = Mux::start("127.0.0.1:7118", 1000, t0).unwrap();
+    m.step(Input::Bytes(b"HTTP/1.1 400 Bad Request\r\n"), t0);
+    assert!(matches!(m.opened(), Err(Error::NotMonolock { .. })));
+    // A server without sessions answers SESSION with an ERROR.
+    let mut m = Mux::start("old:7117", 1000, t0).unwrap();
+    m.step(Input::Bytes(&[0x13, 0x10, 0]), t0);
+    assert_eq!(m.opened().unwrap_err().code(), Some(0x10));
+    // No SESSION_OK within the client timeout.
+    let mut m = Mux::start("slow:7117", 1000, t0).unwrap();
+    assert_eq!(m.next_wakeup(), Some(t0 + ms(800)));
+    m.step(Input::Timer, t0 + ms(800));
+    assert!(matches!(m.opened(), Err(Error::ClientTimeout { .. })));
+}
+
+#[test]
+fn the_last_stream_id_is_used_once_then_a_new_session_is_needed() {
+    let t0 = Instant::now();
+    let mut m = open_session(t0);
+    m.next_id = MAX_STREAM_ID;
+    let id = open_claim(&mut m, "a", Claim::exclusive(), Mode::Wait, t0);
+    assert_eq!(id, u32::MAX);
+    let frame = encode_claim(b"b", 1000, &Claim::exclusive()).unwrap();
+    let err = m
+        .open("b", Claim::exclusive(), &frame, Mode::Wait, t0)
+        .unwrap_err();
+    assert_eq!(err.code(), Some(0x05));
+    assert!(m.take_output().is_empty());
+    assert!(Mux::start("x", 0, t0).is_err(), "a lease of 0 is refused");
+}

@@ -1,0 +1,327 @@
+//! Sessions (protocol version 4) on the blocking client, against the real
+//! server: many claims on one connection, released, kicked, lost together.
+
+mod common;
+
+use std::collections::HashSet;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use monolock::{Claim, Error};
+
+const LEASE: Duration = Duration::from_secs(2);
+
+fn client(addr: &str, lease: Duration) -> monolock::Client {
+    builder(addr, lease).build().unwrap()
+}
+
+#[test]
+fn fifty_pipelined_acquires_on_one_session_are_all_granted_with_distinct_tokens() {
+    let server = Server::start();
+    let c = client(&server.addr, LEASE);
+    let session = c.session().unwrap();
+    assert!(session.max_streams() >= 50, "{}", session.max_streams());
+    let guards: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..50)
+            .map(|i| {
+                let session = &session;
+                s.spawn(move || session.acquire(&format!("pipe/{i}"), Claim::exclusive()))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap().unwrap())
+            .collect()
+    });
+    let tokens: HashSet<u64> = guards.iter().map(|g| g.token()).collect();
+    assert_eq!(tokens.len(), 50);
+    assert_eq!(session.open_claims(), 50);
+    for g in &guards {
+        g.check().unwrap();
+    }
+    // Two heartbeats later, all still held: one heartbeat keeps them all.
+    std::thread::sleep(LEASE / 2);
+    for g in &guards {
+        g.check().unwrap();
+    }
+    drop(guards);
+    assert_eq!(session.open_claims(), 0);
+    session.close();
+}
+
+#[test]
+fn the_same_name_twice_in_one_session_waits_for_the_first() {
+    let server = Server::start();
+    let c = client(&server.addr, LEASE);
+    let session = c.session().unwrap();
+    let first = session.acquire("twice", Claim::exclusive()).unwrap();
+    std::thread::scope(|s| {
+        let (tx, rx) = mpsc::channel();
+        let session = &session;
+        s.spawn(move || {
+            tx.send(session.acquire("twice", Claim::exclusive()))
+                .unwrap()
+        });
+        // Queued behind the first, even a heartbeat later.
+        assert!(rx.recv_timeout(LEASE / 2).is_err(), "granted while held");
+        let first_token = first.token();
+        first.release();
+        let second = rx.recv_timeout(LEASE * 2).expect("granted").unwrap();
+        assert!(second.token() > first_token);
+        second.check().unwrap();
+    });
+}
+
+#[test]
+fn after_release_returns_another_client_finds_the_lock_free() {
+    let server = Server::start();
+    let c = client(&server.addr, Duration::from_secs(10));
+    let other = client(&server.addr, Duration::from_secs(10));
+    let session = c.session().unwrap();
+    for round in 0..30 {
+        let held = session.acquire("handover", Claim::exclusive()).unwrap();
+        held.release();
+        let theirs = other
+            .try_acquire("handover")
+            .unwrap_or_else(|e| panic!("round {round}: right after release: {e}"));
+        theirs.release();
+    }
+}
+
+#[test]
+fn try_acquire_on_a_held_lock_is_busy_and_leaves_no_place_in_the_queue() {
+    let server = Server::start();
+    let c = client(&server.addr, LEASE);
+    let other = client(&server.addr, LEASE);
+    let held = other.acquire("busy").unwrap();
+    let session = c.session().unwrap();
+    let err = session.try_acquire("busy", Claim::exclusive()).unwrap_err();
+    assert!(err.is_busy(), "{err:?}");
+    assert!(
+        matches!(err, Error::Busy { ref name, shared: false, limit: None } if name == "busy"),
+        "{err:?}"
+    );
+    held.release();
+    // Had the RELEASE not gone, the session's claim would hold it now.
+    let third = client(&server.addr, LEASE);
+    third.try_acquire("busy").unwrap().release();
+    assert!(session.is_open());
+    assert_eq!(session.open_claims(), 0);
+}
+
+#[test]
+fn semaphores_and_shared_claims_in_a_session() {
+    let server = Server::start();
+    let c = client(&server.addr, LEASE);
+    let other = client(&server.addr, LEASE);
+    let session = c.session().unwrap();
+    let p1 = session.acquire("sem", Claim::semaphore(2)).unwrap();
+    let p2 = session.acquire("sem", Claim::semaphore(2)).unwrap();
+    assert_ne!(p1.token(), p2.token());
+    let err = session.try_acquire("sem", Claim::semaphore(2)).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Busy {
+                shared: true,
+                limit: Some(2),
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    // A different limit is refused for that stream only.
+    let err = session.acquire("sem", Claim::semaphore(3)).unwrap_err();
+    assert_eq!(err.code(), Some(0x1a), "{err:?}");
+    assert!(session.is_open());
+    let r1 = session.acquire("rw", Claim::shared()).unwrap();
+    let r2 = session.acquire("rw", Claim::shared()).unwrap();
+    assert!(other.try_acquire("rw").unwrap_err().is_busy());
+    drop((r1, r2));
+    other.try_acquire("rw").unwrap().release();
+    drop((p1, p2));
+}
+
+#[test]
+fn a_value_and_proclaim_in_a_session_reach_the_watchers() {
+    let server = Server::start();
+    let c = client(&server.addr, LEASE);
+    let session = c.session().unwrap();
+    let guard = session
+        .acquire("leader", Claim::exclusive().with_value("10.0.0.7:80"))
+        .unwrap();
+    let watch = c.watch("leader").unwrap();
+    assert_eq!(watch.state().holders[0].value, b"10.0.0.7:80");
+    guard.proclaim("10.0.0.8:80").unwrap();
+    let deadline = Instant::now() + LEASE * 2;
+    while watch.state().holders.first().map(|h| h.value.clone()) != Some(b"10.0.0.8:80".to_vec()) {
+        assert!(Instant::now() < deadline, "the new value never showed");
+        watch.wait_change_timeout(LEASE / 4);
+    }
+    assert_eq!(watch.state().holders[0].token, guard.token());
+    // A claim without a value cannot proclaim; nothing is sent.
+    let plain = session.acquire("plain", Claim::exclusive()).unwrap();
+    assert!(matches!(plain.proclaim("x"), Err(Error::NoValue { .. })));
+    let err = guard.proclaim(vec![b'v'; 1025]).unwrap_err();
+    assert_eq!(err.code(), Some(0x1b));
+    guard.check().unwrap();
+    plain.check().unwrap();
+}
+
+#[test]
+fn close_while_holding_releases_every_claim_without_a_loss() {
+    let server = Server::start();
+    let c = client(&server.addr, Duration::from_secs(10));
+    let other = client(&server.addr, Duration::from_secs(10));
+    let session = c.session().unwrap();
+    let guards: Vec<_> = (0..3)
+        .map(|i| {
+            session
+                .acquire(&format!("close/{i}"), Claim::exclusive())
+                .unwrap()
+        })
+        .collect();
+    let watch = guards[0].watch();
+    session.close();
+    for (i, g) in guards.iter().enumerate() {
+        assert!(g.loss_reason().is_none(), "released, not lost");
+        assert!(g.check().is_err(), "no longer held");
+        other.try_acquire(&format!("close/{i}")).unwrap().release();
+    }
+    assert!(watch.wait().is_none(), "a released claim is no loss");
+}
+
+#[test]
+fn bad_input_is_refused_before_sending_and_the_session_lives_on() {
+    let server = Server::start();
+    let c = client(&server.addr, LEASE);
+    let session = c.session().unwrap();
+    assert_eq!(
+        session.acquire("", Claim::exclusive()).unwrap_err().code(),
+        Some(0x14)
+    );
+    let long = "n".repeat(300);
+    assert_eq!(
+        session
+            .acquire(&long, Claim::exclusive())
+            .unwrap_err()
+            .code(),
+        Some(0x15)
+    );
+    let err = session.acquire("x", Claim::semaphore(0)).unwrap_err();
+    assert_eq!(err.code(), Some(0x19));
+    let err = session
+        .acquire("x", Claim::exclusive().with_value(vec![0u8; 1025]))
+        .unwrap_err();
+    assert_eq!(err.code(), Some(0x1b));
+    assert!(session.is_open());
+    session.acquire("x", Claim::exclusive()).unwrap().release();
+}
+
+#[test]
+fn a_session_to_a_port_that_is_no_server_fails_at_once() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    drop(listener);
+    let c = client(&addr, LEASE);
+    let started = Instant::now();
+    assert!(c.session().is_err());
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn an_acquire_timeout_leaves_the_queue() {
+    let server = Server::start();
+    let c = client(&server.addr, LEASE);
+    let other = client(&server.addr, LEASE);
+    let held = other.acquire("timeout").unwrap();
+    let session = c.session().unwrap();
+    let err = session
+        .acquire_timeout("timeout", Claim::exclusive(), Duration::from_millis(300))
+        .unwrap_err();
+    assert!(matches!(err, Error::Timeout { .. }), "{err:?}");
+    held.release();
+    client(&server.addr, LEASE)
+        .try_acquire("timeout")
+        .unwrap()
+        .release();
+}
+
+/// Runs `monolock kick` against the server's admin API.
+fn kick_lock(server: &Server, name: &str) {
+    let admin = server.admin.as_ref().expect("admin API");
+    let out = std::process::Command::new(server_bin())
+        .args(["kick", "--admin", admin, "--lock", name])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kick: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_kick_ends_one_claim_and_the_sessions_other_claims_live_on() {
+    let server = Server::start_with_admin();
+    let c = client(&server.addr, LEASE);
+    let session = c.session().unwrap();
+    let kicked = session.acquire("kick/a", Claim::exclusive()).unwrap();
+    let kept = session.acquire("kick/b", Claim::exclusive()).unwrap();
+    kick_lock(&server, "kick/a");
+    let loss = kicked
+        .wait_lost_timeout(LEASE * 2)
+        .expect("told of the kick");
+    match &loss {
+        Error::Lost(cause) => assert_eq!(cause.code(), Some(0x02), "{loss:?}"),
+        other => panic!("{other:?}"),
+    }
+    // The others outlive a few heartbeats.
+    std::thread::sleep(LEASE);
+    kept.check().unwrap();
+    assert!(session.is_open());
+    let again = session.acquire("kick/c", Claim::exclusive()).unwrap();
+    again.check().unwrap();
+    drop(kicked);
+}
+
+#[test]
+fn a_silent_link_loses_every_claim_before_the_server_could_regrant() {
+    let lease = Duration::from_secs(1);
+    let server = Server::start();
+    let proxy = Proxy::start(&server.addr);
+    let c = client(&proxy.addr, lease);
+    let waiter = client(&server.addr, Duration::from_secs(10));
+    let session = c.session().unwrap();
+    let a = session.acquire("silent/a", Claim::exclusive()).unwrap();
+    let b = session.acquire("silent/b", Claim::shared()).unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let g = waiter.acquire("silent/a").unwrap();
+        tx.send(Instant::now()).unwrap();
+        drop(g);
+    });
+    std::thread::sleep(lease / 2);
+    let cut = Instant::now();
+    proxy.cut();
+    let loss = a.wait_lost();
+    let told = Instant::now();
+    assert!(
+        matches!(loss, Error::Lost(ref c) if matches!(**c, Error::ClientTimeout { .. })),
+        "{loss:?}"
+    );
+    assert!(b.is_lost(), "every claim shares the session's fate");
+    // The last answered heartbeat went at most an interval before the cut.
+    let bound = lease.mul_f64(0.8) + lease / 4;
+    assert!(
+        told - cut <= bound + Duration::from_millis(200),
+        "told {:?} after the cut",
+        told - cut
+    );
+    let granted = rx
+        .recv_timeout(lease * 10)
+        .expect("the waiter got the lock");
+    assert!(told < granted, "the loss was told after the regrant");
+    assert!(!session.is_open());
+}
