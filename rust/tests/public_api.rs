@@ -261,6 +261,28 @@ fn tokio_surface() {
     assert_send_future(c.acquire_timeout_with("x", Duration::from_secs(1), Claim::semaphore(2)));
     assert_send_future(c.try_acquire_with("x", Claim::shared()));
     assert_send_future(c.acquire_with("x", Claim::exclusive().with_value("v")));
+    // Sessions: the same guard type; the futures can be spawned.
+    use monolock::tokio::Session as AsyncSession;
+    let _: fn(&AsyncSession) -> u32 = AsyncSession::max_streams;
+    let _: fn(&AsyncSession) -> usize = AsyncSession::open_claims;
+    let _: fn(&AsyncSession) -> bool = AsyncSession::is_open;
+    assert_send::<AsyncSession>();
+    assert_send_future(c.session());
+    async fn session_calls(s: AsyncSession) -> Result<AsyncGuard, Error> {
+        let a: AsyncGuard = s.acquire("a", Claim::exclusive()).await?;
+        let b = s.try_acquire("b", Claim::shared()).await?;
+        let t = Duration::from_secs(1);
+        let _: AsyncGuard = s.acquire_timeout("c", Claim::semaphore(2), t).await?;
+        drop(b);
+        s.close().await;
+        Ok(a)
+    }
+    let _ = session_calls;
+    fn spawnable(s: &'static AsyncSession) {
+        assert_send_future(s.acquire("x", Claim::exclusive()));
+        assert_send_future(s.try_acquire("x", Claim::exclusive()));
+    }
+    let _ = spawnable;
     // Watches and elections.
     use monolock::tokio::{Observer as AsyncObserver, Term as AsyncTerm, Watch as AsyncWatchOf};
     let _: fn(&AsyncWatchOf) -> &str = AsyncWatchOf::name;

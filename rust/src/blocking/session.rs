@@ -367,7 +367,7 @@ impl StreamClaim {
         if newly {
             self.inner.mux.notify_all();
         }
-        hold_state(state, newly)
+        state.hold(newly)
     }
 
     pub(crate) fn valid_until(&self) -> Instant {
@@ -383,7 +383,7 @@ impl StreamClaim {
             if newly {
                 self.inner.mux.notify_all();
             }
-            let state = hold_state(state, newly);
+            let state = state.hold(newly);
             let HoldState::Held { valid_until } = state else {
                 return state;
             };
@@ -409,7 +409,7 @@ impl StreamClaim {
             if newly {
                 self.inner.mux.notify_all();
             }
-            match hold_state(state, newly) {
+            match state.hold(newly) {
                 HoldState::Held { valid_until } => {
                     mux = self.inner.mux.wait_until(mux, valid_until);
                 }
@@ -442,20 +442,5 @@ impl StreamClaim {
             }
         }
         mux.forget(self.id);
-    }
-}
-
-/// A claim's state in the words of a lock guard.
-fn hold_state(state: StreamState, newly: bool) -> HoldState {
-    match state {
-        StreamState::Held { valid_until, .. } => HoldState::Held { valid_until },
-        StreamState::Lost(loss) => HoldState::Lost { loss, newly },
-        StreamState::Failed(err) => HoldState::Lost {
-            loss: Error::Lost(Box::new(err)),
-            newly,
-        },
-        StreamState::Opening | StreamState::Waiting | StreamState::Released { .. } => {
-            HoldState::Ended
-        }
     }
 }

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use super::codec::{encode_proclaim, HEARTBEAT};
 use super::retry::Mode;
 use super::schedule::Schedule;
-use super::session::Close;
+use super::session::{Close, HoldState};
 use super::session_codec::{
     encode_on, encode_open, encode_release, encode_session, Inner, SessionDecoder, SessionFrame,
 };
@@ -51,6 +51,25 @@ pub(crate) enum StreamState {
     /// Released by the application; `acked` once nothing more is owed
     /// (RELEASED arrived, or the session ended).
     Released { acked: bool },
+}
+
+impl StreamState {
+    /// The state in the words of a lock guard; `newly` when the poll that
+    /// returned it decided the loss.
+    pub(crate) fn hold(self, newly: bool) -> HoldState {
+        match self {
+            StreamState::Held { valid_until, .. } => HoldState::Held { valid_until },
+            StreamState::Lost(loss) => HoldState::Lost { loss, newly },
+            // Only a granted claim has a guard: this is never asked.
+            StreamState::Failed(err) => HoldState::Lost {
+                loss: Error::Lost(Box::new(err)),
+                newly,
+            },
+            StreamState::Opening | StreamState::Waiting | StreamState::Released { .. } => {
+                HoldState::Ended
+            }
+        }
+    }
 }
 
 /// What one input asks of the adapter: wake the waiters (a claim or the
@@ -608,6 +627,13 @@ impl Mux {
             Phase::HandingBack { until } => Some(until),
             Phase::Closed => None,
         }
+    }
+
+    /// Whether the application closed the session and the connection
+    /// waits for the server's close (the adapter half-closes it).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn handing_back(&self) -> bool {
+        matches!(self.phase, Phase::HandingBack { .. })
     }
 
     /// Why the session ended, once it did.
