@@ -91,7 +91,9 @@ pub mod tokio;
 mod watch;
 
 pub use addr::DEFAULT_PORT;
-pub use blocking::{CancelHandle, Client, LockGuard, LossWatch, Observer, Session, Term, Watch};
+pub use blocking::{
+    CancelHandle, Client, LockGuard, LossWatch, Observer, Session, SessionPool, Term, Watch,
+};
 pub use claim::Claim;
 pub use config::{ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_SERVER};
 pub use error::{Error, Origin, Reason};

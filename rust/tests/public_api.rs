@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use monolock::{
     CancelHandle, Claim, Client, ClientBuilder, Error, Holder, LeaderState, LockGuard, LossWatch,
-    Observation, Observer, Origin, Reason, Session, Term, Waiter, Watch, WatchState,
+    Observation, Observer, Origin, Reason, Session, SessionPool, Term, Waiter, Watch, WatchState,
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_PORT, DEFAULT_SERVER,
 };
 
@@ -68,6 +68,13 @@ fn session_surface() {
     let _: fn(&Session) -> usize = Session::open_claims;
     let _: fn(&Session) -> bool = Session::is_open;
     let _: fn(Session) = Session::close;
+    let _: fn(&Client, usize) -> SessionPool = Client::session_pool;
+    let _: fn(&SessionPool, &str, Claim) -> Result<LockGuard, Error> = SessionPool::acquire;
+    let _: fn(&SessionPool, &str, Claim, Duration) -> Result<LockGuard, Error> =
+        SessionPool::acquire_timeout;
+    let _: fn(&SessionPool, &str, Claim) -> Result<LockGuard, Error> = SessionPool::try_acquire;
+    let _: fn(&SessionPool) -> usize = SessionPool::sessions;
+    assert_shared::<SessionPool>();
     fn assert_shared<T: Send + Sync + std::fmt::Debug>() {}
     assert_shared::<Session>();
 }
@@ -283,6 +290,13 @@ fn tokio_surface() {
         assert_send_future(s.try_acquire("x", Claim::exclusive()));
     }
     let _ = spawnable;
+    use monolock::tokio::SessionPool as AsyncPool;
+    let pool: AsyncPool = c.session_pool(2);
+    assert_send::<AsyncPool>();
+    assert_send_future(pool.acquire("x", Claim::exclusive()));
+    assert_send_future(pool.try_acquire("x", Claim::exclusive()));
+    assert_send_future(pool.acquire_timeout("x", Claim::exclusive(), Duration::from_secs(1)));
+    assert_send_future(pool.sessions());
     // Watches and elections.
     use monolock::tokio::{Observer as AsyncObserver, Term as AsyncTerm, Watch as AsyncWatchOf};
     let _: fn(&AsyncWatchOf) -> &str = AsyncWatchOf::name;

@@ -325,3 +325,92 @@ fn a_silent_link_loses_every_claim_before_the_server_could_regrant() {
     assert!(told < granted, "the loss was told after the regrant");
     assert!(!session.is_open());
 }
+
+#[test]
+fn a_pool_spreads_claims_over_its_sessions() {
+    let server = Server::start();
+    let c = client(&server.addr, LEASE);
+    let pool = c.session_pool(3);
+    assert_eq!(pool.sessions(), 0, "opened as claims need them");
+    let guards: Vec<_> = (0..9)
+        .map(|i| {
+            pool.acquire(&format!("pool/{i}"), Claim::exclusive())
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(pool.sessions(), 3);
+    let tokens: HashSet<u64> = guards.iter().map(|g| g.token()).collect();
+    assert_eq!(tokens.len(), 9);
+    let other = client(&server.addr, LEASE);
+    assert!(other.try_acquire("pool/4").unwrap_err().is_busy());
+    drop(guards);
+    other.try_acquire("pool/4").unwrap().release();
+}
+
+/// Reads exactly `n` bytes from the fake server's connection.
+fn read_n(stream: &mut std::net::TcpStream, n: usize) -> Vec<u8> {
+    use std::io::Read;
+    let mut buf = vec![0u8; n];
+    stream.read_exact(&mut buf).unwrap();
+    buf
+}
+
+/// The OPEN of stream `id` with an exclusive ACQUIRE of `name` (lease 2 s).
+fn open_frame(id: u32, name: &str) -> Vec<u8> {
+    let mut v = vec![0x06];
+    v.extend(id.to_be_bytes());
+    v.extend([0x01, 0x01]);
+    v.extend(2000u32.to_be_bytes());
+    v.extend((name.len() as u16).to_be_bytes());
+    v.extend(name.as_bytes());
+    v
+}
+
+fn stream_acquired(id: u32, token: u64) -> Vec<u8> {
+    let mut v = vec![0x17];
+    v.extend(id.to_be_bytes());
+    v.extend(acquired(token));
+    v
+}
+
+#[test]
+fn a_pool_replaces_a_dead_session_on_the_next_claim() {
+    let fake = Fake::start(|listener| {
+        let session_ok = [0x16, 0, 0, 0, 10];
+        // The first session: one grant, then the server ends it.
+        let mut s = accept(&listener);
+        assert_eq!(read_n(&mut s, 6), [0x05, 0x04, 0, 0, 0x07, 0xd0]);
+        send(&mut s, &session_ok);
+        assert_eq!(read_n(&mut s, 14), open_frame(1, "a"));
+        send(&mut s, &stream_acquired(1, 1));
+        // After a heartbeat, when the guard is surely out.
+        read_heartbeat(&mut s);
+        send(&mut s, &error(0x01, "stopping"));
+        drop(s);
+        // Its replacement starts its ids at 1 again.
+        let mut s = accept(&listener);
+        assert_eq!(read_n(&mut s, 6), [0x05, 0x04, 0, 0, 0x07, 0xd0]);
+        send(&mut s, &session_ok);
+        assert_eq!(read_n(&mut s, 14), open_frame(1, "b"));
+        send(&mut s, &stream_acquired(1, 2));
+        // Heartbeats and the RELEASE may come; then the client's close.
+        let mut b = [0u8; 64];
+        while std::io::Read::read(&mut s, &mut b).is_ok_and(|n| n > 0) {}
+    });
+    let c = client(&fake.addr, LEASE);
+    let pool = c.session_pool(1);
+    let a = pool.acquire("a", Claim::exclusive()).unwrap();
+    let loss = a
+        .wait_lost_timeout(LEASE * 2)
+        .expect("the server's end is told");
+    assert!(
+        matches!(loss, Error::Lost(ref c) if c.code() == Some(0x01)),
+        "{loss:?}"
+    );
+    let b = pool.acquire("b", Claim::exclusive()).unwrap();
+    assert_eq!(b.token(), 2);
+    assert_eq!(pool.sessions(), 1);
+    drop((a, b));
+    drop(pool);
+    fake.join();
+}

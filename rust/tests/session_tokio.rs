@@ -250,3 +250,26 @@ async fn a_kick_ends_one_claim_only() {
     kept.check().unwrap();
     assert!(session.is_open());
 }
+
+#[tokio::test]
+async fn a_pool_spreads_claims_over_its_sessions() {
+    let server = Server::start();
+    let c = client(&server.addr, LEASE);
+    let pool = c.session_pool(2);
+    let mut guards = Vec::new();
+    for i in 0..6 {
+        let g = pool
+            .acquire(&format!("tpool/{i}"), Claim::exclusive())
+            .await
+            .unwrap();
+        guards.push(g);
+    }
+    assert_eq!(pool.sessions().await, 2);
+    let tokens: HashSet<u64> = guards.iter().map(|g| g.token()).collect();
+    assert_eq!(tokens.len(), 6);
+    for g in guards {
+        g.release().await;
+    }
+    let other = client(&server.addr, LEASE);
+    other.try_acquire("tpool/3").await.unwrap().release().await;
+}

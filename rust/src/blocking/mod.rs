@@ -6,6 +6,7 @@ mod guard;
 mod monitor;
 mod pool;
 mod session;
+mod session_pool;
 mod watch;
 
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use std::time::{Duration, Instant};
 pub use cancel::CancelHandle;
 pub use guard::{LockGuard, LossWatch};
 pub use session::Session;
+pub use session_pool::SessionPool;
 pub use watch::{Observer, Term, Watch};
 
 use crate::addr::ServerAddr;
@@ -279,6 +281,13 @@ impl Client {
     /// ```
     pub fn session(&self) -> Result<Session, Error> {
         Session::open(Arc::clone(&self.config))
+    }
+
+    /// An opt-in pool of up to `size` sessions (at least one), opened as
+    /// claims need them: for callers that take many short locks. See
+    /// [`SessionPool`] for the trade-off (a session's claims share its fate).
+    pub fn session_pool(&self, size: usize) -> SessionPool {
+        SessionPool::new(self.clone(), size)
     }
 
     fn acquire_inner(

@@ -178,9 +178,11 @@ impl Session {
     /// and nothing has ended it (a loss of the connection, the deadline, a
     /// server's ERROR, [`Session::close`]).
     pub fn is_open(&self) -> bool {
-        let mut mux = self.inner.mux.lock();
-        mux.step(Input::Timer, Instant::now());
-        mux.is_open()
+        let (open, newly) = self.inner.mux.lock().is_open(Instant::now());
+        if newly {
+            self.inner.mux.notify_all();
+        }
+        open
     }
 
     /// Closes the session: every claim still held is released (their
@@ -226,8 +228,16 @@ impl Session {
                     mux.forget(id);
                     return Err(err);
                 }
-                StreamState::Lost(err) => return Err(err),
-                StreamState::Released { .. } => return Err(Error::Cancelled),
+                // Granted and lost before this looked: no guard to tell.
+                StreamState::Lost(err) => {
+                    mux.forget(id);
+                    return Err(err);
+                }
+                // The session was closed meanwhile.
+                StreamState::Released { .. } => {
+                    mux.forget(id);
+                    return Err(Error::Cancelled);
+                }
                 StreamState::Waiting if !told_waiting => {
                     told_waiting = true;
                     // The application's hook runs on this thread, unlocked.

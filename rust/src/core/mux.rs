@@ -135,6 +135,8 @@ pub(crate) struct Mux {
     /// until this plus the client timeout.
     acked_send: Instant,
     max_streams: u32,
+    /// Whether SESSION_OK came.
+    accepted: bool,
     /// The id of the next OPEN (a u64, so that the last id cannot wrap).
     next_id: u64,
     /// Streams the handles have not forgotten yet.
@@ -161,6 +163,7 @@ impl Mux {
             last_send: now,
             acked_send: now,
             max_streams: 0,
+            accepted: false,
             next_id: 1,
             streams: HashMap::new(),
             end: None,
@@ -180,7 +183,7 @@ impl Mux {
     pub(crate) fn opened(&self) -> Result<bool, Error> {
         match (self.phase, &self.end) {
             (Phase::Opening, _) => Ok(false),
-            (_, Some(end)) if self.max_streams == 0 => Err(end.clone()),
+            (_, Some(end)) if !self.accepted => Err(end.clone()),
             _ => Ok(true),
         }
     }
@@ -203,9 +206,13 @@ impl Mux {
             .count()
     }
 
-    /// Whether new claims can open: SESSION_OK came and nothing ended it.
-    pub(crate) fn is_open(&self) -> bool {
-        self.phase == Phase::Open
+    /// Whether new claims can open at `now`: SESSION_OK came and nothing
+    /// ended it. The second value: this call decided the loss (wake the
+    /// waiters). Nothing is queued for writing.
+    pub(crate) fn is_open(&mut self, now: Instant) -> (bool, bool) {
+        let mut turn = Turn::default();
+        self.advance(now, &mut turn);
+        (self.phase == Phase::Open, turn.wake)
     }
 
     /// Why no claim can open on this session, if none can.
@@ -482,6 +489,7 @@ impl Mux {
             SessionFrame::SessionOk { max_streams } if self.phase == Phase::Opening => {
                 self.ack(now);
                 self.phase = Phase::Open;
+                self.accepted = true;
                 self.max_streams = max_streams;
                 Ok(())
             }

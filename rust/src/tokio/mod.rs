@@ -26,6 +26,7 @@
 mod conn;
 mod guard;
 mod session;
+mod session_pool;
 mod watch;
 
 use std::sync::Arc;
@@ -35,6 +36,7 @@ use ::tokio::time::{sleep, timeout, timeout_at};
 
 pub use guard::{LockGuard, LossWatch};
 pub use session::Session;
+pub use session_pool::SessionPool;
 pub use watch::{Observer, Term, Watch};
 
 use crate::addr::ServerAddr;
@@ -221,6 +223,13 @@ impl Client {
     /// ```
     pub async fn session(&self) -> Result<Session, Error> {
         Session::open(Arc::clone(&self.config)).await
+    }
+
+    /// An opt-in pool of up to `size` sessions (at least one), opened as
+    /// claims need them; see the blocking
+    /// [`Client::session_pool`](crate::Client::session_pool).
+    pub fn session_pool(&self, size: usize) -> SessionPool {
+        SessionPool::new(self.clone(), size)
     }
 
     async fn acquire_inner(

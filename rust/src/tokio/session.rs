@@ -191,10 +191,7 @@ impl Session {
     /// Whether the session can still take claims: the server accepted it
     /// and nothing has ended it.
     pub fn is_open(&self) -> bool {
-        self.inner.with(|mux| {
-            let turn = mux.step(Input::Timer, Instant::now());
-            (mux.is_open(), turn.wake)
-        })
+        self.inner.with(|mux| mux.is_open(Instant::now()))
     }
 
     /// Closes the session: every claim still held is released (their
@@ -249,7 +246,12 @@ impl Session {
                     inner.with(|mux| (mux.forget(id), false));
                     return Err(err);
                 }
-                StreamState::Lost(err) => return Err(err),
+                // Granted and lost before this looked: no guard to tell.
+                StreamState::Lost(err) => {
+                    pending.id = None;
+                    inner.with(|mux| (mux.forget(id), false));
+                    return Err(err);
+                }
                 StreamState::Released { .. } => return Err(Error::Cancelled),
                 StreamState::Waiting if !told_waiting => {
                     told_waiting = true;

@@ -280,7 +280,7 @@ fn try_mode_turns_waiting_into_busy_and_lets_go_of_the_place() {
         state(&mut m, id, t0),
         StreamState::Failed(Error::Busy { .. })
     ));
-    assert!(m.is_open());
+    assert!(m.is_open(t0).0);
 }
 
 #[test]
