@@ -144,7 +144,8 @@ impl Session {
     }
 
     /// Like [`Session::acquire`], giving up with [`Error::Timeout`] after
-    /// `timeout`; the claim then leaves the server's queue (RELEASE).
+    /// `timeout`; the claim then leaves the server's queue (RELEASE, and
+    /// the same bounded wait for its answer as a busy try-acquire).
     pub fn acquire_timeout(
         &self,
         name: &str,
@@ -157,7 +158,10 @@ impl Session {
 
     /// Claims `name` only if it is free right now: [`Error::Busy`] (the
     /// error of [`Client::try_acquire`](crate::Client::try_acquire)) when
-    /// the claim would have to wait; it then leaves the queue at once.
+    /// the claim would have to wait. It sends RELEASE and returns once the
+    /// server answered it (at most 0.8 of the lease, at most a second,
+    /// later): by then the claim is out of the queue, and the lock is never
+    /// granted to it.
     pub fn try_acquire(&self, name: &str, claim: Claim) -> Result<LockGuard, Error> {
         self.claim(name, claim, Mode::Try, None)
     }
@@ -225,7 +229,9 @@ impl Session {
                     return Ok(LockGuard::in_session(name, token, claim));
                 }
                 StreamState::Failed(err) => {
-                    mux.forget(id);
+                    // A busy try-acquire returns once it is out of the queue.
+                    drop(mux);
+                    inner.let_go(id);
                     return Err(err);
                 }
                 // Granted and lost before this looked: no guard to tell.
@@ -249,11 +255,10 @@ impl Session {
                 StreamState::Opening | StreamState::Waiting => {}
             }
             if deadline.is_some_and(|d| now >= d) {
-                // Given up: the claim leaves the queue.
+                // Given up: the claim leaves the queue before this returns.
                 mux.release(id);
-                mux.forget(id);
                 drop(mux);
-                inner.flush();
+                inner.let_go(id);
                 return Err(Error::Timeout {
                     name: name.to_owned(),
                     last: None,
@@ -291,6 +296,20 @@ impl Inner {
             .lock()
             .step(Input::End(Error::io(failed)), Instant::now());
         self.act_close(&turn);
+    }
+
+    /// Writes a RELEASE queued for stream `id`, waits (bounded) until the
+    /// server answered it, so that the claim is out of the queue, and
+    /// drops the stream's record.
+    fn let_go(&self, id: u32) {
+        self.flush();
+        let mut mux = self.mux.lock();
+        let until = Instant::now() + mux.release_wait();
+        while mux.unreleased(id) && Instant::now() < until {
+            mux = self.mux.wait_until(mux, until);
+            mux.poll(id, Instant::now());
+        }
+        mux.forget(id);
     }
 
     /// Does what a turn says: wake the waiters (the news first), write,

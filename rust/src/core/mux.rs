@@ -119,6 +119,9 @@ struct Stream {
     /// ONs sent and answered: each gets exactly one STREAM reply.
     ons_sent: u64,
     ons_acked: u64,
+    /// A RELEASE of this stream went and its RELEASED has not come (nor
+    /// the session's end).
+    unreleased: bool,
 }
 
 /// One session's protocol state.
@@ -255,6 +258,7 @@ impl Mux {
                 state: StreamState::Opening,
                 ons_sent: 0,
                 ons_acked: 0,
+                unreleased: false,
             },
         );
         Ok(id)
@@ -322,11 +326,19 @@ impl Mux {
             StreamState::Opening | StreamState::Waiting | StreamState::Held { .. } => {
                 stream.state = StreamState::Released { acked: !live };
                 if live {
+                    stream.unreleased = true;
                     self.out.extend(encode_release(id));
                 }
             }
             _ => {}
         }
+    }
+
+    /// Whether a RELEASE of stream `id` still awaits its RELEASED: a
+    /// try-acquire found busy, or a claim given up, is out of the server's
+    /// queue once this is false.
+    pub(crate) fn unreleased(&self, id: u32) -> bool {
+        self.streams.get(&id).is_some_and(|s| s.unreleased)
     }
 
     /// Drops what is kept of stream `id`: its handle is gone.
@@ -424,6 +436,7 @@ impl Mux {
     /// Nothing more comes for a release once the session is over.
     fn settle_releases(&mut self) {
         for stream in self.streams.values_mut() {
+            stream.unreleased = false;
             if let StreamState::Released { acked } = &mut stream.state {
                 *acked = true;
             }
@@ -565,6 +578,7 @@ impl Mux {
 
     fn on_released(&mut self, id: u32) -> Result<(), String> {
         if let Some(stream) = self.stream_mut(id)? {
+            stream.unreleased = false;
             if let StreamState::Released { acked } = &mut stream.state {
                 *acked = true;
             }
@@ -582,6 +596,11 @@ impl Mux {
                 StreamState::Held { .. } => StreamState::Lost(Error::Lost(Box::new(err))),
                 // A RELEASE and the end crossed: nothing more comes.
                 StreamState::Released { .. } => StreamState::Released { acked: true },
+                // A try-acquire's RELEASE crossed the end: it is out.
+                StreamState::Failed(_) => {
+                    stream.unreleased = false;
+                    return Ok(());
+                }
                 _ => return Ok(()),
             };
         }
@@ -660,6 +679,7 @@ impl Stream {
         match self.state {
             StreamState::Opening if self.mode == Mode::Try => {
                 out.extend(encode_release(id));
+                self.unreleased = true;
                 self.state = StreamState::Failed(Error::Busy {
                     name: self.name.clone(),
                     shared: self.claim.is_shared(),

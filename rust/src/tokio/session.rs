@@ -161,7 +161,8 @@ impl Session {
     }
 
     /// Like [`Session::acquire`], giving up with [`Error::Timeout`] after
-    /// `timeout`; the claim then leaves the server's queue (RELEASE).
+    /// `timeout`; the claim then leaves the server's queue (RELEASE, and
+    /// the same bounded wait for its answer as a busy try-acquire).
     pub async fn acquire_timeout(
         &self,
         name: &str,
@@ -173,7 +174,10 @@ impl Session {
     }
 
     /// Claims `name` only if it is free right now: [`Error::Busy`] when
-    /// the claim would have to wait; it then leaves the queue at once.
+    /// the claim would have to wait. It sends RELEASE and returns once the
+    /// server answered it (at most 0.8 of the lease, at most a second,
+    /// later): by then the claim is out of the queue, and the lock is never
+    /// granted to it.
     pub async fn try_acquire(&self, name: &str, claim: Claim) -> Result<LockGuard, Error> {
         self.claim(name, claim, Mode::Try, None).await
     }
@@ -242,8 +246,9 @@ impl Session {
                     return Ok(LockGuard::in_session(name, token, claim));
                 }
                 StreamState::Failed(err) => {
+                    // A busy try-acquire returns once it is out of the queue.
+                    let_go(inner, id).await;
                     pending.id = None;
-                    inner.with(|mux| (mux.forget(id), false));
                     return Err(err);
                 }
                 // Granted and lost before this looked: no guard to tell.
@@ -262,7 +267,12 @@ impl Session {
             }
             let session_deadline = inner.mux.borrow().deadline();
             if deadline.is_some_and(|d| Instant::now() >= d) {
-                // Given up: `pending` sends RELEASE as it drops.
+                // Given up: the claim leaves the queue before this returns
+                // (cancelled meanwhile, `pending` still sends RELEASE).
+                inner.with(|mux| (mux.release(id), false));
+                inner.driver.notify_one();
+                let_go(inner, id).await;
+                pending.id = None;
                 return Err(Error::Timeout {
                     name: name.to_owned(),
                     last: None,
@@ -284,6 +294,24 @@ impl Drop for Session {
             self.start_close();
         }
     }
+}
+
+/// Waits (bounded) until the RELEASE of stream `id` is answered, so that
+/// the claim is out of the queue, and drops the stream's record.
+async fn let_go(inner: &Inner, id: u32) {
+    let until = Instant::now() + inner.mux.borrow().release_wait();
+    loop {
+        let mut changes = inner.mux.subscribe();
+        inner.poll(id);
+        if !inner.mux.borrow().unreleased(id) || Instant::now() >= until {
+            break;
+        }
+        ::tokio::select! {
+            _ = changes.changed() => {}
+            () = sleep_until(until.into()) => {}
+        }
+    }
+    inner.with(|mux| (mux.forget(id), false));
 }
 
 /// A claim not yet granted: dropped (an acquire cancelled or timed out),

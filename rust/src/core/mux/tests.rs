@@ -273,9 +273,12 @@ fn try_mode_turns_waiting_into_busy_and_lets_go_of_the_place() {
         }) => assert_eq!(name, "pool"),
         other => panic!("{other:?}"),
     }
+    assert!(m.unreleased(id), "out of the queue only at RELEASED");
     // The grant that crossed the RELEASE, and the RELEASED, are dropped.
     m.step(Input::Bytes(&acquired(id, 9)), t0);
+    assert!(m.unreleased(id));
     m.step(Input::Bytes(&released_frame(id)), t0);
+    assert!(!m.unreleased(id));
     assert!(matches!(
         state(&mut m, id, t0),
         StreamState::Failed(Error::Busy { .. })
