@@ -414,3 +414,59 @@ fn a_pool_replaces_a_dead_session_on_the_next_claim() {
     drop(pool);
     fake.join();
 }
+
+/// The fake server's side of a session whose server goes silent after two
+/// grants: it reads the client's frames, answers nothing more, and sends
+/// the instant the client closed.
+fn silent_after_two_grants(listener: std::net::TcpListener, closed: mpsc::Sender<Instant>) {
+    let mut s = accept(&listener);
+    assert_eq!(read_n(&mut s, 6), [0x05, 0x04, 0, 0, 0x03, 0xe8]);
+    send(&mut s, &[0x16, 0, 0, 0, 10]);
+    let mut open_a = open_frame(1, "a");
+    open_a[7..11].copy_from_slice(&1000u32.to_be_bytes());
+    assert_eq!(read_n(&mut s, 14), open_a);
+    send(&mut s, &stream_acquired(1, 7));
+    let mut open_b = open_frame(2, "b");
+    open_b[7..11].copy_from_slice(&1000u32.to_be_bytes());
+    assert_eq!(read_n(&mut s, 14), open_b);
+    send(&mut s, &stream_acquired(2, 8));
+    // One heartbeat, never answered; nothing after it until the close.
+    read_heartbeat(&mut s);
+    closed.send(expect_silent_close(&mut s)).unwrap();
+}
+
+#[test]
+fn a_silent_server_loses_every_claim_and_it_is_told_before_the_close() {
+    let lease = Duration::from_secs(1);
+    let (tx, rx) = mpsc::channel();
+    let fake = Fake::start(move |listener| silent_after_two_grants(listener, tx));
+    let c = client(&fake.addr, lease);
+    let session = c.session().unwrap();
+    let started = Instant::now();
+    let a = session.acquire("a", Claim::exclusive()).unwrap();
+    let b = session.acquire("b", Claim::exclusive()).unwrap();
+    let watch_b = b.watch();
+    let loss = a.wait_lost();
+    let told = Instant::now();
+    assert!(
+        matches!(loss, Error::Lost(ref c) if matches!(**c, Error::ClientTimeout { lease_ms: 1000 })),
+        "{loss:?}"
+    );
+    assert!(watch_b.wait().is_some(), "b is lost with a");
+    assert!(told - started <= lease.mul_f64(0.8) + Duration::from_millis(300));
+    // The connection stays open, silent, until the lease since the last
+    // answered request: the server cannot hand a lock on before this.
+    let closed = rx.recv_timeout(lease * 5).expect("the client closed");
+    assert!(told < closed, "closed before the loss was told");
+    assert!(
+        closed - told >= Duration::from_millis(100),
+        "closed {:?} after the loss",
+        closed - told
+    );
+    assert!(!session.is_open());
+    // A claim on a session that is over fails at once.
+    let err = session.acquire("c", Claim::exclusive()).unwrap_err();
+    assert!(matches!(err, Error::ClientTimeout { .. }), "{err:?}");
+    drop((a, b));
+    fake.join();
+}
