@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use super::codec::{encode_proclaim, HEARTBEAT};
 use super::retry::Mode;
 use super::schedule::Schedule;
-use super::session::{Close, HoldState};
+use super::session::Close;
 use super::session_codec::{
     encode_on, encode_open, encode_release, encode_session, Inner, SessionDecoder, SessionFrame,
 };
@@ -34,43 +34,6 @@ use crate::error::{code, Error};
 
 /// The highest stream id; a session that used it opens no more streams.
 const MAX_STREAM_ID: u64 = spec::SESSION_MAX_STREAM_ID;
-
-/// Where one claim of the session stands, as its handle sees it.
-#[derive(Debug, Clone)]
-pub(crate) enum StreamState {
-    /// OPEN sent, no answer yet.
-    Opening,
-    /// Queued behind the holders (STREAM(WAITING)).
-    Waiting,
-    /// Granted with `token`, valid until `valid_until`.
-    Held { token: u64, valid_until: Instant },
-    /// Held, then lost: [`Error::Lost`] with the cause.
-    Lost(Error),
-    /// Never granted: the error says why (busy, a refusal, the session's end).
-    Failed(Error),
-    /// Released by the application; `acked` once nothing more is owed
-    /// (RELEASED arrived, or the session ended).
-    Released { acked: bool },
-}
-
-impl StreamState {
-    /// The state in the words of a lock guard; `newly` when the poll that
-    /// returned it decided the loss.
-    pub(crate) fn hold(self, newly: bool) -> HoldState {
-        match self {
-            StreamState::Held { valid_until, .. } => HoldState::Held { valid_until },
-            StreamState::Lost(loss) => HoldState::Lost { loss, newly },
-            // Only a granted claim has a guard: this is never asked.
-            StreamState::Failed(err) => HoldState::Lost {
-                loss: Error::Lost(Box::new(err)),
-                newly,
-            },
-            StreamState::Opening | StreamState::Waiting | StreamState::Released { .. } => {
-                HoldState::Ended
-            }
-        }
-    }
-}
 
 /// What one input asks of the adapter: wake the waiters (a claim or the
 /// session changed), then write [`Mux::take_output`], then close.
@@ -108,20 +71,6 @@ enum Phase {
         until: Instant,
     },
     Closed,
-}
-
-#[derive(Debug)]
-struct Stream {
-    name: String,
-    claim: Claim,
-    mode: Mode,
-    state: StreamState,
-    /// ONs sent and answered: each gets exactly one STREAM reply.
-    ons_sent: u64,
-    ons_acked: u64,
-    /// A RELEASE of this stream went and its RELEASED has not come (nor
-    /// the session's end).
-    unreleased: bool,
 }
 
 /// One session's protocol state.
@@ -672,57 +621,9 @@ impl Mux {
     }
 }
 
-impl Stream {
-    /// STREAM(WAITING): the answer to OPEN (queued; a try-acquire is busy
-    /// and lets go of its place), or the answer to an ON while queued.
-    fn on_waiting(&mut self, id: u32, out: &mut Vec<u8>) -> Result<(), String> {
-        match self.state {
-            StreamState::Opening if self.mode == Mode::Try => {
-                out.extend(encode_release(id));
-                self.unreleased = true;
-                self.state = StreamState::Failed(Error::Busy {
-                    name: self.name.clone(),
-                    shared: self.claim.is_shared(),
-                    limit: self.claim.limit(),
-                });
-                Ok(())
-            }
-            StreamState::Opening => {
-                self.state = StreamState::Waiting;
-                Ok(())
-            }
-            StreamState::Waiting => self.ack_on(id),
-            StreamState::Held { .. } => Err(format!("stream {id}: WAITING after the grant")),
-            _ => Ok(()),
-        }
-    }
-
-    /// One STREAM reply to an ON of this stream.
-    fn ack_on(&mut self, id: u32) -> Result<(), String> {
-        if self.ons_acked >= self.ons_sent {
-            return Err(format!("stream {id}: a reply without a request"));
-        }
-        self.ons_acked += 1;
-        Ok(())
-    }
-
-    /// A claim refused before its grant: a server's 0x10 to a shared claim
-    /// or one with a value says which feature it lacks, as for a single claim.
-    fn refusal(&self, err: Error, server: &str) -> Error {
-        if self.claim.value().is_some() {
-            err.for_value_claim(server)
-        } else if self.claim.is_shared() {
-            err.for_shared_claim(server)
-        } else {
-            err
-        }
-    }
-}
-
-/// The error of a claim that ended without a loss: released.
-fn released() -> Error {
-    Error::Lost(Box::new(Error::Cancelled))
-}
-
+mod stream;
 #[cfg(test)]
 mod tests;
+
+pub(crate) use stream::StreamState;
+use stream::{released, Stream};
