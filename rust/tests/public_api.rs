@@ -68,6 +68,7 @@ fn session_surface() {
     let _: fn(&Session) -> usize = Session::open_claims;
     let _: fn(&Session) -> bool = Session::is_open;
     let _: fn(Session) = Session::close;
+    let _: fn(&Session, &str, &'static str) -> Result<Term, Error> = Session::campaign;
     let _: fn(&Client, usize) -> SessionPool = Client::session_pool;
     let _: fn(&SessionPool, &str, Claim) -> Result<LockGuard, Error> = SessionPool::acquire;
     let _: fn(&SessionPool, &str, Claim, Duration) -> Result<LockGuard, Error> =
@@ -280,6 +281,7 @@ fn tokio_surface() {
         let b = s.try_acquire("b", Claim::shared()).await?;
         let t = Duration::from_secs(1);
         let _: AsyncGuard = s.acquire_timeout("c", Claim::semaphore(2), t).await?;
+        let _: AsyncTerm = s.campaign("d", "v").await?;
         drop(b);
         s.close().await;
         Ok(a)

@@ -160,6 +160,15 @@ fn a_value_and_proclaim_in_a_session_reach_the_watchers() {
         watch.wait_change_timeout(LEASE / 4);
     }
     assert_eq!(watch.state().holders[0].token, guard.token());
+    // A campaign in the session: the term is the session's claim.
+    let term = session.campaign("leader2", "10.0.0.9:80").unwrap();
+    let other = client(&server.addr, LEASE);
+    assert_eq!(other.leader("leader2").unwrap().value, b"10.0.0.9:80");
+    assert!(matches!(
+        session.campaign("leader3", ""),
+        Err(Error::EmptyValue { .. })
+    ));
+    term.resign();
     // A claim without a value cannot proclaim; nothing is sent.
     let plain = session.acquire("plain", Claim::exclusive()).unwrap();
     assert!(matches!(plain.proclaim("x"), Err(Error::NoValue { .. })));

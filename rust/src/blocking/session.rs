@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use super::conn::Conn;
 use super::monitor::Monitor;
 use super::pool::{self, Task};
-use super::LockGuard;
+use super::{campaign_claim, LockGuard, Term};
 use crate::addr::ServerAddr;
 use crate::claim::Claim;
 use crate::config::Config;
@@ -164,6 +164,15 @@ impl Session {
     /// granted to it.
     pub fn try_acquire(&self, name: &str, claim: Claim) -> Result<LockGuard, Error> {
         self.claim(name, claim, Mode::Try, None)
+    }
+
+    /// Waits until this session's claim leads `name`, with `value` (how
+    /// followers reach the leader), as [`Client::campaign`](crate::Client::campaign)
+    /// does, but inside the session: the term shares the session's fate.
+    /// Nothing is retried. An empty value is refused ([`Error::EmptyValue`]).
+    pub fn campaign(&self, name: &str, value: impl Into<Vec<u8>>) -> Result<Term, Error> {
+        let claim = campaign_claim(name, value.into())?;
+        self.acquire(name, claim).map(Term::new)
     }
 
     /// How many claims the server lets this session have open at once

@@ -16,8 +16,9 @@ use ::tokio::task::JoinHandle;
 use ::tokio::time::{sleep_until, timeout, timeout_at};
 
 use super::conn::Conn;
-use super::LockGuard;
+use super::{LockGuard, Term};
 use crate::addr::ServerAddr;
+use crate::blocking::campaign_claim;
 use crate::claim::Claim;
 use crate::config::Config;
 use crate::core::mux::{Input, Mux, StreamState};
@@ -180,6 +181,13 @@ impl Session {
     /// granted to it.
     pub async fn try_acquire(&self, name: &str, claim: Claim) -> Result<LockGuard, Error> {
         self.claim(name, claim, Mode::Try, None).await
+    }
+
+    /// Waits until this session's claim leads `name`, with `value`; see
+    /// the blocking [`Session::campaign`](crate::Session::campaign).
+    pub async fn campaign(&self, name: &str, value: impl Into<Vec<u8>>) -> Result<Term, Error> {
+        let claim = campaign_claim(name, value.into())?;
+        self.acquire(name, claim).await.map(Term::new)
     }
 
     /// How many claims the server lets this session have open at once.
