@@ -479,3 +479,91 @@ fn a_silent_server_loses_every_claim_and_it_is_told_before_the_close() {
     drop((a, b));
     fake.join();
 }
+
+/// Waits on `watch` until `cond` holds for its state, within `limit`.
+fn watch_until(
+    watch: &monolock::Watch,
+    limit: Duration,
+    what: &str,
+    cond: impl Fn(&monolock::WatchState) -> bool,
+) {
+    let deadline = Instant::now() + limit;
+    while !cond(&watch.state()) {
+        assert!(
+            Instant::now() < deadline,
+            "never saw {what}: {:?}",
+            watch.state()
+        );
+        watch.wait_change_timeout(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_watch_in_a_session_follows_every_change_and_shares_the_sessions_fate() {
+    let lease = Duration::from_secs(1);
+    let server = Server::start();
+    let proxy = Proxy::start(&server.addr);
+    let c = client(&proxy.addr, lease);
+    let other = client(&server.addr, Duration::from_secs(10));
+    let session = c.session().unwrap();
+    let mine = session.acquire("swatch/mine", Claim::exclusive()).unwrap();
+    let watch = session.watch("swatch/x").unwrap();
+    assert!(watch.state().known && watch.state().holders.is_empty());
+    let held = other.acquire("swatch/x").unwrap();
+    watch_until(&watch, lease * 2, "the holder", |s| {
+        s.holders.first().map(|h| h.token) == Some(held.token())
+    });
+    // Several heartbeats later the picture is still vouched for: the
+    // session's ALIVE vouches for the watch.
+    std::thread::sleep(lease * 2);
+    let st = watch.state();
+    assert!(st.known, "{st:?}");
+    assert!(st.valid_until.unwrap() > Instant::now());
+    held.release();
+    watch_until(&watch, lease * 2, "no holder", |s| {
+        s.holders.is_empty() && s.known
+    });
+    // Cut: unknown within the client timeout, and the watch ends with the
+    // session (and with its claim).
+    let cut = Instant::now();
+    proxy.cut();
+    watch_until(&watch, lease * 3, "unknown", |s| !s.known);
+    let after = cut.elapsed();
+    assert!(
+        after <= lease.mul_f64(0.8) + lease / 4 + Duration::from_millis(300),
+        "{after:?}"
+    );
+    assert!(mine.is_lost());
+    assert!(watch.is_ended());
+    assert!(
+        matches!(watch.error(), Some(Error::ClientTimeout { .. })),
+        "{:?}",
+        watch.error()
+    );
+    assert!(!watch.wait_change_timeout(Duration::from_millis(10)) || watch.is_ended());
+}
+
+#[test]
+fn observe_in_a_session_tells_the_leader() {
+    let server = Server::start();
+    let c = client(&server.addr, LEASE);
+    let other = client(&server.addr, LEASE);
+    let session = c.session().unwrap();
+    let mut observer = session.observe("sobs").unwrap();
+    let first = observer.next().unwrap();
+    assert_eq!(first.state, monolock::LeaderState::NoLeader);
+    let term = other.campaign("sobs", "10.1.1.1:80").unwrap();
+    let leading = observer
+        .find(|o| o.state == monolock::LeaderState::Leading)
+        .unwrap();
+    assert_eq!(leading.token, term.token());
+    assert_eq!(leading.value, b"10.1.1.1:80");
+    observer.watch().state();
+    drop(observer);
+    // The watch stream is released; the session lives on.
+    assert!(session.is_open());
+    session
+        .acquire("sobs2", Claim::exclusive())
+        .unwrap()
+        .release();
+}

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use super::conn::Conn;
 use super::monitor::Monitor;
 use super::pool::{self, Task};
-use super::{campaign_claim, LockGuard, Term};
+use super::{campaign_claim, LockGuard, Observer, Term, Watch};
 use crate::addr::ServerAddr;
 use crate::claim::Claim;
 use crate::config::Config;
@@ -23,7 +23,10 @@ use crate::core::mux::{Input, Mux, StreamState, Turn};
 use crate::core::retry::Mode;
 use crate::core::session::{wait_for, Close, HoldState};
 use crate::core::step::read_failed;
+use crate::core::watch::Core as WatchCore;
+use crate::core::watch_codec::encode_watch;
 use crate::error::Error;
+use crate::watch::WatchState;
 
 /// A session: one connection to the server that carries many claims
 /// (protocol version 4). Open it with [`Client::session`](crate::Client::session).
@@ -175,6 +178,52 @@ impl Session {
         self.acquire(name, claim).map(Term::new)
     }
 
+    /// Starts watching `name` inside the session (a watch stream): the
+    /// same [`Watch`] as [`Client::watch`](crate::Client::watch) gives,
+    /// returned once the first picture is known. Its picture is vouched
+    /// for on the session's deadline, and it shares the session's fate:
+    /// when the session ends, the watch ends (unknown from then on) and
+    /// is not resumed; a watch that falls behind is ended alone
+    /// ([`Watch::error`] says why). A server that refuses it (the ACL)
+    /// ends only its stream.
+    pub fn watch(&self, name: &str) -> Result<Watch, Error> {
+        let inner = &self.inner;
+        let lease = u64::from(inner.config.lease_ms);
+        let frame = encode_watch(name.as_bytes(), lease, 0, 0)?;
+        let id = inner.mux.lock().open_watch(name, &frame, Instant::now())?;
+        inner.flush();
+        let mut mux = inner.mux.lock();
+        loop {
+            let now = Instant::now();
+            let Some((state, _, ended)) = mux.watch_view(id, now) else {
+                return Err(Error::Cancelled);
+            };
+            if let Some(err) = ended {
+                drop(mux);
+                inner.let_go(id);
+                return Err(err);
+            }
+            if state.known {
+                drop(mux);
+                let stream = StreamWatch {
+                    inner: Arc::clone(inner),
+                    id,
+                    told: Mutex::new((0, true)),
+                };
+                return Ok(Watch::in_session(name, stream));
+            }
+            let wake = mux.deadline();
+            mux = inner.mux.wait_until(mux, wake);
+        }
+    }
+
+    /// Follows the leadership of `name` inside the session: an iterator of
+    /// every change, as [`Client::observe`](crate::Client::observe), over
+    /// [`Session::watch`].
+    pub fn observe(&self, name: &str) -> Result<Observer, Error> {
+        self.watch(name).map(Observer::new)
+    }
+
     /// How many claims the server lets this session have open at once
     /// (its SESSION_OK). One more is refused with
     /// [`Error::TooManyStreams`] (temporary).
@@ -261,7 +310,7 @@ impl Session {
                     mux = inner.mux.lock();
                     continue;
                 }
-                StreamState::Opening | StreamState::Waiting => {}
+                StreamState::Opening | StreamState::Waiting | StreamState::Watching => {}
             }
             if deadline.is_some_and(|d| now >= d) {
                 // Given up: the claim leaves the queue before this returns.
@@ -480,5 +529,68 @@ impl StreamClaim {
             }
         }
         mux.forget(self.id);
+    }
+}
+
+/// A watch stream of a session, as its [`Watch`] sees it.
+pub(crate) struct StreamWatch {
+    inner: Arc<Inner>,
+    id: u32,
+    /// The change count and the validity last told by a wait.
+    told: Mutex<(u64, bool)>,
+}
+
+impl StreamWatch {
+    pub(crate) fn state(&self) -> WatchState {
+        let view = self.inner.mux.lock().watch_view(self.id, Instant::now());
+        // Only a closed watch has no view, and nobody asks it any more.
+        view.map_or_else(
+            || WatchCore::new(self.inner.config.lease_ms).state(Instant::now()),
+            |(state, _, _)| state,
+        )
+    }
+
+    /// Why the watch ended (`Cancelled` once closed), if it did.
+    pub(crate) fn ended(&self) -> Option<Error> {
+        let view = self.inner.mux.lock().watch_view(self.id, Instant::now());
+        view.map_or(Some(Error::Cancelled), |(_, _, ended)| ended)
+    }
+
+    /// Waits for a change of the picture or of its validity since the last
+    /// wait, until `deadline`; false when nothing changed or it ended.
+    pub(crate) fn wait_change(&self, deadline: Instant) -> bool {
+        let mut mux = self.inner.mux.lock();
+        loop {
+            let now = Instant::now();
+            let Some((state, generation, ended)) = mux.watch_view(self.id, now) else {
+                return false;
+            };
+            let mut told = lock(&self.told);
+            if *told != (generation, state.known) {
+                *told = (generation, state.known);
+                return true;
+            }
+            drop(told);
+            if ended.is_some() || now >= deadline {
+                return false;
+            }
+            // Wake when the picture's validity ends, to tell it.
+            let wake = match state.valid_until.filter(|_| state.known) {
+                Some(until) => until.min(deadline),
+                None => deadline,
+            };
+            mux = self.inner.mux.wait_until(mux, wake);
+        }
+    }
+
+    /// Ends the watch stream (RELEASE) without waiting.
+    pub(crate) fn close(&self) {
+        {
+            let mut mux = self.inner.mux.lock();
+            mux.release(self.id);
+            mux.forget(self.id);
+        }
+        self.inner.mux.notify_all();
+        self.inner.flush();
     }
 }

@@ -28,9 +28,11 @@ use super::session::Close;
 use super::session_codec::{
     encode_on, encode_open, encode_release, encode_session, Inner, SessionDecoder, SessionFrame,
 };
+use super::watch::Core as WatchCore;
 use crate::claim::Claim;
 use crate::constants_gen as spec;
 use crate::error::{code, Error};
+use crate::watch::WatchState;
 
 /// The highest stream id; a session that used it opens no more streams.
 const MAX_STREAM_ID: u64 = spec::SESSION_MAX_STREAM_ID;
@@ -187,6 +189,33 @@ impl Mux {
         mode: Mode,
         now: Instant,
     ) -> Result<u32, Error> {
+        self.open_stream(name, claim, frame, mode, None, now)
+    }
+
+    /// Opens a watch stream with its WATCH `frame` (built and checked with
+    /// the session's lease) and returns its id. Its picture is the watch
+    /// core's: the first WATCHING vouches for it, then every ALIVE does,
+    /// as a WATCHING of its last (epoch, seq) would.
+    pub(crate) fn open_watch(
+        &mut self,
+        name: &str,
+        frame: &[u8],
+        now: Instant,
+    ) -> Result<u32, Error> {
+        let mut core = Box::new(WatchCore::new(self.schedule.lease_ms()));
+        core.sent(now); // the WATCH is the request its WATCHING answers
+        self.open_stream(name, Claim::exclusive(), frame, Mode::Wait, Some(core), now)
+    }
+
+    fn open_stream(
+        &mut self,
+        name: &str,
+        claim: Claim,
+        frame: &[u8],
+        mode: Mode,
+        watch: Option<Box<WatchCore>>,
+        now: Instant,
+    ) -> Result<u32, Error> {
         self.advance(now, &mut Turn::default());
         if let Some(err) = self.unusable() {
             return Err(err);
@@ -208,6 +237,8 @@ impl Mux {
                 ons_sent: 0,
                 ons_acked: 0,
                 unreleased: false,
+                watch,
+                generation: 0,
             },
         );
         Ok(id)
@@ -257,6 +288,25 @@ impl Mux {
         Ok(stream.ons_sent)
     }
 
+    /// The picture of watch stream `id` at `now`, the count of its changes
+    /// (a wait for the next change compares it), and why it ended, if it
+    /// did (`Some(Cancelled)` once released). `None` for no watch stream.
+    pub(crate) fn watch_view(
+        &mut self,
+        id: u32,
+        now: Instant,
+    ) -> Option<(WatchState, u64, Option<Error>)> {
+        self.advance(now, &mut Turn::default());
+        let stream = self.streams.get(&id)?;
+        let core = stream.watch.as_ref()?;
+        let ended = match &stream.state {
+            StreamState::Opening | StreamState::Watching => None,
+            StreamState::Failed(err) => Some(err.clone()),
+            _ => Some(Error::Cancelled),
+        };
+        Some((core.state(now), stream.generation, ended))
+    }
+
     /// How many PROCLAIMs of stream `id` the server has answered.
     pub(crate) fn proclaimed(&self, id: u32) -> u64 {
         self.streams.get(&id).map_or(0, |s| s.ons_acked)
@@ -272,7 +322,11 @@ impl Mux {
             return;
         };
         match stream.state {
-            StreamState::Opening | StreamState::Waiting | StreamState::Held { .. } => {
+            StreamState::Opening
+            | StreamState::Waiting
+            | StreamState::Held { .. }
+            | StreamState::Watching => {
+                stream.end_watch(StreamState::Watching);
                 stream.state = StreamState::Released { acked: !live };
                 if live {
                     stream.unreleased = true;
@@ -308,8 +362,12 @@ impl Mux {
         for stream in self.streams.values_mut() {
             if matches!(
                 stream.state,
-                StreamState::Opening | StreamState::Waiting | StreamState::Held { .. }
+                StreamState::Opening
+                    | StreamState::Waiting
+                    | StreamState::Held { .. }
+                    | StreamState::Watching
             ) {
+                stream.end_watch(StreamState::Watching);
                 stream.state = StreamState::Released { acked: true };
             }
         }
@@ -374,7 +432,10 @@ impl Mux {
         for stream in self.streams.values_mut() {
             stream.state = match &stream.state {
                 StreamState::Held { .. } => StreamState::Lost(Error::Lost(Box::new(cause.clone()))),
-                StreamState::Opening | StreamState::Waiting => StreamState::Failed(cause.clone()),
+                StreamState::Opening | StreamState::Waiting | StreamState::Watching => {
+                    stream.end_watch(StreamState::Watching);
+                    StreamState::Failed(cause.clone())
+                }
                 _ => continue,
             };
         }
@@ -459,10 +520,11 @@ impl Mux {
             _ if self.phase == Phase::Opening => Err("a frame before SESSION_OK".to_owned()),
             SessionFrame::Alive if self.pending.is_some() => {
                 self.ack(now);
+                self.vouch_watches();
                 Ok(())
             }
             SessionFrame::Alive => Err("ALIVE without a HEARTBEAT".to_owned()),
-            SessionFrame::Stream { stream, inner } => self.on_stream(stream, inner),
+            SessionFrame::Stream { stream, inner } => self.on_stream(stream, inner, now),
             SessionFrame::Released { stream } => self.on_released(stream),
             SessionFrame::StreamEnd {
                 stream,
@@ -499,18 +561,74 @@ impl Mux {
         Ok(())
     }
 
-    fn on_stream(&mut self, id: u32, inner: Inner) -> Result<(), String> {
+    /// An ALIVE answered the HEARTBEAT sent at `acked_send`: every frame
+    /// the server queued before it read that request has come, so every
+    /// watch whose picture is whole is vouched for as a WATCHING of its
+    /// last (epoch, seq) would vouch (never earlier than it already was).
+    fn vouch_watches(&mut self) {
+        let sent = self.acked_send;
+        for stream in self.streams.values_mut() {
+            let Some(core) = &mut stream.watch else {
+                continue;
+            };
+            let behind = core.in_flight().1.is_some_and(|last| last <= sent);
+            if matches!(stream.state, StreamState::Watching) && core.view.started() && behind {
+                core.sent(sent);
+                let (epoch, seq) = (core.view.epoch, core.view.seq);
+                if core.watching(epoch, seq).is_ok() {
+                    stream.generation += 1;
+                }
+            }
+        }
+    }
+
+    /// A frame of a watch stream: its EVENTs and its one WATCHING feed the
+    /// watch core. A picture that breaks the rules (a gap) can no longer
+    /// be vouched for: the watch ends (RELEASE), the session lives on.
+    fn on_watch_frame(&mut self, id: u32, inner: Inner, now: Instant) -> Result<(), String> {
+        let Some(stream) = self.streams.get_mut(&id) else {
+            return Ok(());
+        };
+        let Some(core) = &mut stream.watch else {
+            return Err(format!("a watch frame on claim stream {id}"));
+        };
+        if !matches!(stream.state, StreamState::Opening | StreamState::Watching) {
+            return Ok(()); // released or ended: dropped
+        }
+        let fed = match inner {
+            Inner::Event(event) => core.event(event, now),
+            Inner::Watching { epoch, seq } => core.watching(epoch, seq),
+            Inner::Waiting | Inner::Acquired { .. } => {
+                return Err(format!("a claim frame on watch stream {id}"))
+            }
+        };
+        stream.generation += 1;
+        match fed {
+            Ok(()) if core.valid_until().is_some() => stream.state = StreamState::Watching,
+            Ok(()) => {}
+            Err(err) => {
+                stream.end_watch(StreamState::Failed(err));
+                stream.unreleased = true;
+                self.out.extend(encode_release(id));
+            }
+        }
+        Ok(())
+    }
+
+    fn on_stream(&mut self, id: u32, inner: Inner, now: Instant) -> Result<(), String> {
         self.check_opened(id)?;
         let valid_until = self.deadline();
+        let is_watch = self.streams.get(&id).is_some_and(|s| s.watch.is_some());
+        if is_watch || matches!(inner, Inner::Event(_) | Inner::Watching { .. }) {
+            return self.on_watch_frame(id, inner, now);
+        }
         let Some(stream) = self.streams.get_mut(&id) else {
             return Ok(());
         };
         let token = match inner {
             Inner::Acquired { token } => token,
             Inner::Waiting => return stream.on_waiting(id, &mut self.out),
-            Inner::Event(_) | Inner::Watching { .. } => {
-                return Err(format!("a watch frame on claim stream {id}"))
-            }
+            Inner::Event(_) | Inner::Watching { .. } => unreachable!("a watch frame"),
         };
         match stream.state {
             StreamState::Opening | StreamState::Waiting => {
@@ -539,8 +657,10 @@ impl Mux {
         let server = self.server.clone();
         if let Some(stream) = self.stream_mut(id)? {
             stream.state = match stream.state {
-                StreamState::Opening | StreamState::Waiting => {
-                    StreamState::Failed(stream.refusal(err, &server))
+                StreamState::Opening | StreamState::Waiting | StreamState::Watching => {
+                    let err = stream.refusal(err, &server);
+                    stream.end_watch(StreamState::Watching);
+                    StreamState::Failed(err)
                 }
                 StreamState::Held { .. } => StreamState::Lost(Error::Lost(Box::new(err))),
                 // A RELEASE and the end crossed: nothing more comes.

@@ -271,7 +271,7 @@ impl Session {
                     inner.config.notify_waiting(name);
                     continue;
                 }
-                StreamState::Opening | StreamState::Waiting => {}
+                StreamState::Opening | StreamState::Waiting | StreamState::Watching => {}
             }
             let session_deadline = inner.mux.borrow().deadline();
             if deadline.is_some_and(|d| Instant::now() >= d) {

@@ -7,6 +7,7 @@ use crate::claim::Claim;
 use crate::core::retry::Mode;
 use crate::core::session::HoldState;
 use crate::core::session_codec::encode_release;
+use crate::core::watch::Core;
 use crate::error::Error;
 
 /// Where one claim of the session stands, as its handle sees it.
@@ -22,6 +23,8 @@ pub(crate) enum StreamState {
     Lost(Error),
     /// Never granted: the error says why (busy, a refusal, the session's end).
     Failed(Error),
+    /// A watch whose first WATCHING came: its picture is in the stream.
+    Watching,
     /// Released by the application; `acked` once nothing more is owed
     /// (RELEASED arrived, or the session ended).
     Released { acked: bool },
@@ -39,9 +42,10 @@ impl StreamState {
                 loss: Error::Lost(Box::new(err)),
                 newly,
             },
-            StreamState::Opening | StreamState::Waiting | StreamState::Released { .. } => {
-                HoldState::Ended
-            }
+            StreamState::Opening
+            | StreamState::Waiting
+            | StreamState::Watching
+            | StreamState::Released { .. } => HoldState::Ended,
         }
     }
 }
@@ -58,9 +62,23 @@ pub(super) struct Stream {
     /// A RELEASE of this stream went and its RELEASED has not come (nor
     /// the session's end).
     pub(super) unreleased: bool,
+    /// A watch stream's picture (the watch core of a single watch).
+    pub(super) watch: Option<Box<Core>>,
+    /// Counts the changes of a watch's picture and validity.
+    pub(super) generation: u64,
 }
 
 impl Stream {
+    /// A watch stream ends (its picture is vouched for by nothing more):
+    /// with `state`, and its watchers look again.
+    pub(super) fn end_watch(&mut self, state: StreamState) {
+        if let Some(core) = &mut self.watch {
+            core.disconnected();
+            self.generation += 1;
+            self.state = state;
+        }
+    }
+
     /// STREAM(WAITING): the answer to OPEN (queued; a try-acquire is busy
     /// and lets go of its place), or the answer to an ON while queued.
     pub(super) fn on_waiting(&mut self, id: u32, out: &mut Vec<u8>) -> Result<(), String> {

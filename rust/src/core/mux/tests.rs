@@ -428,3 +428,104 @@ fn the_last_stream_id_is_used_once_then_a_new_session_is_needed() {
     assert!(m.take_output().is_empty());
     assert!(Mux::start("x", 0, t0).is_err(), "a lease of 0 is refused");
 }
+
+/// An EVENT of `epoch`/`seq`, of `kind`, with `body`, in a STREAM.
+fn event(id: u32, epoch: u64, seq: u64, kind: u8, body: &[u8]) -> Vec<u8> {
+    let mut inner = vec![0x14];
+    inner.extend(epoch.to_be_bytes());
+    inner.extend(seq.to_be_bytes());
+    inner.push(kind);
+    inner.extend_from_slice(body);
+    stream(id, &inner)
+}
+
+fn watching_frame(id: u32, epoch: u64, seq: u64) -> Vec<u8> {
+    let mut inner = vec![0x15];
+    inner.extend(epoch.to_be_bytes());
+    inner.extend(seq.to_be_bytes());
+    stream(id, &inner)
+}
+
+/// An empty snapshot at (5, 3), its end, and the WATCHING that answers
+/// the OPEN.
+fn first_picture(id: u32) -> Vec<u8> {
+    let mut v = event(id, 5, 3, 1, &[0; 13]);
+    v.extend(event(id, 5, 3, 4, &[]));
+    v.extend(watching_frame(id, 5, 3));
+    v
+}
+
+/// A live grant of token 9, the next event after (5, `seq` - 1).
+fn granted(id: u32, seq: u64) -> Vec<u8> {
+    let mut body = 1u64.to_be_bytes().to_vec(); // arrival
+    body.extend(9u64.to_be_bytes());
+    body.extend([0, 0, 0, 0, 0, 0, 0]); // mode, limit, held back ms
+    body.extend([0, 0, 0]); // identity, value
+    event(id, 5, seq, 5, &body)
+}
+
+fn open_watch(m: &mut Mux, name: &str, now: Instant) -> u32 {
+    let frame = crate::core::watch_codec::encode_watch(name.as_bytes(), 1000, 0, 0).unwrap();
+    let id = m.open_watch(name, &frame, now).unwrap();
+    assert_eq!(m.take_output(), encode_open(id, &frame));
+    id
+}
+
+#[test]
+fn a_watch_stream_is_vouched_for_by_its_watching_then_by_every_alive() {
+    let t0 = Instant::now();
+    let mut m = open_session(t0);
+    let claim = open_claim(&mut m, "c", Claim::exclusive(), Mode::Wait, t0);
+    let w = open_watch(&mut m, "w", t0 + ms(10));
+    let (state, g0, ended) = m.watch_view(w, t0 + ms(10)).unwrap();
+    assert!(!state.known && ended.is_none());
+    m.step(Input::Bytes(&first_picture(w)), t0 + ms(20));
+    let (state, g1, _) = m.watch_view(w, t0 + ms(20)).unwrap();
+    assert!(state.known && g1 > g0);
+    assert_eq!(
+        state.valid_until,
+        Some(t0 + ms(10 + 800)),
+        "the OPEN's send"
+    );
+    // A live event; then the ALIVE of a heartbeat sent after it vouches.
+    m.step(Input::Bytes(&granted(w, 4)), t0 + ms(100));
+    assert_eq!(m.watch_view(w, t0 + ms(100)).unwrap().0.holders[0].token, 9);
+    m.step(Input::Timer, t0 + ms(250));
+    assert_eq!(m.take_output(), HEARTBEAT);
+    m.step(Input::Bytes(&ALIVE), t0 + ms(260));
+    let (state, _, _) = m.watch_view(w, t0 + ms(260)).unwrap();
+    assert_eq!(state.valid_until, Some(t0 + ms(250 + 800)));
+    assert_eq!((state.epoch, state.seq), (5, 4));
+    // Claims and watches share the stream ids and the deadline.
+    assert!(m.watch_view(claim, t0).is_none());
+    let (state, _, ended) = m.watch_view(w, t0 + ms(1050)).unwrap();
+    assert!(!state.known, "unknown from the session's deadline on");
+    assert!(matches!(ended, Some(Error::ClientTimeout { .. })));
+}
+
+#[test]
+fn a_watch_that_breaks_the_rules_or_is_ended_alone_leaves_the_session_alive() {
+    let t0 = Instant::now();
+    let mut m = open_session(t0);
+    let w = open_watch(&mut m, "w", t0);
+    m.step(Input::Bytes(&first_picture(w)), t0);
+    // A gap (seq 6 after 3): unknown, the watch ends, RELEASE goes.
+    m.step(Input::Bytes(&granted(w, 6)), t0 + ms(5));
+    let (state, _, ended) = m.watch_view(w, t0 + ms(5)).unwrap();
+    assert!(!state.known);
+    assert!(matches!(ended, Some(Error::Protocol(_))), "{ended:?}");
+    assert_eq!(m.take_output(), encode_release(w));
+    assert!(m.unreleased(w));
+    assert!(m.is_open(t0 + ms(5)).0);
+    // A watch that fell behind is ended by the server alone.
+    let v = open_watch(&mut m, "v", t0 + ms(6));
+    m.step(Input::Bytes(&first_picture(v)), t0 + ms(7));
+    m.step(Input::Bytes(&stream_end(v, 0x04)), t0 + ms(8));
+    let (state, _, ended) = m.watch_view(v, t0 + ms(8)).unwrap();
+    assert!(!state.known);
+    assert_eq!(ended.unwrap().code(), Some(0x04));
+    // A claim frame on a watch stream breaks the protocol.
+    let u = open_watch(&mut m, "u", t0 + ms(9));
+    m.step(Input::Bytes(&acquired(u, 3)), t0 + ms(10));
+    assert!(matches!(m.ended(), Some(Error::Protocol(_))));
+}
