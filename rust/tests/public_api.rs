@@ -69,6 +69,8 @@ fn session_surface() {
     let _: fn(&Session) -> bool = Session::is_open;
     let _: fn(Session) = Session::close;
     let _: fn(&Session, &str, &'static str) -> Result<Term, Error> = Session::campaign;
+    let _: fn(&Session, &str) -> Result<Watch, Error> = Session::watch;
+    let _: fn(&Session, &str) -> Result<Observer, Error> = Session::observe;
     let _: fn(&Client, usize) -> SessionPool = Client::session_pool;
     let _: fn(&SessionPool, &str, Claim) -> Result<LockGuard, Error> = SessionPool::acquire;
     let _: fn(&SessionPool, &str, Claim, Duration) -> Result<LockGuard, Error> =
@@ -282,6 +284,8 @@ fn tokio_surface() {
         let t = Duration::from_secs(1);
         let _: AsyncGuard = s.acquire_timeout("c", Claim::semaphore(2), t).await?;
         let _: AsyncTerm = s.campaign("d", "v").await?;
+        let _: AsyncWatchOf = s.watch("e").await?;
+        let _: AsyncObserver = s.observe("f").await?;
         drop(b);
         s.close().await;
         Ok(a)
@@ -290,6 +294,9 @@ fn tokio_surface() {
     fn spawnable(s: &'static AsyncSession) {
         assert_send_future(s.acquire("x", Claim::exclusive()));
         assert_send_future(s.try_acquire("x", Claim::exclusive()));
+        assert_send_future(s.watch("x"));
+        assert_send_future(s.observe("x"));
+        assert_send_future(s.campaign("x", "v"));
     }
     let _ = spawnable;
     use monolock::tokio::SessionPool as AsyncPool;

@@ -273,3 +273,61 @@ async fn a_pool_spreads_claims_over_its_sessions() {
     let other = client(&server.addr, LEASE);
     other.try_acquire("tpool/3").await.unwrap().release().await;
 }
+
+#[tokio::test]
+async fn a_watch_in_a_session_follows_changes_and_ends_with_the_session() {
+    let lease = Duration::from_secs(1);
+    let server = Server::start();
+    let proxy = Proxy::start(&server.addr);
+    let c = client(&proxy.addr, lease);
+    let other = client(&server.addr, Duration::from_secs(10));
+    let session = c.session().await.unwrap();
+    let mut watch = session.watch("tswatch").await.unwrap();
+    assert!(watch.state().known && watch.state().holders.is_empty());
+    let held = other.acquire("tswatch").await.unwrap();
+    let deadline = Instant::now() + lease * 2;
+    while watch.state().holders.first().map(|h| h.token) != Some(held.token()) {
+        assert!(Instant::now() < deadline, "never saw the holder");
+        let _ = tokio::time::timeout(Duration::from_millis(100), watch.changed()).await;
+    }
+    // Vouched for by the session's ALIVEs, leases after the WATCHING.
+    tokio::time::sleep(lease * 2).await;
+    assert!(watch.state().known, "{:?}", watch.state());
+    let cut = Instant::now();
+    proxy.cut();
+    while watch.state().known {
+        assert!(cut.elapsed() < lease * 3, "still known after the cut");
+        let _ = tokio::time::timeout(Duration::from_millis(100), watch.changed()).await;
+    }
+    assert!(cut.elapsed() <= lease.mul_f64(0.8) + lease / 4 + Duration::from_millis(300));
+    assert!(watch.is_ended());
+    assert!(
+        matches!(watch.error(), Some(Error::ClientTimeout { .. })),
+        "{:?}",
+        watch.error()
+    );
+    held.release().await;
+}
+
+#[tokio::test]
+async fn observe_in_a_session_tells_the_leader() {
+    let server = Server::start();
+    let c = client(&server.addr, LEASE);
+    let other = client(&server.addr, LEASE);
+    let session = c.session().await.unwrap();
+    let mut observer = session.observe("tsobs").await.unwrap();
+    let first = observer.next().await.unwrap();
+    assert_eq!(first.state, monolock::LeaderState::NoLeader);
+    let term = other.campaign("tsobs", "10.1.1.1:80").await.unwrap();
+    let leading = loop {
+        let o = observer.next().await.unwrap();
+        if o.state == monolock::LeaderState::Leading {
+            break o;
+        }
+    };
+    assert_eq!(leading.token, term.token());
+    drop(observer);
+    assert!(session.is_open());
+    let t2 = session.campaign("tsobs2", "x:1").await.unwrap();
+    t2.resign().await;
+}

@@ -16,7 +16,7 @@ use ::tokio::task::JoinHandle;
 use ::tokio::time::{sleep_until, timeout, timeout_at};
 
 use super::conn::Conn;
-use super::{LockGuard, Term};
+use super::{LockGuard, Observer, Term, Watch};
 use crate::addr::ServerAddr;
 use crate::blocking::campaign_claim;
 use crate::claim::Claim;
@@ -25,7 +25,10 @@ use crate::core::mux::{Input, Mux, StreamState};
 use crate::core::retry::Mode;
 use crate::core::session::{Close, HoldState};
 use crate::core::step::read_failed;
+use crate::core::watch::Core as WatchCore;
+use crate::core::watch_codec::encode_watch;
 use crate::error::Error;
+use crate::watch::WatchState;
 
 /// A session: one connection to the server that carries many claims
 /// (protocol version 4). Open it with
@@ -188,6 +191,54 @@ impl Session {
     pub async fn campaign(&self, name: &str, value: impl Into<Vec<u8>>) -> Result<Term, Error> {
         let claim = campaign_claim(name, value.into())?;
         self.acquire(name, claim).await.map(Term::new)
+    }
+
+    /// Starts watching `name` inside the session; see the blocking
+    /// [`Session::watch`](crate::Session::watch). Completes once the first
+    /// picture is known; dropping the future ends the watch stream.
+    pub async fn watch(&self, name: &str) -> Result<Watch, Error> {
+        let inner = &self.inner;
+        let lease = u64::from(inner.config.lease_ms);
+        let frame = encode_watch(name.as_bytes(), lease, 0, 0)?;
+        let id = inner.with(|mux| (mux.open_watch(name, &frame, Instant::now()), false))?;
+        inner.driver.notify_one();
+        let mut pending = Pending {
+            inner: Arc::clone(inner),
+            id: Some(id),
+        };
+        loop {
+            let mut changes = inner.mux.subscribe();
+            let view = inner.with(|mux| (mux.watch_view(id, Instant::now()), false));
+            let Some((state, _, ended)) = view else {
+                return Err(Error::Cancelled);
+            };
+            if let Some(err) = ended {
+                let_go(inner, id).await;
+                pending.id = None;
+                return Err(err);
+            }
+            if state.known {
+                pending.id = None;
+                let stream = StreamWatch {
+                    inner: Arc::clone(inner),
+                    id,
+                    told: (0, true),
+                };
+                return Ok(Watch::in_session(name, stream));
+            }
+            let wake = inner.mux.borrow().deadline();
+            ::tokio::select! {
+                _ = changes.changed() => {}
+                () = sleep_until(wake.into()) => {}
+            }
+        }
+    }
+
+    /// Follows the leadership of `name` inside the session, over
+    /// [`Session::watch`]; see the blocking
+    /// [`Session::observe`](crate::Session::observe).
+    pub async fn observe(&self, name: &str) -> Result<Observer, Error> {
+        self.watch(name).await.map(Observer::new)
     }
 
     /// How many claims the server lets this session have open at once.
@@ -499,5 +550,72 @@ impl StreamClaim {
             }
             ((), false)
         });
+    }
+}
+
+/// A watch stream of a session, as its [`Watch`] sees it.
+pub(crate) struct StreamWatch {
+    inner: Arc<Inner>,
+    id: u32,
+    /// The change count and the validity last told by `changed`.
+    told: (u64, bool),
+}
+
+impl StreamWatch {
+    pub(crate) fn state(&self) -> WatchState {
+        let view = self
+            .inner
+            .with(|mux| (mux.watch_view(self.id, Instant::now()), false));
+        // Only a closed watch has no view, and nobody asks it any more.
+        view.map_or_else(
+            || WatchCore::new(self.inner.config.lease_ms).state(Instant::now()),
+            |(state, _, _)| state,
+        )
+    }
+
+    /// Why the watch ended (`Cancelled` once closed), if it did.
+    pub(crate) fn ended(&self) -> Option<Error> {
+        let view = self
+            .inner
+            .with(|mux| (mux.watch_view(self.id, Instant::now()), false));
+        view.map_or(Some(Error::Cancelled), |(_, _, ended)| ended)
+    }
+
+    /// Completes at the next change of the picture or of its validity
+    /// since the last one told; false once the watch has ended.
+    pub(crate) async fn changed(&mut self) -> bool {
+        loop {
+            let mut changes = self.inner.mux.subscribe();
+            let view = self
+                .inner
+                .with(|mux| (mux.watch_view(self.id, Instant::now()), false));
+            let Some((state, generation, ended)) = view else {
+                return false;
+            };
+            if self.told != (generation, state.known) {
+                self.told = (generation, state.known);
+                return true;
+            }
+            if ended.is_some() {
+                return false;
+            }
+            // Wake when the picture's validity ends, to tell it.
+            let wake = state.valid_until.filter(|_| state.known);
+            let far = Instant::now() + Duration::from_secs(3600);
+            ::tokio::select! {
+                _ = changes.changed() => {}
+                () = sleep_until(wake.unwrap_or(far).into()) => {}
+            }
+        }
+    }
+
+    /// Ends the watch stream (RELEASE) without waiting.
+    pub(crate) fn close(&self) {
+        self.inner.with(|mux| {
+            mux.release(self.id);
+            mux.forget(self.id);
+            ((), true)
+        });
+        self.inner.driver.notify_one();
     }
 }
