@@ -79,6 +79,10 @@ impl Shared {
 /// is between connections, [`WatchState::known`] is false, and
 /// [`Watch::leader`] says [`LeaderState::Unknown`](crate::LeaderState),
 /// never the last holder it saw. Dropping it ends it.
+///
+/// A watch opened in a session ([`Session::watch`](crate::Session::watch))
+/// runs as a stream of it instead: vouched for on the session's deadline,
+/// ended (not resumed) with the session.
 pub struct Watch {
     name: String,
     seen: AtomicU64,
