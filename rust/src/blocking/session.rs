@@ -396,7 +396,9 @@ impl Inner {
     /// Closes the session and waits for the hand-back (see [`Session::close`]).
     fn close(&self) {
         let turn = self.mux.lock().close(Instant::now());
-        self.act(&turn);
+        // A close queues nothing to write: no wait for a writer stuck on a
+        // server that stopped reading (the close unblocks it).
+        self.act_close(&turn);
         let reader = lock(&self.reader).take();
         if let Some(reader) = reader {
             let until = match turn.close {

@@ -725,6 +725,19 @@ impl Mux {
         }
     }
 
+    /// The latest a write may take: past it the session is over anyway
+    /// (the deadline, the lease after a loss, the hand-back's bound), so a
+    /// server that stopped reading cannot hold the adapter in a write.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn write_bound(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Opening | Phase::Open => Some(self.deadline()),
+            Phase::Lost => Some(self.close_at()),
+            Phase::HandingBack { until } => Some(until),
+            Phase::Closed => None,
+        }
+    }
+
     /// Whether the application closed the session and the connection
     /// waits for the server's close (the adapter half-closes it).
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]

@@ -400,12 +400,20 @@ async fn drive(mut conn: Conn, inner: Arc<Inner>) {
     let mut buf = vec![0u8; 16 << 10];
     let mut half_closed = false;
     loop {
-        let out = inner.with(|mux| (mux.take_output(), false));
+        let (out, bound) = inner.with(|mux| ((mux.take_output(), mux.write_bound()), false));
         let mut input = None;
-        if !out.is_empty() {
-            if let Err(e) = conn.send(&out).await {
-                input = Some(Input::End(Error::io(e)));
-            }
+        if let (false, Some(bound)) = (out.is_empty(), bound) {
+            input = match timeout_at(bound.into(), conn.send(&out)).await {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(Input::End(Error::io(e))),
+                Err(_elapsed) => {
+                    let e = std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "the server stopped reading",
+                    );
+                    Some(Input::End(Error::io(e)))
+                }
+            };
         }
         let (wake, handing_back) = {
             let mux = inner.mux.borrow();

@@ -184,7 +184,9 @@ fn at_the_deadline_every_held_claim_is_lost_first_and_the_close_waits_for_the_le
     ));
     assert!(m.take_output().is_empty());
     assert_eq!(m.next_wakeup(), Some(t0 + ms(1000)));
+    assert_eq!(m.write_bound(), Some(t0 + ms(1000)));
     assert_eq!(m.step(Input::Timer, t0 + ms(1000)).close, Some(Close::Now));
+    assert_eq!(m.write_bound(), None);
     assert_eq!(m.next_wakeup(), None);
     // No claim opens on a session that is over.
     let frame = encode_claim(b"e", 1000, &Claim::exclusive()).unwrap();
@@ -387,6 +389,7 @@ fn close_releases_every_claim_without_a_loss_and_hands_the_connection_back() {
     let turn = m.close(t0 + ms(10));
     let until = t0 + ms(10 + 800);
     assert_eq!(turn.close, Some(Close::HandBack { until }));
+    assert_eq!(m.write_bound(), Some(until), "no write outlasts the hand-back");
     assert!(is_released(state(&mut m, a, t0 + ms(20)), true));
     assert!(is_released(state(&mut m, b, t0 + ms(20)), true));
     assert_eq!(m.next_wakeup(), Some(until));
