@@ -389,7 +389,11 @@ fn close_releases_every_claim_without_a_loss_and_hands_the_connection_back() {
     let turn = m.close(t0 + ms(10));
     let until = t0 + ms(10 + 800);
     assert_eq!(turn.close, Some(Close::HandBack { until }));
-    assert_eq!(m.write_bound(), Some(until), "no write outlasts the hand-back");
+    assert_eq!(
+        m.write_bound(),
+        Some(until),
+        "no write outlasts the hand-back"
+    );
     assert!(is_released(state(&mut m, a, t0 + ms(20)), true));
     assert!(is_released(state(&mut m, b, t0 + ms(20)), true));
     assert_eq!(m.next_wakeup(), Some(until));
