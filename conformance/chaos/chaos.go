@@ -47,7 +47,11 @@ type Config struct {
 	Lease    time.Duration // every worker's lease
 	EtcdTTL  time.Duration // the HA cell's etcd TTL (failover waits for it)
 	Duration time.Duration
-	Pauses   bool     // stop holders' processes too (overlaps they cause are reported, not failed)
+	Pauses   bool // stop holders' processes too (overlaps they cause are reported, not failed)
+	// Sessions puts every second worker's claims on a session (protocol
+	// version 4) when its driver has the sessions capability: sessions
+	// beside single claims, under the same faults.
+	Sessions bool
 	Faults   []string // fault kinds to inject (empty: every kind the cell allows)
 	Seed     uint64   // faults, hold times
 	Log      io.Writer
@@ -90,7 +94,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}()
 	for i, c := range cfg.Clients {
 		name := fmt.Sprintf("%s#%d", c.Name, i)
-		w, err := startWorker(ctx, cfg.Root, c, name, cfg.Locks[i%len(cfg.Locks)], cfg.Cell.Addrs(), r.start)
+		w, err := startWorker(ctx, cfg.Root, c, name, cfg.Locks[i%len(cfg.Locks)], cfg.Cell.Addrs(), r.start, cfg.Sessions && i%2 == 1)
 		if err != nil {
 			return nil, err
 		}

@@ -29,6 +29,12 @@ type worker struct {
 	lock    Lock
 	rng     *rand.Rand
 	start   time.Time
+	// sessions: the worker puts its claims on a session (protocol version
+	// 4) of its driver, reopened after each loss or failure, instead of a
+	// connection per claim. session is the open one's id, "" when none is.
+	sessions bool
+	session  string
+	opened   int // sessions opened so far, for the next id
 
 	mu           sync.Mutex
 	held         *Window       // the open window, if any
@@ -44,7 +50,7 @@ type worker struct {
 // span is a stretch of the run's time.
 type span struct{ From, To time.Duration }
 
-func startWorker(ctx context.Context, root string, c runner.Client, name string, lock Lock, servers []string, start time.Time) (*worker, error) {
+func startWorker(ctx context.Context, root string, c runner.Client, name string, lock Lock, servers []string, start time.Time, sessions bool) (*worker, error) {
 	w := &worker{name: name, lock: lock, events: make(chan driver.Event, 256), failures: map[string]int{}, start: start}
 	for _, s := range servers {
 		p, err := proxy.Listen(s, start)
@@ -75,7 +81,46 @@ func startWorker(ctx context.Context, root string, c runner.Client, name string,
 		w.close()
 		return nil, fmt.Errorf("%s: the driver lacks the election capability that %s needs", name, lock.Name)
 	}
+	w.sessions = sessions && slices.Contains(ready.Capabilities, "sessions")
 	return w, nil
+}
+
+// openSession opens a session for the worker's next claims, if it uses
+// them and has none open. A session that cannot open now is tried again
+// at the next claim.
+func (w *worker) openSession(ctx context.Context) error {
+	if !w.sessions || w.session != "" {
+		return nil
+	}
+	w.opened++
+	id := "s" + strconv.Itoa(w.opened)
+	lease := uint64(w.lease.Milliseconds())
+	if err := w.proc.Send(pipe.Command{Cmd: pipe.Session, ID: id, Servers: w.addrs(), LeaseMS: &lease}); err != nil {
+		return fmt.Errorf("%s: %w", w.name, err)
+	}
+	ev, err := w.next(ctx, id, pipe.Opened, pipe.Error)
+	if err != nil {
+		return err
+	}
+	if ev.Name == pipe.Error {
+		w.mu.Lock()
+		w.failures["session "+ev.Kind]++
+		w.mu.Unlock()
+		return w.sleep(ctx, w.lease/4)
+	}
+	w.session = id
+	return nil
+}
+
+// closeSession closes the worker's session: after a loss or a failure it
+// may be dead, and the next claim opens a fresh one.
+func (w *worker) closeSession(ctx context.Context) error {
+	if w.session == "" {
+		return nil
+	}
+	id := w.session
+	w.session = ""
+	return w.release(ctx, id)
 }
 
 // watchID is the id of an election worker's observe.
@@ -109,6 +154,15 @@ func (w *worker) run(ctx context.Context) error {
 		}
 	}
 	for n := 0; ctx.Err() == nil; n++ {
+		if err := w.openSession(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if w.sessions && w.session == "" {
+			continue // it could not open: try again
+		}
 		id := "c" + strconv.Itoa(n)
 		lease, timeout := uint64(w.lease.Milliseconds()), (20 * w.lease).Milliseconds()
 		cmd := pipe.Command{Cmd: pipe.Acquire, ID: id, Servers: w.addrs(), Name: &w.lock.Name,
@@ -124,6 +178,7 @@ func (w *worker) run(ctx context.Context) error {
 				cmd.Limit = &w.lock.Limit
 			}
 		}
+		cmd.Session = w.session
 		if err := w.proc.Send(cmd); err != nil {
 			return fmt.Errorf("%s: %w", w.name, err)
 		}
@@ -138,24 +193,34 @@ func (w *worker) run(ctx context.Context) error {
 			w.mu.Lock()
 			w.failures[ev.Kind]++
 			w.mu.Unlock()
+			if err := w.closeSession(ctx); err != nil {
+				return err
+			}
 			if err := w.sleep(ctx, w.lease/4); err != nil {
 				return err
 			}
 			continue
 		}
-		if err := w.hold(ctx, id, cmd.Shared, ev); err != nil {
+		lost, err := w.hold(ctx, id, cmd.Shared, ev)
+		if err != nil {
 			return err
 		}
+		if lost {
+			if err := w.closeSession(ctx); err != nil {
+				return err
+			}
+		}
 	}
-	return nil
+	return w.closeSession(ctx)
 }
 
 // hold uses the lock: a write at once, then one every lease/5 until the
-// lost signal or the end of a random hold, then release.
-func (w *worker) hold(ctx context.Context, id string, shared bool, acquired driver.Event) error {
+// lost signal or the end of a random hold, then release. It reports
+// whether the lock was lost.
+func (w *worker) hold(ctx context.Context, id string, shared bool, acquired driver.Event) (lost bool, err error) {
 	token, err := strconv.ParseUint(acquired.Token, 10, 64)
 	if err != nil {
-		return fmt.Errorf("%s: token %q: %w", w.name, acquired.Token, err)
+		return false, fmt.Errorf("%s: token %q: %w", w.name, acquired.Token, err)
 	}
 	w.awaitResume(ctx) // a process stopped since it printed the grant writes when it runs again
 	win := w.ledger.grant(w.name, w.lock.Name, shared, token, acquired.At)
@@ -183,10 +248,10 @@ func (w *worker) hold(ctx context.Context, id string, shared bool, acquired driv
 			}
 			if ev.Name == pipe.Lost {
 				w.ledger.end(win, ev.At, true)
-				return w.release(ctx, id)
+				return true, w.release(ctx, id)
 			}
 			if ev.Name == pipe.DriverError {
-				return fmt.Errorf("%s: %s", w.name, ev.Line)
+				return false, fmt.Errorf("%s: %s", w.name, ev.Line)
 			}
 		case <-tick.C:
 			// A stopped process writes when it runs again, before it has
@@ -196,10 +261,10 @@ func (w *worker) hold(ctx context.Context, id string, shared bool, acquired driv
 		case <-until.C:
 			w.awaitResume(ctx) // a stopped application decides nothing
 			w.ledger.end(win, w.now(), false)
-			return w.release(ctx, id)
+			return false, w.release(ctx, id)
 		case <-ctx.Done():
 			w.ledger.end(win, w.now(), false)
-			return w.release(ctx, id)
+			return false, w.release(ctx, id)
 		}
 	}
 }

@@ -61,7 +61,8 @@ func (r *run) step(ctx context.Context, st scenario.Step) error {
 		lease := uint64(*st.LeaseMS)
 		cmd := pipe.Command{Cmd: pipe.Acquire, ID: st.ID, Servers: []string{r.addr},
 			Name: st.Name, NameHex: st.NameHex, LeaseMS: &lease, Mode: st.Mode,
-			TimeoutMS: st.TimeoutMS, ConnectTimeoutMS: st.ConnectTimeoutMS, Shared: st.Shared, Limit: st.Limit, Value: st.Value}
+			TimeoutMS: st.TimeoutMS, ConnectTimeoutMS: st.ConnectTimeoutMS, Shared: st.Shared, Limit: st.Limit, Value: st.Value,
+			Session: st.Session}
 		if st.Name != nil {
 			cmd.NameHex = nil // one of the two, name first
 		}
@@ -72,6 +73,14 @@ func (r *run) step(ctx context.Context, st scenario.Step) error {
 		return r.send(cmd, st.As)
 	case "release", "cancel":
 		return r.send(pipe.Command{Cmd: st.Op, ID: st.ID}, st.As)
+	case "session":
+		lease := uint64(*st.LeaseMS)
+		cmd := pipe.Command{Cmd: pipe.Session, ID: st.ID, Servers: []string{r.addr}, LeaseMS: &lease}
+		if r.srv != nil && r.srv.certs != nil {
+			cmd.TLS = r.tlsOf(st.TLS)
+		}
+		r.leases[st.ID] = float64(*st.LeaseMS)
+		return r.send(cmd, st.As)
 	case "observe":
 		lease := uint64(*st.LeaseMS)
 		cmd := pipe.Command{Cmd: pipe.Observe, ID: st.ID, Servers: []string{r.addr}, Name: st.Name, LeaseMS: &lease}

@@ -84,6 +84,7 @@ type Step struct {
 	Shared           bool                       `json:"shared,omitempty"`
 	Limit            *int                       `json:"limit,omitempty"`
 	Value            *string                    `json:"value,omitempty"` // acquire (a campaign) and proclaim
+	Session          string                     `json:"session,omitempty"` // acquire: the id of the session it goes on
 	Event            string                     `json:"event,omitempty"`
 	Fields           map[string]json.RawMessage `json:"fields,omitempty"`
 	At               *Window                    `json:"at,omitempty"`
@@ -139,6 +140,7 @@ type Check struct {
 // Ops allowed per back end ("" = every back end).
 var ops = map[string]string{
 	"acquire": "", "release": "", "cancel": "", "expect": "", "no_event": "", "observe": "", "proclaim": "",
+	"session": "server proxy",
 	"pause": "", "mark": "", "accept": "fake proxy", "await_heartbeats": "fake proxy",
 	"await_close": "fake proxy",
 	"recv":        "fake", "send": "fake", "respond": "fake", "silence": "fake", "close": "fake",
@@ -152,7 +154,7 @@ var checks = map[string]string{
 
 // Events a driver may print, from docs/writing-a-client.md.
 var events = map[string]bool{"waiting": true, "acquired": true, "error": true, "lost": true, "released": true,
-	"proclaimed": true, "observed": true}
+	"proclaimed": true, "observed": true, "opened": true}
 
 // DecodeHex decodes hex that may contain spaces for readability.
 func DecodeHex(s string) ([]byte, error) {
@@ -219,6 +221,7 @@ func (s *Scenario) validate() error {
 		return err
 	}
 	ids := map[string]bool{}
+	sessions := map[string]bool{} // ids of session steps
 	conns := map[string]bool{}
 	for i, st := range s.Steps {
 		where, ok := ops[st.Op]
@@ -246,6 +249,9 @@ func (s *Scenario) validate() error {
 			if st.Value != nil && !slices.Contains(s.Requires, "election") {
 				return bad(`value needs "requires": ["election"]`)
 			}
+			if st.Session != "" && !sessions[st.Session] {
+				return bad(fmt.Sprintf("session %q: no session step opened it before", st.Session))
+			}
 			if st.TLS != nil {
 				if s.Server == nil || !s.Server.TLS {
 					return bad("tls needs a scenario whose server has tls")
@@ -255,6 +261,14 @@ func (s *Scenario) validate() error {
 				}
 			}
 			ids[st.ID] = true
+		case "session":
+			if st.ID == "" || st.LeaseMS == nil || ids[st.ID] {
+				return bad("needs a new id and lease_ms")
+			}
+			if !slices.Contains(s.Requires, "sessions") {
+				return bad(`session needs "requires": ["sessions"]`)
+			}
+			ids[st.ID], sessions[st.ID] = true, true
 		case "observe":
 			if st.ID == "" || st.LeaseMS == nil || st.Name == nil || ids[st.ID] {
 				return bad("needs a new id, lease_ms and name")

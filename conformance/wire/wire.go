@@ -121,6 +121,17 @@ const (
 	Error     byte = 0x13
 	Event     byte = 0x14
 	Watching  byte = 0x15
+
+	// Protocol version 4: sessions.
+	Session   byte = 0x05
+	Open      byte = 0x06
+	On        byte = 0x07
+	Release   byte = 0x08
+	SessionOK byte = 0x16
+	Stream    byte = 0x17
+	Released  byte = 0x18
+	StreamEnd byte = 0x19
+	Alive     byte = 0x1a
 )
 
 // TypeName names a message type.
@@ -144,6 +155,24 @@ func TypeName(t byte) string {
 		return "EVENT"
 	case Watching:
 		return "WATCHING"
+	case Session:
+		return "SESSION"
+	case Open:
+		return "OPEN"
+	case On:
+		return "ON"
+	case Release:
+		return "RELEASE"
+	case SessionOK:
+		return "SESSION_OK"
+	case Stream:
+		return "STREAM"
+	case Released:
+		return "RELEASED"
+	case StreamEnd:
+		return "STREAM_END"
+	case Alive:
+		return "ALIVE"
 	}
 	return fmt.Sprintf("0x%02x", t)
 }
@@ -170,6 +199,21 @@ func frameLen(b []byte, d Dir) (int, error) {
 		return need(17)
 	case d == Up && b[0] == Heartbeat:
 		return 1, nil
+	case d == Up && b[0] == Session:
+		return need(6)
+	case d == Up && (b[0] == Open || b[0] == On):
+		return enveloped(b, d)
+	case d == Up && b[0] == Release, d == Down && (b[0] == SessionOK || b[0] == Released):
+		return need(5)
+	case d == Down && b[0] == Stream:
+		return enveloped(b, d)
+	case d == Down && b[0] == StreamEnd:
+		if len(b) < 7 {
+			return 0, nil
+		}
+		return need(7 + int(b[6]))
+	case d == Down && b[0] == Alive:
+		return 1, nil
 	case d == Down && b[0] == Waiting:
 		return 1, nil
 	case d == Down && b[0] == Acquired:
@@ -181,6 +225,26 @@ func frameLen(b []byte, d Dir) (int, error) {
 		return need(3 + int(b[2]))
 	}
 	return 0, fmt.Errorf("unexpected byte 0x%02x", b[0])
+}
+
+// enveloped is frameLen for a session frame that carries a whole frame
+// after its type byte and stream id (OPEN, ON, STREAM).
+func enveloped(b []byte, d Dir) (int, error) {
+	const head = 1 + 4
+	if len(b) <= head {
+		return 0, nil
+	}
+	switch inner := b[head]; {
+	case d == Up && b[0] == Open && inner != Acquire && inner != Watch,
+		d == Up && b[0] == On && inner != Proclaim,
+		d == Down && (inner == Stream || inner == Error || inner == SessionOK || inner == Alive):
+		return 0, fmt.Errorf("%s carrying 0x%02x", TypeName(b[0]), inner)
+	}
+	n, err := frameLen(b[head:], d)
+	if n == 0 || err != nil {
+		return 0, err
+	}
+	return head + n, nil
 }
 
 // acquireLen is frameLen for an ACQUIRE of version 1, 2 or 3.
@@ -342,6 +406,16 @@ func Analyze(chunks []Chunk) Analysis {
 	}
 	var pending []int // indexes into a.Exchanges
 	waiting := false
+	// A session's streams answer nothing of the session's own: only
+	// SESSION and HEARTBEAT are its requests, SESSION_OK and ALIVE their
+	// replies. Its OPENs, ONs and RELEASEs are each stream's own.
+	streamFrame := func(t byte) bool {
+		switch t {
+		case Open, On, Release, Stream, Released, StreamEnd:
+			return true
+		}
+		return false
+	}
 	i, j := 0, 0
 	for i < len(up) || j < len(down) {
 		// Merge by time; on a tie the server frame goes first, which is the
@@ -349,6 +423,9 @@ func Analyze(chunks []Chunk) Analysis {
 		if j < len(down) && (i >= len(up) || down[j].At <= up[i].At) {
 			f := down[j]
 			j++
+			if streamFrame(f.Type) {
+				continue
+			}
 			switch f.Type {
 			case Waiting:
 				waiting = true
@@ -373,6 +450,9 @@ func Analyze(chunks []Chunk) Analysis {
 		}
 		f := up[i]
 		i++
+		if streamFrame(f.Type) {
+			continue
+		}
 		a.Exchanges = append(a.Exchanges, Exchange{Send: f})
 		pending = append(pending, len(a.Exchanges)-1)
 		if len(pending) > a.MaxInFlight {

@@ -1,6 +1,10 @@
 package wire
 
 import (
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -110,5 +114,63 @@ func TestAnalyzeCountsRequestsInFlight(t *testing.T) {
 	}
 	if a := Analyze(chunks); a.MaxInFlight != 2 {
 		t.Fatalf("max in flight %d, want 2", a.MaxInFlight)
+	}
+}
+
+// Every session frame of spec/vectors/frames.json is one frame of its
+// direction, also when it arrives a byte at a time.
+func TestFramesParseTheSessionVectors(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "spec", "vectors", "frames.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Client []struct{ Desc, Hex string } `json:"client_valid_session"`
+		Server []struct{ Desc, Hex string } `json:"server_valid_session"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil || len(doc.Client) == 0 || len(doc.Server) == 0 {
+		t.Fatalf("vectors: %v", err)
+	}
+	check := func(d Dir, desc, h string) {
+		b, _ := hex.DecodeString(h)
+		var chunks []Chunk
+		for i := range b {
+			chunks = append(chunks, Chunk{At: ms(i), Dir: d, Data: b[i : i+1]})
+		}
+		frames, rest, err := Frames(chunks, d)
+		if err != nil || len(rest) != 0 || len(frames) != 1 || len(frames[0].Raw) != len(b) {
+			t.Errorf("%s: frames %+v, rest %x, err %v", desc, frames, rest, err)
+		}
+	}
+	for _, v := range doc.Client {
+		check(Up, v.Desc, v.Hex)
+	}
+	for _, v := range doc.Server {
+		check(Down, v.Desc, v.Hex)
+	}
+}
+
+// On a session only SESSION and HEARTBEAT are requests and SESSION_OK and
+// ALIVE their replies: a stream's frames answer nothing of the session.
+func TestAnalyzeASession(t *testing.T) {
+	open := []byte{0x06, 0, 0, 0, 1}
+	open = append(open, acquireFrame()...)
+	chunks := []Chunk{
+		{At: ms(1), Dir: Up, Data: append([]byte{0x05, 4, 0, 0, 3, 0xe8}, open...)},
+		{At: ms(2), Dir: Down, Data: []byte{0x16, 0, 0, 0x27, 0x10}},
+		{At: ms(3), Dir: Down, Data: []byte{0x17, 0, 0, 0, 1, 0x12, 0, 0, 0, 0, 0, 0, 0, 9}},
+		{At: ms(4), Dir: Up, Data: []byte{0x02, 0x08, 0, 0, 0, 1}},
+		{At: ms(5), Dir: Down, Data: []byte{0x18, 0, 0, 0, 1}},
+		{At: ms(6), Dir: Down, Data: []byte{0x1a}},
+	}
+	a := Analyze(chunks)
+	if a.Problem != "" || len(a.Exchanges) != 2 || a.MaxInFlight != 1 || len(a.Heartbeats) != 1 {
+		t.Fatalf("analysis %+v", a)
+	}
+	if r := a.Exchanges[1].Reply; r == nil || r.Type != Alive || r.At != ms(6) {
+		t.Fatalf("the heartbeat's reply: %+v", r)
+	}
+	if at, ok := a.LastAckedSend(); !ok || at != ms(4) {
+		t.Fatalf("last acked send %v %v", at, ok)
 	}
 }

@@ -48,8 +48,8 @@ type claim struct {
 
 	mu       sync.Mutex
 	core     *session.Core
-	ended    chan struct{} // Lock.Done: closed when the lock is no longer valid
-	err      error         // Lock.Err once ended: ErrReleased or the loss
+	endedCh  chan struct{} // Lock.Done: closed when the lock is no longer valid
+	lockErr  error         // Lock.Err once ended: ErrReleased or the loss
 	letGo    bool          // the application released or gave up: close at once
 	graceful bool          // letGo on a valid lock: hand it back and wait for the server
 	queuedAt time.Time
@@ -71,7 +71,7 @@ func newClaim(conn, raw net.Conn, addr, name string, acquire []byte, try bool, c
 		onWaiting: cfg.onWaiting,
 		exited:    make(chan struct{}),
 		core:      session.New(acquire, cfg.lease, try),
-		ended:     make(chan struct{}),
+		endedCh:   make(chan struct{}),
 
 		valued:     len(acquire) > 1 && acquire[1] == protocol.VersionValue,
 		proclaimed: make(chan struct{}, 1),
@@ -279,7 +279,7 @@ func (c *claim) write(frame []byte) error {
 func (c *claim) grant() {
 	c.mu.Lock()
 	queued := c.queuedLocked()
-	lock := &Lock{name: c.name, token: c.core.Token(), c: c}
+	lock := &Lock{name: c.name, token: c.core.Token(), h: c}
 	validUntil := c.core.ValidUntil()
 	c.mu.Unlock()
 	if c.log.Enabled(context.Background(), slog.LevelDebug) {
@@ -308,22 +308,22 @@ func (c *claim) fail(err error) {
 // endLocked records the end of the lock's validity, once: the first cause
 // wins, and Done closes with it.
 func (c *claim) endLocked(err error) {
-	if c.err != nil {
+	if c.lockErr != nil {
 		return
 	}
-	c.err = err
-	close(c.ended)
+	c.lockErr = err
+	close(c.endedCh)
 }
 
 // pollLocked is the polled validity check: past the deadline it decides
 // the loss (the same decision run would make) and returns Err.
 func (c *claim) pollLocked() error {
-	if c.err == nil {
+	if c.lockErr == nil {
 		if a, _ := c.core.Poll(time.Now()); a.Lost != nil {
 			c.endLocked(lostError(c.causeError(a.Lost)))
 		}
 	}
-	return c.err
+	return c.lockErr
 }
 
 // letGoNow asks serve to close at once: release of a lock (graceful: hand
@@ -397,12 +397,16 @@ func (c *claim) handBack() {
 var errClosedByServer = fmt.Errorf("monolock: connection closed by the server: %w", io.EOF)
 
 // causeError turns the core's cause into the package's error values.
-func (cl *claim) causeError(c *session.Cause) error {
+func (cl *claim) causeError(c *session.Cause) error { return causeErr(c, cl.addr, cl.leaseMS) }
+
+// causeErr turns a core's cause into the package's error values: addr is
+// the server as configured, leaseMS the lease (for the timeout's message).
+func causeErr(c *session.Cause, addr string, leaseMS uint32) error {
 	switch c.Kind {
 	case session.CauseNotMonolock:
-		return &notMonolockError{addr: cl.addr, sent: c.Reason}
+		return &notMonolockError{addr: addr, sent: c.Reason}
 	case session.CauseTimeout:
-		return &clientTimeoutError{leaseMS: cl.leaseMS}
+		return &clientTimeoutError{leaseMS: leaseMS}
 	case session.CauseServer:
 		if !c.Coded {
 			return ErrServerEnded

@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
+	"net"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -10,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monolock/monolock/go/internal/server"
+	"github.com/monolock/monolock/go/internal/testcerts"
 	"github.com/monolock/monolock/go/internal/testserver"
 )
 
@@ -44,3 +47,92 @@ func BenchmarkAcquireReleaseCycle(b *testing.B) {
 	})
 	b.StopTimer()
 }
+
+// BenchmarkSessionCycle is BenchmarkAcquireReleaseCycle over one session:
+// OPEN a fresh name, ACQUIRED, RELEASE, RELEASED, every worker on the
+// same connection, so the two show what a session saves (a connection
+// per lock) and what it costs (one connection's reader and writes for
+// every worker).
+func BenchmarkSessionCycle(b *testing.B) {
+	srv := testserver.Start(b, server.Config{}, time.Minute)
+	b.Cleanup(func() { require.NoError(b, srv.Stop()) })
+	c, err := New(WithServers(srv.Addr), WithLease(10*time.Second))
+	require.NoError(b, err)
+	ctx := context.Background()
+	s, err := c.Session(ctx)
+	require.NoError(b, err)
+	b.Cleanup(func() { s.Close() })
+	var seq atomic.Int64
+
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			l, err := s.Acquire(ctx, "cycle/"+strconv.FormatInt(seq.Add(1), 10))
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			if err := l.Release(); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+}
+
+// BenchmarkTLSCycle is the cycle over TLS 1.3, one worker at a time
+// (-cpu 1): a claim on a connection of its own with a full handshake each
+// time (no session cache), the same resuming the TLS session of the one
+// before (the client's default), and claims on one session, which pays its
+// handshake once. Compare each with BenchmarkAcquireReleaseCycle and
+// BenchmarkSessionCycle, their plain counterparts.
+func BenchmarkTLSCycle(b *testing.B) {
+	cert, pool := testcerts.LoopbackServer(b)
+	srv := testserver.StartOn(b, server.Config{}, time.Minute, func(ln net.Listener) net.Listener {
+		return server.NewTLSListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13})
+	})
+	b.Cleanup(func() { require.NoError(b, srv.Stop()) })
+	ctx := context.Background()
+	var seq atomic.Int64
+	cycle := func(b *testing.B, acquire func(string) (*Lock, error)) {
+		b.ReportAllocs()
+		b.ResetTimer()
+		for range b.N {
+			l, err := acquire("tls-cycle/" + strconv.FormatInt(seq.Add(1), 10))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := l.Release(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	client := func(cache tls.ClientSessionCache) *Client {
+		c, err := New(WithServers(srv.Addr), WithLease(10*time.Second),
+			WithTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13, ClientSessionCache: cache}))
+		require.NoError(b, err)
+		return c
+	}
+	b.Run("claim/full-handshake", func(b *testing.B) {
+		c := client(noSessionCache{})
+		cycle(b, func(name string) (*Lock, error) { return c.Acquire(ctx, name) })
+	})
+	b.Run("claim/resumed", func(b *testing.B) {
+		c := client(nil)
+		cycle(b, func(name string) (*Lock, error) { return c.Acquire(ctx, name) })
+	})
+	b.Run("session", func(b *testing.B) {
+		s, err := client(nil).Session(ctx)
+		require.NoError(b, err)
+		defer s.Close()
+		cycle(b, func(name string) (*Lock, error) { return s.Acquire(ctx, name) })
+	})
+}
+
+// noSessionCache keeps no TLS session: every handshake is a full one.
+type noSessionCache struct{}
+
+func (noSessionCache) Get(string) (*tls.ClientSessionState, bool) { return nil, false }
+func (noSessionCache) Put(string, *tls.ClientSessionState)        {}

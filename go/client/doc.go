@@ -37,6 +37,12 @@
 // next one in the list (spec/constants.json, retry.server_order "rotate").
 // TryAcquire returns ErrBusy at once instead of queueing.
 //
+// Sessions: Client.Session opens one connection that carries many claims
+// (protocol version 4), with one lease and one heartbeat for all of them.
+// Session.Acquire returns the same *Lock, with the same meaning; the
+// session's claims share its fate (one lost connection loses them all).
+// Pool spreads claims over a few sessions.
+//
 // Servers: an address is HOST:PORT, [IPV6]:PORT, or a bare host (HOST,
 // [IPV6] or an IPv6 address) for port 7117; New refuses anything else.
 //

@@ -104,6 +104,12 @@ func (c *Client) Observe(ctx context.Context, name string) (<-chan Observation, 
 	if err != nil {
 		return nil, err
 	}
+	return observe(ctx, w), nil
+}
+
+// observe sends w's leadership changes until ctx or w ends, then closes
+// w and the channel.
+func observe(ctx context.Context, w *Watch) <-chan Observation {
 	out := make(chan Observation)
 	go func() {
 		defer close(out)
@@ -135,7 +141,7 @@ func (c *Client) Observe(ctx context.Context, name string) (<-chan Observation, 
 			}
 		}
 	}()
-	return out, nil
+	return out
 }
 
 // nextTransition is how long until the observation can change with no

@@ -100,3 +100,33 @@ func ExampleClient_Observe() {
 		}
 	}
 }
+
+func ExampleClient_Session() {
+	c, err := client.New(client.WithServers("127.0.0.1:7117"), client.WithLease(5*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// One connection, one lease, many locks: they share its fate.
+	s, err := c.Session(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close() // releases whatever is still held
+	for _, shard := range []string{"shards/1", "shards/2", "shards/3"} {
+		lock, err := s.Acquire(ctx, shard)
+		if err != nil {
+			log.Fatal(err)
+		}
+		go func() {
+			<-lock.Done() // lost (with every lock of the session) or released
+			fmt.Println(shard, "ended:", lock.Err())
+		}()
+	}
+	select {
+	case <-s.Done():
+		log.Print("session over: ", s.Err())
+	case <-ctx.Done():
+	}
+}

@@ -31,7 +31,7 @@ func requireNoSessions(t *testing.T) {
 		stacks := string(buf[:runtime.Stack(buf, true)])
 		var leaked []string
 		for _, g := range strings.Split(stacks, "\n\n") {
-			if strings.Contains(g, "client.(*claim)") || strings.Contains(g, "client.startClaim") ||
+			if strings.Contains(g, "client.(*claim)") || strings.Contains(g, "client.(*Session)") || strings.Contains(g, "client.startClaim") ||
 				strings.Contains(g, "client.(*Watch)") || strings.Contains(g, "client.readWatchFrames") {
 				leaked = append(leaked, g)
 			}

@@ -147,9 +147,17 @@ func WithDialTimeout(d time.Duration) Option {
 }
 
 // WithTLS makes the client speak TLS with this configuration. When
-// ServerName is empty, the host of each server address is used.
+// ServerName is empty, the host of each server address is used. Without a
+// ClientSessionCache, the client keeps one of its own: a claim on a
+// connection of its own then resumes the TLS session of an earlier one
+// instead of a full handshake (a release sends close_notify, which keeps
+// the ticket good). A Session pays its one handshake for all its claims.
 func WithTLS(cfg *tls.Config) Option {
 	return func(c *config) error {
+		if cfg != nil && cfg.ClientSessionCache == nil {
+			cfg = cfg.Clone()
+			cfg.ClientSessionCache = tls.NewLRUClientSessionCache(0)
+		}
 		c.tls = cfg
 		return nil
 	}

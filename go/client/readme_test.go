@@ -59,6 +59,11 @@ func shareIt(ctx context.Context, c *client.Client) error {
 `+codeBlock(t, pkg, "## Shared locks and semaphores")+`
 	return nil
 }
+
+func sessionIt(ctx context.Context, c *client.Client) error {
+`+codeBlock(t, pkg, "## Sessions")+`
+	return nil
+}
 `)
 	goCmd(t, dir, "mod", "init", "example.com/fresh")
 	goCmd(t, dir, strings.Fields(strings.Replace(replaceLine, "/path/to/clone/go", goDir, 1))[1:]...)

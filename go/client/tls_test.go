@@ -3,12 +3,17 @@ package client
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
+	"net"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/monolock/monolock/go/internal/server"
 	"github.com/monolock/monolock/go/internal/testcerts"
+	"github.com/monolock/monolock/go/internal/testserver"
 )
 
 func TestTLS(t *testing.T) {
@@ -85,4 +90,32 @@ func TestCertificateProblemsFailAtOnce(t *testing.T) {
 	r := result(t, done)
 	require.NoError(t, r.err)
 	require.NoError(t, r.lock.Release())
+}
+
+// A claim on a connection of its own resumes the TLS session of an
+// earlier one: the client keeps a session cache and the release's
+// close_notify keeps the ticket good.
+func TestTLSClaimsResume(t *testing.T) {
+	cert, pool := testcerts.LoopbackServer(t)
+	srv := testserver.StartOn(t, server.Config{}, 10*time.Second, func(ln net.Listener) net.Listener {
+		return server.NewTLSListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13})
+	})
+	var resumed []bool
+	var mu sync.Mutex
+	cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13, VerifyConnection: func(cs tls.ConnectionState) error {
+		mu.Lock()
+		defer mu.Unlock()
+		resumed = append(resumed, cs.DidResume)
+		return nil
+	}}
+	c := newClient(t, srv.Addr, 2*time.Second, WithTLS(cfg))
+	for i := range 3 {
+		l, err := c.Acquire(ctxTimeout(t, wait), fmt.Sprintf("tls/resume/%d", i))
+		require.NoError(t, err)
+		require.NoError(t, l.Release())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []bool{false, true, true}, resumed, "the first handshake is full, the next ones resume")
+	require.Nil(t, cfg.ClientSessionCache, "the caller's configuration is left as it was")
 }

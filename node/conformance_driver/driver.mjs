@@ -158,6 +158,40 @@ function clientFor(cmd) {
  */
 const spareControllers = [];
 
+/** id -> { opening, session }: session commands (protocol version 4), kept after their release. */
+const sessions = new Map();
+
+/** The session command: opens a session, prints `opened` once its SESSION_OK came, or the error. */
+function openSession(cmd) {
+  const { id } = cmd;
+  if (sessions.has(id) || claims.has(id) || observers.has(id)) {
+    emit({ event: "driver_error", message: `id ${id} is already used` });
+    return;
+  }
+  const client = clientFor(cmd);
+  if (client === undefined) return;
+  const entry = { session: undefined, opening: undefined };
+  entry.opening = client.session({ leaseMs: cmd.lease_ms }).then(
+    (session) => {
+      entry.session = session;
+      emit({ event: "opened", id });
+      return session;
+    },
+    (err) => {
+      failed(id, err);
+      return undefined;
+    },
+  );
+  sessions.set(id, entry);
+}
+
+/** Closes a session (releasing what it holds, nothing told lost) and prints `released`. */
+async function closeSession(id, entry) {
+  const session = entry.session ?? (await entry.opening);
+  await session?.close();
+  emit({ event: "released", id });
+}
+
 function acquire(cmd) {
   const { id } = cmd;
   const existing = claims.get(id);
@@ -165,7 +199,18 @@ function acquire(cmd) {
     emit({ event: "driver_error", message: `id ${id} is already in use` });
     return;
   }
-  const client = clientFor(cmd);
+  let client;
+  if (cmd.session != null) {
+    // The claim goes on the session: its servers and lease are the session's.
+    const entry = sessions.get(cmd.session);
+    if (entry === undefined) {
+      emit({ event: "driver_error", message: `acquire ${id}: no session ${cmd.session}` });
+      return;
+    }
+    client = entry.session ?? sessionLater(entry);
+  } else {
+    client = clientFor(cmd);
+  }
   if (client === undefined) return;
   const name = nameOf(cmd);
   const controller = spareControllers.pop() ?? new AbortController();
@@ -216,7 +261,22 @@ function acquire(cmd) {
   );
 }
 
+/** A stand-in for a session still opening: its calls wait for it (in order) and fail as a closed one would. */
+function sessionLater(entry) {
+  const on = (method) => (name, options) =>
+    entry.opening.then((session) => {
+      if (session === undefined) throw new ConnectionError("the session did not open", "connect");
+      return session[method](name, options);
+    });
+  return { acquire: on("acquire"), tryAcquire: on("tryAcquire") };
+}
+
 async function release(cmd) {
+  const entry = sessions.get(cmd.id);
+  if (entry !== undefined) {
+    await closeSession(cmd.id, entry);
+    return;
+  }
   const observer = observers.get(cmd.id);
   if (observer !== undefined) {
     // Nothing of the observation may follow its released event.
@@ -350,6 +410,7 @@ async function quit() {
   }
   for (const observer of observers.values()) observer.controller.abort();
   await Promise.all([...claims.values()].map((c) => c.lock?.release()));
+  await Promise.all([...sessions.values()].map((e) => e.opening.then((s) => s?.close())));
   await Promise.all([...observers.values()].map((o) => o.done));
   // Nothing should keep the process alive now; this only guards against a bug.
   setTimeout(() => {
@@ -379,6 +440,8 @@ function onLine(line) {
       return proclaim(cmd);
     case "observe":
       return observe(cmd);
+    case "session":
+      return openSession(cmd);
     case "quit":
       stopReading();
       return;
@@ -437,4 +500,8 @@ process.stdin.on("end", () => {
   stopReading();
 });
 
-emit({ event: "ready", client: "node", capabilities: ["cancel", "election", "invalid_utf8_names", "shared", "tls"] });
+emit({
+  event: "ready",
+  client: "node",
+  capabilities: ["cancel", "election", "invalid_utf8_names", "sessions", "shared", "tls"],
+});

@@ -18,7 +18,8 @@ import {
   type NotActiveError,
   type NotAuthorizedError,
   type NotMonolockError,
-  type ServerError,
+  ServerError,
+  type SessionUnsupportedError,
   type SharedUnsupportedError,
   type UnsupportedVersionError,
   type ValueTooLongError,
@@ -26,11 +27,13 @@ import {
   withoutPrefix,
 } from "./errors.js";
 import { Lock } from "./lock.js";
+import { Session as LockSession, type SessionOptions } from "./lock-session.js";
 import { type Logger, log } from "./logger.js";
 import { outcomeOf, RetryPlan } from "./plan.js";
 import { Session } from "./session.js";
+import { SessionPool, type SessionPoolOptions } from "./session-pool.js";
 import { startTimer, type Timer } from "./timers.js";
-import { type ClaimValue, type LockName, type ValidClaim, validateAcquire } from "./validate.js";
+import { type ClaimValue, checkLease, type LockName, type ValidClaim, validateAcquire } from "./validate.js";
 import { Watch, type WatchOptions } from "./watch.js";
 
 /** Settings of a {@link Client}. */
@@ -274,6 +277,52 @@ export class Client {
     } finally {
       await watch.close();
     }
+  }
+
+  /**
+   * Opens a session (protocol version 4): one connection that carries many
+   * claims under one lease, for a caller that holds many locks at once or
+   * takes many short ones. Its `acquire` and `tryAcquire` take the options
+   * of this client's and give the same {@link Lock}s, without a connection
+   * each. Its claims share its fate: a lost session loses all of them (see
+   * {@link LockSession}). Makes one pass over the servers, moving on after
+   * one that cannot be reached or answers with a temporary error; rejects
+   * with a terminal {@link ServerError} (a server that predates sessions:
+   * {@link SessionUnsupportedError}), or the last server's error.
+   */
+  async session(options: SessionOptions = {}): Promise<LockSession> {
+    const leaseMs = options.leaseMs ?? this.leaseMs;
+    checkLease(leaseMs);
+    let last: unknown;
+    for (const address of this.servers) {
+      try {
+        return await LockSession.open({
+          address,
+          tls: this.tlsOptions,
+          connectTimeoutMs: this.connectTimeoutMs,
+          leaseMs,
+          logger: this.logger,
+          signal: options.signal,
+        });
+      } catch (err) {
+        last = err;
+        const terminal = err instanceof ServerError && !err.temporary;
+        if (terminal || err instanceof AcquireAbortedError) throw err;
+        log(this.logger, "warn", `monolock: session on ${formatAddress(address)}: ${String((err as Error).message)}`);
+      }
+    }
+    throw last;
+  }
+
+  /**
+   * An opt-in pool of sessions for many short locks: each claim goes to a
+   * session with room, a new one is opened when none has (up to
+   * `maxSessions`), and a dead one is replaced on the next claim. Opens
+   * nothing until the first claim. Claims on one session share its fate;
+   * see {@link SessionPool}.
+   */
+  sessionPool(options: SessionPoolOptions = {}): SessionPool {
+    return new SessionPool((o) => this.session(o), options);
   }
 
   private start(name: LockName, options: AcquireOptions, mode: Mode, lockClass: typeof Lock = Lock): Promise<Lock> {

@@ -103,3 +103,25 @@ export const WATCH = {
   HOLD_REASONS: SPEC.watch.holdReasons,
   BLOCK_REASONS: SPEC.watch.blockReasons,
 } as const;
+
+/**
+ * Sessions (protocol version 4): one connection carrying many claims and
+ * watches, each a stream with an id. The type bytes of the client's
+ * SESSION, OPEN, ON and RELEASE and of the server's SESSION_OK, STREAM,
+ * RELEASED, STREAM_END and ALIVE, the largest stream id, and the server's
+ * default cap of open streams.
+ */
+export const SESSION = {
+  PROTOCOL_VERSION: SPEC.session.protocolVersion,
+  SESSION_TYPE: SPEC.session.sessionType,
+  OPEN_TYPE: SPEC.session.openType,
+  ON_TYPE: SPEC.session.onType,
+  RELEASE_TYPE: SPEC.session.releaseType,
+  SESSION_OK_TYPE: SPEC.session.sessionOkType,
+  STREAM_TYPE: SPEC.session.streamType,
+  RELEASED_TYPE: SPEC.session.releasedType,
+  STREAM_END_TYPE: SPEC.session.streamEndType,
+  ALIVE_TYPE: SPEC.session.aliveType,
+  MAX_STREAM_ID: SPEC.session.maxStreamId,
+  MAX_STREAMS_DEFAULT: SPEC.session.maxStreamsDefault,
+} as const;

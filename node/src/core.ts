@@ -9,17 +9,7 @@
  * on before the input itself: an ack that arrives at the deadline is late.
  */
 
-import { SHARED } from "./constants.js";
-import {
-  encodeAcquire,
-  encodeAcquireV2,
-  encodeAcquireV3,
-  encodeHeartbeat,
-  encodeProclaim,
-  FrameDecoder,
-  FrameError,
-  type ServerFrame,
-} from "./frames.js";
+import { encodeClaim, encodeHeartbeat, encodeProclaim, FrameDecoder, FrameError, type ServerFrame } from "./frames.js";
 import { HeartbeatSchedule } from "./heartbeat.js";
 import type { CertificateSide } from "./tlscert.js";
 import type { SharedClaim } from "./validate.js";
@@ -145,19 +135,9 @@ export class SessionCore {
     return out;
   }
 
-  /**
-   * The ACQUIRE in the lowest version that says what the claim needs, so
-   * that it works with every server that can serve it: version 3 for a
-   * claim with a value, 2 for a shared one, 1 for an exclusive one.
-   */
   private acquireFrame(): Uint8Array {
     const { name, leaseMs, shared, value } = this.options;
-    if (value !== undefined && value.length > 0) {
-      const mode = shared?.mode ?? SHARED.MODE_EXCLUSIVE;
-      return encodeAcquireV3(name, leaseMs, mode, shared?.limit ?? 0, value);
-    }
-    if (shared !== undefined) return encodeAcquireV2(name, leaseMs, shared.mode, shared.limit);
-    return encodeAcquire(name, leaseMs);
+    return encodeClaim(name, leaseMs, shared, value);
   }
 
   /**

@@ -9,7 +9,13 @@
 
 import { ERRORS } from "./constants.gen.js";
 import * as generated from "./errors.gen.js";
-import { type ErrorOrigin, MonolockError, type MonolockErrorOptions, ServerError } from "./server-error.js";
+import {
+  canonicalText,
+  type ErrorOrigin,
+  MonolockError,
+  type MonolockErrorOptions,
+  ServerError,
+} from "./server-error.js";
 import { type CertificateSide, certificateHint } from "./tlscert.js";
 
 // The class of each code (ShuttingDownError, ...) is generated from
@@ -81,6 +87,29 @@ export class ValueUnsupportedError extends generated.UnsupportedVersionError {
     super(generated.UnsupportedVersionError.CODE, reason, "server");
     this.address = address;
     this.message = unsupportedMessage(address, "claims with a value", 3, "claim without a value");
+  }
+}
+
+/**
+ * The server answered SESSION (protocol version 4) with an ERROR that says
+ * it predates sessions: 0x13 (an older server reads SESSION's type byte as
+ * an unknown message), 0x10 or 0x11. Terminal, never retried: take each
+ * claim on its own connection (`client.acquire`), or upgrade the server. A
+ * subclass of {@link UnsupportedVersionError}; `code` is the code the
+ * server sent, `reason` its reason.
+ */
+export class SessionUnsupportedError extends generated.UnsupportedVersionError {
+  override name = "SessionUnsupportedError";
+  /** The server, as `host:port`. */
+  readonly address: string;
+  /** @internal */
+  constructor(address: string, code: number = generated.UnsupportedVersionError.CODE, reason = "") {
+    super(code, reason, "server");
+    this.address = address;
+    const hex = `0x${code.toString(16).padStart(2, "0")}`;
+    this.message =
+      `monolock: server ${address} does not support sessions (it answered a protocol version 4 SESSION ` +
+      `with ${hex} ${canonicalText(code)}); take each claim on its own connection, or upgrade the server`;
   }
 }
 

@@ -5,6 +5,7 @@
  */
 
 import { MessageType, PROTOCOL_VERSION, SHARED, VALUE } from "./constants.js";
+import type { SharedClaim } from "./validate.js";
 
 /** A frame received from the server. */
 export type ServerFrame =
@@ -95,6 +96,26 @@ export function encodeProclaim(value: Uint8Array): Uint8Array {
   new DataView(frame.buffer).setUint16(1, value.length);
   frame.set(value, 3);
   return frame;
+}
+
+/**
+ * The ACQUIRE of a validated claim in the lowest version that says what it
+ * needs, so that it works with every server that can serve it: version 3
+ * for a claim with a value, 2 for a shared one, 1 for an exclusive one.
+ * A single claim sends it as it is, a session inside an OPEN.
+ */
+export function encodeClaim(
+  name: Uint8Array,
+  leaseMs: number,
+  shared: SharedClaim | undefined,
+  value: Uint8Array | undefined,
+): Uint8Array {
+  if (value !== undefined && value.length > 0) {
+    const mode = shared?.mode ?? SHARED.MODE_EXCLUSIVE;
+    return encodeAcquireV3(name, leaseMs, mode, shared?.limit ?? 0, value);
+  }
+  if (shared !== undefined) return encodeAcquireV2(name, leaseMs, shared.mode, shared.limit);
+  return encodeAcquire(name, leaseMs);
 }
 
 /** The one-byte HEARTBEAT frame. */

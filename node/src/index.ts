@@ -41,12 +41,17 @@ export {
   NoValueError,
   ServerEndedError,
   ServerError,
+  SessionUnsupportedError,
   SharedUnsupportedError,
   ValueUnsupportedError,
 } from "./errors.js";
 export type { LockState, ProclaimOptions } from "./lock.js";
 export { Lock } from "./lock.js";
+export type { SessionAcquireOptions, SessionOptions } from "./lock-session.js";
+export { Session } from "./lock-session.js";
 export type { Logger } from "./logger.js";
+export type { SessionPoolOptions } from "./session-pool.js";
+export { SessionPool } from "./session-pool.js";
 export type { CertificateSide } from "./tlscert.js";
 export type { ClaimValue, LockName } from "./validate.js";
 export type { WatchIterationOptions, WatchOptions } from "./watch.js";

@@ -9,8 +9,27 @@ import {
   withoutPrefix,
 } from "./errors.js";
 import { type Logger, log } from "./logger.js";
-import type { Session } from "./session.js";
+import type { SessionListener } from "./session.js";
 import { type ClaimValue, validateValue } from "./validate.js";
+
+/**
+ * What a Lock drives: the connection of a single claim (session.ts), or a
+ * stream of a session (session-claim.ts). @internal
+ */
+export interface ClaimLink {
+  /** Receives the claim's events; the Lock installs its own. */
+  listener: SessionListener;
+  /** Whether the claim was sent with a value: only such a claim may proclaim. */
+  readonly valued: boolean;
+  /** The validity deadline on the `performance.now()` clock. */
+  readonly validUntil: number;
+  /** Lets time pass now: a deadline already reached is decided (and told) here. */
+  poll(): void;
+  /** Sends a PROCLAIM; its number, or 0 when the claim no longer holds. */
+  proclaim(value: Uint8Array): number;
+  /** Lets go; resolves once the server has the lock back (or a bounded wait passed). */
+  release(): Promise<void>;
+}
 
 /** Where a lock stands. */
 export type LockState = "held" | "lost" | "released";
@@ -97,7 +116,7 @@ export class Lock implements AsyncDisposable {
 
   /** @internal Locks come from {@link Client.acquire}; the session is granted. */
   constructor(
-    private readonly session: Session,
+    private readonly session: ClaimLink,
     name: string,
     token: bigint,
     leaseMs: number,
@@ -150,7 +169,8 @@ export class Lock implements AsyncDisposable {
   }
 
   /**
-   * Releases the lock by closing its connection. {@link Lock.signal} aborts
+   * Releases the lock by closing its connection (a lock of a session: by
+   * sending RELEASE, answered by RELEASED). {@link Lock.signal} aborts
    * first. A held lock is handed back: the server gives it to the next waiter
    * at once, and this resolves once the server has closed its side too (so
    * the lock is free there), or after at most min(0.8 × lease, 1 s) if it

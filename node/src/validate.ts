@@ -98,7 +98,8 @@ function sharedClaim(request: ClaimRequest): SharedClaim | undefined {
   return { mode: SHARED.MODE_SHARED, limit };
 }
 
-function checkLease(leaseMs: number): void {
+/** Throws {@link InvalidLeaseError} (origin client) unless `leaseMs` is a whole number from 1 to 2^32-1. */
+export function checkLease(leaseMs: number): void {
   if (!Number.isInteger(leaseMs) || leaseMs < MIN_LEASE_MS || leaseMs > MAX_LEASE_MS) {
     throw invalidLease(leaseMs);
   }

@@ -30,8 +30,12 @@ export interface WatchConnectionOptions {
 export interface WatchConnectionListener {
   /** The picture changed, or a WATCHING vouched for it anew. */
   onChange(): void;
-  /** The connection ended (not after close()); `vouched`: the server answered a request on it. */
-  onEnd(error: MonolockError, vouched: boolean): void;
+  /**
+   * The connection ended (not after close()); `vouched`: the server answered
+   * a request on it; `final`: no new connection can be made (a session's
+   * watch whose session ended), so the watch ends with `error`.
+   */
+  onEnd(error: MonolockError, vouched: boolean, final?: boolean): void;
 }
 
 const now = (): number => performance.now();

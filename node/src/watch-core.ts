@@ -116,6 +116,11 @@ export class WatchCore {
     return this.picture.seq;
   }
 
+  /** A whole snapshot has been taken and no other is being read: a WATCHING of (epoch, seq) would be taken. */
+  get complete(): boolean {
+    return this.whole;
+  }
+
   /** Whether a request awaits its WATCHING. */
   get inFlight(): boolean {
     return this.pending;

@@ -111,30 +111,43 @@ export class WatchDecoder {
 
   /** The frame at `pos` and where it ends, or undefined while it is incomplete. */
   private parse(buf: Uint8Array, pos: number): { frame: WatchFrame; end: number } | undefined {
-    const fields = new Fields(buf, pos + 1);
-    let frame: WatchFrame | undefined;
-    switch (buf[pos]) {
-      case WATCH.EVENT_TYPE: {
-        const event = readEvent(fields);
-        frame = event === undefined ? undefined : { type: "event", event };
-        break;
-      }
-      case WATCH.WATCHING_TYPE:
-        frame = { type: "watching", epoch: fields.u64(), seq: fields.u64() };
-        break;
-      default: {
-        const type = (buf[pos] ?? 0).toString(16).padStart(2, "0");
-        throw new FrameError(`unexpected message type 0x${type} from server`, buf.slice(pos), !this.started);
-      }
+    const parsed = parseWatchFrame(buf, pos);
+    if (parsed === null) {
+      const type = (buf[pos] ?? 0).toString(16).padStart(2, "0");
+      throw new FrameError(`unexpected message type 0x${type} from server`, buf.slice(pos), !this.started);
     }
     this.started = true;
-    return frame === undefined || fields.short ? undefined : { frame, end: fields.at };
+    return parsed;
   }
 
   /** Number of buffered bytes of an incomplete frame. */
   get buffered(): number {
     return this.pending.length;
   }
+}
+
+/**
+ * The EVENT or WATCHING at `pos` and where it ends; undefined while it is
+ * incomplete, null when its type byte is neither. Shared with a session's
+ * STREAM frame, which carries them (protocol version 4). Throws
+ * {@link FrameError} at a malformed EVENT.
+ */
+export function parseWatchFrame(buf: Uint8Array, pos: number): { frame: WatchFrame; end: number } | undefined | null {
+  const fields = new Fields(buf, pos + 1);
+  let frame: WatchFrame | undefined;
+  switch (buf[pos]) {
+    case WATCH.EVENT_TYPE: {
+      const event = readEvent(fields);
+      frame = event === undefined ? undefined : { type: "event", event };
+      break;
+    }
+    case WATCH.WATCHING_TYPE:
+      frame = { type: "watching", epoch: fields.u64(), seq: fields.u64() };
+      break;
+    default:
+      return null;
+  }
+  return frame === undefined || fields.short ? undefined : { frame, end: fields.at };
 }
 
 function concat(a: Uint8Array, b: Uint8Array): Uint8Array {

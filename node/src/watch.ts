@@ -12,7 +12,7 @@ import { nextTransitionMs, type Observation, observationOf, sameObservation } fr
 import { ConnectionError, type MonolockError, NotActiveError, ServerError, withoutPrefix } from "./errors.js";
 import { type Logger, log } from "./logger.js";
 import { startTimer, type Timer } from "./timers.js";
-import { WatchConnection } from "./watch-connection.js";
+import { WatchConnection, type WatchConnectionListener } from "./watch-connection.js";
 import { WatchCore, type WatchState } from "./watch-core.js";
 
 /** Options of {@link Client.watch}, {@link Client.observe} and {@link Client.leader}. */
@@ -39,6 +39,18 @@ export interface WatchSettings {
   readonly leaseMs: number;
   readonly name: { readonly bytes: Uint8Array; readonly text: string };
   readonly logger: Logger | undefined;
+  /**
+   * Opens the watch's stream on a session instead of a connection of its
+   * own (protocol version 4); throws when the session can carry no more.
+   * Absent: a connection per watch, to `servers`.
+   */
+  readonly open?: ((core: WatchCore, listener: WatchConnectionListener) => WatchLink) | undefined;
+}
+
+/** What carries a watch: a connection of its own, or a stream of a session. */
+export interface WatchLink {
+  /** Ends it without reporting it; resolves once it is gone. */
+  close(): Promise<void>;
 }
 
 /**
@@ -61,7 +73,7 @@ export class Watch implements AsyncDisposable {
   readonly ended: Promise<MonolockError | undefined>;
   private readonly core: WatchCore;
   /** The current connection, or the last one while between connections. */
-  private conn: WatchConnection | undefined;
+  private conn: WatchLink | undefined;
   private sleep: Timer | undefined;
   /** Tells of the end of the picture's validity. */
   private expiry: Timer | undefined;
@@ -184,6 +196,10 @@ export class Watch implements AsyncDisposable {
   /** A connection to the next server; the WATCH resumes from the picture. */
   private connect(): void {
     this.sleep = undefined;
+    if (this.s.open !== undefined) {
+      this.openStream(this.s.open);
+      return;
+    }
     const { servers } = this.s;
     const address = servers[this.next % servers.length] as ServerAddress;
     this.next++;
@@ -201,6 +217,25 @@ export class Watch implements AsyncDisposable {
     }
   }
 
+  /** A stream on the watch's session, resuming from the picture; the session's end ends the watch. */
+  private openStream(open: NonNullable<WatchSettings["open"]>): void {
+    try {
+      this.conn = open(this.core, {
+        onChange: () => this.onChange(),
+        onEnd: (error, vouched, final) => {
+          if (final) {
+            this.core.disconnected();
+            this.finish(error);
+          } else {
+            this.onEnd(undefined, error, vouched);
+          }
+        },
+      });
+    } catch (err) {
+      this.finish(err instanceof ConnectionError ? err : new ConnectionError(String(err), "open", undefined, false));
+    }
+  }
+
   /** The picture changed; its new validity is told when it ends. */
   private onChange(): void {
     this.expiry?.cancel();
@@ -215,7 +250,7 @@ export class Watch implements AsyncDisposable {
    * retried on the next server after a backoff (from its start again once
    * a server answered).
    */
-  private onEnd(address: ServerAddress, error: MonolockError, vouched: boolean): void {
+  private onEnd(address: ServerAddress | undefined, error: MonolockError, vouched: boolean): void {
     this.core.disconnected();
     this.expiry?.cancel();
     this.changed();
@@ -233,7 +268,8 @@ export class Watch implements AsyncDisposable {
     }
     const ms = backoffDelay(this.attempt++);
     const why = withoutPrefix(error.message);
-    this.debug(`connection to ${formatAddress(address)} ended (${why}); reconnecting in ${Math.round(ms)} ms`);
+    const what = address === undefined ? "session stream" : `connection to ${formatAddress(address)}`;
+    this.debug(`${what} ended (${why}); reconnecting in ${Math.round(ms)} ms`);
     // Referenced: a running watch keeps the process alive between connections too.
     this.sleep = startTimer(ms, () => this.connect(), true);
   }

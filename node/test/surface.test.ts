@@ -39,6 +39,9 @@ test("exports exactly the documented names", () => {
     "PROTOCOL_VERSION",
     "ServerEndedError",
     "ServerError",
+    "Session",
+    "SessionPool",
+    "SessionUnsupportedError",
     "SharedUnsupportedError",
     "ShuttingDownError",
     "Term",
@@ -54,8 +57,26 @@ test("exports exactly the documented names", () => {
   ]);
 });
 
-test("Lock is async-disposable", () => {
+test("Lock and Session are async-disposable", () => {
   assert.equal(typeof (monolock.Lock.prototype as unknown as Record<symbol, unknown>)[Symbol.asyncDispose], "function");
+  assert.equal(
+    typeof (monolock.Session.prototype as unknown as Record<symbol, unknown>)[Symbol.asyncDispose],
+    "function",
+  );
+});
+
+test("SessionUnsupportedError is an UnsupportedVersionError with the code the server sent, terminal", () => {
+  const err = new monolock.SessionUnsupportedError("127.0.0.1:7117", 0x13, "unknown message type: 0x05");
+  assert.ok(err instanceof monolock.UnsupportedVersionError);
+  assert.equal(err.code, 0x13);
+  assert.equal(err.reason, "unknown message type: 0x05");
+  assert.equal(err.temporary, false);
+  assert.equal(err.name, "SessionUnsupportedError");
+  assert.equal(
+    err.message,
+    "monolock: server 127.0.0.1:7117 does not support sessions (it answered a protocol version 4 SESSION " +
+      "with 0x13 unknown message type); take each claim on its own connection, or upgrade the server",
+  );
 });
 
 test("SharedUnsupportedError is an UnsupportedVersionError (0x10), terminal", () => {

@@ -15,6 +15,7 @@ import pytest
 
 from monolock import _protocol as proto
 from monolock import errors
+from monolock._connection import Connection
 from monolock._lock import RELEASE_WAIT_MAX
 from monolock.aio import _AioConnection
 
@@ -555,7 +556,8 @@ def connection_open(handle: LockHandle) -> bool:
     conn = handle.lock._conn
     if isinstance(conn, _AioConnection):
         return conn._transport is not None and not conn._transport.is_closing()
-    return conn._sock.fileno() != -1
+    assert isinstance(conn, Connection)
+    return bool(conn._sock.fileno() != -1)
 
 
 @pytest.mark.parametrize("end", ["eof", "error"])

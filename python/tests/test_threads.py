@@ -17,6 +17,7 @@ import monolock
 from monolock import _protocol as proto
 from monolock import _reactor, errors
 from monolock import client as sync_client
+from monolock._connection import Connection
 
 from .support import FakeServer, RealServer, assert_on_time, unused_address
 
@@ -135,6 +136,7 @@ def test_a_slow_lost_callback_holds_up_no_other_lock(fake_server: FakeServer) ->
         late=0.25 * lease,
     )
     # The slow lock's connection stays open while its callback runs...
+    assert isinstance(slow_lock._conn, Connection)
     assert slow_lock._conn._sock.fileno() != -1
     release_slow.set()
     # ...and closes once told (its lease has passed by now).

@@ -31,6 +31,7 @@ func main() {
 		clients  = flag.String("clients", "", "comma-separated client `names` from conformance/manifest.json, a name repeated for more workers (default: every client once)")
 		locks    = flag.String("locks", chaos.DefaultLocks, "comma-separated lock `kinds` the workers are dealt to in turn: exclusive, shared (a third of the claims exclusive), semaphore:N (N permits, a third of the claims exclusive), election (candidates with values that also watch)")
 		pauses   = flag.Bool("pauses", true, "also stop holders' processes (SIGSTOP); the overlaps they cause are reported apart")
+		sessions = flag.Bool("sessions", true, "put every second worker's claims on a session (protocol version 4) when its driver has the sessions capability, beside the others' single claims")
 		seed     = flag.Uint64("seed", 0, "random seed for faults and hold times (0: from the clock; printed)")
 		noBuild  = flag.Bool("no-build", false, "skip building the drivers")
 		faults   = flag.String("faults", "", "comma-separated fault `kinds` to inject (default: all that apply; see docs/chaos.md)")
@@ -102,7 +103,7 @@ func main() {
 		}
 		rep, err := chaos.Run(ctx, chaos.Config{
 			Root: root, Clients: specs, Locks: lockList, Cell: c, Lease: *lease, EtcdTTL: *ttl,
-			Duration: *duration / time.Duration(len(modes)), Pauses: *pauses, Seed: *seed + uint64(i), Log: os.Stdout,
+			Duration: *duration / time.Duration(len(modes)), Pauses: *pauses, Sessions: *sessions, Seed: *seed + uint64(i), Log: os.Stdout,
 			Faults: splitList(*faults),
 		})
 		if err == nil && m == "ha" && *compare > 0 {

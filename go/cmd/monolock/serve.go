@@ -470,7 +470,7 @@ func serve(s *serveSetup) int {
 		return 1
 	}
 	if s.tls != nil {
-		ln = tls.NewListener(ln, s.tls.Server())
+		ln = server.NewTLSListener(ln, s.tls.Server())
 	}
 	// Tests and tools read the bound addresses from --ready-file, not from
 	// this line.

@@ -8,7 +8,10 @@
 // A claim reaches back to its connection only through its claims.Sink,
 // which a session implements. See docs/how-it-works.md.
 //
-// Today one connection is one session and one claim on one lock. Each session has a
+// A connection whose first frame is ACQUIRE is one session and one claim on
+// one lock (protocol versions 1 to 3); one whose first frame is SESSION
+// (version 4) carries many claims and watches, each a stream (streams.go).
+// Each single-claim session has a
 // single reader goroutine at a time (the one that reads the ACQUIRE hands
 // over to a fresh one, with the minimum stack, for the heartbeats) and no
 // timers of its own: the handshake timeout and the lease are read deadlines

@@ -2,17 +2,22 @@ package server
 
 import (
 	"bufio"
+	"context"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/monolock/monolock/go/internal/testcerts"
 	"github.com/monolock/monolock/go/internal/testspec"
 	"github.com/monolock/monolock/go/internal/watch"
 	"github.com/monolock/monolock/go/pkg/protocol"
@@ -360,10 +365,12 @@ func (p *sessionPeer) byStream(n int) map[uint32]protocol.SessionFrame {
 }
 
 // A session's watch that reads too slowly is cut off with STREAM_END
-// 0x04; the session and its claims live on.
+// 0x04; the session and its claims live on. The session is an in-memory
+// pipe, which buffers nothing: the watch's queue passes its bound however
+// the machine's sockets are tuned.
 func TestSessionSlowWatchIsCutNotTheSession(t *testing.T) {
 	srv := startServer(t, Config{})
-	p := dialSession(t, srv.addr, 60000)
+	p := dialPipeSession(t, srv.Server, 60000)
 	frame, err := protocol.AppendWatch(protocol.AppendStreamHeader(nil, protocol.MsgOpen, 1), protocol.Watch{Name: "slow-watch", LeaseMS: 60000})
 	require.NoError(t, err)
 	p.send(frame)
@@ -373,18 +380,16 @@ func TestSessionSlowWatchIsCutNotTheSession(t *testing.T) {
 	p.open(2, "slow-watch-claim", 60000)
 	p.expectStream(2, protocol.MsgAcquired)
 	// The peer stops reading; a holder of the watched name proclaims
-	// values until the watch's queue passes its bound (1 MiB) by far,
-	// quickly: well within the write timeout that would cut the session,
-	// and far past what the two kernels' buffers take.
+	// values until the watch's queue passes its bound (1 MiB), quickly:
+	// well within the write timeout that would cut the session.
 	holder := dial(t, srv.addr)
 	acq, err := protocol.AppendAcquireV3(nil, "slow-watch", 60000, protocol.ModeExclusive, 0, []byte("v"))
 	require.NoError(t, err)
 	holder.send(acq)
 	holder.expectAcquired()
-	value := make([]byte, protocol.MaxValueLen)
-	proclaim, err := protocol.AppendProclaim(nil, value)
+	proclaim, err := protocol.AppendProclaim(nil, make([]byte, protocol.MaxValueLen))
 	require.NoError(t, err)
-	for range 8 * watchQueueLimit / protocol.MaxValueLen {
+	for range 2 * watchQueueLimit / protocol.MaxValueLen {
 		holder.send(proclaim)
 		holder.expectAcquired()
 	}
@@ -406,6 +411,62 @@ func TestSessionSlowWatchIsCutNotTheSession(t *testing.T) {
 
 const watchQueueLimit = watch.QueueLimit
 
+// pipePeer is a session over an in-memory pipe to srv.
+type pipePeer struct {
+	t    *testing.T
+	conn net.Conn
+	in   *bufio.Reader
+}
+
+// dialPipeSession serves srv on a pipe of its own and opens a session
+// over it.
+func dialPipeSession(t *testing.T, srv *Server, leaseMS uint32) *pipePeer {
+	t.Helper()
+	ln := &pipeListener{conns: make(chan net.Conn, 1), done: make(chan struct{})}
+	go func() { _ = srv.Serve(ln) }()
+	client, server := net.Pipe()
+	t.Cleanup(func() { client.Close() })
+	ln.conns <- server
+	p := &pipePeer{t: t, conn: client, in: bufio.NewReader(client)}
+	frame, err := protocol.AppendSession(nil, leaseMS)
+	require.NoError(t, err)
+	p.send(frame)
+	require.Equal(t, protocol.MsgSessionOK, p.next().Type)
+	return p
+}
+
+// send writes b from a goroutine of its own: a pipe's write waits for the
+// server to read, and the server may be writing to us meanwhile.
+func (p *pipePeer) send(b []byte) {
+	go func() {
+		_ = p.conn.SetWriteDeadline(time.Now().Add(replyTimeout))
+		_, _ = p.conn.Write(b)
+	}()
+}
+
+func (p *pipePeer) next() protocol.SessionFrame {
+	p.t.Helper()
+	require.NoError(p.t, p.conn.SetReadDeadline(time.Now().Add(replyTimeout)))
+	f, err := protocol.ReadSessionFrame(p.in)
+	require.NoError(p.t, err)
+	return f
+}
+
+func (p *pipePeer) open(id uint32, name string, leaseMS uint32) {
+	p.t.Helper()
+	frame, err := protocol.AppendAcquire(protocol.AppendStreamHeader(nil, protocol.MsgOpen, id), name, leaseMS)
+	require.NoError(p.t, err)
+	p.send(frame)
+}
+
+func (p *pipePeer) expectStream(id uint32, inner uint8) {
+	p.t.Helper()
+	f := p.next()
+	require.Equal(p.t, protocol.MsgStream, f.Type, "got %+v", f)
+	require.Equal(p.t, id, f.Stream, "got %+v", f)
+	require.Equal(p.t, inner, f.Inner, "got %+v", f)
+}
+
 // watchersOf is how many watchers the listing counts on name.
 func watchersOf(srv *testServer, name string) int {
 	for _, l := range srv.LockListing() {
@@ -418,35 +479,152 @@ func watchersOf(srv *testServer, name string) int {
 
 // A session whose client stops reading while its claims' frames pile up
 // is cut, and its claims are held back until the lease after its last
-// frame: never handed over at the cut.
+// frame: never handed over at the cut. The connection is an in-memory
+// pipe, which buffers nothing: the server's writes block at once, however
+// the machine's sockets are tuned.
 func TestSessionThatStopsReadingIsCutAndHeld(t *testing.T) {
-	srv := startServer(t, Config{})
-	const leaseMS = 5000
-	p := dialSession(t, srv.addr, leaseMS)
-	require.NoError(t, p.conn.SetReadBuffer(4096)) // the server's writes block soon
-	p.open(1, "cut/held", leaseMS)
-	p.expectStream(1, protocol.MsgAcquired)
-	held := holderID(t, srv, "cut/held")
-	// Claims taken and released, pipelined: each queues an ACQUIRED and a
-	// RELEASED that the peer never reads.
-	deadline := time.Now().Add(60 * time.Second)
+	srv, err := New(Config{DataDir: t.TempDir()})
+	require.NoError(t, err)
+	ln := &pipeListener{conns: make(chan net.Conn, 1), done: make(chan struct{})}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		require.NoError(t, srv.Shutdown(context.Background()))
+		require.NoError(t, <-served)
+	})
+	client, server := net.Pipe()
+	t.Cleanup(func() { client.Close() })
+	ln.conns <- server
+	const leaseMS = 30000
+	in := bufio.NewReader(client)
+	frame, err := protocol.AppendSession(nil, leaseMS)
+	require.NoError(t, err)
+	frame, err = protocol.AppendAcquire(protocol.AppendStreamHeader(frame, protocol.MsgOpen, 1), "cut/held", leaseMS)
+	require.NoError(t, err)
+	go func() { _, _ = client.Write(frame) }()
+	for _, want := range []uint8{protocol.MsgSessionOK, protocol.MsgStream} {
+		f, err := protocol.ReadSessionFrame(in)
+		require.NoError(t, err)
+		require.Equal(t, want, f.Type)
+	}
+	var held uint64
+	require.Eventually(t, func() bool { held = holderIDOf(srv, "cut/held"); return held != 0 }, replyTimeout, time.Millisecond)
+	// Claims taken and released, never read: the writer blocks on its
+	// first write, and the frames pile up until the session is cut.
+	deadline := time.Now().Add(time.Minute)
+	require.NoError(t, client.SetWriteDeadline(deadline))
 	id := uint32(1)
 	for srv.Sessions() == 1 {
-		require.True(t, time.Now().Before(deadline), "the session was never cut")
 		var batch []byte
-		for range 1000 {
+		for range 100 {
 			id++
 			batch, _ = protocol.AppendAcquire(protocol.AppendStreamHeader(batch, protocol.MsgOpen, id), "cut/cycle", leaseMS)
 			batch = protocol.AppendStreamHeader(batch, protocol.MsgRelease, id)
 		}
-		require.NoError(t, p.conn.SetWriteDeadline(deadline))
-		if _, err := p.conn.Write(batch); err != nil {
+		if _, err := client.Write(batch); err != nil {
 			require.False(t, errors.Is(err, os.ErrDeadlineExceeded), "the session was never cut")
-			break // cut: the server closed
+			break // cut: the server closed its end
 		}
 	}
 	require.Eventually(t, func() bool { return srv.Sessions() == 0 }, replyTimeout, time.Millisecond)
 	until, ok := srv.HeldBackUntil(held)
 	require.True(t, ok, "the cut session's claim was handed over at the cut")
-	assert.Greater(t, time.Until(until), time.Duration(leaseMS)*time.Millisecond/2)
+	assert.Greater(t, time.Until(until), leaseMS*time.Millisecond/2)
+}
+
+// holderIDOf is the id of the one holder of name, 0 if none.
+func holderIDOf(srv *Server, name string) uint64 {
+	for _, l := range srv.Locks() {
+		if l.Name == name && len(l.Holders) == 1 {
+			return l.Holders[0].Session
+		}
+	}
+	return 0
+}
+
+// pipeListener hands the server in-memory connections.
+type pipeListener struct {
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+}
+
+func (l *pipeListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *pipeListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *pipeListener) Addr() net.Addr { return pipeAddr{} }
+
+type pipeAddr struct{}
+
+func (pipeAddr) Network() string { return "pipe" }
+func (pipeAddr) String() string  { return "pipe" }
+
+// Over TLS a session's claims are released by the client's close_notify;
+// a FIN without one (which anyone on the path can inject) holds them
+// until the lease after the last frame, as a reset does.
+func TestSessionOverTLSReleasesOnlyOnCloseNotify(t *testing.T) {
+	cert, pool := testcerts.LoopbackServer(t)
+	srv := startServerOn(t, Config{}, func(ln net.Listener) net.Listener {
+		return NewTLSListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13})
+	})
+	const leaseMS = 60000
+	open := func(name string) (*tls.Conn, *net.TCPConn) {
+		raw, err := net.Dial("tcp", srv.addr)
+		require.NoError(t, err)
+		t.Cleanup(func() { raw.Close() })
+		conn := tls.Client(raw, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13, ServerName: "127.0.0.1"})
+		require.NoError(t, conn.SetDeadline(time.Now().Add(replyTimeout)))
+		frame, err := protocol.AppendSession(nil, leaseMS)
+		require.NoError(t, err)
+		frame, err = protocol.AppendAcquire(protocol.AppendStreamHeader(frame, protocol.MsgOpen, 1), name, leaseMS)
+		require.NoError(t, err)
+		_, err = conn.Write(frame)
+		require.NoError(t, err)
+		in := bufio.NewReader(conn)
+		f, err := protocol.ReadSessionFrame(in)
+		require.NoError(t, err)
+		require.Equal(t, protocol.MsgSessionOK, f.Type)
+		f, err = protocol.ReadSessionFrame(in)
+		require.NoError(t, err)
+		require.Equal(t, protocol.MsgAcquired, f.Inner)
+		return conn, raw.(*net.TCPConn)
+	}
+
+	conn, _ := open("tls/close-notify")
+	id := holderID(t, srv, "tls/close-notify")
+	require.NoError(t, conn.Close()) // close_notify, then FIN
+	require.Eventually(t, func() bool { return len(srv.Locks()) == 0 || !holds(srv, "tls/close-notify") }, replyTimeout, time.Millisecond)
+	_, held := srv.HeldBackUntil(id)
+	assert.False(t, held, "a close_notify releases")
+
+	_, raw := open("tls/bare-fin")
+	id = holderID(t, srv, "tls/bare-fin")
+	require.NoError(t, raw.CloseWrite()) // FIN, no close_notify
+	require.Eventually(t, func() bool { _, held := srv.HeldBackUntil(id); return held }, replyTimeout, time.Millisecond,
+		"a FIN without close_notify must hold the claim back, not release it")
+}
+
+// holds reports whether name has a holder that is not held back.
+func holds(srv *testServer, name string) bool {
+	for _, l := range srv.Locks() {
+		if l.Name == name {
+			for _, h := range l.Holders {
+				if _, held := srv.HeldBackUntil(h.Session); !held {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }

@@ -30,6 +30,13 @@ type Server struct {
 // graceful shutdown.
 func Start(tb testing.TB, cfg server.Config, stopWait time.Duration) *Server {
 	tb.Helper()
+	return StartOn(tb, cfg, stopWait, nil)
+}
+
+// StartOn is Start serving through wrap(listener) when wrap is not nil
+// (TLS: server.NewTLSListener); Addr stays the TCP address.
+func StartOn(tb testing.TB, cfg server.Config, stopWait time.Duration, wrap func(net.Listener) net.Listener) *Server {
+	tb.Helper()
 	if cfg.DataDir == "" {
 		cfg.DataDir = tb.TempDir()
 	}
@@ -42,9 +49,13 @@ func Start(tb testing.TB, cfg server.Config, stopWait time.Duration) *Server {
 		_ = srv.Shutdown(context.Background()) // frees the data directory
 		tb.Fatal(err)
 	}
+	addr := ln.Addr().String()
+	if wrap != nil {
+		ln = wrap(ln)
+	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	s := &Server{Server: srv, Addr: ln.Addr().String(), stopWait: stopWait, served: served}
+	s := &Server{Server: srv, Addr: addr, stopWait: stopWait, served: served}
 	tb.Cleanup(func() { _ = s.Stop() })
 	return s
 }

@@ -29,6 +29,10 @@ const (
 	// release of its id. Both need the capability "election".
 	Proclaim = "proclaim"
 	Observe  = "observe"
+	// Session opens a session of protocol version 4 (id, servers,
+	// lease_ms, tls): an acquire whose session names it goes on it, and
+	// release of its id closes it. Needs the capability "sessions".
+	Session = "session"
 )
 
 // Acquire modes.
@@ -60,6 +64,9 @@ type Command struct {
 	// Value is the claim's value (acquire: a campaign, protocol version
 	// 3) or the new value (proclaim); absent for none.
 	Value *string `json:"value,omitempty"`
+	// Session (acquire) is the id of the session the claim goes on;
+	// absent: a connection of its own.
+	Session string `json:"session,omitempty"`
 }
 
 // TLS is the tls object of an acquire command: PEM files and the name the
@@ -105,6 +112,8 @@ const (
 	// leader or a held-back one token, value; candidates).
 	Proclaimed = "proclaimed"
 	Observed   = "observed"
+	// Opened: a session command's session is open (its SESSION_OK came).
+	Opened = "opened"
 )
 
 // The states of an observed event.
@@ -125,6 +134,7 @@ const (
 //	released      id
 //	proclaimed    id
 //	observed      id, state, token, value, candidates
+//	opened        id
 //	driver_error  message
 //
 // Any event may carry t_ms, the driver's own clock, for diagnostics.

@@ -25,8 +25,27 @@ from ._config import DEFAULT_LEASE, DEFAULT_PORT, DEFAULT_SERVER, Address
 from ._errors_gen import *  # noqa: F403 (the class of each code, see monolock.errors)
 from ._lock import LostCallback, WaitingCallback
 from ._watch import Holder, LeaderState, LockState, Observation, Waiter
-from .aio import AsyncClient, AsyncLock, AsyncObservations, AsyncTerm, AsyncWatch
-from .client import Client, Lock, Observations, Term, Watch, lock
+from .aio import (
+    AsyncClient,
+    AsyncLock,
+    AsyncObservations,
+    AsyncSession,
+    AsyncSessionPool,
+    AsyncSessionWatch,
+    AsyncTerm,
+    AsyncWatch,
+)
+from .client import (
+    Client,
+    Lock,
+    Observations,
+    Session,
+    SessionPool,
+    SessionWatch,
+    Term,
+    Watch,
+    lock,
+)
 from .errors import (
     AcquireCancelled,
     AcquireTimeout,
@@ -59,6 +78,9 @@ __all__ = [
     "AsyncClient",
     "AsyncLock",
     "AsyncObservations",
+    "AsyncSession",
+    "AsyncSessionPool",
+    "AsyncSessionWatch",
     "AsyncTerm",
     "AsyncWatch",
     "Client",
@@ -81,6 +103,9 @@ __all__ = [
     "ProtocolViolation",
     "ServerEnded",
     "ServerError",
+    "Session",
+    "SessionPool",
+    "SessionWatch",
     "SharedUnsupported",
     "Term",
     "ValueUnsupported",

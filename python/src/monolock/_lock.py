@@ -11,6 +11,7 @@ from . import _constants_gen as spec
 from . import _protocol as proto
 from ._failure import Failure
 from ._log import logger
+from ._schedule import HeartbeatSchedule
 from ._session import (
     Close,
     Failed,
@@ -35,7 +36,38 @@ RELEASE_WAIT_MAX = spec.RELEASE_MAX_WAIT_MS / 1000
 """Longest a release waits for the server to close its end, in seconds."""
 
 
-def release_wait(session: Session) -> float:
+class ClaimState(Protocol):
+    """What a lock reads of its claim: a claim's own connection
+    (:class:`monolock._session.Session`) or a stream of a session
+    (:class:`monolock._mux.ClaimStream`), so both are the same lock type."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def token(self) -> int | None: ...
+    @property
+    def schedule(self) -> HeartbeatSchedule: ...
+    @property
+    def shared(self) -> bool: ...
+    @property
+    def limit(self) -> int: ...
+    @property
+    def value(self) -> bytes: ...
+    @property
+    def valued(self) -> bool: ...
+    @property
+    def proclaimed(self) -> int: ...
+    @property
+    def expires_at(self) -> int: ...
+    @property
+    def loss(self) -> LockLost | None: ...
+    @property
+    def closed(self) -> bool: ...
+    def poll(self, now: int) -> LockLost | None: ...
+    def release(self) -> None: ...
+
+
+def release_wait(session: ClaimState) -> float:
     """How long a release waits for the server's close: the client timeout,
     at most RELEASE_WAIT_MAX."""
     return min(session.schedule.client_timeout_ms / 1000, RELEASE_WAIT_MAX)
@@ -70,7 +102,7 @@ class BaseLock(Generic[LostFlag]):
     here, or the connection's own timer.
     """
 
-    def __init__(self, session: Session, lost: LostFlag) -> None:
+    def __init__(self, session: ClaimState, lost: LostFlag) -> None:
         assert session.token is not None
         self._session = session
         self._name = session.name

@@ -19,7 +19,7 @@ import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Generator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
-from typing import Callable, TypeVar, cast
+from typing import Callable, Protocol, TypeVar, cast
 
 from ._aio_watch import AsyncObservations, AsyncWatch
 from ._config import (
@@ -33,16 +33,44 @@ from ._config import (
 )
 from ._connecting import connect_error
 from ._failure import Failure
-from ._lock import BaseLock, ConnectionHandler, LostCallback, WaitingCallback, release_wait
+from ._lock import (
+    BaseLock,
+    ClaimState,
+    ConnectionHandler,
+    LostCallback,
+    WaitingCallback,
+    release_wait,
+)
+from ._mux_aio import AsyncSession, AsyncSessionWatch, SessionOpener, open_session
 from ._plan import Attempt, Step, prepare_acquisition, timeout_error
+from ._pool import AsyncSessionPool
 from ._session import Session, SessionEvent
 from ._watch import Observation
 from .client import check_candidate_value
 from .errors import MonolockError
 
-__all__ = ["AsyncClient", "AsyncLock", "AsyncObservations", "AsyncTerm", "AsyncWatch", "lock"]
+__all__ = [
+    "AsyncClient",
+    "AsyncLock",
+    "AsyncObservations",
+    "AsyncSession",
+    "AsyncSessionPool",
+    "AsyncSessionWatch",
+    "AsyncTerm",
+    "AsyncWatch",
+    "lock",
+]
 
 L = TypeVar("L")
+
+
+class AsyncLockConn(Protocol):
+    """What an asyncio lock asks of what carries it: its own connection,
+    or its stream's session (:mod:`monolock._mux_aio`)."""
+
+    async def release(self) -> None: ...
+    def proclaim(self, value: bytes) -> int: ...
+    async def proclaim_news(self) -> None: ...
 
 
 class AsyncLock(BaseLock[asyncio.Event]):
@@ -56,7 +84,7 @@ class AsyncLock(BaseLock[asyncio.Event]):
     why. The lock is never re-acquired behind your back.
     """
 
-    def __init__(self, conn: _AioConnection, session: Session) -> None:
+    def __init__(self, conn: AsyncLockConn, session: ClaimState) -> None:
         super().__init__(session, asyncio.Event())
         self._conn = conn
 
@@ -249,7 +277,7 @@ class _AioTermConnection(_AioConnection):
 
 async def _open(
     loop: asyncio.AbstractEventLoop,
-    conn: _AioConnection,
+    conn: asyncio.Protocol,
     config: ClientConfig,
     address: Address,
     timeout: float | None,
@@ -435,6 +463,32 @@ class AsyncClient(ClientConfig):
             return await conn.wait_outcome(step.deadline)
 
         return await _run_async(plan, attempt)
+
+    # -- sessions (protocol version 4) -----------------------------------------
+
+    def session(self) -> SessionOpener:
+        """Open a session: one connection that carries many claims, on the
+        first server of the list that answers; ``async with
+        client.session() as session:`` closes it at the end of the block,
+        ``session = await client.session()`` leaves that to you. Same rules
+        as :meth:`monolock.Client.session`."""
+
+        async def open_one() -> AsyncSession:
+            loop = asyncio.get_running_loop()
+            last: MonolockError | None = None
+            for address in self.servers:
+
+                def connect(mux: asyncio.Protocol, address: Address = address) -> Awaitable[None]:
+                    return _open(loop, mux, self, address, self.connect_timeout)
+
+                try:
+                    return await open_session(loop, connect, self.lease_ms, str(address))
+                except MonolockError as exc:
+                    last = exc
+            assert last is not None
+            raise last
+
+        return SessionOpener(open_one)
 
     # -- leader election ----------------------------------------------------
 

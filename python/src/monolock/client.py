@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Generator, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from typing import Callable, Protocol
 
 from ._config import (
     DEFAULT_CONNECT_TIMEOUT,
@@ -37,16 +38,36 @@ from ._config import (
 from ._connecting import connect_error
 from ._connection import Connection, SockAddr
 from ._failure import Failure
-from ._lock import BaseLock, LostCallback, WaitingCallback
+from ._lock import BaseLock, ClaimState, LostCallback, WaitingCallback
+from ._mux_sync import Session, SessionWatch, open_session
 from ._plan import Attempt, Step, prepare_acquisition, run_sync
+from ._pool import SessionPool
 from ._reactor import keeper
 from ._serialized import SerializedSession
-from ._session import Session
 from ._sync_watch import Observations, Watch
 from ._watch import Observation
-from .errors import AcquireCancelled, ConfigError
+from .errors import AcquireCancelled, ConfigError, MonolockError
 
-__all__ = ["Client", "Lock", "Observations", "Term", "Watch", "lock"]
+__all__ = [
+    "Client",
+    "Lock",
+    "Observations",
+    "Session",
+    "SessionPool",
+    "SessionWatch",
+    "Term",
+    "Watch",
+    "lock",
+]
+
+
+class LockConn(Protocol):
+    """What a sync lock asks of what carries it: its own connection, or
+    its stream's session (:mod:`monolock._mux_sync`)."""
+
+    def let_go(self) -> None: ...
+    def proclaim(self, value: bytes) -> int: ...
+    def wait_proclaimed(self, settled: Callable[[], bool]) -> None: ...
 
 
 class Lock(BaseLock[threading.Event]):
@@ -63,7 +84,7 @@ class Lock(BaseLock[threading.Event]):
     behind your back.
     """
 
-    def __init__(self, conn: _Connection, session: Session) -> None:
+    def __init__(self, conn: LockConn, session: ClaimState) -> None:
         super().__init__(session, threading.Event())
         self._conn = conn
 
@@ -368,6 +389,26 @@ class Client(ClientConfig):
                 raise AcquireCancelled()
 
         return run_sync(plan, attempt, sleep)
+
+    # -- sessions (protocol version 4) -----------------------------------------
+
+    def session(self) -> Session:
+        """Open a session: one connection that carries many claims
+        (``with client.session() as session: session.acquire(name)``), on
+        the first server of the list that answers. Its claims share the
+        client's lease and the connection's fate (see
+        :class:`~monolock.Session`). Raises the last server's error when none
+        opened one; a server older than protocol version 4 raises
+        :class:`~monolock.errors.UnsupportedVersion`."""
+        last: MonolockError | None = None
+        for address in self.servers:
+            try:
+                sock = _open_socket(self, address, self.connect_timeout)
+                return open_session(keeper(), sock, self.lease_ms, str(address))
+            except MonolockError as exc:
+                last = exc
+        assert last is not None
+        raise last
 
     # -- leader election ----------------------------------------------------
 

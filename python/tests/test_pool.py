@@ -1,0 +1,83 @@
+"""Session pools: the picking rule, then both pools against a scripted
+server (room per session, a full pool, a dead session replaced)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+import monolock
+from monolock import errors
+from monolock._pool import pick
+from monolock.aio import AsyncClient, AsyncSessionPool
+
+from .session_support import SessionConn
+from .support import Api, FakeServer, LockHandle
+
+
+@dataclass
+class Fake:
+    alive: bool
+    open_streams: int
+    max_streams: int = 10
+
+
+def test_pick_the_most_room_among_the_live() -> None:
+    a, b, dead = Fake(True, 5), Fake(True, 2), Fake(False, 0)
+    assert pick([a, b, dead], 3) is b
+    assert pick([Fake(True, 10), dead], 2) is None  # full, room in the pool: open one
+    assert pick([], 1) is None
+    with pytest.raises(errors.TooManyStreams) as info:
+        pick([Fake(True, 10), Fake(True, 10)], 2)
+    assert not info.value.from_server and info.value.temporary
+
+
+@pytest.mark.parametrize("size", [0, -1, True, 1.5])
+def test_pool_size_is_checked(size: object) -> None:
+    with pytest.raises(errors.ConfigError):
+        monolock.SessionPool(monolock.Client("127.0.0.1:1"), size)  # type: ignore[arg-type]
+
+
+def test_pool_fills_sessions_then_replaces_a_dead_one(api: Api, fake_server: FakeServer) -> None:
+    if api.kind == "asyncio":
+        pool: monolock.SessionPool | AsyncSessionPool = AsyncSessionPool(
+            AsyncClient(fake_server.address, lease=1), size=2
+        )
+    else:
+        pool = monolock.SessionPool(monolock.Client(fake_server.address, lease=1), size=2)
+
+    def acquire(name: str) -> object:
+        if isinstance(pool, AsyncSessionPool):
+            return api.run_later(pool.acquire(name))
+        sync = pool
+        return api.pool_call(lambda: sync.acquire(name))
+
+    def claim(name: str, conn: SessionConn | None) -> tuple[object, SessionConn]:
+        fut = acquire(name)
+        if conn is None:  # the pool opens a session for it
+            conn = SessionConn(fake_server.accept())
+            conn.handshake(max_streams=1)
+        frame = conn.read_open()
+        assert frame.name == name
+        conn.grant(frame.stream, len(name))
+        return fut.result(5), conn  # type: ignore[attr-defined]
+
+    first, conn_a = claim("a", None)
+    _, conn_b = claim("bb", None)  # session A is full: a second session
+    assert conn_b is not conn_a
+    with pytest.raises(errors.TooManyStreams):
+        acquire("ccc").result(5)  # type: ignore[attr-defined]
+    conn_a.conn.close()  # session A dies: its claim is lost, told
+    assert LockHandle(api, first).wait_lost(5)  # type: ignore[arg-type]
+    _, conn_c = claim("dddd", None)  # replaced at the next claim
+    assert conn_c is not conn_b
+    assert len(pool.sessions) == 2
+    if isinstance(pool, AsyncSessionPool):
+        close = api.run_later(pool.close())
+    else:
+        close = api.pool_call(pool.close)
+    for conn in (conn_b, conn_c):
+        conn.conn.wait_eof(5)
+        conn.conn.close()
+    close.result(5)
