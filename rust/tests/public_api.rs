@@ -224,6 +224,12 @@ fn error_surface() {
     };
     assert_eq!(unsupported.code(), Some(0x10));
     assert!(!unsupported.is_temporary());
+    let no_sessions = Error::SessionsUnsupported {
+        addr: "h:7117".into(),
+        cause: Box::new(Error::from_code(0x13, String::new())),
+    };
+    assert_eq!(no_sessions.code(), Some(0x13));
+    assert!(!no_sessions.is_temporary());
     let no_value = Error::NoValue { name: "x".into() };
     assert_eq!(no_value.code(), None);
     assert!(!no_value.is_temporary());

@@ -567,3 +567,24 @@ fn observe_in_a_session_tells_the_leader() {
         .unwrap()
         .release();
 }
+
+#[test]
+fn a_server_without_sessions_is_told_apart_and_not_retried() {
+    let fake = Fake::start(|listener| {
+        // A version 3 server reads SESSION's type byte as unknown.
+        let mut s = accept(&listener);
+        assert_eq!(read_n(&mut s, 6)[0], 0x05);
+        send(&mut s, &error(0x13, "unknown message type: 0x05"));
+        let mut b = [0u8; 16];
+        while std::io::Read::read(&mut s, &mut b).is_ok_and(|n| n > 0) {}
+    });
+    let c = client(&fake.addr, LEASE);
+    let err = c.session().unwrap_err();
+    assert!(
+        matches!(err, Error::SessionsUnsupported { ref addr, .. } if addr == &fake.addr),
+        "{err:?}"
+    );
+    assert_eq!(err.code(), Some(0x13));
+    assert!(!err.is_temporary());
+    fake.join(); // one connection only: nothing retried
+}

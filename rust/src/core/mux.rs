@@ -133,11 +133,12 @@ impl Mux {
     }
 
     /// Whether the server accepted the session (SESSION_OK), `Err` with
-    /// why it ended, `Ok(false)` while it is still opening.
+    /// why it ended, `Ok(false)` while it is still opening. A server that
+    /// answered SESSION with 0x10, 0x11 or 0x13 has no sessions.
     pub(crate) fn opened(&self) -> Result<bool, Error> {
         match (self.phase, &self.end) {
             (Phase::Opening, _) => Ok(false),
-            (_, Some(end)) if !self.accepted => Err(end.clone()),
+            (_, Some(end)) if !self.accepted => Err(end.clone().for_session(&self.server)),
             _ => Ok(true),
         }
     }

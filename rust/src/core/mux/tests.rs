@@ -409,10 +409,36 @@ fn a_first_byte_that_starts_no_message_is_not_monolock() {
     let mut m = Mux::start("127.0.0.1:7118", 1000, t0).unwrap();
     m.step(Input::Bytes(b"HTTP/1.1 400 Bad Request\r\n"), t0);
     assert!(matches!(m.opened(), Err(Error::NotMonolock { .. })));
-    // A server without sessions answers SESSION with an ERROR.
-    let mut m = Mux::start("old:7117", 1000, t0).unwrap();
-    m.step(Input::Bytes(&[0x13, 0x10, 0]), t0);
-    assert_eq!(m.opened().unwrap_err().code(), Some(0x10));
+    // A server without sessions answers SESSION with 0x13 (it reads an
+    // unknown type byte), or 0x10 or 0x11: terminal, and it says so.
+    for code in [0x13, 0x10, 0x11] {
+        let mut m = Mux::start("old:7117", 1000, t0).unwrap();
+        m.step(Input::Bytes(&[0x13, code, 0]), t0);
+        let err = m.opened().unwrap_err();
+        assert!(
+            matches!(err, Error::SessionsUnsupported { ref addr, .. } if addr == "old:7117"),
+            "{err:?}"
+        );
+        assert_eq!(err.code(), Some(code));
+        assert!(!err.is_temporary());
+    }
+    let err = Mux::start("old:7117", 1000, t0)
+        .map(|mut m| {
+            m.step(Input::Bytes(&[0x13, 0x13, 26]), t0);
+            m.step(Input::Bytes(b"unknown message type: 0x05"), t0);
+            m.opened().unwrap_err()
+        })
+        .unwrap();
+    assert_eq!(
+        err.to_string(),
+        "monolock: server old:7117 does not support sessions (it answered SESSION, \
+         protocol version 4, with 0x13); take locks on connections of their own, or \
+         upgrade the server"
+    );
+    // Any other refusal stays itself: a lease over the server's maximum.
+    let mut m = Mux::start("x:1", 1000, t0).unwrap();
+    m.step(Input::Bytes(&[0x13, 0x17, 0]), t0);
+    assert!(matches!(m.opened().unwrap_err(), Error::InvalidLease(_)));
     // No SESSION_OK within the client timeout.
     let mut m = Mux::start("slow:7117", 1000, t0).unwrap();
     assert_eq!(m.next_wakeup(), Some(t0 + ms(800)));
