@@ -588,3 +588,48 @@ fn a_server_without_sessions_is_told_apart_and_not_retried() {
     assert!(!err.is_temporary());
     fake.join(); // one connection only: nothing retried
 }
+
+#[test]
+fn a_pool_lets_go_of_a_lost_session_without_closing_it_before_the_lease() {
+    let lease = Duration::from_secs(1);
+    let (tx, rx) = mpsc::channel();
+    let fake = Fake::start(move |listener| {
+        let session_ok = [0x16, 0, 0, 0, 10];
+        let lease_bytes = 1000u32.to_be_bytes();
+        let mut s = accept(&listener);
+        assert_eq!(read_n(&mut s, 6)[2..], lease_bytes);
+        send(&mut s, &session_ok);
+        let mut open_a = open_frame(1, "a");
+        open_a[7..11].copy_from_slice(&lease_bytes);
+        assert_eq!(read_n(&mut s, 14), open_a);
+        send(&mut s, &stream_acquired(1, 1));
+        // Silent from here on; the close is timed on its own thread.
+        read_heartbeat(&mut s);
+        let closed = std::thread::spawn(move || expect_silent_close(&mut s));
+        let mut s2 = accept(&listener);
+        assert_eq!(read_n(&mut s2, 6)[2..], lease_bytes);
+        send(&mut s2, &session_ok);
+        let mut open_b = open_frame(1, "b");
+        open_b[7..11].copy_from_slice(&lease_bytes);
+        assert_eq!(read_n(&mut s2, 14), open_b);
+        send(&mut s2, &stream_acquired(1, 2));
+        tx.send(closed.join().unwrap()).unwrap();
+        let mut b = [0u8; 64];
+        while std::io::Read::read(&mut s2, &mut b).is_ok_and(|n| n > 0) {}
+    });
+    let c = client(&fake.addr, lease);
+    let pool = c.session_pool(1);
+    let a = pool.acquire("a", Claim::exclusive()).unwrap();
+    a.wait_lost();
+    let lost = Instant::now();
+    let b = pool.acquire("b", Claim::exclusive()).unwrap();
+    assert_eq!(b.token(), 2);
+    let closed = rx.recv_timeout(lease * 5).expect("the lost session closed");
+    assert!(
+        closed >= lost + Duration::from_millis(100),
+        "the pool closed the lost session {:?} after the loss, before the lease",
+        closed.saturating_duration_since(lost)
+    );
+    drop((a, b, pool));
+    fake.join();
+}

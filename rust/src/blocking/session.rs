@@ -9,6 +9,7 @@
 //! core queued them, and a write that blocks never holds up a polled check
 //! (which needs the core, not the socket).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -63,6 +64,9 @@ use crate::watch::WatchState;
 /// ```
 pub struct Session {
     inner: Arc<Inner>,
+    /// Set by a pool that lets go of a dead session: its drop then leaves
+    /// the connection to the reader, which closes it when the core says.
+    detached: AtomicBool,
 }
 
 impl std::fmt::Debug for Session {
@@ -133,7 +137,10 @@ impl Session {
         *lock(&inner.reader) = Some(task);
         // Anything queued meanwhile (a heartbeat due) goes now.
         inner.flush();
-        Ok(Session { inner })
+        Ok(Session {
+            inner,
+            detached: AtomicBool::new(false),
+        })
     }
 
     /// Claims `name` on this session, waiting in the server's queue as long
@@ -328,9 +335,21 @@ impl Session {
     }
 }
 
+impl Session {
+    /// Lets go of a session that is over without closing it: one lost at
+    /// its deadline keeps its connection until the lease since its last
+    /// answered request (the reader closes it then), as a lost single
+    /// claim does until its guard is released.
+    pub(crate) fn detach(&self) {
+        self.detached.store(true, Ordering::SeqCst);
+    }
+}
+
 impl Drop for Session {
     fn drop(&mut self) {
-        self.inner.close();
+        if !self.detached.load(Ordering::SeqCst) {
+            self.inner.close();
+        }
     }
 }
 

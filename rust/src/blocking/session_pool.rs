@@ -95,7 +95,13 @@ impl SessionPool {
     /// refuses with [`Error::TooManyStreams`]).
     fn pick(&self) -> Result<Arc<Session>, Error> {
         let mut sessions = self.lock();
-        sessions.retain(|s| s.is_open());
+        // A dead session goes without a close: see Session::detach.
+        sessions.retain(|s| {
+            s.is_open() || {
+                s.detach();
+                false
+            }
+        });
         let least = sessions
             .iter()
             .min_by_key(|s| s.open_claims())

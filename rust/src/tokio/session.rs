@@ -8,6 +8,7 @@
 //! something wakes it), reads, feeds the core and closes when the core
 //! says so. It never runs application code.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -62,6 +63,9 @@ use crate::watch::WatchState;
 pub struct Session {
     inner: Arc<Inner>,
     driver: Option<JoinHandle<()>>,
+    /// Set by a pool that lets go of a dead session: its drop then leaves
+    /// the connection to the driver, which closes it when the core says.
+    detached: AtomicBool,
 }
 
 impl std::fmt::Debug for Session {
@@ -152,6 +156,7 @@ impl Session {
         Ok(Session {
             inner,
             driver: Some(driver),
+            detached: AtomicBool::new(false),
         })
     }
 
@@ -346,10 +351,20 @@ impl Session {
     }
 }
 
+impl Session {
+    /// Lets go of a session that is over without closing it: one lost at
+    /// its deadline keeps its connection until the lease since its last
+    /// answered request (the driver closes it then), as a lost single
+    /// claim does until its guard is released.
+    pub(crate) fn detach(&self) {
+        self.detached.store(true, Ordering::SeqCst);
+    }
+}
+
 impl Drop for Session {
     /// Starts the close; the driver task finishes it in the background.
     fn drop(&mut self) {
-        if self.driver.is_some() {
+        if self.driver.is_some() && !self.detached.load(Ordering::SeqCst) {
             self.start_close();
         }
     }
