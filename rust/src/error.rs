@@ -203,6 +203,19 @@ macro_rules! define_error {
                 /// The server's error: [`Error::UnsupportedVersion`].
                 cause: Box<Error>,
             },
+            /// The server answered SESSION (protocol version 4) with ERROR 0x10,
+            /// 0x11 or 0x13: it predates sessions (an older server reads SESSION's
+            /// type byte as an unknown message, 0x13). Still the server's error:
+            /// [`Error::code`] is its code, [`Error::reason`] its reason, and the
+            /// cause is the [`source`](std::error::Error::source). Terminal, never
+            /// retried. Take locks on connections of their own, or upgrade the
+            /// server.
+            SessionsUnsupported {
+                /// The server's address, as `host:port`.
+                addr: String,
+                /// The server's error.
+                cause: Box<Error>,
+            },
             /// A lock claimed without a value was asked to proclaim one
             /// (`LockGuard::proclaim`): only a claim with a value
             /// ([`Claim::with_value`](crate::Claim::with_value)) is sent in protocol
@@ -242,7 +255,8 @@ macro_rules! define_error {
                     Error::UnknownCode { code, .. } => *code,
                     Error::Lost(cause)
                     | Error::SharedUnsupported { cause, .. }
-                    | Error::ValueUnsupported { cause, .. } => {
+                    | Error::ValueUnsupported { cause, .. }
+                    | Error::SessionsUnsupported { cause, .. } => {
                         return cause.code()
                     }
                     Error::Busy { .. }
@@ -267,7 +281,8 @@ macro_rules! define_error {
                     Error::UnknownCode { reason: r, .. } => Some(r),
                     Error::Lost(cause)
                     | Error::SharedUnsupported { cause, .. }
-                    | Error::ValueUnsupported { cause, .. } => cause.reason(),
+                    | Error::ValueUnsupported { cause, .. }
+                    | Error::SessionsUnsupported { cause, .. } => cause.reason(),
                     _ => None,
                 }
             }
@@ -319,6 +334,21 @@ impl Error {
         }
     }
 
+    /// The error of a server's answer to SESSION sent to `addr`: 0x10, 0x11
+    /// or 0x13 mean a server without sessions (docs/protocol.md); any other
+    /// error stays as it is.
+    pub(crate) fn for_session(self, addr: &str) -> Error {
+        match self.code() {
+            Some(0x10 | 0x11 | 0x13) if !matches!(self, Error::SessionsUnsupported { .. }) => {
+                Error::SessionsUnsupported {
+                    addr: addr.to_owned(),
+                    cause: Box::new(self),
+                }
+            }
+            _ => self,
+        }
+    }
+
     /// Builds the error for an ERROR frame with `code` and `reason`, as the
     /// server sent it. Unknown codes become [`Error::UnknownCode`].
     pub fn from_code(code: u8, reason: impl Into<String>) -> Error {
@@ -358,6 +388,7 @@ impl Error {
             | Error::NotMonolock { .. }
             | Error::SharedUnsupported { .. }
             | Error::ValueUnsupported { .. }
+            | Error::SessionsUnsupported { .. }
             | Error::NoValue { .. }
             | Error::EmptyValue { .. }
             | Error::Config(_) => false,
@@ -468,6 +499,13 @@ impl Error {
                  protocol version 3 ACQUIRE with 0x10 unsupported protocol version); claim \
                  without a value, or upgrade the server"
             ),
+            Error::SessionsUnsupported { addr, cause } => write!(
+                f,
+                "server {addr} does not support sessions (it answered SESSION, protocol \
+                 version 4, with 0x{:02x}); take locks on connections of their own, or \
+                 upgrade the server",
+                cause.code().unwrap_or(0)
+            ),
             Error::NoValue { name } => write!(
                 f,
                 "lock {name:?} was claimed without a value (use Claim::with_value to proclaim)"
@@ -569,7 +607,8 @@ impl std::error::Error for Error {
             Error::Io(err) => Some(err.as_ref()),
             Error::Lost(cause)
             | Error::SharedUnsupported { cause, .. }
-            | Error::ValueUnsupported { cause, .. } => Some(cause.as_ref()),
+            | Error::ValueUnsupported { cause, .. }
+            | Error::SessionsUnsupported { cause, .. } => Some(cause.as_ref()),
             Error::Timeout {
                 last: Some(last), ..
             } => Some(last.as_ref()),

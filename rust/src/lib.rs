@@ -4,6 +4,10 @@
 //! - [`Client`] is the blocking client, on `std::net`, with no dependencies.
 //! - [`tokio::Client`] (feature `tokio`) is the async client; its acquire
 //!   futures are cancellation-safe: dropping one closes its connection.
+//! - [`Client::session`] (and its tokio twin) opens a [`Session`]: many
+//!   claims on one connection, one lease and one heartbeat, at the price
+//!   of a shared fate (one lost connection loses them all); a
+//!   [`SessionPool`] spreads claims over a few sessions.
 //! - The feature `tls` connects with TLS (rustls), for both clients; see
 //!   [`tls`].
 //! - The feature `log` logs retries (at `warn`) and failed attempts (at
@@ -91,7 +95,9 @@ pub mod tokio;
 mod watch;
 
 pub use addr::DEFAULT_PORT;
-pub use blocking::{CancelHandle, Client, LockGuard, LossWatch, Observer, Term, Watch};
+pub use blocking::{
+    CancelHandle, Client, LockGuard, LossWatch, Observer, Session, SessionPool, Term, Watch,
+};
 pub use claim::Claim;
 pub use config::{ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_SERVER};
 pub use error::{Error, Origin, Reason};

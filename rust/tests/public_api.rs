@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use monolock::{
     CancelHandle, Claim, Client, ClientBuilder, Error, Holder, LeaderState, LockGuard, LossWatch,
-    Observation, Observer, Origin, Reason, Term, Waiter, Watch, WatchState,
+    Observation, Observer, Origin, Reason, Session, SessionPool, Term, Waiter, Watch, WatchState,
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_LEASE, DEFAULT_PORT, DEFAULT_SERVER,
 };
 
@@ -55,6 +55,31 @@ fn blocking_surface() {
     assert_eq!(DEFAULT_PORT, 7117);
     assert_eq!(DEFAULT_LEASE, Duration::from_secs(10));
     assert_eq!(DEFAULT_CONNECT_TIMEOUT, Duration::from_secs(5));
+}
+
+#[test]
+fn session_surface() {
+    let _: fn(&Client) -> Result<Session, Error> = Client::session;
+    let _: fn(&Session, &str, Claim) -> Result<LockGuard, Error> = Session::acquire;
+    let _: fn(&Session, &str, Claim, Duration) -> Result<LockGuard, Error> =
+        Session::acquire_timeout;
+    let _: fn(&Session, &str, Claim) -> Result<LockGuard, Error> = Session::try_acquire;
+    let _: fn(&Session) -> u32 = Session::max_streams;
+    let _: fn(&Session) -> usize = Session::open_claims;
+    let _: fn(&Session) -> bool = Session::is_open;
+    let _: fn(Session) = Session::close;
+    let _: fn(&Session, &str, &'static str) -> Result<Term, Error> = Session::campaign;
+    let _: fn(&Session, &str) -> Result<Watch, Error> = Session::watch;
+    let _: fn(&Session, &str) -> Result<Observer, Error> = Session::observe;
+    let _: fn(&Client, usize) -> SessionPool = Client::session_pool;
+    let _: fn(&SessionPool, &str, Claim) -> Result<LockGuard, Error> = SessionPool::acquire;
+    let _: fn(&SessionPool, &str, Claim, Duration) -> Result<LockGuard, Error> =
+        SessionPool::acquire_timeout;
+    let _: fn(&SessionPool, &str, Claim) -> Result<LockGuard, Error> = SessionPool::try_acquire;
+    let _: fn(&SessionPool) -> usize = SessionPool::sessions;
+    assert_shared::<SessionPool>();
+    fn assert_shared<T: Send + Sync + std::fmt::Debug>() {}
+    assert_shared::<Session>();
 }
 
 #[test]
@@ -199,6 +224,12 @@ fn error_surface() {
     };
     assert_eq!(unsupported.code(), Some(0x10));
     assert!(!unsupported.is_temporary());
+    let no_sessions = Error::SessionsUnsupported {
+        addr: "h:7117".into(),
+        cause: Box::new(Error::from_code(0x13, String::new())),
+    };
+    assert_eq!(no_sessions.code(), Some(0x13));
+    assert!(!no_sessions.is_temporary());
     let no_value = Error::NoValue { name: "x".into() };
     assert_eq!(no_value.code(), None);
     assert!(!no_value.is_temporary());
@@ -246,6 +277,41 @@ fn tokio_surface() {
     assert_send_future(c.acquire_timeout_with("x", Duration::from_secs(1), Claim::semaphore(2)));
     assert_send_future(c.try_acquire_with("x", Claim::shared()));
     assert_send_future(c.acquire_with("x", Claim::exclusive().with_value("v")));
+    // Sessions: the same guard type; the futures can be spawned.
+    use monolock::tokio::Session as AsyncSession;
+    let _: fn(&AsyncSession) -> u32 = AsyncSession::max_streams;
+    let _: fn(&AsyncSession) -> usize = AsyncSession::open_claims;
+    let _: fn(&AsyncSession) -> bool = AsyncSession::is_open;
+    assert_send::<AsyncSession>();
+    assert_send_future(c.session());
+    async fn session_calls(s: AsyncSession) -> Result<AsyncGuard, Error> {
+        let a: AsyncGuard = s.acquire("a", Claim::exclusive()).await?;
+        let b = s.try_acquire("b", Claim::shared()).await?;
+        let t = Duration::from_secs(1);
+        let _: AsyncGuard = s.acquire_timeout("c", Claim::semaphore(2), t).await?;
+        let _: AsyncTerm = s.campaign("d", "v").await?;
+        let _: AsyncWatchOf = s.watch("e").await?;
+        let _: AsyncObserver = s.observe("f").await?;
+        drop(b);
+        s.close().await;
+        Ok(a)
+    }
+    let _ = session_calls;
+    fn spawnable(s: &'static AsyncSession) {
+        assert_send_future(s.acquire("x", Claim::exclusive()));
+        assert_send_future(s.try_acquire("x", Claim::exclusive()));
+        assert_send_future(s.watch("x"));
+        assert_send_future(s.observe("x"));
+        assert_send_future(s.campaign("x", "v"));
+    }
+    let _ = spawnable;
+    use monolock::tokio::SessionPool as AsyncPool;
+    let pool: AsyncPool = c.session_pool(2);
+    assert_send::<AsyncPool>();
+    assert_send_future(pool.acquire("x", Claim::exclusive()));
+    assert_send_future(pool.try_acquire("x", Claim::exclusive()));
+    assert_send_future(pool.acquire_timeout("x", Claim::exclusive(), Duration::from_secs(1)));
+    assert_send_future(pool.sessions());
     // Watches and elections.
     use monolock::tokio::{Observer as AsyncObserver, Term as AsyncTerm, Watch as AsyncWatchOf};
     let _: fn(&AsyncWatchOf) -> &str = AsyncWatchOf::name;

@@ -3,7 +3,7 @@
 //! The threads are reused (see [`Threads`]).
 
 use super::*;
-use monolock::{CancelHandle, LockGuard, Watch};
+use monolock::{CancelHandle, LockGuard, Session, Watch};
 use std::collections::VecDeque;
 use std::sync::Condvar;
 
@@ -28,13 +28,20 @@ pub fn run(out: Out) {
     out.emit(json!({"event": "ready", "client": "rust-blocking", "capabilities": capabilities()}));
     let claims: Claims = Arc::default();
     let observes: Observes = Arc::default();
+    let sessions: Sessions = Arc::default();
     command_loop(&out.clone(), |name, cmd| match name {
-        "acquire" => acquire(&out, &claims, cmd),
-        "release" => release(&out, &claims, &observes, cmd),
+        "acquire" => acquire(&out, &claims, &sessions, cmd),
+        "release" => release(&out, &claims, &observes, &sessions, cmd),
         "proclaim" => proclaim(&out, &claims, cmd),
         "observe" => observe(&out, &claims, &observes, cmd),
+        "session" => session(&out, &sessions, cmd),
         _ => cancel(&out, &claims, cmd),
     });
+    for (_, entry) in lock(&sessions).drain() {
+        if let Some(session) = entry.take() {
+            sole(session).close();
+        }
+    }
     // Quit: stop the observes, release everything, cancel what is pending.
     for (_, stop) in lock(&observes).drain() {
         stop.stop();
@@ -47,10 +54,113 @@ pub fn run(out: Out) {
     }
 }
 
-fn acquire(out: &Out, claims: &Claims, cmd: &Value) {
+/// `None` until the session opened (`Some(Some)`) or failed (`Some(None)`).
+type Opened = Mutex<Option<Option<Arc<Session>>>>;
+
+/// A `session` command's session, once it opened.
+#[derive(Clone, Default)]
+struct SessionEntry {
+    opened: Arc<(Opened, Condvar)>,
+    waiting: WaitingIds,
+}
+
+impl SessionEntry {
+    /// Waits until the session opened (`Some`) or failed to (`None`).
+    fn wait(&self) -> Option<Arc<Session>> {
+        let (cell, changed) = &*self.opened;
+        let mut cell = lock(cell);
+        loop {
+            if let Some(opened) = &*cell {
+                return opened.clone();
+            }
+            cell = changed.wait(cell).unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// Takes the session out (to close it): later waits find none.
+    fn take(&self) -> Option<Arc<Session>> {
+        let session = self.wait();
+        *lock(&self.opened.0) = Some(None);
+        session
+    }
+
+    fn set(&self, opened: Option<Session>) {
+        let (cell, changed) = &*self.opened;
+        *lock(cell) = Some(opened.map(Arc::new));
+        changed.notify_all();
+    }
+}
+
+type Sessions = Arc<Mutex<HashMap<String, SessionEntry>>>;
+
+fn session(out: &Out, sessions: &Sessions, cmd: &Value) {
+    let parsed = match SessionCmd::parse(cmd) {
+        Ok(p) => p,
+        Err(e) => return out.driver_error(e),
+    };
+    if lock(sessions).contains_key(&parsed.id) {
+        return out.driver_error(format!("id {} is already used", parsed.id));
+    }
+    let entry = SessionEntry::default();
+    let builder = parsed.endpoint.configure(monolock::Client::builder());
+    let client = builder.on_waiting(entry.waiting.hook(out)).build();
+    lock(sessions).insert(parsed.id.clone(), entry.clone());
+    let (out, id) = (out.clone(), parsed.id);
+    THREADS.run(move || match client.and_then(|c| c.session()) {
+        Ok(session) => {
+            entry.set(Some(session));
+            out.emit(json!({"event": "opened", "id": id}));
+        }
+        Err(err) => {
+            entry.set(None);
+            out.error(&id, &err);
+        }
+    });
+}
+
+/// An acquire on a session: the claim goes on its connection.
+fn session_acquire(out: &Out, claims: &Claims, entry: SessionEntry, parsed: AcquireCmd) {
+    let AcquireCmd {
+        id,
+        name,
+        try_mode,
+        claim,
+        timeout,
+        ..
+    } = parsed;
+    lock(claims).insert(id.clone(), Claim::Pending(CancelHandle::new()));
+    let (out, claims) = (out.clone(), Arc::clone(claims));
+    THREADS.run(move || {
+        let Some(session) = entry.wait() else {
+            record::<_, LockGuard>(&out, &claims, &id, Err(Error::Cancelled));
+            return;
+        };
+        entry.waiting.add(&name, &id);
+        let res = match (try_mode, timeout) {
+            (true, _) => session.try_acquire(&name, claim),
+            (false, Some(t)) => session.acquire_timeout(&name, claim, t),
+            (false, None) => session.acquire(&name, claim),
+        };
+        entry.waiting.remove(&name, &id);
+        drop(session);
+        if let Some(watch) = record(&out, &claims, &id, res) {
+            if let Some(lost) = watch.wait() {
+                out.lost(&id, &lost);
+            }
+        }
+    });
+}
+
+fn acquire(out: &Out, claims: &Claims, sessions: &Sessions, cmd: &Value) {
     let Some(parsed) = start_acquire(out, claims, cmd) else {
         return;
     };
+    if let Some(sid) = cmd["session"].as_str() {
+        let Some(entry) = lock(sessions).get(sid).cloned() else {
+            return out.driver_error(format!("acquire {}: no session {sid}", parsed.id));
+        };
+        return session_acquire(out, claims, entry, parsed);
+    }
     let client = match parsed.configure(monolock::Client::builder()).build() {
         Ok(client) => client,
         Err(err) => {
@@ -83,7 +193,16 @@ fn acquire(out: &Out, claims: &Claims, cmd: &Value) {
     });
 }
 
-fn release(out: &Out, claims: &Claims, observes: &Observes, cmd: &Value) {
+fn release(out: &Out, claims: &Claims, observes: &Observes, sessions: &Sessions, cmd: &Value) {
+    let session = lock(sessions).remove(cmd["id"].as_str().unwrap_or_default());
+    if let Some(entry) = session {
+        // Closing releases what it holds, nothing told lost.
+        if let Some(session) = entry.take() {
+            sole(session).close();
+        }
+        out.emit(json!({"event": "released", "id": cmd["id"]}));
+        return;
+    }
     let observe = lock(observes).remove(cmd["id"].as_str().unwrap_or_default());
     if let Some(stop) = observe {
         stop.stop();
@@ -102,7 +221,7 @@ fn release(out: &Out, claims: &Claims, observes: &Observes, cmd: &Value) {
 /// The guard alone: a proclaim in flight shares it until the server
 /// acknowledges or the lock is lost, and `release` (which takes the guard)
 /// cannot run beside it, so the release waits for that.
-fn sole(mut guard: Arc<LockGuard>) -> LockGuard {
+fn sole<T>(mut guard: Arc<T>) -> T {
     loop {
         match Arc::try_unwrap(guard) {
             Ok(guard) => return guard,

@@ -357,9 +357,56 @@ fn claim_of(cmd: &Value) -> Result<monolock::Claim, String> {
 /// feature.
 fn capabilities() -> Value {
     if cfg!(feature = "tls") {
-        json!(["cancel", "election", "shared", "tls"])
+        json!(["cancel", "election", "sessions", "shared", "tls"])
     } else {
-        json!(["cancel", "election", "shared"])
+        json!(["cancel", "election", "sessions", "shared"])
+    }
+}
+
+/// A `session` command: its id and where and how to connect.
+struct SessionCmd {
+    id: String,
+    endpoint: Endpoint,
+}
+
+impl SessionCmd {
+    fn parse(cmd: &Value) -> Result<SessionCmd, String> {
+        Ok(SessionCmd {
+            id: cmd["id"].as_str().ok_or("session without id")?.to_owned(),
+            endpoint: Endpoint::parse(cmd, "session")?,
+        })
+    }
+}
+
+/// The acquire ids of a session's claims not yet granted, by lock name:
+/// the session's `on_waiting` hook names a lock, and the first claim
+/// queued on it is the one that waits.
+#[derive(Clone, Default)]
+struct WaitingIds(Arc<Mutex<HashMap<String, std::collections::VecDeque<String>>>>);
+
+impl WaitingIds {
+    fn add(&self, name: &str, id: &str) {
+        lock(&self.0)
+            .entry(name.to_owned())
+            .or_default()
+            .push_back(id.to_owned());
+    }
+
+    fn remove(&self, name: &str, id: &str) {
+        if let Some(ids) = lock(&self.0).get_mut(name) {
+            ids.retain(|i| i != id);
+        }
+    }
+
+    /// The hook of the session's client: `waiting` for the claim queued.
+    fn hook(&self, out: &Out) -> impl Fn(&str) + Send + Sync + 'static {
+        let (ids, out) = (self.clone(), out.clone());
+        move |name| {
+            let id = lock(&ids.0).get_mut(name).and_then(|ids| ids.pop_front());
+            if let Some(id) = id {
+                out.emit(json!({"event": "waiting", "id": id}));
+            }
+        }
     }
 }
 
@@ -438,9 +485,9 @@ fn command_loop(out: &Out, mut handle: impl FnMut(&str, &Value)) {
         };
         match cmd["cmd"].as_str() {
             Some("quit") => return,
-            Some(name @ ("acquire" | "release" | "cancel" | "proclaim" | "observe")) => {
-                handle(name, &cmd)
-            }
+            Some(
+                name @ ("acquire" | "release" | "cancel" | "proclaim" | "observe" | "session"),
+            ) => handle(name, &cmd),
             _ => out.driver_error(format!("unknown command: {line}")),
         }
     }

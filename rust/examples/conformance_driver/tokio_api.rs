@@ -3,7 +3,7 @@
 //! observe. Cancel drops the acquire future, a stop the observe's.
 
 use super::*;
-use monolock::tokio::{LockGuard, Observer};
+use monolock::tokio::{LockGuard, Observer, Session};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
@@ -43,13 +43,20 @@ pub fn run(out: Out) {
         out.emit(json!({"event": "ready", "client": "rust-tokio", "capabilities": capabilities()}));
         let claims: Claims = Arc::default();
         let mut observes = Observes::new();
+        let mut sessions = Sessions::new();
         while let Some((name, cmd)) = rx.recv().await {
             match name.as_str() {
-                "acquire" => acquire(&out, &claims, &cmd),
-                "release" => release(&out, &claims, &mut observes, &cmd).await,
+                "acquire" => acquire(&out, &claims, &sessions, &cmd),
+                "release" => release(&out, &claims, &mut observes, &mut sessions, &cmd).await,
                 "proclaim" => proclaim(&out, &claims, &cmd),
                 "observe" => observe(&out, &claims, &mut observes, &cmd),
+                "session" => session(&out, &mut sessions, &cmd),
                 _ => cancel(&claims, &cmd),
+            }
+        }
+        for (_, entry) in sessions.drain() {
+            if let Some(session) = entry.take().await {
+                sole(session).await.close().await;
             }
         }
         for (_, observe) in observes.drain() {
@@ -64,10 +71,124 @@ pub fn run(out: Out) {
     });
 }
 
-fn acquire(out: &Out, claims: &Claims, cmd: &Value) {
+/// A `session` command's session, once it opened (`settled` turns true
+/// when it opened or failed to).
+#[derive(Clone)]
+struct SessionEntry {
+    settled: tokio::sync::watch::Receiver<bool>,
+    session: Arc<Mutex<Option<Arc<Session>>>>,
+    waiting: WaitingIds,
+}
+
+impl SessionEntry {
+    async fn wait(&self) -> Option<Arc<Session>> {
+        let mut settled = self.settled.clone();
+        let _ = settled.wait_for(|s| *s).await;
+        lock(&self.session).clone()
+    }
+
+    /// Takes the session out (to close it): later waits find none.
+    async fn take(&self) -> Option<Arc<Session>> {
+        let session = self.wait().await;
+        lock(&self.session).take();
+        session
+    }
+}
+
+type Sessions = HashMap<String, SessionEntry>;
+
+fn session(out: &Out, sessions: &mut Sessions, cmd: &Value) {
+    let parsed = match SessionCmd::parse(cmd) {
+        Ok(p) => p,
+        Err(e) => return out.driver_error(e),
+    };
+    if sessions.contains_key(&parsed.id) {
+        return out.driver_error(format!("id {} is already used", parsed.id));
+    }
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let waiting = WaitingIds::default();
+    let builder = parsed
+        .endpoint
+        .configure(monolock::tokio::Client::builder());
+    let client = builder.on_waiting(waiting.hook(out)).build();
+    let entry = SessionEntry {
+        settled: rx,
+        session: Arc::default(),
+        waiting,
+    };
+    let cell = Arc::clone(&entry.session);
+    sessions.insert(parsed.id.clone(), entry);
+    let (out, id) = (out.clone(), parsed.id);
+    tokio::spawn(async move {
+        let opened = match client {
+            Ok(client) => client.session().await,
+            Err(err) => Err(err),
+        };
+        match opened {
+            Ok(session) => {
+                *lock(&cell) = Some(Arc::new(session));
+                let _ = tx.send(true);
+                out.emit(json!({"event": "opened", "id": id}));
+            }
+            Err(err) => {
+                let _ = tx.send(true);
+                out.error(&id, &err);
+            }
+        }
+    });
+}
+
+/// An acquire on a session: the claim goes on its connection. Cancel
+/// drops the acquire future, which sends RELEASE for its stream.
+fn session_acquire(out: &Out, claims: &Claims, entry: SessionEntry, parsed: AcquireCmd) {
+    let AcquireCmd {
+        id,
+        name,
+        try_mode,
+        claim,
+        timeout,
+        ..
+    } = parsed;
+    let (cancel_tx, cancel_rx) = oneshot::channel();
+    lock(claims).insert(id.clone(), Claim::Pending(cancel_tx));
+    let (out, claims) = (out.clone(), Arc::clone(claims));
+    tokio::spawn(async move {
+        let Some(session) = entry.wait().await else {
+            record::<_, LockGuard>(&out, &claims, &id, Err(Error::Cancelled));
+            return;
+        };
+        entry.waiting.add(&name, &id);
+        let attempt = async {
+            match (try_mode, timeout) {
+                (true, _) => session.try_acquire(&name, claim).await,
+                (false, Some(t)) => session.acquire_timeout(&name, claim, t).await,
+                (false, None) => session.acquire(&name, claim).await,
+            }
+        };
+        let res = tokio::select! {
+            res = attempt => res,
+            _ = cancel_rx => Err(Error::Cancelled),
+        };
+        entry.waiting.remove(&name, &id);
+        drop(session);
+        if let Some(mut watch) = record(&out, &claims, &id, res) {
+            if let Some(lost) = watch.wait().await {
+                out.lost(&id, &lost);
+            }
+        }
+    });
+}
+
+fn acquire(out: &Out, claims: &Claims, sessions: &Sessions, cmd: &Value) {
     let Some(parsed) = start_acquire(out, claims, cmd) else {
         return;
     };
+    if let Some(sid) = cmd["session"].as_str() {
+        let Some(entry) = sessions.get(sid).cloned() else {
+            return out.driver_error(format!("acquire {}: no session {sid}", parsed.id));
+        };
+        return session_acquire(out, claims, entry, parsed);
+    }
     let client = match parsed.configure(monolock::tokio::Client::builder()).build() {
         Ok(client) => client,
         Err(err) => {
@@ -108,7 +229,21 @@ fn acquire(out: &Out, claims: &Claims, cmd: &Value) {
     });
 }
 
-async fn release(out: &Out, claims: &Claims, observes: &mut Observes, cmd: &Value) {
+async fn release(
+    out: &Out,
+    claims: &Claims,
+    observes: &mut Observes,
+    sessions: &mut Sessions,
+    cmd: &Value,
+) {
+    if let Some(entry) = sessions.remove(cmd["id"].as_str().unwrap_or_default()) {
+        // Closing releases what it holds, nothing told lost.
+        if let Some(session) = entry.take().await {
+            sole(session).await.close().await;
+        }
+        out.emit(json!({"event": "released", "id": cmd["id"]}));
+        return;
+    }
     if let Some(observe) = observes.remove(cmd["id"].as_str().unwrap_or_default()) {
         stop(observe).await;
         out.emit(json!({"event": "released", "id": cmd["id"]}));
@@ -126,7 +261,7 @@ async fn release(out: &Out, claims: &Claims, observes: &mut Observes, cmd: &Valu
 /// The guard alone: a proclaim in flight shares it until the server
 /// acknowledges or the lock is lost, and `release` (which takes the guard)
 /// cannot run beside it, so the release waits for that.
-async fn sole(mut guard: Arc<LockGuard>) -> LockGuard {
+async fn sole<T>(mut guard: Arc<T>) -> T {
     loop {
         match Arc::try_unwrap(guard) {
             Ok(guard) => return guard,

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 use super::conn::Conn;
 use super::monitor::Monitor;
 use super::pool::{self, Task};
+use super::session::StreamClaim;
 use crate::core::held::{self, Grant};
 use crate::core::session::{wait_for, Close, HoldState, Input, Session, Turn};
 use crate::error::Error;
@@ -68,6 +69,18 @@ type Shared = Monitor<Session>;
 /// ```
 pub struct LockGuard {
     grant: Grant,
+    hold: Hold,
+}
+
+/// How the lock is held: on a connection of its own, or as a claim of a
+/// [`Session`](super::Session).
+enum Hold {
+    Own(Own),
+    Stream(StreamClaim),
+}
+
+/// A lock on a connection of its own.
+struct Own {
     shared: Arc<Shared>,
     /// Shared with the keeper, to close it from this side.
     conn: Arc<Conn>,
@@ -100,10 +113,36 @@ impl LockGuard {
         })?;
         Ok(LockGuard {
             grant,
-            shared,
-            conn,
-            keeper,
+            hold: Hold::Own(Own {
+                shared,
+                conn,
+                keeper,
+            }),
         })
+    }
+
+    /// The guard of a session's claim, granted `token`.
+    pub(crate) fn in_session(name: &str, token: u64, claim: StreamClaim) -> LockGuard {
+        LockGuard {
+            grant: Grant::new(name, token),
+            hold: Hold::Stream(claim),
+        }
+    }
+
+    /// Where the lock stands at this instant (the one decision, see
+    /// [`poll`]).
+    fn poll(&self) -> HoldState {
+        match &self.hold {
+            Hold::Own(own) => poll(&own.shared),
+            Hold::Stream(claim) => claim.poll(),
+        }
+    }
+
+    fn wait_end(&self, until: Option<Instant>) -> HoldState {
+        match &self.hold {
+            Hold::Own(own) => wait_end(&own.shared, until),
+            Hold::Stream(claim) => claim.wait_end(until),
+        }
     }
 
     /// The lock name.
@@ -124,25 +163,28 @@ impl LockGuard {
     /// it was once the lock is lost. At this instant the lock is lost, even
     /// if no thread of this client has run since.
     pub fn valid_until(&self) -> Instant {
-        self.session().deadline()
+        match &self.hold {
+            Hold::Own(own) => own.shared.lock().deadline(),
+            Hold::Stream(claim) => claim.valid_until(),
+        }
     }
 
     /// Whether the lock is lost: its validity has run out or the server
     /// ended the session.
     pub fn is_lost(&self) -> bool {
-        !matches!(poll(&self.shared), HoldState::Held { .. })
+        !matches!(self.poll(), HoldState::Held { .. })
     }
 
     /// Why the lock was lost ([`Error::Lost`] with the cause), or `None`
     /// while it is held.
     pub fn loss_reason(&self) -> Option<Error> {
-        poll(&self.shared).loss()
+        self.poll().loss()
     }
 
     /// `Ok(())` while the lock is held and valid, else the loss as
     /// [`Error::Lost`]. Call it before acting on the guarded resource.
     pub fn check(&self) -> Result<(), Error> {
-        poll(&self.shared).check()
+        self.poll().check()
     }
 
     /// Blocks until the lock is lost and returns why ([`Error::Lost`]). It
@@ -151,7 +193,7 @@ impl LockGuard {
     pub fn wait_lost(&self) -> Error {
         // Only a release ends a session without a loss, and that takes
         // the guard: the fallback is never returned.
-        wait_end(&self.shared, None)
+        self.wait_end(None)
             .loss()
             .unwrap_or_else(|| Error::Lost(Box::new(Error::Cancelled)))
     }
@@ -161,7 +203,7 @@ impl LockGuard {
     pub fn wait_lost_timeout(&self, timeout: Duration) -> Option<Error> {
         // A timeout too far to represent is no timeout.
         let until = Instant::now().checked_add(timeout);
-        wait_end(&self.shared, until).loss()
+        self.wait_end(until).loss()
     }
 
     /// Replaces the value this lock was claimed with
@@ -188,8 +230,59 @@ impl LockGuard {
     /// # Ok::<(), monolock::Error>(())
     /// ```
     pub fn proclaim(&self, value: impl AsRef<[u8]>) -> Result<(), Error> {
-        let n = self.hand_in(value.as_ref())?;
-        wait_proclaimed(&self.shared, n)
+        match &self.hold {
+            Hold::Own(own) => {
+                let n = own.hand_in(value.as_ref())?;
+                wait_proclaimed(&own.shared, n)
+            }
+            // A session's claim sends ON, answered as a PROCLAIM is.
+            Hold::Stream(claim) => claim.proclaim(value.as_ref()),
+        }
+    }
+
+    /// A handle another thread can block on until the lock is lost or
+    /// released.
+    pub fn watch(&self) -> LossWatch {
+        let of = match &self.hold {
+            Hold::Own(own) => Watched::Own(Arc::clone(&own.shared)),
+            Hold::Stream(claim) => Watched::Stream(claim.clone()),
+        };
+        LossWatch { of }
+    }
+
+    /// Releases the lock and returns once the server has freed it, so that
+    /// another client's [`Client::try_acquire`](crate::Client::try_acquire)
+    /// right after this finds the lock free (or the next waiter already
+    /// holding it).
+    ///
+    /// It half-closes the connection (after a TLS close_notify) and waits
+    /// for the server to close its side, which the server does only after
+    /// freeing the lock and promoting the next waiter. The wait is bounded
+    /// by 0.8 of the lease, at most one second; then the connection is
+    /// closed regardless (the server frees the lock on its own once it
+    /// notices). After a loss it closes the connection at once. The same as
+    /// dropping the guard.
+    ///
+    /// A claim of a [`Session`](super::Session) sends RELEASE and returns
+    /// when the server answers RELEASED (the lock is free then), when the
+    /// session ends, or after the same bound.
+    pub fn release(self) {
+        drop(self);
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        match &self.hold {
+            Hold::Own(own) => own.release(),
+            Hold::Stream(claim) => claim.release(),
+        }
+    }
+}
+
+impl Own {
+    fn session(&self) -> MutexGuard<'_, Session> {
+        self.shared.lock()
     }
 
     /// Hands the value to the session and writes the PROCLAIM from this
@@ -212,37 +305,7 @@ impl LockGuard {
         Ok(n)
     }
 
-    /// A handle another thread can block on until the lock is lost or
-    /// released.
-    pub fn watch(&self) -> LossWatch {
-        LossWatch {
-            shared: Arc::clone(&self.shared),
-        }
-    }
-
-    /// Releases the lock and returns once the server has freed it, so that
-    /// another client's [`Client::try_acquire`](crate::Client::try_acquire)
-    /// right after this finds the lock free (or the next waiter already
-    /// holding it).
-    ///
-    /// It half-closes the connection (after a TLS close_notify) and waits
-    /// for the server to close its side, which the server does only after
-    /// freeing the lock and promoting the next waiter. The wait is bounded
-    /// by 0.8 of the lease, at most one second; then the connection is
-    /// closed regardless (the server frees the lock on its own once it
-    /// notices). After a loss it closes the connection at once. The same as
-    /// dropping the guard.
-    pub fn release(self) {
-        drop(self);
-    }
-
-    fn session(&self) -> MutexGuard<'_, Session> {
-        self.shared.lock()
-    }
-}
-
-impl Drop for LockGuard {
-    fn drop(&mut self) {
+    fn release(&self) {
         let turn = self.session().step(Input::Release, Instant::now());
         // Watchers learn of the release (or of a loss decided just now).
         self.shared.notify_all();
@@ -260,7 +323,7 @@ impl Drop for LockGuard {
     }
 }
 
-impl LockGuard {
+impl Own {
     /// Waits, after the half-close, until the server closes its side or
     /// `until` passes. True when nothing is left to do: the server closed
     /// (the keeper closes the connection) or the keeper has ended.
@@ -300,7 +363,13 @@ impl LockGuard {
 /// [`LockGuard::watch`].
 #[derive(Clone)]
 pub struct LossWatch {
-    shared: Arc<Shared>,
+    of: Watched,
+}
+
+#[derive(Clone)]
+enum Watched {
+    Own(Arc<Shared>),
+    Stream(StreamClaim),
 }
 
 impl std::fmt::Debug for LossWatch {
@@ -314,13 +383,20 @@ impl LossWatch {
     /// released by its guard (`None`). It returns at the validity deadline
     /// itself, before the connection is closed.
     pub fn wait(&self) -> Option<Error> {
-        wait_end(&self.shared, None).loss()
+        match &self.of {
+            Watched::Own(shared) => wait_end(shared, None).loss(),
+            Watched::Stream(claim) => claim.wait_end(None).loss(),
+        }
     }
 
     /// Whether the lock was lost: its validity has run out or the server
     /// ended the session (the same decision as [`LockGuard::is_lost`]).
     pub fn is_lost(&self) -> bool {
-        matches!(poll(&self.shared), HoldState::Lost { .. })
+        let state = match &self.of {
+            Watched::Own(shared) => poll(shared),
+            Watched::Stream(claim) => claim.poll(),
+        };
+        matches!(state, HoldState::Lost { .. })
     }
 }
 

@@ -5,6 +5,8 @@ mod conn;
 mod guard;
 mod monitor;
 mod pool;
+mod session;
+mod session_pool;
 mod watch;
 
 use std::sync::Arc;
@@ -12,13 +14,15 @@ use std::time::{Duration, Instant};
 
 pub use cancel::CancelHandle;
 pub use guard::{LockGuard, LossWatch};
+pub use session::Session;
+pub use session_pool::SessionPool;
 pub use watch::{Observer, Term, Watch};
 
 use crate::addr::ServerAddr;
 use crate::claim::Claim;
 use crate::config::{ClientBuilder, Config};
 use crate::core::retry::{log_failure, log_retry, Failure, Mode, Next, Plan};
-use crate::core::session::{wait_for, Input, Session, Turn};
+use crate::core::session::{wait_for, Input, Session as SingleClaim, Turn};
 use crate::core::step::{acquire_step, read_failed, AcquireStep};
 use crate::error::Error;
 use crate::watch::Observation;
@@ -260,6 +264,32 @@ impl Client {
         Ok(watch.leader())
     }
 
+    /// Opens a [`Session`] (protocol version 4): one connection that
+    /// carries many claims on one lease and one heartbeat. Returns once the
+    /// server has accepted it; fails at once otherwise (nothing is retried;
+    /// the servers are tried in order). See [`Session`] for the trade-off:
+    /// its claims share its fate.
+    ///
+    /// ```no_run
+    /// use monolock::Claim;
+    ///
+    /// let client = monolock::Client::builder().build()?;
+    /// let session = client.session()?;
+    /// let guard = session.acquire("jobs/a", Claim::exclusive())?;
+    /// guard.check()?;
+    /// # Ok::<(), monolock::Error>(())
+    /// ```
+    pub fn session(&self) -> Result<Session, Error> {
+        Session::open(Arc::clone(&self.config))
+    }
+
+    /// An opt-in pool of up to `size` sessions (at least one), opened as
+    /// claims need them: for callers that take many short locks. See
+    /// [`SessionPool`] for the trade-off (a session's claims share its fate).
+    pub fn session_pool(&self, size: usize) -> SessionPool {
+        SessionPool::new(self.clone(), size)
+    }
+
     fn acquire_inner(
         &self,
         name: &str,
@@ -328,7 +358,7 @@ impl Attempt<'_> {
 
     /// Connects, sends ACQUIRE and follows the session until it is granted
     /// or fails. Dropping the connection on a failure closes it.
-    fn run(&self, server: &ServerAddr, plan: &Plan) -> Result<(Conn, Session, Turn), Failure> {
+    fn run(&self, server: &ServerAddr, plan: &Plan) -> Result<(Conn, SingleClaim, Turn), Failure> {
         let mut connect_timeout = self.config.connect_timeout;
         if let Some(deadline) = plan.deadline() {
             connect_timeout =
@@ -339,7 +369,7 @@ impl Attempt<'_> {
         if let Some(cancel) = self.cancel {
             cancel.attach(conn.tcp()).map_err(Failure::Final)?;
         }
-        let (mut session, mut turn) = Session::connect_as(
+        let (mut session, mut turn) = SingleClaim::connect_as(
             &server.to_string(),
             self.name,
             self.claim.clone(),

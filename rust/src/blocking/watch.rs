@@ -8,6 +8,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::conn::Conn;
+use super::session::StreamWatch;
 use super::LockGuard;
 use crate::addr::ServerAddr;
 use crate::config::Config;
@@ -78,11 +79,24 @@ impl Shared {
 /// is between connections, [`WatchState::known`] is false, and
 /// [`Watch::leader`] says [`LeaderState::Unknown`](crate::LeaderState),
 /// never the last holder it saw. Dropping it ends it.
+///
+/// A watch opened in a session ([`Session::watch`](crate::Session::watch))
+/// runs as a stream of it instead: vouched for on the session's deadline,
+/// ended (not resumed) with the session.
 pub struct Watch {
     name: String,
-    shared: Arc<Shared>,
     seen: AtomicU64,
-    thread: Option<JoinHandle<()>>,
+    run: Run,
+}
+
+/// What keeps the watch going: a connection of its own, or a stream of a
+/// [`Session`](super::Session).
+enum Run {
+    Own {
+        shared: Arc<Shared>,
+        thread: Option<JoinHandle<()>>,
+    },
+    Stream(StreamWatch),
 }
 
 impl std::fmt::Debug for Watch {
@@ -124,16 +138,27 @@ impl Watch {
             .map_err(Error::io)?;
         let watch = Watch {
             name: name.to_owned(),
-            shared,
             seen: AtomicU64::new(0),
-            thread: Some(thread),
+            run: Run::Own {
+                shared: Arc::clone(&shared),
+                thread: Some(thread),
+            },
         };
-        watch.first_picture(deadline)?;
+        watch.first_picture(&shared, deadline)?;
         Ok(watch)
     }
 
-    fn first_picture(&self, deadline: Option<Instant>) -> Result<(), Error> {
-        let mut inner = lock(&self.shared.inner);
+    /// The watch of a session's stream, whose first picture is known.
+    pub(crate) fn in_session(name: &str, stream: StreamWatch) -> Watch {
+        Watch {
+            name: name.to_owned(),
+            seen: AtomicU64::new(0),
+            run: Run::Stream(stream),
+        }
+    }
+
+    fn first_picture(&self, shared: &Shared, deadline: Option<Instant>) -> Result<(), Error> {
+        let mut inner = lock(&shared.inner);
         loop {
             let now = Instant::now();
             if inner.core.known(now) {
@@ -142,7 +167,7 @@ impl Watch {
             if inner.done {
                 return Err(inner.err.clone().unwrap_or(Error::Cancelled));
             }
-            let wait = match deadline {
+            let left = match deadline {
                 Some(d) if now >= d => {
                     let last = inner.last.clone().map(Box::new);
                     return Err(Error::Timeout {
@@ -153,19 +178,20 @@ impl Watch {
                 Some(d) => d - now,
                 None => Duration::from_secs(3600),
             };
-            inner = self.wait(inner, wait);
+            inner = wait(shared, inner, left);
         }
     }
+}
 
-    fn wait<'a>(&self, inner: MutexGuard<'a, Inner>, d: Duration) -> MutexGuard<'a, Inner> {
-        let (inner, _) = self
-            .shared
-            .changed
-            .wait_timeout(inner, d)
-            .unwrap_or_else(PoisonError::into_inner);
-        inner
-    }
+fn wait<'a>(shared: &Shared, inner: MutexGuard<'a, Inner>, d: Duration) -> MutexGuard<'a, Inner> {
+    let (inner, _) = shared
+        .changed
+        .wait_timeout(inner, d)
+        .unwrap_or_else(PoisonError::into_inner);
+    inner
+}
 
+impl Watch {
     /// The watched name.
     pub fn name(&self) -> &str {
         &self.name
@@ -175,7 +201,10 @@ impl Watch {
     /// server went silent reads unknown at its deadline even if nothing
     /// has run since.
     pub fn state(&self) -> WatchState {
-        lock(&self.shared.inner).core.state(Instant::now())
+        match &self.run {
+            Run::Own { shared, .. } => lock(&shared.inner).core.state(Instant::now()),
+            Run::Stream(stream) => stream.state(),
+        }
     }
 
     /// The picture read as an election: the first holder is the leader.
@@ -201,7 +230,11 @@ impl Watch {
     /// nothing changed in time, or the watch has ended.
     pub fn wait_change_timeout(&self, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
-        let mut inner = lock(&self.shared.inner);
+        let shared = match &self.run {
+            Run::Own { shared, .. } => shared,
+            Run::Stream(stream) => return stream.wait_change(deadline),
+        };
+        let mut inner = lock(&shared.inner);
         loop {
             let seen = self.seen.load(Ordering::SeqCst);
             if inner.generation != seen {
@@ -212,26 +245,38 @@ impl Watch {
             if inner.done || now >= deadline {
                 return false;
             }
-            inner = self.wait(inner, deadline - now);
+            inner = wait(shared, inner, deadline - now);
         }
     }
 
     /// Whether the watch has ended: [`Watch::close`], or an error that
     /// retrying cannot cure ([`Watch::error`]).
     pub fn is_ended(&self) -> bool {
-        lock(&self.shared.inner).done
+        match &self.run {
+            Run::Own { shared, .. } => lock(&shared.inner).done,
+            Run::Stream(stream) => stream.ended().is_some(),
+        }
     }
 
     /// Why the watch ended (`None` while it runs, and after a close).
     pub fn error(&self) -> Option<Error> {
-        lock(&self.shared.inner).err.clone()
+        match &self.run {
+            Run::Own { shared, .. } => lock(&shared.inner).err.clone(),
+            Run::Stream(stream) => stream.ended().filter(|e| !matches!(e, Error::Cancelled)),
+        }
     }
 
-    /// Ends the watch and its connection, and waits for its thread.
+    /// Ends the watch and its connection (a session's watch: its stream),
+    /// and waits for its thread.
     pub fn close(mut self) {
-        self.shared.close();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+        match &mut self.run {
+            Run::Own { shared, thread } => {
+                shared.close();
+                if let Some(thread) = thread.take() {
+                    let _ = thread.join();
+                }
+            }
+            Run::Stream(stream) => stream.close(),
         }
     }
 }
@@ -239,7 +284,10 @@ impl Watch {
 impl Drop for Watch {
     /// Ends the watch; its thread exits on its own.
     fn drop(&mut self) {
-        self.shared.close();
+        match &self.run {
+            Run::Own { shared, .. } => shared.close(),
+            Run::Stream(stream) => stream.close(),
+        }
     }
 }
 

@@ -34,6 +34,14 @@ impl Grant {
         })
     }
 
+    /// The grant of a session's claim on `name`, with `token`.
+    pub(crate) fn new(name: &str, token: u64) -> Grant {
+        Grant {
+            name: name.to_owned(),
+            token,
+        }
+    }
+
     pub(crate) fn name(&self) -> &str {
         &self.name
     }

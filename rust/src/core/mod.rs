@@ -8,9 +8,11 @@
 
 pub(crate) mod codec;
 pub(crate) mod held;
+pub(crate) mod mux;
 pub(crate) mod retry;
 pub(crate) mod schedule;
 pub(crate) mod session;
+pub(crate) mod session_codec;
 pub(crate) mod step;
 pub(crate) mod watch;
 pub(crate) mod watch_codec;

@@ -107,7 +107,7 @@ pub(crate) struct WatchDecoder {
 }
 
 /// Why a frame could not be read yet: more bytes are needed.
-struct Short;
+pub(crate) struct Short;
 
 impl WatchDecoder {
     /// Appends the bytes of one read. Feed a whole read before taking
@@ -168,7 +168,7 @@ impl WatchDecoder {
 
 /// Reads an EVENT after its type byte: `Ok(Err(Short))` when it is not
 /// whole yet, an error for a kind or a value no server may send.
-fn read_event(r: &mut Fields<'_>) -> Result<Result<Event, Short>, Error> {
+pub(crate) fn read_event(r: &mut Fields<'_>) -> Result<Result<Event, Short>, Error> {
     let head = (|| Ok((r.u64()?, r.u64()?, r.u8()?)))();
     let (epoch, seq, kind) = match head {
         Ok(head) => head,
@@ -227,19 +227,19 @@ fn malformed(what: &str) -> Error {
 type Field = Result<Result<(), Error>, Short>;
 
 /// Big-endian fields from the buffer, from `at` on.
-struct Fields<'a> {
-    buf: &'a [u8],
-    at: usize,
+pub(crate) struct Fields<'a> {
+    pub(crate) buf: &'a [u8],
+    pub(crate) at: usize,
 }
 
 impl Fields<'_> {
-    fn take(&mut self, n: usize) -> Result<&[u8], Short> {
+    pub(crate) fn take(&mut self, n: usize) -> Result<&[u8], Short> {
         let bytes = self.buf.get(self.at..self.at + n).ok_or(Short)?;
         self.at += n;
         Ok(bytes)
     }
 
-    fn u8(&mut self) -> Result<u8, Short> {
+    pub(crate) fn u8(&mut self) -> Result<u8, Short> {
         Ok(self.take(1)?[0])
     }
 
@@ -247,11 +247,11 @@ impl Fields<'_> {
         Ok(u16::from_be_bytes(self.take(2)?.try_into().unwrap()))
     }
 
-    fn u32(&mut self) -> Result<u32, Short> {
+    pub(crate) fn u32(&mut self) -> Result<u32, Short> {
         Ok(u32::from_be_bytes(self.take(4)?.try_into().unwrap()))
     }
 
-    fn u64(&mut self) -> Result<u64, Short> {
+    pub(crate) fn u64(&mut self) -> Result<u64, Short> {
         Ok(u64::from_be_bytes(self.take(8)?.try_into().unwrap()))
     }
 

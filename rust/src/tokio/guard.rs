@@ -17,6 +17,7 @@ use ::tokio::task::JoinHandle;
 use ::tokio::time::{sleep_until, timeout_at};
 
 use super::conn::Conn;
+use super::session::StreamClaim;
 use crate::core::held::{self, Grant};
 use crate::core::session::{Close, HoldState, Input, Session, Turn};
 use crate::error::Error;
@@ -67,6 +68,18 @@ type Shared = watch::Sender<Session>;
 /// ```
 pub struct LockGuard {
     grant: Grant,
+    hold: Hold,
+}
+
+/// How the lock is held: on a connection of its own, or as a claim of a
+/// [`Session`](super::Session).
+enum Hold {
+    Own(Own),
+    Stream(StreamClaim),
+}
+
+/// A lock on a connection of its own.
+struct Own {
     shared: Arc<Shared>,
     /// Dropping it tells the keeper to let go.
     release: Option<oneshot::Sender<()>>,
@@ -102,11 +115,29 @@ impl LockGuard {
         let keeper = ::tokio::spawn(keep(conn, keeper, turn));
         Ok(LockGuard {
             grant,
-            shared,
-            release: Some(release),
-            handed_in,
-            keeper: Some(keeper),
+            hold: Hold::Own(Own {
+                shared,
+                release: Some(release),
+                handed_in,
+                keeper: Some(keeper),
+            }),
         })
+    }
+
+    /// The guard of a session's claim, granted `token`.
+    pub(crate) fn in_session(name: &str, token: u64, claim: StreamClaim) -> LockGuard {
+        LockGuard {
+            grant: Grant::new(name, token),
+            hold: Hold::Stream(claim),
+        }
+    }
+
+    /// Where the lock stands at this instant (the one decision).
+    fn poll(&self) -> HoldState {
+        match &self.hold {
+            Hold::Own(own) => poll(&own.shared),
+            Hold::Stream(claim) => claim.poll(),
+        }
     }
 
     /// The lock name.
@@ -125,23 +156,26 @@ impl LockGuard {
     /// the lock is lost. At this instant the lock is lost, even if the
     /// keeper task has not run since.
     pub fn valid_until(&self) -> Instant {
-        self.shared.borrow().deadline()
+        match &self.hold {
+            Hold::Own(own) => own.shared.borrow().deadline(),
+            Hold::Stream(claim) => claim.valid_until(),
+        }
     }
 
     /// Whether the lock is lost: its validity has run out or the server
     /// ended the session.
     pub fn is_lost(&self) -> bool {
-        !matches!(poll(&self.shared), HoldState::Held { .. })
+        !matches!(self.poll(), HoldState::Held { .. })
     }
 
     /// Why the lock was lost ([`Error::Lost`]), or `None` while held.
     pub fn loss_reason(&self) -> Option<Error> {
-        poll(&self.shared).loss()
+        self.poll().loss()
     }
 
     /// `Ok(())` while the lock is held and valid, else the loss.
     pub fn check(&self) -> Result<(), Error> {
-        poll(&self.shared).check()
+        self.poll().check()
     }
 
     /// Completes when the lock is lost, with the reason ([`Error::Lost`]):
@@ -150,9 +184,11 @@ impl LockGuard {
     pub async fn lost(&self) -> Error {
         // Only a release ends a session without a loss, and that takes the
         // guard: the fallback is never returned.
-        wait_end(&self.shared)
-            .await
-            .unwrap_or_else(|| Error::Lost(Box::new(Error::Cancelled)))
+        let end = match &self.hold {
+            Hold::Own(own) => wait_end(&own.shared).await,
+            Hold::Stream(claim) => claim.wait_end().await,
+        };
+        end.unwrap_or_else(|| Error::Lost(Box::new(Error::Cancelled)))
     }
 
     /// Replaces the value this lock was claimed with
@@ -181,22 +217,29 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub async fn proclaim(&self, value: impl AsRef<[u8]>) -> Result<(), Error> {
+        let own = match &self.hold {
+            Hold::Own(own) => own,
+            // A session's claim sends ON, answered as a PROCLAIM is.
+            Hold::Stream(claim) => return claim.proclaim(value.as_ref()).await,
+        };
         let mut handed_in = Ok(0);
-        self.shared.send_if_modified(|session| {
+        own.shared.send_if_modified(|session| {
             handed_in = held::hand_in(session, value.as_ref(), Instant::now());
             false // nothing to tell the waiters yet
         });
         let n = handed_in?;
         // The keeper sends it: at once, or after the reply it waits for.
-        self.handed_in.notify_one();
-        wait_proclaimed(&self.shared, n).await
+        own.handed_in.notify_one();
+        wait_proclaimed(&own.shared, n).await
     }
 
     /// A handle another task can await until the lock is lost or released.
     pub fn watch(&self) -> LossWatch {
-        LossWatch {
-            shared: Arc::clone(&self.shared),
-        }
+        let of = match &self.hold {
+            Hold::Own(own) => Watched::Own(Arc::clone(&own.shared)),
+            Hold::Stream(claim) => Watched::Stream(claim.clone()),
+        };
+        LossWatch { of }
     }
 
     /// Releases the lock and completes once the server has freed it, so
@@ -210,11 +253,20 @@ impl LockGuard {
     /// then the connection is closed regardless. After a loss it closes the
     /// connection at once. Cancelling this future leaves the release
     /// running in the background, as a drop does.
+    ///
+    /// A claim of a [`Session`](super::Session) sends RELEASE and completes
+    /// when the server answers RELEASED (the lock is free then), when the
+    /// session ends, or after the same bound.
     pub async fn release(mut self) {
-        drop(self.release.take());
-        if let Some(keeper) = self.keeper.take() {
-            // Its outcome is of no interest: a panic has nothing to release.
-            let _ = keeper.await;
+        match &mut self.hold {
+            Hold::Own(own) => {
+                drop(own.release.take());
+                if let Some(keeper) = own.keeper.take() {
+                    // Its outcome is of no interest: a panic has nothing to release.
+                    let _ = keeper.await;
+                }
+            }
+            Hold::Stream(claim) => claim.release().await,
         }
     }
 }
@@ -222,9 +274,19 @@ impl LockGuard {
 impl Drop for LockGuard {
     /// Starts the release in the background; see the type's docs.
     fn drop(&mut self) {
-        drop(self.release.take());
-        // The keeper task runs on, detached, until the hand-back is over.
-        drop(self.keeper.take());
+        match &mut self.hold {
+            Hold::Own(own) => {
+                drop(own.release.take());
+                // The keeper task runs on, detached, until the hand-back is over.
+                drop(own.keeper.take());
+            }
+            // RELEASE goes; its RELEASED is not awaited. After a release()
+            // that did, this finds nothing left to do.
+            Hold::Stream(claim) => {
+                claim.start_release();
+                claim.forget();
+            }
+        }
     }
 }
 
@@ -232,7 +294,13 @@ impl Drop for LockGuard {
 /// [`LockGuard::watch`].
 #[derive(Clone)]
 pub struct LossWatch {
-    shared: Arc<Shared>,
+    of: Watched,
+}
+
+#[derive(Clone)]
+enum Watched {
+    Own(Arc<Shared>),
+    Stream(StreamClaim),
 }
 
 impl std::fmt::Debug for LossWatch {
@@ -246,13 +314,20 @@ impl LossWatch {
     /// released by its guard (`None`): a loss at the validity deadline
     /// itself, before the connection is closed. Cancel-safe.
     pub async fn wait(&mut self) -> Option<Error> {
-        wait_end(&self.shared).await
+        match &self.of {
+            Watched::Own(shared) => wait_end(shared).await,
+            Watched::Stream(claim) => claim.wait_end().await,
+        }
     }
 
     /// Whether the lock was lost: its validity has run out or the server
     /// ended the session (the same decision as [`LockGuard::is_lost`]).
     pub fn is_lost(&self) -> bool {
-        matches!(poll(&self.shared), HoldState::Lost { .. })
+        let state = match &self.of {
+            Watched::Own(shared) => poll(shared),
+            Watched::Stream(claim) => claim.poll(),
+        };
+        matches!(state, HoldState::Lost { .. })
     }
 }
 

@@ -25,6 +25,8 @@
 
 mod conn;
 mod guard;
+mod session;
+mod session_pool;
 mod watch;
 
 use std::sync::Arc;
@@ -33,6 +35,8 @@ use std::time::{Duration, Instant};
 use ::tokio::time::{sleep, timeout, timeout_at};
 
 pub use guard::{LockGuard, LossWatch};
+pub use session::Session;
+pub use session_pool::SessionPool;
 pub use watch::{Observer, Term, Watch};
 
 use crate::addr::ServerAddr;
@@ -40,7 +44,7 @@ use crate::blocking::campaign_claim;
 use crate::claim::Claim;
 use crate::config::Config;
 use crate::core::retry::{log_failure, log_retry, Failure, Mode, Next, Plan};
-use crate::core::session::{Input, Session, Turn};
+use crate::core::session::{Input, Session as SingleClaim, Turn};
 use crate::core::step::{acquire_step, read_failed, AcquireStep};
 use crate::error::Error;
 use crate::watch::Observation;
@@ -203,6 +207,31 @@ impl Client {
         Ok(o)
     }
 
+    /// Opens a [`Session`] (protocol version 4): one connection that
+    /// carries many claims on one lease and one heartbeat; see the
+    /// blocking [`Client::session`](crate::Client::session).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), monolock::Error> {
+    /// use monolock::Claim;
+    ///
+    /// let client = monolock::tokio::Client::builder().build()?;
+    /// let session = client.session().await?;
+    /// let guard = session.acquire("jobs/a", Claim::exclusive()).await?;
+    /// guard.release().await;
+    /// # Ok(()) }
+    /// ```
+    pub async fn session(&self) -> Result<Session, Error> {
+        Session::open(Arc::clone(&self.config)).await
+    }
+
+    /// An opt-in pool of up to `size` sessions (at least one), opened as
+    /// claims need them; see the blocking
+    /// [`Client::session_pool`](crate::Client::session_pool).
+    pub fn session_pool(&self, size: usize) -> SessionPool {
+        SessionPool::new(self.clone(), size)
+    }
+
     async fn acquire_inner(
         &self,
         name: &str,
@@ -246,7 +275,7 @@ impl Client {
         frame: &[u8],
         claim: &Claim,
         plan: &Plan,
-    ) -> Result<(Conn, Session, Turn), Failure> {
+    ) -> Result<(Conn, SingleClaim, Turn), Failure> {
         let mut connect_timeout = self.config.connect_timeout;
         if let Some(deadline) = plan.deadline() {
             connect_timeout =
@@ -263,7 +292,7 @@ impl Client {
                 return Err(Failure::Connect(Error::io(e)));
             }
         };
-        let (mut session, mut turn) = Session::connect_as(
+        let (mut session, mut turn) = SingleClaim::connect_as(
             &server.to_string(),
             name,
             claim.clone(),

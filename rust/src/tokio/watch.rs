@@ -10,6 +10,7 @@ use ::tokio::task::JoinHandle;
 use ::tokio::time::{sleep, timeout, timeout_at};
 
 use super::conn::Conn;
+use super::session::StreamWatch;
 use super::LockGuard;
 use crate::addr::ServerAddr;
 use crate::config::Config;
@@ -63,11 +64,24 @@ impl Shared {
 /// [`WatchState::known`] is false and [`Watch::leader`] says
 /// [`LeaderState::Unknown`](crate::LeaderState), never the last holder it
 /// saw. Dropping it ends it.
+///
+/// A watch opened in a session ([`Session::watch`](super::Session::watch))
+/// runs as a stream of it instead: vouched for on the session's deadline, ended (not resumed)
+/// with the session.
 pub struct Watch {
     name: String,
-    shared: Arc<Shared>,
-    changed: signal::Receiver<u64>,
-    task: JoinHandle<()>,
+    run: Run,
+}
+
+/// What keeps the watch going: a task and a connection of its own, or a
+/// stream of a [`Session`](super::Session).
+enum Run {
+    Own {
+        shared: Arc<Shared>,
+        changed: signal::Receiver<u64>,
+        task: JoinHandle<()>,
+    },
+    Stream(StreamWatch),
 }
 
 impl std::fmt::Debug for Watch {
@@ -99,9 +113,11 @@ impl Watch {
         // The handle first: its drop aborts the task, also while waiting.
         let mut watch = Watch {
             name: name.to_owned(),
-            shared,
-            changed: rx,
-            task: ::tokio::spawn(runner.run()),
+            run: Run::Own {
+                shared,
+                changed: rx,
+                task: ::tokio::spawn(runner.run()),
+            },
         };
         loop {
             if watch.state().known {
@@ -110,6 +126,14 @@ impl Watch {
             if !watch.changed().await {
                 return Err(watch.error().unwrap_or(Error::Cancelled));
             }
+        }
+    }
+
+    /// The watch of a session's stream, whose first picture is known.
+    pub(crate) fn in_session(name: &str, stream: StreamWatch) -> Watch {
+        Watch {
+            name: name.to_owned(),
+            run: Run::Stream(stream),
         }
     }
 
@@ -122,7 +146,10 @@ impl Watch {
     /// server went silent reads unknown at its deadline even if nothing
     /// has run since.
     pub fn state(&self) -> WatchState {
-        self.shared.lock().core.state(Instant::now())
+        match &self.run {
+            Run::Own { shared, .. } => shared.lock().core.state(Instant::now()),
+            Run::Stream(stream) => stream.state(),
+        }
     }
 
     /// The picture read as an election: the first holder is the leader.
@@ -135,38 +162,59 @@ impl Watch {
     /// last one this handle saw. False when the watch has ended.
     /// Cancel-safe.
     pub async fn changed(&mut self) -> bool {
-        if self.changed.has_changed().unwrap_or(false) {
-            self.changed.borrow_and_update();
+        let (shared, changed) = match &mut self.run {
+            Run::Own {
+                shared, changed, ..
+            } => (shared, changed),
+            Run::Stream(stream) => return stream.changed().await,
+        };
+        if changed.has_changed().unwrap_or(false) {
+            changed.borrow_and_update();
             return true;
         }
-        if self.is_ended() {
+        if shared.lock().done {
             return false;
         }
         // An error: the task is gone, and told its end before.
-        self.changed.changed().await.is_ok()
+        changed.changed().await.is_ok()
     }
 
     /// Whether the watch has ended: an error that retrying cannot cure
     /// ([`Watch::error`]).
     pub fn is_ended(&self) -> bool {
-        self.shared.lock().done
+        match &self.run {
+            Run::Own { shared, .. } => shared.lock().done,
+            Run::Stream(stream) => stream.ended().is_some(),
+        }
     }
 
     /// Why the watch ended (`None` while it runs).
     pub fn error(&self) -> Option<Error> {
-        self.shared.lock().err.clone()
+        match &self.run {
+            Run::Own { shared, .. } => shared.lock().err.clone(),
+            Run::Stream(stream) => stream.ended().filter(|e| !matches!(e, Error::Cancelled)),
+        }
     }
 
-    /// Ends the watch and closes its connection.
+    /// Ends the watch and closes its connection (a session's watch: its
+    /// stream).
     pub async fn close(mut self) {
-        self.task.abort();
-        let _ = (&mut self.task).await;
+        match &mut self.run {
+            Run::Own { task, .. } => {
+                task.abort();
+                let _ = task.await;
+            }
+            Run::Stream(stream) => stream.close(),
+        }
     }
 }
 
 impl Drop for Watch {
     fn drop(&mut self) {
-        self.task.abort();
+        match &self.run {
+            Run::Own { task, .. } => task.abort(),
+            Run::Stream(stream) => stream.close(),
+        }
     }
 }
 
