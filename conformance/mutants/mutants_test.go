@@ -8,6 +8,7 @@ package mutants
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,9 +26,18 @@ func TestMutantsAreCaughtAndBasePasses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	scs, err := scenario.LoadDir(filepath.Join(root, "spec", "scenarios"))
+	all, err := scenario.LoadDir(filepath.Join(root, "spec", "scenarios"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The base speaks protocol versions 1 to 3: it opens no sessions
+	// (version 4), so the session scenarios are not its to pass, and no
+	// mutant of it can be caught by them.
+	var scs []*scenario.Scenario
+	for _, s := range all {
+		if !slices.Contains(s.Requires, "sessions") {
+			scs = append(scs, s)
+		}
 	}
 	names := map[string]bool{}
 	for _, s := range scs {
