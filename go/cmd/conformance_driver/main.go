@@ -30,8 +30,8 @@ func tlsConfig(t *pipe.TLS) (*tls.Config, error) {
 
 func main() {
 	o := pipe.NewWriter(os.Stdout)
-	o.Ready("go", "cancel", "election", "invalid_utf8_names", "shared", "tls")
-	d := &driver{out: o, claims: map[string]*claim{}, observers: map[string]*observer{}}
+	o.Ready("go", "cancel", "election", "invalid_utf8_names", "sessions", "shared", "tls")
+	d := &driver{out: o, claims: map[string]*claim{}, observers: map[string]*observer{}, sessions: map[string]*session{}}
 	pipe.ReadCommands(os.Stdin, o, d.handle)
 	d.closeAll()
 }
@@ -40,6 +40,7 @@ type driver struct {
 	out       *pipe.Writer
 	claims    map[string]*claim
 	observers map[string]*observer
+	sessions  map[string]*session
 }
 
 func (d *driver) driverError(format string, args ...any) {
@@ -58,8 +59,26 @@ func (d *driver) handle(c pipe.Command) {
 			d.driverError("%v", err)
 			return
 		}
+		if c.Session != "" {
+			if cl.session = d.sessions[c.Session]; cl.session == nil {
+				d.driverError("acquire %q: no session %q", c.ID, c.Session)
+				return
+			}
+		}
 		d.claims[c.ID] = cl
 		go cl.acquire()
+	case pipe.Session:
+		if d.claims[c.ID] != nil || d.observers[c.ID] != nil || d.sessions[c.ID] != nil {
+			d.driverError("id %q is already used", c.ID)
+			return
+		}
+		sess, err := newSession(c, d.out)
+		if err != nil {
+			d.driverError("%v", err)
+			return
+		}
+		d.sessions[c.ID] = sess
+		go sess.open()
 	case pipe.Observe:
 		if d.claims[c.ID] != nil || d.observers[c.ID] != nil {
 			d.driverError("id %q is already used", c.ID)
@@ -80,6 +99,11 @@ func (d *driver) handle(c pipe.Command) {
 		}
 		go cl.proclaim(*c.Value)
 	case pipe.Release, pipe.Cancel:
+		if sess := d.sessions[c.ID]; sess != nil && c.Cmd == pipe.Release {
+			sess.close()
+			d.out.Emit(pipe.Event{Name: pipe.Released, ID: c.ID})
+			return
+		}
 		if ob := d.observers[c.ID]; ob != nil && c.Cmd == pipe.Release {
 			ob.stop()
 			ob.emit(pipe.Event{Name: pipe.Released})
@@ -108,6 +132,9 @@ func (d *driver) closeAll() {
 	for _, ob := range d.observers {
 		ob.stop()
 	}
+	for _, sess := range d.sessions {
+		sess.close()
+	}
 }
 
 // claim is one acquire command and the lock it leads to.
@@ -119,6 +146,9 @@ type claim struct {
 	opts []client.Option
 	mine []client.AcquireOption // shared, limit
 	ctx  context.Context
+	// session is the session the claim goes on; nil: a connection of its
+	// own.
+	session *session
 
 	cancel   context.CancelFunc
 	acquired chan struct{} // closed when Acquire has returned and its event is out
@@ -268,6 +298,9 @@ func (cl *claim) acquire() {
 
 // try makes the client and runs the acquisition.
 func (cl *claim) try() (*client.Lock, error) {
+	if cl.session != nil {
+		return cl.session.acquire(cl)
+	}
 	c, err := client.New(cl.opts...)
 	if err != nil {
 		return nil, err
