@@ -59,7 +59,7 @@ type localServer struct {
 func (rn *runner) withSystem(name string, o systems.Options, f func(sys systems.System, srv *localServer) error) error {
 	var srv *localServer
 	switch name {
-	case systems.Monolock, systems.MonolockBare:
+	case systems.Monolock, systems.MonolockBare, systems.MonolockSession:
 		mono, err := rn.startMonolock()
 		if err != nil {
 			return err

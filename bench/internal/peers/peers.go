@@ -21,6 +21,8 @@ func Open(ctx context.Context, name, localAddr string, o systems.Options) (syste
 		return systems.OpenBare(name, localAddr, o)
 	case systems.Monolock:
 		return systems.OpenMonolock(localAddr, o)
+	case systems.MonolockSession:
+		return systems.OpenMonolockSession(localAddr, o)
 	case systems.Redis:
 		return OpenRedis(ctx, systems.RedisAddr, o)
 	case systems.Etcd:

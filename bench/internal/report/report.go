@@ -356,6 +356,8 @@ func throughputLabel(sys string) string {
 		return "monolock serve, bare client"
 	case systems.Monolock:
 		return "monolock serve, Go client"
+	case systems.MonolockSession:
+		return "monolock serve, Go client, a session per worker"
 	}
 	return sys
 }
@@ -443,6 +445,7 @@ func writeTargets(b *bytes.Buffer, r *Results) {
 		}
 	}
 	writeFloorTargets(b, r)
+	writeSessionTargets(b, r)
 	if mono, ok := findHandoff(r, "monolock"); ok {
 		m := mono.Result.Latency.P99
 		for _, t := range []struct {

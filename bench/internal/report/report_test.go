@@ -319,3 +319,25 @@ func TestFailoverSectionGivesMinMedianMax(t *testing.T) {
 		t.Errorf("an error is reported: %s", b.String())
 	}
 }
+
+// A run with sessions states their targets against the peers it measured:
+// Redis at 16 workers, PostgreSQL at one.
+func TestSessionTargets(t *testing.T) {
+	r := sample()
+	cell := func(sys string, w int, perSec float64) ThroughputCell {
+		return ThroughputCell{System: sys, Workers: w, Stats: stats.Summary{Count: 100, PerSec: perSec, P50: time.Millisecond, P99: 2 * time.Millisecond}}
+	}
+	r.Throughput = append(r.Throughput,
+		cell(systems.MonolockSession, 1, 900), cell(systems.MonolockSession, 16, 5000),
+		cell(systems.Postgres, 1, 1000), cell(systems.Redis, 16, 4000))
+	text := string(markdown(r, nil, ""))
+	for _, want := range []string{
+		"| with a session, uncontended cycles/s at 16 workers ≥ redis's | monolock-session 5000, redis ",
+		"| with a session, uncontended cycles/s at 1 worker ≥ postgres's | monolock-session 900, postgres 1000 (0.90×) | **missed** |",
+		"| monolock serve, Go client, a session per worker | 16 | 5000 |",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+}

@@ -76,20 +76,26 @@ const (
 	// Throughput workload only.
 	MonolockBare = "monolock-bare"
 	// Monolock is the canonical Go client against `monolock serve`.
-	Monolock  = "monolock"
-	Redis     = "redis"
-	Etcd      = "etcd"
-	Postgres  = "postgres"
-	ZooKeeper = "zookeeper"
+	Monolock = "monolock"
+	// MonolockSession is the canonical Go client's sessions (protocol
+	// version 4) against `monolock serve`: a session per worker, many
+	// claims on its one connection. Throughput workload only, for now.
+	MonolockSession = "monolock-session"
+	Redis           = "redis"
+	Etcd            = "etcd"
+	Postgres        = "postgres"
+	ZooKeeper       = "zookeeper"
 )
 
 // All lists every system in report order.
-var All = []string{Floor, MonolockBare, Monolock, Redis, Etcd, Postgres, ZooKeeper}
+var All = []string{Floor, MonolockBare, Monolock, MonolockSession, Redis, Etcd, Postgres, ZooKeeper}
 
 // ThroughputOnly reports whether name is measured in the uncontended
 // throughput workload alone: the floor grants every claim (it keeps no
 // locks), and the bare client neither queues nor heartbeats.
-func ThroughputOnly(name string) bool { return name == Floor || name == MonolockBare }
+func ThroughputOnly(name string) bool {
+	return name == Floor || name == MonolockBare || name == MonolockSession
+}
 
 // Peer reports whether name is a peer that scripts/peers.sh runs.
 func Peer(name string) bool {
