@@ -142,7 +142,6 @@ func (m *streamSession) admit(st *stream, req claims.Request) {
 			m.dropLocked(st)
 			if !errors.Is(err, claims.ErrEnded) {
 				m.queueLocked(streamEndFor(st.id, err))
-				m.signal()
 			}
 		}
 		releases := st.releases
@@ -151,6 +150,7 @@ func (m *streamSession) admit(st *stream, req claims.Request) {
 			m.answerReleases(st.id, releases)
 		}
 		m.env.claims.Detach(&st.claim, st.place, true, time.Time{})
+		m.flush()
 		return
 	}
 	if st.state == streamEnded {
@@ -180,7 +180,7 @@ func (m *streamSession) admit(st *stream, req claims.Request) {
 		}
 		m.answerReleases(st.id, releases)
 	}
-	m.signal()
+	m.flush() // the reply at once, without waking the writer
 }
 
 // answerReleases queues a RELEASED for each of n RELEASEs of stream id.
@@ -188,5 +188,4 @@ func (m *streamSession) answerReleases(id uint32, n int) {
 	for range n {
 		m.queue(protocol.AppendStreamHeader(nil, protocol.MsgReleased, id))
 	}
-	m.signal()
 }

@@ -56,6 +56,8 @@ type streamSession struct {
 	ends     []*stream // ended streams whose STREAM_END is in out: their claims end once it is written
 	admits   []admission
 	admitter bool        // the admitter runs
+	writing  bool        // a goroutine is writing: it writes what is queued meanwhile too
+	spare    []byte      // the last batch written, its buffer reused for the next
 	endReq   *endRequest // why another goroutine ended the session; nil while none did
 	ended    bool        // the reader is ending the session: nothing more is queued
 }
@@ -128,7 +130,7 @@ func (m *streamSession) run() {
 func (m *streamSession) read() error {
 	for {
 		if m.in.Buffered() == 0 {
-			m.signal() // the end of a turn: write its replies at once
+			m.flush() // the end of a turn: write its replies at once
 			if err := m.conn.SetReadDeadline(m.lastSeen.Add(m.lease)); err != nil {
 				return err
 			}

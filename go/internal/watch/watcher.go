@@ -64,6 +64,13 @@ func (w *Watcher) signal() {
 	}
 }
 
+// Pending reports whether frames are queued, or the watcher fell behind.
+func (w *Watcher) Pending() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.pending) > 0 || w.behind
+}
+
 // Take returns every frame queued so far, in order, and whether the
 // watcher fell behind after them (the connection writes them, then ends
 // the watch with ERROR 0x04). The returned slice is the caller's until
