@@ -9,14 +9,16 @@ import threading
 from collections.abc import Coroutine
 from typing import Any
 
-from monolock import AsyncClient, AsyncLock, errors
+from monolock import AsyncClient, AsyncLock, AsyncSession, errors
 
 from .common import (
     CAPABILITIES,
+    NOT_OPEN,
     AcquireCmd,
     Command,
     ObserveCmd,
     ObservedEvents,
+    SessionCmd,
     emit,
     emit_acquired,
     emit_bad_command,
@@ -31,8 +33,9 @@ from .common import (
 class Claim:
     """One acquire id: its acquisition task and, later, its lock."""
 
-    def __init__(self, cmd: AcquireCmd) -> None:
+    def __init__(self, cmd: AcquireCmd, session: SessionHolder | None = None) -> None:
         self.cmd = cmd
+        self.session = session
         self.lock: AsyncLock | None = None
         self.task = asyncio.ensure_future(self._run())
 
@@ -40,7 +43,9 @@ class Claim:
         cmd = self.cmd
         try:
             client = AsyncClient(cmd.servers, **cmd.client_kwargs())
-            if cmd.try_only:
+            if self.session is not None:
+                lock = await self.session.acquire(cmd)
+            elif cmd.try_only:
                 lock = await client.try_acquire(cmd.name, **cmd.claim_kwargs())
             else:
                 lock = await client.acquire(
@@ -77,6 +82,40 @@ class Claim:
         await asyncio.gather(self.task, return_exceptions=True)
         if self.lock is not None:
             await self.lock.release()
+
+
+class SessionHolder:
+    """One session id: a task opens the session and prints ``opened`` (or
+    the error); claims put on it wait for that."""
+
+    def __init__(self, cmd: SessionCmd) -> None:
+        self.cmd = cmd
+        self.session: AsyncSession | None = None
+        self.task = asyncio.ensure_future(self._open())
+
+    async def _open(self) -> None:
+        try:
+            self.session = await AsyncClient(self.cmd.servers, **self.cmd.client_kwargs()).session()
+        except errors.MonolockError as exc:
+            emit_error(self.cmd.id, exc)
+        else:
+            emit("opened", id=self.cmd.id)
+
+    async def acquire(self, cmd: AcquireCmd) -> AsyncLock:
+        """Take cmd's claim on the session."""
+        await asyncio.wait([self.task])
+        if self.session is None:
+            raise NOT_OPEN
+        if cmd.try_only:
+            return await self.session.try_acquire(cmd.name, **cmd.claim_kwargs())
+        return await self.session.acquire(cmd.name, **cmd.claim_kwargs(), timeout=cmd.timeout)
+
+    async def close(self) -> None:
+        """Release what the session holds and close it: its claims report
+        released, not lost."""
+        await asyncio.wait([self.task])
+        if self.session is not None:
+            await self.session.close()
 
 
 class Observer:
@@ -131,6 +170,7 @@ class Driver:
     def __init__(self) -> None:
         self.claims: dict[str, Claim] = {}
         self.observers: dict[str, Observer] = {}
+        self.sessions: dict[str, SessionHolder] = {}
         self.releases: set[asyncio.Future[Any]] = set()
         self.proclaims: set[asyncio.Future[Any]] = set()
 
@@ -138,7 +178,15 @@ class Driver:
         """Act on one command; what waits runs as a task."""
         claim_id = command.claim_id
         if command.acquire is not None:
-            self.claims[claim_id] = Claim(command.acquire)
+            session = None
+            if command.acquire.session is not None:
+                session = self.sessions.get(command.acquire.session)
+                if session is None:
+                    emit_bad_command(f"no session {command.acquire.session!r}")
+                    return
+            self.claims[claim_id] = Claim(command.acquire, session)
+        elif command.session is not None:
+            self.sessions[claim_id] = SessionHolder(command.session)
         elif command.observe is not None:
             self.observe(command.observe)
         elif command.kind == "proclaim":
@@ -161,8 +209,11 @@ class Driver:
 
     async def release(self, claim_id: str) -> None:
         observer = self.observers.pop(claim_id, None)
+        session = self.sessions.pop(claim_id, None)
         if observer is not None:
             await observer.stop()
+        elif session is not None:
+            await session.close()
         elif claim_id in self.claims:
             await self.claims[claim_id].release()
         emit("released", id=claim_id)
@@ -174,6 +225,7 @@ class Driver:
         ending = [o.stop() for o in self.observers.values()]
         ending += [c.release() for c in self.claims.values()]
         await asyncio.gather(*ending, return_exceptions=True)
+        await asyncio.gather(*(s.close() for s in self.sessions.values()), return_exceptions=True)
         await asyncio.gather(*self.proclaims, return_exceptions=True)
 
 

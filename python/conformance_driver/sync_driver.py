@@ -17,10 +17,12 @@ from monolock import errors
 
 from .common import (
     CAPABILITIES,
+    NOT_OPEN,
     AcquireCmd,
     Command,
     ObserveCmd,
     ObservedEvents,
+    SessionCmd,
     emit,
     emit_acquired,
     emit_bad_command,
@@ -78,7 +80,7 @@ class Workers:
 _clients: dict[tuple[Any, ...], monolock.Client] = {}
 
 
-def _client(cmd: AcquireCmd | ObserveCmd) -> monolock.Client:
+def _client(cmd: AcquireCmd | ObserveCmd | SessionCmd) -> monolock.Client:
     if cmd.tls is not None:
         return monolock.Client(cmd.servers, **cmd.client_kwargs())
     key = (tuple(cmd.servers), cmd.lease_ms, cmd.connect_timeout_ms)
@@ -94,10 +96,17 @@ class Claim:
     """One acquire id: its acquisition and, later, its lock. Releases asked
     for while the acquisition runs are carried out when it ends."""
 
-    def __init__(self, cmd: AcquireCmd, workers: Workers, claims: dict[str, Claim]) -> None:
+    def __init__(
+        self,
+        cmd: AcquireCmd,
+        workers: Workers,
+        claims: dict[str, Claim],
+        session: SessionHolder | None = None,
+    ) -> None:
         self.cmd = cmd
         self.workers = workers
         self.claims = claims
+        self.session = session
         self.cancel = threading.Event()
         self.lock: monolock.Lock | None = None
         self._mutex = threading.Lock()
@@ -110,11 +119,12 @@ class Claim:
     def run(self) -> None:
         cmd = self.cmd
         try:
-            client = _client(cmd)
-            if cmd.try_only:
-                lock = client.try_acquire(cmd.name, **cmd.claim_kwargs())
+            if self.session is not None:
+                lock = self.session.acquire(cmd, self.cancel)
+            elif cmd.try_only:
+                lock = _client(cmd).try_acquire(cmd.name, **cmd.claim_kwargs())
             else:
-                lock = client.acquire(
+                lock = _client(cmd).acquire(
                     cmd.name,
                     **cmd.claim_kwargs(),
                     timeout=cmd.timeout,
@@ -167,6 +177,45 @@ class Claim:
         if self.claims.get(self.cmd.id) is self:
             self.claims.pop(self.cmd.id, None)
         emit("released", id=self.cmd.id)
+
+
+class SessionHolder:
+    """One session id: a thread of its own opens the session and prints
+    ``opened`` (or the error); claims put on it wait for that."""
+
+    def __init__(self, cmd: SessionCmd) -> None:
+        self.cmd = cmd
+        self.opened = threading.Event()
+        self.session: monolock.Session | None = None
+        threading.Thread(target=self._open, name=f"session {cmd.id}", daemon=True).start()
+
+    def _open(self) -> None:
+        try:
+            self.session = _client(self.cmd).session()
+        except errors.MonolockError as exc:
+            emit_error(self.cmd.id, exc)
+        else:
+            emit("opened", id=self.cmd.id)
+        finally:
+            self.opened.set()
+
+    def acquire(self, cmd: AcquireCmd, cancel: threading.Event) -> monolock.Lock:
+        """Take cmd's claim on the session."""
+        self.opened.wait()
+        if self.session is None:
+            raise NOT_OPEN
+        if cmd.try_only:
+            return self.session.try_acquire(cmd.name, **cmd.claim_kwargs())
+        return self.session.acquire(
+            cmd.name, **cmd.claim_kwargs(), timeout=cmd.timeout, cancel=cancel
+        )
+
+    def close(self) -> None:
+        """Release what the session holds and close it: its claims report
+        released, not lost."""
+        self.opened.wait()
+        if self.session is not None:
+            self.session.close()
 
 
 class Observer:
@@ -226,14 +275,23 @@ class Driver:
         self.workers = Workers()
         self.claims: dict[str, Claim] = {}
         self.observers: dict[str, Observer] = {}
+        self.sessions: dict[str, SessionHolder] = {}
 
     def handle(self, command: Command) -> None:
         """Act on one command without blocking: blocking work is a job."""
         claim_id = command.claim_id
         if command.acquire is not None:
-            claim = Claim(command.acquire, self.workers, self.claims)
+            session = None
+            if command.acquire.session is not None:
+                session = self.sessions.get(command.acquire.session)
+                if session is None:
+                    emit_bad_command(f"no session {command.acquire.session!r}")
+                    return
+            claim = Claim(command.acquire, self.workers, self.claims, session)
             self.claims[claim_id] = claim
             self.workers.submit(claim.run)
+        elif command.session is not None:
+            self.sessions[claim_id] = SessionHolder(command.session)
         elif command.observe is not None:
             self.observe(command.observe)
         elif command.kind == "proclaim":
@@ -268,6 +326,15 @@ class Driver:
 
             self.workers.submit(stop)
             return
+        session = self.sessions.pop(claim_id, None)
+        if session is not None:
+
+            def close() -> None:
+                session.close()
+                emit("released", id=claim_id)
+
+            self.workers.submit(close)
+            return
         known = self.claims.get(claim_id)
         if known is not None:
             known.release()
@@ -286,6 +353,8 @@ class Driver:
         for claim in list(self.claims.values()):
             if claim.lock is not None:
                 claim.lock.release()
+        for session in self.sessions.values():
+            session.close()
 
 
 def main() -> int:
