@@ -66,6 +66,8 @@ class _MuxConnection(Handler):
         self._telling = 0
         self._close_pending = False
         self._handback_until: int | None = None
+        self._notified = False
+        """Whether a TLS close_notify went out (or cannot any more)."""
 
     # -- any thread --------------------------------------------------------------
 
@@ -277,7 +279,10 @@ class _MuxConnection(Handler):
         """Half-close and wait (bounded) for the server's close: then the
         server has released every claim of the session."""
         assert self._sock is not None
+        self._close_notify()
         try:
+            # socket.socket's own shutdown: SSLSocket's would drop the TLS
+            # state that is still needed to read the server's close.
             socket.socket.shutdown(self._sock, socket.SHUT_WR)
         except OSError:
             self._finish_close()
@@ -308,6 +313,7 @@ class _MuxConnection(Handler):
             self._keeper.watch(self, None)
         self._handback_until = None
         if self._sock is not None:
+            self._close_notify()
             with suppress(OSError):
                 self._sock.close()
         self.closed.set()
@@ -318,6 +324,22 @@ class _MuxConnection(Handler):
         if self._events:
             self._events = 0
             self._keeper.unregister(self)
+
+    def _close_notify(self) -> None:
+        """TLS: send close_notify, once, before the FIN. The server takes a
+        FIN without one (anyone on the path can inject a FIN) as a reset
+        and holds the session's claims for the lease instead of releasing
+        them. Never blocks: on the non-blocking socket unwrap() sends the
+        alert, then raises SSLWantReadError for the server's, which the
+        hand-back reads (or the close drops); a full send buffer or a dead
+        connection leaves it unsent."""
+        sock = self._sock
+        if self._notified or not isinstance(sock, ssl.SSLSocket):
+            return
+        self._notified = True
+        with suppress(OSError, ValueError):
+            sock.setblocking(False)  # the keeper's sockets are; bound it anyway
+            sock.unwrap()
 
 
 class _StreamConn:
