@@ -21,7 +21,7 @@ from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Callable
 
 from ._config import check_timeout
-from ._lock import LostCallback, release_wait
+from ._lock import LostCallback, WaitingCallback, release_wait
 from ._log import logger
 from ._mux import (
     Changed,
@@ -504,17 +504,21 @@ class Session:
         value: str | bytes | None = None,
         timeout: float | None = None,
         cancel: threading.Event | None = None,
+        on_waiting: WaitingCallback | None = None,
         on_lost: LostCallback | None = None,
     ) -> Lock:
         """Claim ``name`` on this session and wait until it is granted;
-        ``shared``, ``limit``, ``value`` and ``on_lost`` as for
-        :meth:`monolock.Client.acquire`. ``timeout`` (seconds) raises
+        ``shared``, ``limit``, ``value``, ``on_waiting`` and ``on_lost`` as
+        for :meth:`monolock.Client.acquire` (``on_waiting(name)`` runs on
+        the calling thread, once, when the server queues the claim). ``timeout`` (seconds) raises
         :class:`~monolock.errors.AcquireTimeout`, a set ``cancel`` raises
         :class:`~monolock.errors.AcquireCancelled`; either leaves the queue
         (a RELEASE of the stream). A refusal raises its error class (no
         retry); the end of the session raises
         :class:`~monolock.errors.ConnectionClosed` or the server's error."""
-        return self._acquire(name, shared, limit, value, timeout, cancel, on_lost, False)
+        return self._acquire(
+            name, shared, limit, value, timeout, cancel, on_lost, False, on_waiting=on_waiting
+        )
 
     def campaign(
         self,
@@ -523,6 +527,7 @@ class Session:
         *,
         timeout: float | None = None,
         cancel: threading.Event | None = None,
+        on_waiting: WaitingCallback | None = None,
         on_lost: LostCallback | None = None,
     ) -> Term:
         """Wait until elected leader of ``name`` on this session, with
@@ -531,7 +536,10 @@ class Session:
         from .client import Term, check_candidate_value
 
         check_candidate_value(name, value)
-        term = self._acquire(name, False, None, value, timeout, cancel, on_lost, False, term=True)
+        term = self._acquire(
+            name, False, None, value, timeout, cancel, on_lost, False,
+            term=True, on_waiting=on_waiting,
+        )  # fmt: skip
         assert isinstance(term, Term)
         return term
 
@@ -631,6 +639,7 @@ class Session:
         try_only: bool,
         *,
         term: bool = False,
+        on_waiting: WaitingCallback | None = None,
     ) -> Lock:
         shared, limit_n = check_mode(shared, limit)
         raw = encode_name(name)
@@ -646,14 +655,25 @@ class Session:
         def settled() -> bool:
             return stream.lock is not None or (stream.settled and stream.token is None)
 
+        told = on_waiting is None
+
+        def news() -> bool:
+            return settled() or (stream.queued and not told)
+
         try:
             while True:
                 step = deadline
                 if cancel is not None:
                     poll = time.monotonic() + _CANCEL_POLL
                     step = poll if deadline is None else min(deadline, poll)
-                if self._conn.wait(settled, step):
-                    break
+                if self._conn.wait(news, step):
+                    if stream.queued and not told:
+                        told = True
+                        assert on_waiting is not None
+                        on_waiting(stream.name)  # before the grant is returned
+                    if settled():
+                        break
+                    continue
                 if cancel is not None and cancel.is_set():
                     raise AcquireCancelled()
                 if deadline is not None and time.monotonic() >= deadline:
