@@ -17,7 +17,7 @@ from typing import Any
 import monolock
 from monolock import errors
 
-CAPABILITIES = ["cancel", "election", "invalid_utf8_names", "shared", "tls"]
+CAPABILITIES = ["cancel", "election", "invalid_utf8_names", "sessions", "shared", "tls"]
 
 _start = time.monotonic()
 
@@ -66,6 +66,9 @@ class AcquireCmd:
     """A semaphore's permits (only with ``shared``); None: no bound."""
     value: str | None = None
     """The claim's value (a campaign, protocol version 3); None: none."""
+    session: str | None = None
+    """The id of the session the claim goes on (protocol version 4);
+    None: a connection of its own."""
 
     def claim_kwargs(self) -> dict[str, Any]:
         """The keywords of acquire / try_acquire: the mode (nothing for an
@@ -79,6 +82,21 @@ class AcquireCmd:
         if self.value is not None:
             kwargs["value"] = self.value
         return kwargs
+
+    def client_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for Client / AsyncClient."""
+        return _client_kwargs(self.lease_ms, self.connect_timeout_ms, self.tls)
+
+
+@dataclass(frozen=True)
+class SessionCmd:
+    """A parsed session command: open a session (protocol version 4)."""
+
+    id: str
+    servers: list[str]
+    lease_ms: int
+    connect_timeout_ms: float | None = None
+    tls: TlsCmd | None = None
 
     def client_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for Client / AsyncClient."""
@@ -185,11 +203,15 @@ def parse_acquire(cmd: dict[str, Any]) -> AcquireCmd:
         raise ValueError("limit must be a whole number")
     if limit and not shared:
         raise ValueError("limit is only for a shared claim")
+    session = cmd.get("session")
+    if session is not None and not isinstance(session, str):
+        raise ValueError("session must be a string")
+    on_session = session is not None  # then servers and lease are the session's
     return AcquireCmd(
         id=str(cmd["id"]),
-        servers=_parse_servers(cmd),
+        servers=_parse_servers(cmd) if not on_session or "servers" in cmd else [],
         name=_parse_name(cmd),
-        lease_ms=int(cmd["lease_ms"]),
+        lease_ms=int(cmd["lease_ms"] if not on_session else cmd.get("lease_ms") or 0),
         try_only=mode == "try",
         timeout=None if timeout_ms is None else timeout_ms / 1000,
         connect_timeout_ms=cmd.get("connect_timeout_ms"),
@@ -197,6 +219,18 @@ def parse_acquire(cmd: dict[str, Any]) -> AcquireCmd:
         shared=shared,
         limit=limit or None,
         value=_parse_value(cmd),
+        session=session,
+    )
+
+
+def parse_session(cmd: dict[str, Any]) -> SessionCmd:
+    """Read a session command; KeyError/ValueError when malformed."""
+    return SessionCmd(
+        id=str(cmd["id"]),
+        servers=_parse_servers(cmd),
+        lease_ms=int(cmd["lease_ms"]),
+        connect_timeout_ms=cmd.get("connect_timeout_ms"),
+        tls=_parse_tls(cmd.get("tls")),
     )
 
 
@@ -215,13 +249,14 @@ def parse_observe(cmd: dict[str, Any]) -> ObserveCmd:
 @dataclass(frozen=True)
 class Command:
     """One command line: ``kind`` is "acquire" (with ``acquire`` set),
-    "observe" (with ``observe`` set), "proclaim" (with ``value`` set),
-    "cancel", "release" or "quit"."""
+    "observe" (with ``observe`` set), "session" (with ``session`` set),
+    "proclaim" (with ``value`` set), "cancel", "release" or "quit"."""
 
     kind: str
     claim_id: str = ""
     acquire: AcquireCmd | None = None
     observe: ObserveCmd | None = None
+    session: SessionCmd | None = None
     value: str = ""
 
 
@@ -258,6 +293,8 @@ def _parse_command(kind: str, claim_id: str, cmd: dict[str, Any]) -> Command | N
         return Command(kind, claim_id, acquire=parse_acquire(cmd))
     if kind == "observe":
         return Command(kind, claim_id, observe=parse_observe(cmd))
+    if kind == "session":
+        return Command(kind, claim_id, session=parse_session(cmd))
     if kind == "proclaim":
         value = _parse_value(cmd)
         if value is None:

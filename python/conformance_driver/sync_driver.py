@@ -1,5 +1,5 @@
-"""The driver for the blocking client: each claim's acquire, each proclaim
-and each release runs as a job on a pool of threads that grows when no
+"""The driver for the blocking client: each claim's acquire, each session's
+open and close, each proclaim and each release runs as a job on a pool of threads that grows when no
 thread is idle (an acquire may block until a later command's release, so a
 job never waits for a thread); each observation has a thread of its own.
 The command loop itself never blocks: it only parses and hands out jobs,
@@ -21,6 +21,7 @@ from .common import (
     Command,
     ObserveCmd,
     ObservedEvents,
+    SessionCmd,
     emit,
     emit_acquired,
     emit_bad_command,
@@ -78,7 +79,7 @@ class Workers:
 _clients: dict[tuple[Any, ...], monolock.Client] = {}
 
 
-def _client(cmd: AcquireCmd | ObserveCmd) -> monolock.Client:
+def _client(cmd: AcquireCmd | ObserveCmd | SessionCmd) -> monolock.Client:
     if cmd.tls is not None:
         return monolock.Client(cmd.servers, **cmd.client_kwargs())
     key = (tuple(cmd.servers), cmd.lease_ms, cmd.connect_timeout_ms)
@@ -90,14 +91,51 @@ def _client(cmd: AcquireCmd | ObserveCmd) -> monolock.Client:
     return client
 
 
+class SessionEntry:
+    """One session id: its session once open. Opening and closing are jobs;
+    the claims put on it wait for the open to end."""
+
+    def __init__(self, cmd: SessionCmd) -> None:
+        self.cmd = cmd
+        self.session: monolock.Session | None = None
+        self.settled = threading.Event()
+        """Set when the open has ended (and its event is out)."""
+
+    def open(self) -> None:
+        try:
+            session = _client(self.cmd).session()
+        except errors.MonolockError as exc:
+            emit_error(self.cmd.id, exc)
+        else:
+            self.session = session
+            emit("opened", id=self.cmd.id)
+        finally:
+            self.settled.set()
+
+    def close(self) -> None:
+        """Close the session once open: every claim it still holds is
+        released, none told lost."""
+        self.settled.wait()
+        if self.session is not None:
+            self.session.close()
+
+
 class Claim:
     """One acquire id: its acquisition and, later, its lock. Releases asked
-    for while the acquisition runs are carried out when it ends."""
+    for while the acquisition runs are carried out when it ends. A claim
+    with ``on`` goes on that session instead of a connection of its own."""
 
-    def __init__(self, cmd: AcquireCmd, workers: Workers, claims: dict[str, Claim]) -> None:
+    def __init__(
+        self,
+        cmd: AcquireCmd,
+        workers: Workers,
+        claims: dict[str, Claim],
+        on: SessionEntry | None = None,
+    ) -> None:
         self.cmd = cmd
         self.workers = workers
         self.claims = claims
+        self.on = on
         self.cancel = threading.Event()
         self.lock: monolock.Lock | None = None
         self._mutex = threading.Lock()
@@ -110,11 +148,18 @@ class Claim:
     def run(self) -> None:
         cmd = self.cmd
         try:
-            client = _client(cmd)
-            if cmd.try_only:
-                lock = client.try_acquire(cmd.name, **cmd.claim_kwargs())
+            opener: monolock.Client | monolock.Session
+            if self.on is not None:
+                self.on.settled.wait()
+                if self.on.session is None:
+                    raise errors.ConnectionClosed("monolock: the session did not open")
+                opener = self.on.session
             else:
-                lock = client.acquire(
+                opener = _client(cmd)
+            if cmd.try_only:
+                lock = opener.try_acquire(cmd.name, **cmd.claim_kwargs())
+            else:
+                lock = opener.acquire(
                     cmd.name,
                     **cmd.claim_kwargs(),
                     timeout=cmd.timeout,
@@ -226,14 +271,15 @@ class Driver:
         self.workers = Workers()
         self.claims: dict[str, Claim] = {}
         self.observers: dict[str, Observer] = {}
+        self.sessions: dict[str, SessionEntry] = {}
 
     def handle(self, command: Command) -> None:
         """Act on one command without blocking: blocking work is a job."""
         claim_id = command.claim_id
         if command.acquire is not None:
-            claim = Claim(command.acquire, self.workers, self.claims)
-            self.claims[claim_id] = claim
-            self.workers.submit(claim.run)
+            self.acquire(command.acquire)
+        elif command.session is not None:
+            self.open_session(command.session)
         elif command.observe is not None:
             self.observe(command.observe)
         elif command.kind == "proclaim":
@@ -244,8 +290,27 @@ class Driver:
         else:
             self.release(claim_id)
 
+    def acquire(self, cmd: AcquireCmd) -> None:
+        on = None
+        if cmd.session is not None:
+            on = self.sessions.get(cmd.session)
+            if on is None:
+                emit_bad_command(f"acquire on {cmd.session!r}, which is no open session")
+                return
+        claim = Claim(cmd, self.workers, self.claims, on)
+        self.claims[cmd.id] = claim
+        self.workers.submit(claim.run)
+
+    def open_session(self, cmd: SessionCmd) -> None:
+        if cmd.id in self.claims or cmd.id in self.observers or cmd.id in self.sessions:
+            emit_bad_command(f"id {cmd.id!r} is already used")
+            return
+        entry = SessionEntry(cmd)
+        self.sessions[cmd.id] = entry
+        self.workers.submit(entry.open)
+
     def observe(self, cmd: ObserveCmd) -> None:
-        if cmd.id in self.claims or cmd.id in self.observers:
+        if cmd.id in self.claims or cmd.id in self.observers or cmd.id in self.sessions:
             emit_bad_command(f"id {cmd.id!r} is already used")
             return
         self.observers[cmd.id] = Observer(cmd)
@@ -259,6 +324,15 @@ class Driver:
 
     def release(self, claim_id: str) -> None:
         """Off the command loop: a release waits for the server's close."""
+        session = self.sessions.pop(claim_id, None)
+        if session is not None:
+
+            def close() -> None:
+                session.close()
+                emit("released", id=claim_id)
+
+            self.workers.submit(close)
+            return
         observer = self.observers.pop(claim_id, None)
         if observer is not None:
 
@@ -284,8 +358,11 @@ class Driver:
             claim.cancel.set()
         self.workers.join()  # the acquisitions end (cancelled), so do the releases
         for claim in list(self.claims.values()):
-            if claim.lock is not None:
+            if claim.lock is not None and claim.on is None:
                 claim.lock.release()
+        for session in self.sessions.values():
+            self.workers.submit(session.close)  # its claims go with it
+        self.workers.join()
 
 
 def main() -> int:
