@@ -1,5 +1,5 @@
-"""The driver for the asyncio client: one task per claim and per
-observation."""
+"""The driver for the asyncio client: one task per claim, per
+observation and per session's open."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import threading
 from collections.abc import Coroutine
 from typing import Any
 
-from monolock import AsyncClient, AsyncLock, AsyncSession, errors
+from monolock import AsyncClient, AsyncLock, errors
+from monolock.aio import AsyncSession
 
 from .common import (
     CAPABILITIES,
-    NOT_OPEN,
     AcquireCmd,
     Command,
     ObserveCmd,
@@ -30,25 +30,57 @@ from .common import (
 )
 
 
-class Claim:
-    """One acquire id: its acquisition task and, later, its lock."""
+class SessionEntry:
+    """One session id: the task that opens it, then the session."""
 
-    def __init__(self, cmd: AcquireCmd, session: SessionHolder | None = None) -> None:
+    def __init__(self, cmd: SessionCmd) -> None:
         self.cmd = cmd
+        self.session: AsyncSession | None = None
+        self.task = asyncio.ensure_future(self._open())
+
+    async def _open(self) -> None:
+        cmd = self.cmd
+        try:
+            session = await AsyncClient(cmd.servers, **cmd.client_kwargs()).session()
+        except errors.MonolockError as exc:
+            emit_error(cmd.id, exc)
+            return
         self.session = session
+        emit("opened", id=cmd.id)
+
+    async def close(self) -> None:
+        """Close the session once open: every claim it still holds is
+        released, none told lost."""
+        await asyncio.wait([self.task])
+        if self.session is not None:
+            await self.session.close()
+
+
+class Claim:
+    """One acquire id: its acquisition task and, later, its lock. A claim
+    with ``on`` goes on that session instead of a connection of its own."""
+
+    def __init__(self, cmd: AcquireCmd, on: SessionEntry | None = None) -> None:
+        self.cmd = cmd
+        self.on = on
         self.lock: AsyncLock | None = None
         self.task = asyncio.ensure_future(self._run())
 
     async def _run(self) -> None:
         cmd = self.cmd
         try:
-            client = AsyncClient(cmd.servers, **cmd.client_kwargs())
-            if self.session is not None:
-                lock = await self.session.acquire(cmd)
-            elif cmd.try_only:
-                lock = await client.try_acquire(cmd.name, **cmd.claim_kwargs())
+            opener: AsyncClient | AsyncSession
+            if self.on is not None:
+                await asyncio.wait([self.on.task])
+                if self.on.session is None:
+                    raise errors.ConnectionClosed("monolock: the session did not open")
+                opener = self.on.session
             else:
-                lock = await client.acquire(
+                opener = AsyncClient(cmd.servers, **cmd.client_kwargs())
+            if cmd.try_only:
+                lock = await opener.try_acquire(cmd.name, **cmd.claim_kwargs())
+            else:
+                lock = await opener.acquire(
                     cmd.name,
                     **cmd.claim_kwargs(),
                     timeout=cmd.timeout,
@@ -82,40 +114,6 @@ class Claim:
         await asyncio.gather(self.task, return_exceptions=True)
         if self.lock is not None:
             await self.lock.release()
-
-
-class SessionHolder:
-    """One session id: a task opens the session and prints ``opened`` (or
-    the error); claims put on it wait for that."""
-
-    def __init__(self, cmd: SessionCmd) -> None:
-        self.cmd = cmd
-        self.session: AsyncSession | None = None
-        self.task = asyncio.ensure_future(self._open())
-
-    async def _open(self) -> None:
-        try:
-            self.session = await AsyncClient(self.cmd.servers, **self.cmd.client_kwargs()).session()
-        except errors.MonolockError as exc:
-            emit_error(self.cmd.id, exc)
-        else:
-            emit("opened", id=self.cmd.id)
-
-    async def acquire(self, cmd: AcquireCmd) -> AsyncLock:
-        """Take cmd's claim on the session."""
-        await asyncio.wait([self.task])
-        if self.session is None:
-            raise NOT_OPEN
-        if cmd.try_only:
-            return await self.session.try_acquire(cmd.name, **cmd.claim_kwargs())
-        return await self.session.acquire(cmd.name, **cmd.claim_kwargs(), timeout=cmd.timeout)
-
-    async def close(self) -> None:
-        """Release what the session holds and close it: its claims report
-        released, not lost."""
-        await asyncio.wait([self.task])
-        if self.session is not None:
-            await self.session.close()
 
 
 class Observer:
@@ -170,7 +168,7 @@ class Driver:
     def __init__(self) -> None:
         self.claims: dict[str, Claim] = {}
         self.observers: dict[str, Observer] = {}
-        self.sessions: dict[str, SessionHolder] = {}
+        self.sessions: dict[str, SessionEntry] = {}
         self.releases: set[asyncio.Future[Any]] = set()
         self.proclaims: set[asyncio.Future[Any]] = set()
 
@@ -178,15 +176,9 @@ class Driver:
         """Act on one command; what waits runs as a task."""
         claim_id = command.claim_id
         if command.acquire is not None:
-            session = None
-            if command.acquire.session is not None:
-                session = self.sessions.get(command.acquire.session)
-                if session is None:
-                    emit_bad_command(f"no session {command.acquire.session!r}")
-                    return
-            self.claims[claim_id] = Claim(command.acquire, session)
+            self.acquire(command.acquire)
         elif command.session is not None:
-            self.sessions[claim_id] = SessionHolder(command.session)
+            self.open_session(command.session)
         elif command.observe is not None:
             self.observe(command.observe)
         elif command.kind == "proclaim":
@@ -201,19 +193,34 @@ class Driver:
         else:
             _keep(self.releases, self.release(claim_id))
 
+    def acquire(self, cmd: AcquireCmd) -> None:
+        on = None
+        if cmd.session is not None:
+            on = self.sessions.get(cmd.session)
+            if on is None:
+                emit_bad_command(f"acquire on {cmd.session!r}, which is no open session")
+                return
+        self.claims[cmd.id] = Claim(cmd, on)
+
+    def open_session(self, cmd: SessionCmd) -> None:
+        if cmd.id in self.claims or cmd.id in self.observers or cmd.id in self.sessions:
+            emit_bad_command(f"id {cmd.id!r} is already used")
+            return
+        self.sessions[cmd.id] = SessionEntry(cmd)
+
     def observe(self, cmd: ObserveCmd) -> None:
-        if cmd.id in self.claims or cmd.id in self.observers:
+        if cmd.id in self.claims or cmd.id in self.observers or cmd.id in self.sessions:
             emit_bad_command(f"id {cmd.id!r} is already used")
             return
         self.observers[cmd.id] = Observer(cmd)
 
     async def release(self, claim_id: str) -> None:
-        observer = self.observers.pop(claim_id, None)
         session = self.sessions.pop(claim_id, None)
-        if observer is not None:
-            await observer.stop()
-        elif session is not None:
+        observer = self.observers.pop(claim_id, None)
+        if session is not None:
             await session.close()
+        elif observer is not None:
+            await observer.stop()
         elif claim_id in self.claims:
             await self.claims[claim_id].release()
         emit("released", id=claim_id)
@@ -225,7 +232,8 @@ class Driver:
         ending = [o.stop() for o in self.observers.values()]
         ending += [c.release() for c in self.claims.values()]
         await asyncio.gather(*ending, return_exceptions=True)
-        await asyncio.gather(*(s.close() for s in self.sessions.values()), return_exceptions=True)
+        closing = [s.close() for s in self.sessions.values()]
+        await asyncio.gather(*closing, return_exceptions=True)
         await asyncio.gather(*self.proclaims, return_exceptions=True)
 
 

@@ -67,7 +67,8 @@ class AcquireCmd:
     value: str | None = None
     """The claim's value (a campaign, protocol version 3); None: none."""
     session: str | None = None
-    """The id of the session the claim goes on; None: a connection of its own."""
+    """The id of the session the claim goes on (protocol version 4);
+    None: a connection of its own."""
 
     def claim_kwargs(self) -> dict[str, Any]:
         """The keywords of acquire / try_acquire: the mode (nothing for an
@@ -88,12 +89,11 @@ class AcquireCmd:
 
 
 @dataclass(frozen=True)
-class ObserveCmd:
-    """A parsed observe command: follow the leader of ``name``."""
+class SessionCmd:
+    """A parsed session command: open a session (protocol version 4)."""
 
     id: str
     servers: list[str]
-    name: str | bytes
     lease_ms: int
     connect_timeout_ms: float | None = None
     tls: TlsCmd | None = None
@@ -104,11 +104,12 @@ class ObserveCmd:
 
 
 @dataclass(frozen=True)
-class SessionCmd:
-    """A parsed session command: open a session (protocol version 4)."""
+class ObserveCmd:
+    """A parsed observe command: follow the leader of ``name``."""
 
     id: str
     servers: list[str]
+    name: str | bytes
     lease_ms: int
     connect_timeout_ms: float | None = None
     tls: TlsCmd | None = None
@@ -202,11 +203,15 @@ def parse_acquire(cmd: dict[str, Any]) -> AcquireCmd:
         raise ValueError("limit must be a whole number")
     if limit and not shared:
         raise ValueError("limit is only for a shared claim")
+    session = cmd.get("session")
+    if session is not None and not isinstance(session, str):
+        raise ValueError("session must be a string")
+    on_session = session is not None  # then servers and lease are the session's
     return AcquireCmd(
         id=str(cmd["id"]),
-        servers=_parse_servers(cmd),
+        servers=_parse_servers(cmd) if not on_session or "servers" in cmd else [],
         name=_parse_name(cmd),
-        lease_ms=int(cmd["lease_ms"]),
+        lease_ms=int(cmd["lease_ms"] if not on_session else cmd.get("lease_ms") or 0),
         try_only=mode == "try",
         timeout=None if timeout_ms is None else timeout_ms / 1000,
         connect_timeout_ms=cmd.get("connect_timeout_ms"),
@@ -214,7 +219,7 @@ def parse_acquire(cmd: dict[str, Any]) -> AcquireCmd:
         shared=shared,
         limit=limit or None,
         value=_parse_value(cmd),
-        session=None if cmd.get("session") is None else str(cmd["session"]),
+        session=session,
     )
 
 
@@ -245,8 +250,7 @@ def parse_observe(cmd: dict[str, Any]) -> ObserveCmd:
 class Command:
     """One command line: ``kind`` is "acquire" (with ``acquire`` set),
     "observe" (with ``observe`` set), "session" (with ``session`` set),
-    "proclaim" (with ``value`` set),
-    "cancel", "release" or "quit"."""
+    "proclaim" (with ``value`` set), "cancel", "release" or "quit"."""
 
     kind: str
     claim_id: str = ""
@@ -360,10 +364,6 @@ def emit_lost(claim_id: str, error: errors.LockLost) -> None:
     else:
         kind = "io"
     emit("lost", id=claim_id, kind=kind, **_code_fields(error))
-
-
-NOT_OPEN = errors.ConnectionClosed("the session is not open")
-"""A claim put on a session that could not open."""
 
 
 def emit_bad_command(message: str) -> None:

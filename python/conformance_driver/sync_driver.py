@@ -1,5 +1,5 @@
-"""The driver for the blocking client: each claim's acquire, each proclaim
-and each release runs as a job on a pool of threads that grows when no
+"""The driver for the blocking client: each claim's acquire, each session's
+open and close, each proclaim and each release runs as a job on a pool of threads that grows when no
 thread is idle (an acquire may block until a later command's release, so a
 job never waits for a thread); each observation has a thread of its own.
 The command loop itself never blocks: it only parses and hands out jobs,
@@ -17,7 +17,6 @@ from monolock import errors
 
 from .common import (
     CAPABILITIES,
-    NOT_OPEN,
     AcquireCmd,
     Command,
     ObserveCmd,
@@ -92,21 +91,51 @@ def _client(cmd: AcquireCmd | ObserveCmd | SessionCmd) -> monolock.Client:
     return client
 
 
+class SessionEntry:
+    """One session id: its session once open. Opening and closing are jobs;
+    the claims put on it wait for the open to end."""
+
+    def __init__(self, cmd: SessionCmd) -> None:
+        self.cmd = cmd
+        self.session: monolock.Session | None = None
+        self.settled = threading.Event()
+        """Set when the open has ended (and its event is out)."""
+
+    def open(self) -> None:
+        try:
+            session = _client(self.cmd).session()
+        except errors.MonolockError as exc:
+            emit_error(self.cmd.id, exc)
+        else:
+            self.session = session
+            emit("opened", id=self.cmd.id)
+        finally:
+            self.settled.set()
+
+    def close(self) -> None:
+        """Close the session once open: every claim it still holds is
+        released, none told lost."""
+        self.settled.wait()
+        if self.session is not None:
+            self.session.close()
+
+
 class Claim:
     """One acquire id: its acquisition and, later, its lock. Releases asked
-    for while the acquisition runs are carried out when it ends."""
+    for while the acquisition runs are carried out when it ends. A claim
+    with ``on`` goes on that session instead of a connection of its own."""
 
     def __init__(
         self,
         cmd: AcquireCmd,
         workers: Workers,
         claims: dict[str, Claim],
-        session: SessionHolder | None = None,
+        on: SessionEntry | None = None,
     ) -> None:
         self.cmd = cmd
         self.workers = workers
         self.claims = claims
-        self.session = session
+        self.on = on
         self.cancel = threading.Event()
         self.lock: monolock.Lock | None = None
         self._mutex = threading.Lock()
@@ -119,12 +148,18 @@ class Claim:
     def run(self) -> None:
         cmd = self.cmd
         try:
-            if self.session is not None:
-                lock = self.session.acquire(cmd, self.cancel)
-            elif cmd.try_only:
-                lock = _client(cmd).try_acquire(cmd.name, **cmd.claim_kwargs())
+            opener: monolock.Client | monolock.Session
+            if self.on is not None:
+                self.on.settled.wait()
+                if self.on.session is None:
+                    raise errors.ConnectionClosed("monolock: the session did not open")
+                opener = self.on.session
             else:
-                lock = _client(cmd).acquire(
+                opener = _client(cmd)
+            if cmd.try_only:
+                lock = opener.try_acquire(cmd.name, **cmd.claim_kwargs())
+            else:
+                lock = opener.acquire(
                     cmd.name,
                     **cmd.claim_kwargs(),
                     timeout=cmd.timeout,
@@ -177,45 +212,6 @@ class Claim:
         if self.claims.get(self.cmd.id) is self:
             self.claims.pop(self.cmd.id, None)
         emit("released", id=self.cmd.id)
-
-
-class SessionHolder:
-    """One session id: a thread of its own opens the session and prints
-    ``opened`` (or the error); claims put on it wait for that."""
-
-    def __init__(self, cmd: SessionCmd) -> None:
-        self.cmd = cmd
-        self.opened = threading.Event()
-        self.session: monolock.Session | None = None
-        threading.Thread(target=self._open, name=f"session {cmd.id}", daemon=True).start()
-
-    def _open(self) -> None:
-        try:
-            self.session = _client(self.cmd).session()
-        except errors.MonolockError as exc:
-            emit_error(self.cmd.id, exc)
-        else:
-            emit("opened", id=self.cmd.id)
-        finally:
-            self.opened.set()
-
-    def acquire(self, cmd: AcquireCmd, cancel: threading.Event) -> monolock.Lock:
-        """Take cmd's claim on the session."""
-        self.opened.wait()
-        if self.session is None:
-            raise NOT_OPEN
-        if cmd.try_only:
-            return self.session.try_acquire(cmd.name, **cmd.claim_kwargs())
-        return self.session.acquire(
-            cmd.name, **cmd.claim_kwargs(), timeout=cmd.timeout, cancel=cancel
-        )
-
-    def close(self) -> None:
-        """Release what the session holds and close it: its claims report
-        released, not lost."""
-        self.opened.wait()
-        if self.session is not None:
-            self.session.close()
 
 
 class Observer:
@@ -275,23 +271,15 @@ class Driver:
         self.workers = Workers()
         self.claims: dict[str, Claim] = {}
         self.observers: dict[str, Observer] = {}
-        self.sessions: dict[str, SessionHolder] = {}
+        self.sessions: dict[str, SessionEntry] = {}
 
     def handle(self, command: Command) -> None:
         """Act on one command without blocking: blocking work is a job."""
         claim_id = command.claim_id
         if command.acquire is not None:
-            session = None
-            if command.acquire.session is not None:
-                session = self.sessions.get(command.acquire.session)
-                if session is None:
-                    emit_bad_command(f"no session {command.acquire.session!r}")
-                    return
-            claim = Claim(command.acquire, self.workers, self.claims, session)
-            self.claims[claim_id] = claim
-            self.workers.submit(claim.run)
+            self.acquire(command.acquire)
         elif command.session is not None:
-            self.sessions[claim_id] = SessionHolder(command.session)
+            self.open_session(command.session)
         elif command.observe is not None:
             self.observe(command.observe)
         elif command.kind == "proclaim":
@@ -302,8 +290,27 @@ class Driver:
         else:
             self.release(claim_id)
 
+    def acquire(self, cmd: AcquireCmd) -> None:
+        on = None
+        if cmd.session is not None:
+            on = self.sessions.get(cmd.session)
+            if on is None:
+                emit_bad_command(f"acquire on {cmd.session!r}, which is no open session")
+                return
+        claim = Claim(cmd, self.workers, self.claims, on)
+        self.claims[cmd.id] = claim
+        self.workers.submit(claim.run)
+
+    def open_session(self, cmd: SessionCmd) -> None:
+        if cmd.id in self.claims or cmd.id in self.observers or cmd.id in self.sessions:
+            emit_bad_command(f"id {cmd.id!r} is already used")
+            return
+        entry = SessionEntry(cmd)
+        self.sessions[cmd.id] = entry
+        self.workers.submit(entry.open)
+
     def observe(self, cmd: ObserveCmd) -> None:
-        if cmd.id in self.claims or cmd.id in self.observers:
+        if cmd.id in self.claims or cmd.id in self.observers or cmd.id in self.sessions:
             emit_bad_command(f"id {cmd.id!r} is already used")
             return
         self.observers[cmd.id] = Observer(cmd)
@@ -317,15 +324,6 @@ class Driver:
 
     def release(self, claim_id: str) -> None:
         """Off the command loop: a release waits for the server's close."""
-        observer = self.observers.pop(claim_id, None)
-        if observer is not None:
-
-            def stop() -> None:
-                observer.stop()
-                emit("released", id=claim_id)
-
-            self.workers.submit(stop)
-            return
         session = self.sessions.pop(claim_id, None)
         if session is not None:
 
@@ -334,6 +332,15 @@ class Driver:
                 emit("released", id=claim_id)
 
             self.workers.submit(close)
+            return
+        observer = self.observers.pop(claim_id, None)
+        if observer is not None:
+
+            def stop() -> None:
+                observer.stop()
+                emit("released", id=claim_id)
+
+            self.workers.submit(stop)
             return
         known = self.claims.get(claim_id)
         if known is not None:
@@ -351,10 +358,11 @@ class Driver:
             claim.cancel.set()
         self.workers.join()  # the acquisitions end (cancelled), so do the releases
         for claim in list(self.claims.values()):
-            if claim.lock is not None:
+            if claim.lock is not None and claim.on is None:
                 claim.lock.release()
         for session in self.sessions.values():
-            session.close()
+            self.workers.submit(session.close)  # its claims go with it
+        self.workers.join()
 
 
 def main() -> int:

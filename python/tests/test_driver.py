@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from .support import PYTHON_DIR, RealServer
+from .support import PYTHON_DIR, RealServer, unused_address
 
 
 class Driver:
@@ -87,6 +87,7 @@ def test_ready(driver: Driver) -> None:
         "cancel",
         "election",
         "invalid_utf8_names",
+        "sessions",
         "shared",
         "tls",
     }
@@ -129,6 +130,53 @@ def test_session(driver: Driver, real_server: RealServer) -> None:
 
     driver.send(cmd="bogus", id="x")
     assert driver.next()["event"] == "driver_error"
+    assert driver.quit() == 0
+
+
+def test_sessions(driver: Driver, real_server: RealServer) -> None:
+    """The session command, claims on it (granted, queued, cancelled,
+    busy), a release of one, and the release of the session's id."""
+    assert driver.next()["event"] == "ready"
+    name = f"drv/session/{uuid.uuid4().hex[:8]}"
+    driver.send(cmd="session", id="s", servers=[real_server.address], lease_ms=1000)
+    assert driver.next() == {"event": "opened", "id": "s"}
+    acquire(driver, real_server, "a", name, session="s")
+    got = driver.next()
+    assert got["event"] == "acquired" and got["id"] == "a"
+    assert int(got["token"]) > 0 and 0 < got["valid_ms"] <= 800
+
+    acquire(driver, real_server, "b", name, session="s")
+    assert driver.next() == {"event": "waiting", "id": "b"}
+    driver.send(cmd="cancel", id="b")
+    cancelled = driver.next()
+    assert cancelled["event"] == "error" and cancelled["kind"] == "cancelled"
+    acquire(driver, real_server, "c", name, session="s", mode="try")
+    busy = driver.next()
+    assert busy["event"] == "error" and busy["kind"] == "busy" and busy["id"] == "c"
+
+    acquire(driver, real_server, "d", name + "/2", session="s")
+    held = driver.next()
+    assert held["event"] == "acquired" and held["id"] == "d"
+    driver.send(cmd="release", id="a")
+    assert driver.next() == {"event": "released", "id": "a"}
+    driver.send(cmd="release", id="s")  # releases d, not told lost
+    assert driver.next() == {"event": "released", "id": "s"}
+    acquire(driver, real_server, "e", name + "/2", mode="try")
+    again = driver.next()
+    assert again["event"] == "acquired" and int(again["token"]) > int(held["token"])
+
+    acquire(driver, real_server, "f", name, session="nope")
+    assert driver.next()["event"] == "driver_error"
+    assert driver.quit() == 0
+    assert driver.events.empty()
+
+
+def test_session_that_cannot_open(driver: Driver) -> None:
+    assert driver.next()["event"] == "ready"
+    driver.send(cmd="session", id="s", servers=[unused_address()], lease_ms=1000)
+    failed = driver.next()
+    assert failed["event"] == "error" and failed["id"] == "s"
+    assert failed["kind"] == "connect" and failed["code"] is None
     assert driver.quit() == 0
 
 

@@ -99,6 +99,30 @@ def test_release_is_acknowledged(api: Api, real_server: RealServer) -> None:
         session.close()
 
 
+def test_on_waiting_runs_once_when_queued(api: Api, real_server: RealServer) -> None:
+    """on_waiting(name) runs once when the server answers the OPEN with
+    WAITING, before the grant is returned; never for a claim granted at once."""
+    name = unique("waiting")
+    calls: list[tuple[str, str]] = []
+    session = session_of(api, real_server.address)
+    try:
+        first = session.acquire(name, on_waiting=lambda n: calls.append(("first", n))).result(WAIT)
+        holder = first
+        second = session.acquire(name, on_waiting=lambda n: calls.append(("second", n)))
+        deadline = time.monotonic() + WAIT
+        while not calls and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert calls == [("second", name)]
+        assert not second.done()
+        holder.release()
+        granted = second.result(WAIT)
+        assert granted.token > first.token
+        assert calls == [("second", name)]
+        granted.release()
+    finally:
+        session.close()
+
+
 def test_close_while_holding_releases_everything(api: Api, real_server: RealServer) -> None:
     names = [unique("close-a"), unique("close-b")]
     session = session_of(api, real_server.address)

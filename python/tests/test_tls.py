@@ -16,6 +16,7 @@ import pytest
 from monolock import _protocol as proto
 from monolock import errors
 
+from .session_support import open_session
 from .support import Api, FakeServer, RealServer, make_certificates, release_with, server_binary
 
 
@@ -298,3 +299,22 @@ def test_certificate_problem_moves_on_to_the_next_server(
     handle = fut.result(10)
     assert handle.token == 9 and time.monotonic() - start < 2
     release_with(handle, conn)
+
+
+def test_session_close_over_tls_releases_at_once(
+    api: Api, mtls_server: tuple[Path, RealServer]
+) -> None:
+    """Closing a session over TLS sends close_notify before the FIN: the
+    server releases its claims at once. A FIN without one ends the session
+    as a reset, which holds the claims for the lease."""
+    pki, server = mtls_server
+    name = f"deploy/session-close-{api.kind}"
+    context = mtls_context(pki, "deployer")
+    session = open_session(api, server.address, lease=5, ssl_context=context).result(10)
+    held = session.acquire(name).result(10)
+    assert held.token > 0
+    session.close()
+    fut = api.acquire(server.address, name, lease=5, ssl_context=context, try_only=True)
+    again = fut.result(10)
+    assert again.token > held.token
+    again.release()

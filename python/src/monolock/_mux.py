@@ -150,6 +150,8 @@ class ClaimStream:
         self.loss: LockLost | None = None
         self.released_acked = False
         """RELEASED arrived (or nothing is left to wait for)."""
+        self.queued = False
+        """The server answered the OPEN with WAITING (it stays set)."""
         self.proclaimed = 0
         self._proclaims = 0
         self._in_flight: deque[tuple[int, bytes]] = deque()
@@ -721,6 +723,7 @@ class MuxCore:
                     self._outbox.append(mp.encode_release(stream.id))
                 else:
                     stream.phase = StreamPhase.WAITING
+                    stream.queued = True
             else:
                 self._grant(stream, inner)
             self._events.append(Changed(stream.id))

@@ -18,7 +18,7 @@ from contextlib import asynccontextmanager, suppress
 from typing import TYPE_CHECKING, Any, Callable, cast
 
 from ._config import check_timeout
-from ._lock import LostCallback, release_wait
+from ._lock import LostCallback, WaitingCallback, release_wait
 from ._log import logger
 from ._mux import Changed, ClaimStream, Lost, MuxCore, MuxEvent, Stream, WatchStream
 from ._plan import check_mode, timeout_error
@@ -283,12 +283,15 @@ class AsyncSession:
         limit: int | None = None,
         value: str | bytes | None = None,
         timeout: float | None = None,
+        on_waiting: WaitingCallback | None = None,
         on_lost: LostCallback | None = None,
     ) -> AsyncLock:
         """Claim ``name`` on this session and wait until it is granted; as
         :meth:`monolock.Session.acquire` (cancel the task instead of
         ``cancel``)."""
-        return await self._acquire(name, shared, limit, value, timeout, on_lost, False)
+        return await self._acquire(
+            name, shared, limit, value, timeout, on_lost, False, on_waiting=on_waiting
+        )
 
     async def campaign(
         self,
@@ -296,6 +299,7 @@ class AsyncSession:
         value: str | bytes,
         *,
         timeout: float | None = None,
+        on_waiting: WaitingCallback | None = None,
         on_lost: LostCallback | None = None,
     ) -> AsyncTerm:
         """Wait until elected leader of ``name`` on this session; as
@@ -304,7 +308,9 @@ class AsyncSession:
         from .client import check_candidate_value
 
         check_candidate_value(name, value)
-        term = await self._acquire(name, False, None, value, timeout, on_lost, False, term=True)
+        term = await self._acquire(
+            name, False, None, value, timeout, on_lost, False, term=True, on_waiting=on_waiting
+        )
         assert isinstance(term, AsyncTerm)
         return term
 
@@ -404,6 +410,7 @@ class AsyncSession:
         try_only: bool,
         *,
         term: bool = False,
+        on_waiting: WaitingCallback | None = None,
     ) -> AsyncLock:
         shared, limit_n = check_mode(shared, limit)
         raw = encode_name(name)
@@ -415,8 +422,15 @@ class AsyncSession:
             on_lost=on_lost, term=term,
         )  # fmt: skip
         self._mux.kick()
+        told = on_waiting is None
         try:
-            while not (stream.lock is not None or (stream.settled and stream.token is None)):
+            while True:
+                if stream.queued and not told:
+                    told = True
+                    assert on_waiting is not None
+                    on_waiting(stream.name)  # before the grant is returned
+                if stream.lock is not None or (stream.settled and stream.token is None):
+                    break
                 if deadline is not None and time.monotonic() >= deadline:
                     raise timeout_error(stream.name)
                 await self._mux.news(deadline)

@@ -21,7 +21,7 @@ from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Callable
 
 from ._config import check_timeout
-from ._lock import LostCallback, release_wait
+from ._lock import LostCallback, WaitingCallback, release_wait
 from ._log import logger
 from ._mux import (
     Changed,
@@ -66,6 +66,8 @@ class _MuxConnection(Handler):
         self._telling = 0
         self._close_pending = False
         self._handback_until: int | None = None
+        self._notified = False
+        """Whether a TLS close_notify went out (or cannot any more)."""
 
     # -- any thread --------------------------------------------------------------
 
@@ -277,7 +279,10 @@ class _MuxConnection(Handler):
         """Half-close and wait (bounded) for the server's close: then the
         server has released every claim of the session."""
         assert self._sock is not None
+        self._close_notify()
         try:
+            # socket.socket's own shutdown: SSLSocket's would drop the TLS
+            # state that is still needed to read the server's close.
             socket.socket.shutdown(self._sock, socket.SHUT_WR)
         except OSError:
             self._finish_close()
@@ -308,6 +313,7 @@ class _MuxConnection(Handler):
             self._keeper.watch(self, None)
         self._handback_until = None
         if self._sock is not None:
+            self._close_notify()
             with suppress(OSError):
                 self._sock.close()
         self.closed.set()
@@ -318,6 +324,22 @@ class _MuxConnection(Handler):
         if self._events:
             self._events = 0
             self._keeper.unregister(self)
+
+    def _close_notify(self) -> None:
+        """TLS: send close_notify, once, before the FIN. The server takes a
+        FIN without one (anyone on the path can inject a FIN) as a reset
+        and holds the session's claims for the lease instead of releasing
+        them. Never blocks: on the non-blocking socket unwrap() sends the
+        alert, then raises SSLWantReadError for the server's, which the
+        hand-back reads (or the close drops); a full send buffer or a dead
+        connection leaves it unsent."""
+        sock = self._sock
+        if self._notified or not isinstance(sock, ssl.SSLSocket):
+            return
+        self._notified = True
+        with suppress(OSError, ValueError):
+            sock.setblocking(False)  # the keeper's sockets are; bound it anyway
+            sock.unwrap()
 
 
 class _StreamConn:
@@ -482,17 +504,21 @@ class Session:
         value: str | bytes | None = None,
         timeout: float | None = None,
         cancel: threading.Event | None = None,
+        on_waiting: WaitingCallback | None = None,
         on_lost: LostCallback | None = None,
     ) -> Lock:
         """Claim ``name`` on this session and wait until it is granted;
-        ``shared``, ``limit``, ``value`` and ``on_lost`` as for
-        :meth:`monolock.Client.acquire`. ``timeout`` (seconds) raises
+        ``shared``, ``limit``, ``value``, ``on_waiting`` and ``on_lost`` as
+        for :meth:`monolock.Client.acquire` (``on_waiting(name)`` runs on
+        the calling thread, once, when the server queues the claim). ``timeout`` (seconds) raises
         :class:`~monolock.errors.AcquireTimeout`, a set ``cancel`` raises
         :class:`~monolock.errors.AcquireCancelled`; either leaves the queue
         (a RELEASE of the stream). A refusal raises its error class (no
         retry); the end of the session raises
         :class:`~monolock.errors.ConnectionClosed` or the server's error."""
-        return self._acquire(name, shared, limit, value, timeout, cancel, on_lost, False)
+        return self._acquire(
+            name, shared, limit, value, timeout, cancel, on_lost, False, on_waiting=on_waiting
+        )
 
     def campaign(
         self,
@@ -501,6 +527,7 @@ class Session:
         *,
         timeout: float | None = None,
         cancel: threading.Event | None = None,
+        on_waiting: WaitingCallback | None = None,
         on_lost: LostCallback | None = None,
     ) -> Term:
         """Wait until elected leader of ``name`` on this session, with
@@ -509,7 +536,10 @@ class Session:
         from .client import Term, check_candidate_value
 
         check_candidate_value(name, value)
-        term = self._acquire(name, False, None, value, timeout, cancel, on_lost, False, term=True)
+        term = self._acquire(
+            name, False, None, value, timeout, cancel, on_lost, False,
+            term=True, on_waiting=on_waiting,
+        )  # fmt: skip
         assert isinstance(term, Term)
         return term
 
@@ -609,6 +639,7 @@ class Session:
         try_only: bool,
         *,
         term: bool = False,
+        on_waiting: WaitingCallback | None = None,
     ) -> Lock:
         shared, limit_n = check_mode(shared, limit)
         raw = encode_name(name)
@@ -624,14 +655,25 @@ class Session:
         def settled() -> bool:
             return stream.lock is not None or (stream.settled and stream.token is None)
 
+        told = on_waiting is None
+
+        def news() -> bool:
+            return settled() or (stream.queued and not told)
+
         try:
             while True:
                 step = deadline
                 if cancel is not None:
                     poll = time.monotonic() + _CANCEL_POLL
                     step = poll if deadline is None else min(deadline, poll)
-                if self._conn.wait(settled, step):
-                    break
+                if self._conn.wait(news, step):
+                    if stream.queued and not told:
+                        told = True
+                        assert on_waiting is not None
+                        on_waiting(stream.name)  # before the grant is returned
+                    if settled():
+                        break
+                    continue
                 if cancel is not None and cancel.is_set():
                     raise AcquireCancelled()
                 if deadline is not None and time.monotonic() >= deadline:
