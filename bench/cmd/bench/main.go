@@ -547,10 +547,10 @@ func versions(names []string) map[string]string {
 			if out, err := exec.Command("dpkg-query", "-W", "-f", "${Version}", "zookeeper").Output(); err == nil {
 				v[n] = "zookeeper " + string(out)
 			}
-		case systems.Monolock:
-			v[n] = "monolock serve, built from ../go"
-		case systems.Floor:
-			v[n] = "`bench floor` (package bench/internal/floor), " + runtime.Version()
+		case systems.Monolock, systems.MonolockBare, systems.MonolockSession, systems.MonolockSessionBare:
+			v[systems.Monolock] = "monolock serve, built from ../go"
+		case systems.Floor, systems.SessionFloor:
+			v[systems.Floor] = "`bench floor` (package bench/internal/floor), " + runtime.Version()
 		}
 	}
 	return v
