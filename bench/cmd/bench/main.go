@@ -13,9 +13,9 @@
 // stops everything it started.
 //
 // The same binary serves as its own helper processes: `bench hold` (a
-// dead-holder workload's holder), `bench floor` (the tcp floor's server,
-// package floor) and `bench append` (the overlap workload's held command,
-// package overlap).
+// dead-holder workload's holder), `bench floor` (the server of the tcp and
+// session floors, package floor) and `bench append` (the overlap
+// workload's held command, package overlap).
 package main
 
 import (
