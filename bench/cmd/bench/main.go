@@ -13,9 +13,9 @@
 // stops everything it started.
 //
 // The same binary serves as its own helper processes: `bench hold` (a
-// dead-holder workload's holder), `bench floor` (the tcp floor's server,
-// package floor) and `bench append` (the overlap workload's held command,
-// package overlap).
+// dead-holder workload's holder), `bench floor` (the server of the tcp and
+// session floors, package floor) and `bench append` (the overlap
+// workload's held command, package overlap).
 package main
 
 import (
@@ -547,10 +547,10 @@ func versions(names []string) map[string]string {
 			if out, err := exec.Command("dpkg-query", "-W", "-f", "${Version}", "zookeeper").Output(); err == nil {
 				v[n] = "zookeeper " + string(out)
 			}
-		case systems.Monolock:
-			v[n] = "monolock serve, built from ../go"
-		case systems.Floor:
-			v[n] = "`bench floor` (package bench/internal/floor), " + runtime.Version()
+		case systems.Monolock, systems.MonolockBare, systems.MonolockSession, systems.MonolockSessionBare:
+			v[systems.Monolock] = "monolock serve, built from ../go"
+		case systems.Floor, systems.SessionFloor:
+			v[systems.Floor] = "`bench floor` (package bench/internal/floor), " + runtime.Version()
 		}
 	}
 	return v

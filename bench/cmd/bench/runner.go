@@ -59,14 +59,14 @@ type localServer struct {
 func (rn *runner) withSystem(name string, o systems.Options, f func(sys systems.System, srv *localServer) error) error {
 	var srv *localServer
 	switch name {
-	case systems.Monolock, systems.MonolockBare, systems.MonolockSession:
+	case systems.Monolock, systems.MonolockBare, systems.MonolockSession, systems.MonolockSessionBare:
 		mono, err := rn.startMonolock()
 		if err != nil {
 			return err
 		}
 		defer mono.Stop()
 		srv = &localServer{Addr: mono.Addr, PID: mono.PID()}
-	case systems.Floor:
+	case systems.Floor, systems.SessionFloor: // one server, both modes
 		self, err := os.Executable()
 		if err != nil {
 			return err
@@ -125,7 +125,7 @@ func (rn *runner) throughput() error {
 			if err != nil {
 				cell.Err = err.Error()
 			}
-			log.Printf("throughput %-13s %2d workers: %8.0f cycles/s  p50 %v  p99 %v  errors %d  cpu/op server %.0f µs client %.0f µs %s",
+			log.Printf("throughput %-21s %2d workers: %8.0f cycles/s  p50 %v  p99 %v  errors %d  cpu/op server %.0f µs client %.0f µs %s",
 				name, w, cell.Stats.PerSec, cell.Stats.P50, cell.Stats.P99, cell.Stats.Errors, cell.ServerCPUPerOp, cell.ClientCPUPerOp, cell.Err)
 			rn.r.Throughput = append(rn.r.Throughput, cell)
 		}

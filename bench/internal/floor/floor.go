@@ -1,5 +1,6 @@
 // Package floor is the benchmark's floor: the bare exchange of one monolock
-// claim over TCP and nothing else. Its server accepts, reads one ACQUIRE
+// claim over TCP and nothing else (and, in session.go and session_client.go,
+// of one claim on an open session). Its server accepts, reads one ACQUIRE
 // frame, answers a 9-byte ACQUIRED with an increasing token, waits for the
 // client's half-close and closes. Its client dials, writes the ACQUIRE
 // frame, reads the 9 bytes, half-closes and reads until the server's close.
@@ -60,17 +61,30 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 }
 
-// serveConn is one claim: one ACQUIRE in, one ACQUIRED out, then the
-// client's half-close and our close. Anything that is not a version-1
-// ACQUIRE with a name of at most MaxNameLen bytes just closes the
-// connection.
+// serveConn serves a session when the connection's first byte is SESSION
+// (see serveSession), one claim otherwise.
 func (s *Server) serveConn(c net.Conn) {
 	defer c.Close()
 	var buf [acquireHeaderLen + protocol.MaxNameLen]byte
-	n, need := 0, acquireHeaderLen
-	for n < need {
-		m, err := c.Read(buf[n:])
-		n += m
+	n, err := c.Read(buf[:])
+	if n == 0 {
+		return
+	}
+	if buf[0] == protocol.MsgSession {
+		s.serveSession(c, buf[:n])
+		return
+	}
+	s.serveClaim(c, &buf, n, err)
+}
+
+// serveClaim is one claim: one ACQUIRE in (its first n bytes in buf
+// already, with the error of the read that brought them), one ACQUIRED
+// out, then the client's half-close. Anything that is not a version-1
+// ACQUIRE with a name of at most MaxNameLen bytes just closes the
+// connection.
+func (s *Server) serveClaim(c net.Conn, buf *[acquireHeaderLen + protocol.MaxNameLen]byte, n int, err error) {
+	need := acquireHeaderLen
+	for {
 		if n >= acquireHeaderLen && need == acquireHeaderLen {
 			if buf[0] != protocol.MsgAcquire || buf[1] != protocol.Version {
 				return
@@ -81,9 +95,15 @@ func (s *Server) serveConn(c net.Conn) {
 			}
 			need += nameLen
 		}
-		if err != nil && n < need {
+		if n >= need {
+			break
+		}
+		if err != nil {
 			return
 		}
+		var m int
+		m, err = c.Read(buf[n:])
+		n += m
 	}
 	var reply [9]byte
 	if _, err := c.Write(protocol.AppendAcquired(reply[:0], s.token.Add(1))); err != nil {

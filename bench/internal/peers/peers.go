@@ -13,12 +13,14 @@ import (
 )
 
 // Open connects to the named system. localAddr is the address of the
-// server started for this run: `monolock serve` for systems.Monolock and
-// systems.MonolockBare, `bench floor` for systems.Floor.
+// server started for this run: `monolock serve` for the monolock systems,
+// `bench floor` for systems.Floor and systems.SessionFloor.
 func Open(ctx context.Context, name, localAddr string, o systems.Options) (systems.System, error) {
 	switch name {
 	case systems.Floor, systems.MonolockBare:
 		return systems.OpenBare(name, localAddr, o)
+	case systems.SessionFloor, systems.MonolockSessionBare:
+		return systems.OpenBareSession(name, localAddr, o)
 	case systems.Monolock:
 		return systems.OpenMonolock(localAddr, o)
 	case systems.MonolockSession:

@@ -112,6 +112,12 @@ func chartLabel(sys string) string {
 		return "monolock, bare"
 	case systems.Monolock:
 		return "monolock, Go"
+	case systems.SessionFloor:
+		return "session floor"
+	case systems.MonolockSessionBare:
+		return "session, bare"
+	case systems.MonolockSession:
+		return "session, Go"
 	}
 	return sys
 }

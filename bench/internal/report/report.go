@@ -226,24 +226,28 @@ func markdown(r *Results, charts map[string]string, analysis string) []byte {
 	if !hasFloor {
 		p("> This run predates the floor: its table has no floor rows and no × floor column, and the targets table no floor targets. The next full run of `go run mage.go bench` adds them.\n\n")
 	}
+	hasSessionFloor := slices.ContainsFunc(r.Throughput, func(c ThroughputCell) bool { return c.System == systems.SessionFloor })
+	if hasSessionFloor {
+		writeSessionFloorText(&b)
+	}
 	p("The CPU columns are CPU time per cycle: the server's (all its processes) and the load generator's (this benchmark process, client library included). On 2 shared cores their sum bounds the rate.\n\n")
-	floorHead, floorSep := "", ""
+	floorHead, floorSep, extra := "", "", 0
 	if hasFloor {
-		floorHead, floorSep = " × floor |", "---:|"
+		floorHead, floorSep, extra = " × floor |", "---:|", extra+1
+	}
+	if hasSessionFloor {
+		floorHead, floorSep, extra = floorHead+" × session floor |", floorSep+"---:|", extra+1
 	}
 	p("| system | workers | cycles/s |%s p50 | p99 | monolock ÷ system (cycles/s) | server CPU/cycle | client CPU/cycle | errors |\n|---|---:|---:|%s---:|---:|---:|---:|---:|---:|\n", floorHead, floorSep)
 	for _, w := range workerCounts(r) {
 		mono := findThroughput(r, "monolock", w).Stats.PerSec
 		fl := findThroughput(r, systems.Floor, w).Stats.PerSec
+		sfl := findThroughput(r, systems.SessionFloor, w).Stats.PerSec
 		for _, sys := range systemOrder(r) {
 			c := findThroughput(r, sys, w)
 			label := throughputLabel(sys)
 			if c.Err != "" && c.Stats.Count == 0 {
-				cells := "| | | | | | |"
-				if hasFloor {
-					cells = "| | | | | | | |"
-				}
-				p("| %s | %d | failed: %s %s\n", label, w, oneLine(c.Err), cells)
+				p("| %s | %d | failed: %s |%s\n", label, w, oneLine(c.Err), strings.Repeat(" |", 6+extra))
 				continue
 			}
 			rt := ratio(mono, c.Stats.PerSec)
@@ -253,6 +257,9 @@ func markdown(r *Results, charts map[string]string, analysis string) []byte {
 			xf := ""
 			if hasFloor {
 				xf = " " + ratio(c.Stats.PerSec, fl) + " |"
+			}
+			if hasSessionFloor {
+				xf += " " + ratio(c.Stats.PerSec, sfl) + " |"
 			}
 			p("| %s | %d | %s |%s %s | %s | %s | %s | %s | %d |\n", label, w, num(c.Stats.PerSec), xf, dur(c.Stats.P50), dur(c.Stats.P99), rt,
 				usec(c.ServerCPUPerOp), usec(c.ClientCPUPerOp), c.Stats.Errors)
@@ -358,17 +365,24 @@ func throughputLabel(sys string) string {
 		return "monolock serve, Go client"
 	case systems.MonolockSession:
 		return "monolock serve, Go client, a session per worker"
+	case systems.SessionFloor:
+		return "session floor"
+	case systems.MonolockSessionBare:
+		return "monolock serve, bare client, a session per worker"
 	}
 	return sys
 }
 
-// floorTargets are the targets against the tcp floor: cycles/s of a
-// monolock row at least factor × the floor's, at every worker count.
-var floorTargets = []struct {
+// floorTarget is cycles/s of system sys at least factor × a floor's.
+type floorTarget struct {
 	sys    string
 	factor float64
 	label  string
-}{
+}
+
+// floorTargets are the targets against the tcp floor: cycles/s of a
+// monolock row at least factor × the floor's, at every worker count.
+var floorTargets = []floorTarget{
 	{systems.MonolockBare, 0.95, "monolock serve with the bare client ≥ 0.95× the tcp floor (uncontended cycles/s, every worker count)"},
 	{systems.Monolock, 0.9, "monolock serve with the Go client ≥ 0.9× the tcp floor (uncontended cycles/s, every worker count)"},
 }
@@ -376,20 +390,27 @@ var floorTargets = []struct {
 // writeFloorTargets prints the floor targets, each measured against the
 // floor of the same run at the same worker count.
 func writeFloorTargets(b *bytes.Buffer, r *Results) {
+	writeTargetsAgainst(b, r, systems.Floor, "floor", floorTargets)
+}
+
+// writeTargetsAgainst prints targets of cycles/s at least a factor of
+// floor's (called what in the figures), at every worker count floor was
+// measured at.
+func writeTargetsAgainst(b *bytes.Buffer, r *Results, floor, what string, targets []floorTarget) {
 	var ws []int
 	for _, w := range workerCounts(r) {
-		if findThroughput(r, systems.Floor, w).Stats.PerSec > 0 {
+		if findThroughput(r, floor, w).Stats.PerSec > 0 {
 			ws = append(ws, w)
 		}
 	}
 	if len(ws) == 0 {
 		return
 	}
-	for _, t := range floorTargets {
+	for _, t := range targets {
 		var parts, missed []string
 		measured := false
 		for _, w := range ws {
-			f := findThroughput(r, systems.Floor, w).Stats.PerSec
+			f := findThroughput(r, floor, w).Stats.PerSec
 			c := findThroughput(r, t.sys, w).Stats.PerSec
 			if c <= 0 {
 				parts = append(parts, workersLabel(w)+": not measured")
@@ -398,7 +419,7 @@ func writeFloorTargets(b *bytes.Buffer, r *Results) {
 			}
 			measured = true
 			// Rounded down, so that a ratio printed as the target meets it.
-			parts = append(parts, fmt.Sprintf("%s: %s of the floor's %s (%.3f×)", workersLabel(w), num(c), num(f), roundDown(c/f, 3)))
+			parts = append(parts, fmt.Sprintf("%s: %s of the %s's %s (%.3f×)", workersLabel(w), num(c), what, num(f), roundDown(c/f, 3)))
 			if c < t.factor*f {
 				missed = append(missed, workersLabel(w))
 			}
@@ -445,6 +466,7 @@ func writeTargets(b *bytes.Buffer, r *Results) {
 		}
 	}
 	writeFloorTargets(b, r)
+	writeTargetsAgainst(b, r, systems.SessionFloor, "session floor", sessionFloorTargets)
 	writeSessionTargets(b, r)
 	if mono, ok := findHandoff(r, "monolock"); ok {
 		m := mono.Result.Latency.P99

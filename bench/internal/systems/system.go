@@ -72,9 +72,16 @@ const (
 	// a server that does nothing else (package floor), the most any
 	// implementation could reach. Throughput workload only.
 	Floor = "floor"
+	// SessionFloor is the bare exchange of a claim on an open session
+	// (protocol version 4): the bare session client against the floor
+	// server's session mode. Throughput workload only.
+	SessionFloor = "session-floor"
 	// MonolockBare is the floor's bare client against `monolock serve`.
 	// Throughput workload only.
 	MonolockBare = "monolock-bare"
+	// MonolockSessionBare is the bare session client against `monolock
+	// serve`. Throughput workload only.
+	MonolockSessionBare = "monolock-session-bare"
 	// Monolock is the canonical Go client against `monolock serve`.
 	Monolock = "monolock"
 	// MonolockSession is the canonical Go client's sessions (protocol
@@ -88,13 +95,17 @@ const (
 )
 
 // All lists every system in report order.
-var All = []string{Floor, MonolockBare, Monolock, MonolockSession, Redis, Etcd, Postgres, ZooKeeper}
+var All = []string{Floor, SessionFloor, MonolockBare, MonolockSessionBare, Monolock, MonolockSession, Redis, Etcd, Postgres, ZooKeeper}
 
 // ThroughputOnly reports whether name is measured in the uncontended
-// throughput workload alone: the floor grants every claim (it keeps no
-// locks), and the bare client neither queues nor heartbeats.
+// throughput workload alone: the floors grant every claim (they keep no
+// locks), and the bare clients neither queue nor heartbeat.
 func ThroughputOnly(name string) bool {
-	return name == Floor || name == MonolockBare || name == MonolockSession
+	switch name {
+	case Floor, SessionFloor, MonolockBare, MonolockSessionBare, MonolockSession:
+		return true
+	}
+	return false
 }
 
 // Peer reports whether name is a peer that scripts/peers.sh runs.
