@@ -30,8 +30,8 @@ func tlsConfig(t *pipe.TLS) (*tls.Config, error) {
 
 func main() {
 	o := pipe.NewWriter(os.Stdout)
-	o.Ready("go", "cancel", "election", "invalid_utf8_names", "shared", "tls")
-	d := &driver{out: o, claims: map[string]*claim{}, observers: map[string]*observer{}}
+	o.Ready("go", "cancel", "election", "invalid_utf8_names", "sessions", "shared", "tls")
+	d := &driver{out: o, claims: map[string]*claim{}, observers: map[string]*observer{}, sessions: map[string]*session{}}
 	pipe.ReadCommands(os.Stdin, o, d.handle)
 	d.closeAll()
 }
@@ -40,6 +40,7 @@ type driver struct {
 	out       *pipe.Writer
 	claims    map[string]*claim
 	observers map[string]*observer
+	sessions  map[string]*session
 }
 
 func (d *driver) driverError(format string, args ...any) {
@@ -53,15 +54,41 @@ func (d *driver) handle(c pipe.Command) {
 			d.driverError("id %q is still in use", c.ID)
 			return
 		}
-		cl, err := newClaim(c, d.out)
+		if d.observers[c.ID] != nil || d.sessions[c.ID] != nil {
+			d.driverError("id %q is already used", c.ID)
+			return
+		}
+		var sess *session
+		if c.Session != "" {
+			if sess = d.sessions[c.Session]; sess == nil {
+				d.driverError("acquire %q: unknown session %q", c.ID, c.Session)
+				return
+			}
+		}
+		cl, err := newClaim(c, d.out, sess)
 		if err != nil {
 			d.driverError("%v", err)
 			return
 		}
 		d.claims[c.ID] = cl
+		if sess != nil {
+			sess.add(cl)
+		}
 		go cl.acquire()
+	case pipe.Session:
+		if d.claims[c.ID] != nil || d.observers[c.ID] != nil || d.sessions[c.ID] != nil {
+			d.driverError("id %q is already used", c.ID)
+			return
+		}
+		s, err := newSession(c, d.out)
+		if err != nil {
+			d.driverError("%v", err)
+			return
+		}
+		d.sessions[c.ID] = s
+		go s.open()
 	case pipe.Observe:
-		if d.claims[c.ID] != nil || d.observers[c.ID] != nil {
+		if d.claims[c.ID] != nil || d.observers[c.ID] != nil || d.sessions[c.ID] != nil {
 			d.driverError("id %q is already used", c.ID)
 			return
 		}
@@ -85,6 +112,13 @@ func (d *driver) handle(c pipe.Command) {
 			ob.emit(pipe.Event{Name: pipe.Released})
 			return
 		}
+		if s := d.sessions[c.ID]; s != nil {
+			if c.Cmd == pipe.Release {
+				s.close()
+				s.emit(pipe.Event{Name: pipe.Released})
+			}
+			return
+		}
 		cl := d.claims[c.ID]
 		if cl == nil {
 			d.driverError("unknown id %q", c.ID)
@@ -102,6 +136,13 @@ func (d *driver) handle(c pipe.Command) {
 
 // closeAll ends every claim quietly: quit releases everything.
 func (d *driver) closeAll() {
+	// Sessions first, in parallel (a close may wait up to a second for
+	// the server): closing one lets all its claims go at once.
+	var wg sync.WaitGroup
+	for _, s := range d.sessions {
+		wg.Go(s.close)
+	}
+	wg.Wait()
 	for _, cl := range d.claims {
 		cl.quit()
 	}
@@ -119,6 +160,9 @@ type claim struct {
 	opts []client.Option
 	mine []client.AcquireOption // shared, limit
 	ctx  context.Context
+	sess *session // the session the claim is on; nil: a connection of its own
+	// waited: the claim's waiting event is out (sess.mu's).
+	waited bool
 
 	cancel   context.CancelFunc
 	acquired chan struct{} // closed when Acquire has returned and its event is out
@@ -130,14 +174,14 @@ type claim struct {
 	ended   bool // no lock held any more (failed, lost or released)
 }
 
-func newClaim(c pipe.Command, out *pipe.Writer) (*claim, error) {
-	cl := &claim{id: c.ID, out: out, mode: c.Mode, acquired: make(chan struct{})}
+func newClaim(c pipe.Command, out *pipe.Writer, sess *session) (*claim, error) {
+	cl := &claim{id: c.ID, out: out, mode: c.Mode, acquired: make(chan struct{}), sess: sess}
 	switch {
 	case c.ID == "":
 		return nil, errors.New("acquire without id")
 	case c.Mode != pipe.ModeWait && c.Mode != pipe.ModeTry:
 		return nil, fmt.Errorf("acquire %q: mode must be wait or try, not %q", c.ID, c.Mode)
-	case c.LeaseMS == nil:
+	case c.LeaseMS == nil && sess == nil:
 		return nil, fmt.Errorf("acquire %q: no lease_ms", c.ID)
 	}
 	// Go strings hold any bytes: invalid UTF-8 reaches the client.
@@ -146,6 +190,14 @@ func newClaim(c pipe.Command, out *pipe.Writer) (*claim, error) {
 		return nil, fmt.Errorf("acquire %q: %w", c.ID, err)
 	}
 	cl.name = name
+	cl.setMine(c)
+	cl.ctx, cl.cancel = context.WithCancel(context.Background())
+	if c.TimeoutMS != nil {
+		cl.ctx, cl.cancel = context.WithTimeout(context.Background(), time.Duration(*c.TimeoutMS)*time.Millisecond)
+	}
+	if sess != nil { // servers, lease and tls are the session's
+		return cl, nil
+	}
 	// Leases beyond what a Duration holds are refused by the client all the
 	// same; clamp so that the conversion cannot overflow.
 	leaseMS := min(*c.LeaseMS, 1<<40)
@@ -164,6 +216,11 @@ func newClaim(c pipe.Command, out *pipe.Writer) (*claim, error) {
 		}
 		cl.opts = append(cl.opts, client.WithTLS(cfg))
 	}
+	return cl, nil
+}
+
+// setMine takes the claim's own options: shared, limit, value.
+func (cl *claim) setMine(c pipe.Command) {
 	switch {
 	case c.Limit != nil && *c.Limit != 0:
 		cl.mine = []client.AcquireOption{client.Limit(*c.Limit)}
@@ -173,11 +230,6 @@ func newClaim(c pipe.Command, out *pipe.Writer) (*claim, error) {
 	if c.Value != nil {
 		cl.mine = append(cl.mine, client.Value([]byte(*c.Value)))
 	}
-	cl.ctx, cl.cancel = context.WithCancel(context.Background())
-	if c.TimeoutMS != nil {
-		cl.ctx, cl.cancel = context.WithTimeout(context.Background(), time.Duration(*c.TimeoutMS)*time.Millisecond)
-	}
-	return cl, nil
 }
 
 // emit writes ev as this claim's.
@@ -268,6 +320,9 @@ func (cl *claim) acquire() {
 
 // try makes the client and runs the acquisition.
 func (cl *claim) try() (*client.Lock, error) {
+	if cl.sess != nil {
+		return cl.sess.acquire(cl)
+	}
 	c, err := client.New(cl.opts...)
 	if err != nil {
 		return nil, err
