@@ -163,6 +163,7 @@ type claim struct {
 	sess *session // the session the claim is on; nil: a connection of its own
 	// waited: the claim's waiting event is out (sess.mu's).
 	waited bool
+	order  *queued // a session claim's place in the session's order
 
 	cancel   context.CancelFunc
 	acquired chan struct{} // closed when Acquire has returned and its event is out

@@ -28,6 +28,39 @@ type session struct {
 	pending []*claim // wait claims whose Acquire has not returned, in command order
 	all     []*claim // every claim put on the session
 	closed  bool
+	last    *queued // the latest claim's: the next one is sent after it
+}
+
+// queued orders a session's claims as their commands came. Each claim's
+// goroutine calls Acquire only once the previous claim's OPEN is queued on
+// the session (or its Acquire has returned), so stream ids, and so the
+// server's grants and tokens, follow the commands (the scenario
+// session-pipelined-acquires checks it) while the claims stay pipelined:
+// none waits for another's grant.
+//
+// The client has no call that returns once a claim is queued, so this
+// reads it off the context: Session.Acquire queues the OPEN before it
+// first waits on ctx.Done(). Should that change, the order becomes
+// goroutine order again (a scenario miss), never a hang: the mark is also
+// set when Acquire returns.
+type queued struct {
+	after <-chan struct{} // the previous claim's mark; nil for the first
+	mark  chan struct{}
+	once  sync.Once
+}
+
+func (q *queued) set() { q.once.Do(func() { close(q.mark) }) }
+
+// queuedCtx is the context a session claim's Acquire gets: its first Done
+// sets the mark.
+type queuedCtx struct {
+	context.Context
+	q *queued
+}
+
+func (c queuedCtx) Done() <-chan struct{} {
+	c.q.set()
+	return c.Context.Done()
 }
 
 func newSession(c pipe.Command, out *pipe.Writer) (*session, error) {
@@ -102,6 +135,11 @@ func (s *session) add(cl *claim) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.all = append(s.all, cl)
+	cl.order = &queued{mark: make(chan struct{})}
+	if s.last != nil {
+		cl.order.after = s.last.mark
+	}
+	s.last = cl.order
 	if cl.mode == pipe.ModeWait {
 		s.pending = append(s.pending, cl)
 	}
@@ -110,6 +148,7 @@ func (s *session) add(cl *claim) {
 // acquire runs cl's acquisition on the session, once it is open.
 func (s *session) acquire(cl *claim) (*client.Lock, error) {
 	defer s.returned(cl)
+	defer cl.order.set()
 	select {
 	case <-s.ready:
 	case <-cl.ctx.Done():
@@ -118,10 +157,18 @@ func (s *session) acquire(cl *claim) (*client.Lock, error) {
 	if s.s == nil {
 		return nil, fmt.Errorf("acquire %q: session %q did not open: %w", cl.name, s.id, s.err)
 	}
-	if cl.mode == pipe.ModeTry {
-		return s.s.TryAcquire(cl.ctx, cl.name, cl.mine...)
+	if cl.order.after != nil {
+		select {
+		case <-cl.order.after:
+		case <-cl.ctx.Done():
+			return nil, fmt.Errorf("acquire %q on session %q: %w", cl.name, s.id, cl.ctx.Err())
+		}
 	}
-	return s.s.Acquire(cl.ctx, cl.name, cl.mine...)
+	ctx := queuedCtx{Context: cl.ctx, q: cl.order}
+	if cl.mode == pipe.ModeTry {
+		return s.s.TryAcquire(ctx, cl.name, cl.mine...)
+	}
+	return s.s.Acquire(ctx, cl.name, cl.mine...)
 }
 
 // returned takes cl off the claims that may still be told waiting.
