@@ -16,6 +16,7 @@ import monolock.Client;
 import monolock.Config;
 import monolock.Lock;
 import monolock.Monolock;
+import monolock.Session;
 
 /**
  * Conformance driver for the gomobile Java binding: speaks the pipe protocol
@@ -31,9 +32,11 @@ public final class Driver {
 	private static final Map<String, Canceller> cancellers = new ConcurrentHashMap<>();
 	/** Running observe commands by id. */
 	private static final Map<String, Observation> observations = new ConcurrentHashMap<>();
+	/** Sessions by command id. */
+	private static final Map<String, Sessions.Entry> sessions = new ConcurrentHashMap<>();
 
 	public static void main(String[] args) throws Exception {
-		emit("{\"event\":\"ready\",\"client\":\"java-gomobile\",\"capabilities\":[\"cancel\",\"election\",\"shared\",\"tls\"]}");
+		emit("{\"event\":\"ready\",\"client\":\"java-gomobile\",\"capabilities\":[\"cancel\",\"election\",\"sessions\",\"shared\",\"tls\"]}");
 		BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
 		String line;
 		while ((line = in.readLine()) != null) {
@@ -51,6 +54,7 @@ public final class Driver {
 		for (Observation o : observations.values()) {
 			o.stop();
 		}
+		Sessions.closeAll(sessions.values()); // their locks go with them, quietly
 		for (Lock l : locks.values()) {
 			l.unlock();
 		}
@@ -74,12 +78,43 @@ public final class Driver {
 				return false;
 			case "acquire":
 				requireId(id, cmd);
+				if (cmd.get("session") instanceof String sid) {
+					Sessions.Entry entry = sessions.get(sid);
+					if (entry == null) {
+						throw new IllegalArgumentException("acquire " + id + ": unknown session " + sid);
+					}
+					Canceller sc = new Canceller();
+					cancellers.put(id, sc);
+					Sessions.Claim claim = entry.add(id, String.valueOf(cmd.get("name")), "wait".equals(cmd.get("mode")));
+					Thread st = new Thread(() -> acquireOnSession(id, cmd, sc, entry, claim), "acquire-" + id);
+					st.setDaemon(true);
+					st.start();
+					return true;
+				}
 				Canceller cancel = new Canceller();
 				cancellers.put(id, cancel);
 				Thread t = new Thread(() -> acquire(id, cmd, cancel), "acquire-" + id);
 				t.setDaemon(true);
 				t.start();
 				return true;
+			case "session": {
+				requireId(id, cmd);
+				if (sessions.containsKey(id) || locks.containsKey(id) || observations.containsKey(id)) {
+					throw new IllegalArgumentException("session: id " + id + " is already used");
+				}
+				Sessions.Entry entry = new Sessions.Entry(id);
+				Config cfg = config(cmd);
+				if (cmd.get("connect_timeout_ms") != null) {
+					cfg.setDialTimeoutMillis(number(cmd.get("connect_timeout_ms"), "connect_timeout_ms"));
+				}
+				cfg.setWaiting(entry::waiting);
+				sessions.put(id, entry);
+				long timeout = timeoutMillis(cmd);
+				Thread opener = new Thread(() -> entry.open(cfg, timeout), "session-" + id);
+				opener.setDaemon(true);
+				opener.start();
+				return true;
+			}
 			case "observe":
 				requireId(id, cmd);
 				observe(id, cmd);
@@ -93,6 +128,12 @@ public final class Driver {
 				Observation o = observations.remove(id);
 				if (o != null) {
 					o.stop();
+					emit(event("released", id));
+					return true;
+				}
+				Sessions.Entry entry = sessions.get(id);
+				if (entry != null) {
+					entry.close();
 					emit(event("released", id));
 					return true;
 				}
@@ -155,6 +196,65 @@ public final class Driver {
 		} catch (RuntimeException e) {
 			emit("{\"event\":\"driver_error\",\"message\":" + Json.quote(id + ": " + e) + "}");
 		}
+	}
+
+	/**
+	 * Runs an acquire command on a session, on its own thread: the same
+	 * events as an acquire of its own, none once the session was closed.
+	 */
+	private static void acquireOnSession(String id, Map<String, Object> cmd, Canceller cancel, Sessions.Entry entry,
+			Sessions.Claim claim) {
+		try {
+			if (cmd.containsKey("name_hex")) {
+				throw new IllegalArgumentException("name_hex needs the invalid_utf8_names capability");
+			}
+			Lock lock;
+			try {
+				Session s = entry.await();
+				lock = takeOnSession(s, String.valueOf(cmd.get("name")), cmd, cancel);
+			} catch (RuntimeException e) {
+				throw e;
+			} catch (Exception e) {
+				if (!entry.isClosed()) {
+					emit(failure("error", id, e));
+				}
+				return;
+			} finally {
+				entry.returned(claim);
+			}
+			if (entry.isClosed()) { // closed while the grant was on its way
+				lock.unlock();
+				return;
+			}
+			locks.put(id, lock);
+			emit("{\"event\":\"acquired\",\"id\":" + Json.quote(id) + ",\"token\":" + Json.quote(lock.tokenString())
+					+ ",\"valid_ms\":" + lock.validForMillis() + "}");
+			lock.setLostListener((code, reason) -> emit(failure("lost", id, lock.lostKind(), code,
+					code == Monolock.NoCode ? null : code < 0x10, reason)));
+		} catch (RuntimeException e) {
+			emit("{\"event\":\"driver_error\",\"message\":" + Json.quote(id + ": " + e) + "}");
+		}
+	}
+
+	/** take on a session: the same claims, without a connection of their own. */
+	private static Lock takeOnSession(Session s, String lockName, Map<String, Object> cmd, Canceller cancel)
+			throws Exception {
+		boolean shared = Boolean.TRUE.equals(cmd.get("shared"));
+		long permits = cmd.get("limit") == null ? 0 : number(cmd.get("limit"), "limit");
+		boolean tryOnly = "try".equals(cmd.get("mode"));
+		if (cmd.get("value") instanceof String value && !value.isEmpty()) {
+			if (tryOnly || shared || permits != 0) {
+				throw new IllegalArgumentException("the binding campaigns only in wait mode, exclusively");
+			}
+			return s.campaign(lockName, value, timeoutMillis(cmd), cancel);
+		}
+		if (tryOnly) {
+			return permits != 0 ? s.tryAcquireSemaphore(lockName, permits)
+					: shared ? s.tryAcquireShared(lockName) : s.tryAcquire(lockName);
+		}
+		long ms = timeoutMillis(cmd);
+		return permits != 0 ? s.acquireSemaphore(lockName, permits, ms, cancel)
+				: shared ? s.acquireShared(lockName, ms, cancel) : s.acquire(lockName, ms, cancel);
 	}
 
 	/** The client settings an acquire and an observe share: servers, lease, tls. */
@@ -269,7 +369,7 @@ public final class Driver {
 		}
 	}
 
-	private static String event(String name, String id) {
+	static String event(String name, String id) {
 		return "{\"event\":" + Json.quote(name) + ",\"id\":" + Json.quote(id) + "}";
 	}
 

@@ -16,6 +16,7 @@ import monolock.Client;
 import monolock.Config;
 import monolock.Lock;
 import monolock.Monolock;
+import monolock.Session;
 
 /**
  * Tests of the generated Java binding against the real server: what a Java
@@ -113,6 +114,49 @@ public final class BindingTests implements AutoCloseable {
 		} finally {
 			permit.unlock();
 		}
+	}
+
+	@Test
+	public void sessionCarriesLocksUntilClose() throws Exception {
+		Client c = client(10000);
+		Client other = client(10000);
+		Session s = c.openSession(10000);
+		try {
+			Check.isTrue(s.isOpen(), "open");
+			Check.equal("", s.endKind(), "endKind while open");
+			Check.isTrue(s.maxStreams() > 0, "maxStreams > 0, got " + s.maxStreams());
+			Lock a = s.acquire("jvm/sess/a", 10000, null);
+			Lock b = s.tryAcquire("jvm/sess/b");
+			Check.isTrue(b.token() > a.token(), "tokens in the order sent");
+			Check.isTrue(a.validForMillis() > 5000 && a.validForMillis() <= 8000, "validFor in (5000, 8000], got " + a.validForMillis());
+			Exception busy = Check.fails(() -> other.tryAcquire("jvm/sess/a"), "tryAcquire of a lock the session holds");
+			Check.equal(Monolock.KindBusy, Monolock.errorKind(busy), "kind");
+			BlockingQueue<String> lost = new ArrayBlockingQueue<>(4);
+			b.setLostListener((code, reason) -> lost.add(code + " " + reason));
+
+			a.unlock(); // returns once the server let it go
+			Lock again = other.tryAcquire("jvm/sess/a");
+			Check.isTrue(again.token() > b.token(), "a larger token after the unlock");
+			again.unlock();
+			Check.isTrue(b.isHeld() && s.isOpen(), "unlocking one lock keeps the session and its other locks");
+
+			s.close();
+			Check.isTrue(!b.isHeld() && !b.isLost(), "close releases, it does not lose");
+			Check.isTrue(!s.isOpen(), "closed");
+			Check.equal(Monolock.SessionClosed, s.endKind(), "endKind after close");
+			Lock freed = other.tryAcquire("jvm/sess/b");
+			freed.unlock();
+			Exception closed = Check.fails(() -> s.acquire("jvm/sess/c", 1000, null), "acquire on a closed session");
+			Check.equal(Monolock.KindIO, Monolock.errorKind(closed), "kind");
+			Check.equal(null, lost.poll(200, TimeUnit.MILLISECONDS), "no onLost for a lock the session's close released");
+		} finally {
+			s.close();
+		}
+		Session made = new Session(); // holds nothing, takes nothing
+		Check.isTrue(!made.isOpen(), "a Session made in Java is closed");
+		Exception e = Check.fails(() -> made.tryAcquire("jvm/sess/x"), "tryAcquire on a Session made in Java");
+		Check.equal(Monolock.KindIO, Monolock.errorKind(e), "kind");
+		made.close();
 	}
 
 	@Test
