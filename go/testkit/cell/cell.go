@@ -84,13 +84,22 @@ func Start(ctx context.Context, o Options) (*Cell, error) {
 		o.Prefix = "/monolock/cell/"
 	}
 	c := &Cell{opts: o, addrs: o.Addrs, admins: o.AdminAddrs, servers: make([]*launch.Server, o.Servers)}
+	// A port closed after it was picked may be picked again: every address
+	// of the cell must be its own.
+	taken := map[string]bool{}
+	for _, a := range append(append([]string(nil), c.addrs...), c.admins...) {
+		taken[a] = true
+	}
 	for _, list := range []*[]string{&c.addrs, &c.admins} {
 		for len(*list) < o.Servers {
 			a, err := FreeAddr()
 			if err != nil {
 				return nil, err
 			}
-			*list = append(*list, a)
+			if !taken[a] {
+				taken[a] = true
+				*list = append(*list, a)
+			}
 		}
 	}
 	if o.Etcd > 0 {
