@@ -6,10 +6,10 @@
 package testetcd
 
 import (
-	"fmt"
-	"net"
 	"testing"
 	"time"
+
+	"github.com/monolock/monolock/go/testkit/cell"
 )
 
 // startWait bounds a new cluster's start, from the first member's start to
@@ -24,13 +24,13 @@ func Start(t *testing.T) string {
 	return StartCluster(t, ClusterOptions{Members: 1}).Endpoint(0)
 }
 
-// FreePort returns a loopback address that nothing listens on right now.
+// FreePort returns a loopback address that nothing listens on right now
+// and that no other caller in this test binary was given.
 func FreePort(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := cell.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return fmt.Sprint(ln.Addr())
+	return addr
 }

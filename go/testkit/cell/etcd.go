@@ -416,12 +416,31 @@ func (e *Etcd) RecipeHandover(ctx context.Context, ttl time.Duration) (time.Dura
 	return time.Since(vanished), nil
 }
 
-// FreeAddr returns a loopback address whose port was free a moment ago.
+// handedOut holds every address FreeAddr has returned in this process: a
+// port closed after it was picked is free again, and the kernel may pick it
+// for the next caller, so two servers of one test could be given the same
+// address (seen: a server's admin API on its own listen port).
+var handedOut = struct {
+	sync.Mutex
+	addrs map[string]bool
+}{addrs: map[string]bool{}}
+
+// FreeAddr returns a loopback address whose port was free a moment ago and
+// that it has not returned before in this process.
 func FreeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("cell: no free loopback port: %w", err)
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", fmt.Errorf("cell: no free loopback port: %w", err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		if !handedOut.addrs[addr] {
+			handedOut.addrs[addr] = true
+			return addr, nil
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+	return "", fmt.Errorf("cell: the kernel keeps offering loopback ports already handed out")
 }
