@@ -161,6 +161,14 @@ func (r *Registry) Record() *leaserecord.Record {
 	return r.record
 }
 
+// AdmitsAtOnce reports whether Admit of a claim with lease returns
+// without waiting for a write (the lease record's, a token block's). It
+// is a hint: a write may start right after it answered.
+func (r *Registry) AdmitsAtOnce(lease time.Duration) bool {
+	rec := r.Record()
+	return (rec == nil || rec.AdmitsAtOnce(r.recordedLease(lease))) && r.table.TokensInHand()
+}
+
 // Admit decides c's request, records its lease and puts it into the lock
 // table: after it returns nil, c holds the lock (Token is set) or waits
 // for it, and may be acknowledged. An error refuses it: a *WireError

@@ -220,6 +220,15 @@ func (n *Node) Next() (uint64, error) {
 	return tokens.Next()
 }
 
+// InHand implements server.Tokens: Next waits only in the tokens of its
+// term.
+func (n *Node) InHand() bool {
+	n.mu.Lock()
+	tokens := n.tokens
+	n.mu.Unlock()
+	return tokens == nil || tokens.InHand()
+}
+
 // Failure implements server.Tokens.
 func (n *Node) Failure() error {
 	n.mu.Lock()

@@ -247,6 +247,12 @@ func (r *Record) NamedLease() time.Duration { return r.threshold }
 
 var errClosed = errors.New("leaserecord: lease record closed")
 
+// AdmitsAtOnce reports whether Admit of a claim with lease returns without
+// waiting for a write: a lease that long is on disk already.
+func (r *Record) AdmitsAtOnce(lease time.Duration) bool {
+	return lease <= r.threshold && int64(lease) <= r.ownDurable.Load()
+}
+
 // Admit records that a session on name with lease may be acknowledged:
 // once Admit returned nil, the record makes a server restarted after a
 // crash hold name back for at least lease from its start. Every nil
@@ -254,7 +260,7 @@ var errClosed = errors.New("leaserecord: lease record closed")
 // longer counts on its lock.
 func (r *Record) Admit(name string, lease time.Duration) error {
 	if lease <= r.threshold {
-		if int64(lease) <= r.ownDurable.Load() {
+		if r.AdmitsAtOnce(lease) {
 			return nil
 		}
 		return r.admitAll(lease)

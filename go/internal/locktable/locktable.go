@@ -125,6 +125,16 @@ func New(tokens TokenSource) *Table {
 	return &Table{tokens: tokens, now: time.Now, locks: make(map[string]*lock)}
 }
 
+// TokensInHand reports whether the token source issues its next token
+// without waiting for a write. A source that cannot tell (a counter in
+// tests) never waits.
+func (t *Table) TokensInHand() bool {
+	if s, ok := t.tokens.(interface{ InHand() bool }); ok {
+		return s.InHand()
+	}
+	return true
+}
+
 // Acquire adds c to the table under c.Name. If c fits now and nobody waits
 // before it, c is granted at once and granted is true; otherwise c joins
 // the end of the queue. An error means c was not added: ErrClosed,

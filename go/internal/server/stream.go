@@ -98,17 +98,27 @@ type admission struct {
 	req claims.Request
 }
 
-// enqueueAdmission registers st as being admitted and hands it to the
-// admitter, starting one if none runs.
-func (m *streamSession) enqueueAdmission(st *stream, req claims.Request) {
+// startAdmission registers st as being admitted and admits it: at once
+// on the reader when nothing can make it wait and no earlier OPEN waits,
+// else through the admitter, started if none runs, so that a lease record
+// write or a token block wait stalls only the claims behind it, never
+// the session's heartbeats and releases.
+func (m *streamSession) startAdmission(st *stream, req claims.Request) {
+	atOnce := m.env.claims.AdmitsAtOnce(req.Lease) // a hint: a write may start right after
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	m.streams[st.id] = st
-	m.admits = append(m.admits, admission{st, req})
-	if !m.admitter {
-		m.admitter = true
-		m.admitted.Add(1)
-		go m.admitAll()
+	atOnce = atOnce && !m.admitter
+	if !atOnce {
+		m.admits = append(m.admits, admission{st, req})
+		if !m.admitter {
+			m.admitter = true
+			m.admitted.Add(1)
+			go m.admitAll()
+		}
+	}
+	m.mu.Unlock()
+	if atOnce {
+		m.admit(st, req)
 	}
 }
 

@@ -21,9 +21,11 @@ import (
 // while OPENs wait for their admission:
 //
 //   - the reader reads frames, answers what it can at once (HEARTBEAT,
-//     RELEASE, ON) by queueing frames, and queues each OPEN of a claim
-//     for the admitter, so that a lease record's fsync or a wait for a
-//     token block never holds up the session's heartbeats or releases;
+//     RELEASE, ON) by queueing frames, and admits an OPEN of a claim
+//     itself when nothing can make it wait (its lease is on record,
+//     tokens are in hand, no earlier OPEN waits); any other OPEN goes to
+//     the admitter, so that a lease record's fsync or a wait for a token
+//     block never holds up the session's heartbeats or releases;
 //   - the admitter admits the queued claims in their order of arrival
 //     (a session's pipelined claims on one name queue in the order sent);
 //   - the writer writes whatever is queued, each turn in one write: the
@@ -197,8 +199,9 @@ func (m *streamSession) streamID() (uint32, error) {
 	return id, nil
 }
 
-// open reads an OPEN and opens its stream: a claim goes to the admitter,
-// a watch is subscribed at once (it takes no lease and no token).
+// open reads an OPEN and opens its stream: a claim is admitted (see
+// startAdmission), a watch is subscribed at once (it takes no lease and
+// no token).
 func (m *streamSession) open() error {
 	id, err := protocol.ReadStreamID(m.in)
 	if err != nil {
@@ -247,7 +250,7 @@ func (m *streamSession) open() error {
 	if t == protocol.MsgWatch {
 		m.openWatch(st, wreq)
 	} else {
-		m.enqueueAdmission(st, req)
+		m.startAdmission(st, req)
 	}
 	return nil
 }

@@ -11,14 +11,17 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/monolock/monolock/go/internal/leaserecord"
 	"github.com/monolock/monolock/go/internal/testcerts"
 	"github.com/monolock/monolock/go/internal/testspec"
+	"github.com/monolock/monolock/go/internal/tokenstore"
 	"github.com/monolock/monolock/go/internal/watch"
 	"github.com/monolock/monolock/go/pkg/protocol"
 )
@@ -627,4 +630,53 @@ func holds(srv *testServer, name string) bool {
 		}
 	}
 	return false
+}
+
+// stallingStore is a lease record's store whose writes wait while stalled:
+// a disk that takes its time over an fsync.
+type stallingStore struct {
+	stalled atomic.Bool
+	resume  chan struct{}
+}
+
+func (s *stallingStore) Load() (time.Duration, map[string]time.Duration, error) { return 0, nil, nil }
+func (s *stallingStore) WantsFull() bool                                        { return true }
+func (s *stallingStore) Close()                                                 {}
+func (s *stallingStore) Write(leaserecord.Change) error {
+	if s.stalled.Load() {
+		<-s.resume
+	}
+	return nil
+}
+
+// A claim whose lease must first be written to the lease record waits for
+// the write off the session's reader: meanwhile the session's heartbeats
+// are answered, and its claims are granted once the write is done. A
+// claim whose lease is on record already is admitted by the reader itself.
+func TestSessionRecordWriteStallsOnlyItsClaims(t *testing.T) {
+	store := &stallingStore{resume: make(chan struct{})}
+	rec, err := leaserecord.OpenStore(store, leaserecord.Options{LazyWrite: 20 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(rec.Close)
+	tokens, err := tokenstore.New(0, func(uint64) error { return nil }, tokenstore.Options{})
+	require.NoError(t, err)
+	srv := startServer(t, Config{Gate: recordGate{rec}, Tokens: tokens})
+	require.Eventually(t, srv.Server.Ready, replyTimeout, 10*time.Millisecond, "serving")
+
+	p := dialSession(t, srv.addr, 5000)
+	store.stalled.Store(true)
+	resume := sync.OnceFunc(func() { store.stalled.Store(false); close(store.resume) })
+	t.Cleanup(resume)    // a failed check must not leave the record's close waiting
+	p.open(1, "a", 5000) // its 5 s lease is on no record yet
+	p.open(2, "b", 5000)
+	p.send([]byte{protocol.MsgHeartbeat})
+	require.Equal(t, protocol.MsgAlive, p.next().Type, "the heartbeat is answered while the write waits")
+	p.expectNothing(100 * time.Millisecond)
+
+	resume()
+	p.expectStream(1, protocol.MsgAcquired)
+	p.expectStream(2, protocol.MsgAcquired)
+	assert.True(t, rec.AdmitsAtOnce(5*time.Second), "the lease is on record now")
+	p.open(3, "c", 5000)
+	p.expectStream(3, protocol.MsgAcquired)
 }

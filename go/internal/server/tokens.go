@@ -21,6 +21,8 @@ import (
 // Tokens issues fencing tokens: the data directory's store by default.
 type Tokens interface {
 	Next() (uint64, error)
+	// InHand reports whether Next returns without waiting for a write.
+	InHand() bool
 	// Failure is the error that keeps tokens from being issued, or nil.
 	Failure() error
 	Close() error
@@ -47,6 +49,11 @@ func (r *restartWait) Next() (uint64, error) {
 		return 0, &tokenstore.UnavailableError{Cause: errRestartWait}
 	}
 	return r.Tokens.Next()
+}
+
+// InHand: before until, Next refuses at once.
+func (r *restartWait) InHand() bool {
+	return time.Now().Before(r.until) || r.Tokens.InHand()
 }
 
 // logRestartWait says, at start, what the previous run left to wait out.

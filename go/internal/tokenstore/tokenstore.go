@@ -295,6 +295,14 @@ func (s *Store) Next() (uint64, error) {
 	return t, nil
 }
 
+// InHand reports whether Next returns without waiting: a reserved token is
+// left (or none can ever be issued again).
+func (s *Store) InHand() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed || s.exhausted || s.next <= s.reserved
+}
+
 // Mark returns the durably recorded high-water mark.
 func (s *Store) Mark() uint64 {
 	s.mu.Lock()
