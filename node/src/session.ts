@@ -25,6 +25,7 @@ import {
   ValueUnsupportedError,
 } from "./errors.js";
 import { clientTimeoutMs, clientTimeoutText } from "./heartbeat.js";
+import { endAndAwaitPeer } from "./socket-close.js";
 import { startTimer, type Timer } from "./timers.js";
 import { certificateProblem } from "./tlscert.js";
 import type { SharedClaim } from "./validate.js";
@@ -258,13 +259,7 @@ export class Session {
       this.socket.destroy();
       return;
     }
-    this.socket.end();
-    const cap = startTimer(
-      Math.min(clientTimeoutMs(this.options.leaseMs), RELEASE_WAIT_MS),
-      () => this.socket.destroy(),
-      false,
-    );
-    void this.closed.then(() => cap.cancel());
+    endAndAwaitPeer(this.socket, this.closed, Math.min(clientTimeoutMs(this.options.leaseMs), RELEASE_WAIT_MS));
   }
 
   private errorFor(cause: Cause): MonolockError {
