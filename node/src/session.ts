@@ -25,7 +25,7 @@ import {
   ValueUnsupportedError,
 } from "./errors.js";
 import { clientTimeoutMs, clientTimeoutText } from "./heartbeat.js";
-import { endAndAwaitPeer } from "./socket-close.js";
+import { closeCleanly, endAndAwaitPeer } from "./socket-close.js";
 import { startTimer, type Timer } from "./timers.js";
 import { certificateProblem } from "./tlscert.js";
 import type { SharedClaim } from "./validate.js";
@@ -255,11 +255,14 @@ export class Session {
     this.shut = true;
     this.timer?.cancel();
     this.timer = undefined;
+    const capMs = Math.min(clientTimeoutMs(this.options.leaseMs), RELEASE_WAIT_MS);
     if (!handBack || !this.connected) {
-      this.socket.destroy();
+      // Nothing to hand back: no wait for the server, but a TLS connection
+      // still ends with close_notify.
+      closeCleanly(this.socket, this.options.tls !== undefined && this.connected, capMs);
       return;
     }
-    endAndAwaitPeer(this.socket, this.closed, Math.min(clientTimeoutMs(this.options.leaseMs), RELEASE_WAIT_MS));
+    endAndAwaitPeer(this.socket, this.closed, capMs);
   }
 
   private errorFor(cause: Cause): MonolockError {

@@ -20,3 +20,23 @@ export function endAndAwaitPeer(socket: net.Socket, closed: Promise<void>, capMs
   const cap = startTimer(capMs, () => socket.destroy(), false);
   void closed.then(() => cap.cancel());
 }
+
+/**
+ * Closes at once, without waiting for the server (a claim given up, lost,
+ * refused or broken). A TLS connection whose handshake is done (`secured`)
+ * still ends as TLS says: close_notify and FIN are written first, for at
+ * most `capMs` (a peer that reads nothing must not keep the socket), then
+ * the socket is destroyed. Anything else (plain TCP, a handshake not done,
+ * a socket already gone) is destroyed at once, as before.
+ */
+export function closeCleanly(socket: net.Socket, secured: boolean, capMs: number): void {
+  if (!secured || socket.destroyed || socket.writableFinished) {
+    socket.destroy();
+    return;
+  }
+  const cap = startTimer(capMs, () => socket.destroy(), false);
+  socket.end(() => {
+    cap.cancel();
+    socket.destroy();
+  });
+}
