@@ -27,6 +27,7 @@ import {
 import { clientTimeoutMs, clientTimeoutText } from "./heartbeat.js";
 import { closeCleanly, endAndAwaitPeer } from "./socket-close.js";
 import { startTimer, type Timer } from "./timers.js";
+import type { TlsSessions } from "./tls-resume.js";
 import { certificateProblem } from "./tlscert.js";
 import type { SharedClaim } from "./validate.js";
 
@@ -48,6 +49,8 @@ export interface SessionListener {
 export interface SessionOptions {
   readonly address: ServerAddress;
   readonly tls: tls.ConnectionOptions | undefined;
+  /** The client's TLS sessions: the connection offers the server's latest and keeps the new ones. */
+  readonly tlsSessions: TlsSessions | undefined;
   readonly connectTimeoutMs: number;
   readonly leaseMs: number;
   readonly name: Uint8Array;
@@ -110,7 +113,17 @@ export class Session {
     });
     const { host, port } = options.address;
     if (options.tls) {
-      this.socket = tls.connect({ servername: net.isIP(host) ? undefined : host, ...options.tls, host, port });
+      const where = formatAddress(options.address);
+      const session = options.tlsSessions?.get(where);
+      const socket = tls.connect({
+        servername: net.isIP(host) ? undefined : host,
+        session,
+        ...options.tls,
+        host,
+        port,
+      });
+      options.tlsSessions?.track(socket, where);
+      this.socket = socket;
       this.socket.setNoDelay(true);
       this.socket.once("connect", () => {
         this.tcpConnected = true;

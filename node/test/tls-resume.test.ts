@@ -1,8 +1,10 @@
-// TLS on connections of their own, against the real server: they end with
-// close_notify (a release and a claim given up alike).
+// TLS on connections of their own, against the real server: they resume
+// the client's latest TLS session of that server, and end with close_notify
+// (a release and a claim given up alike).
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { Client, LockBusyError } from "../src/index.js";
+import { tlsSessionsOf } from "../src/tls-resume.js";
 import { makeSelfSignedCert, type TestCert } from "./helpers/certs.js";
 import { RealServer } from "./helpers/real-server.js";
 import { type ProxiedConnection, RecordProxy } from "./helpers/record-proxy.js";
@@ -50,5 +52,43 @@ test("TLS: a released lock's connection and a busy tryAcquire's both end with cl
     assert.ok(endsWithCloseNotify(held), `released: ${JSON.stringify(held.records())}`);
   } finally {
     await proxy.close();
+  }
+});
+
+/** The client's handshakes so far: full and resumed. */
+function handshakes(client: Client): { full: number; resumed: number } {
+  const { full, resumed } = tlsSessionsOf(client);
+  return { full, resumed };
+}
+
+test("TLS: three acquire/release cycles on one client: the 2nd and 3rd resume the 1st's session", async () => {
+  const client = tlsClient(server.address);
+  const seen = [];
+  for (let i = 0; i < 3; i++) {
+    const lock = await client.acquire("tls-resume/cycle", { timeoutMs: 10_000 });
+    assert.ok(lock.token > 0n);
+    await lock.release();
+    seen.push(handshakes(client));
+  }
+  assert.deepEqual(seen, [
+    { full: 1, resumed: 0 },
+    { full: 1, resumed: 1 },
+    { full: 1, resumed: 2 },
+  ]);
+  // Another client keeps sessions of its own: its first handshake is full.
+  const other = tlsClient(server.address);
+  await (await other.tryAcquire("tls-resume/other")).release();
+  assert.deepEqual(handshakes(other), { full: 1, resumed: 0 });
+});
+
+test("TLS: a claim given up (a busy tryAcquire) leaves the session to resume, with TLS 1.2 as well", async () => {
+  for (const maxVersion of ["TLSv1.3", "TLSv1.2"] as const) {
+    const client = new Client({ servers: server.address, leaseMs: 2000, tls: { ca: cert.cert, maxVersion } });
+    const holder = await tlsClient(server.address).acquire(`tls-resume/busy-${maxVersion}`, { timeoutMs: 10_000 });
+    await assert.rejects(client.tryAcquire(`tls-resume/busy-${maxVersion}`), LockBusyError);
+    await holder.release();
+    const lock = await client.acquire(`tls-resume/busy-${maxVersion}`, { timeoutMs: 10_000 });
+    await lock.release();
+    assert.deepEqual(handshakes(client), { full: 1, resumed: 1 }, maxVersion);
   }
 });
