@@ -33,6 +33,7 @@ import { outcomeOf, RetryPlan } from "./plan.js";
 import { Session } from "./session.js";
 import { SessionPool, type SessionPoolOptions } from "./session-pool.js";
 import { startTimer, type Timer } from "./timers.js";
+import { type TlsSessions, tlsSessionsOf } from "./tls-resume.js";
 import { type ClaimValue, checkLease, type LockName, type ValidClaim, validateAcquire } from "./validate.js";
 import { Watch, type WatchOptions } from "./watch.js";
 
@@ -146,6 +147,8 @@ export class Client {
   private readonly leaseMs: number;
   private readonly connectTimeoutMs: number;
   private readonly tlsOptions: tls.ConnectionOptions | undefined;
+  /** With TLS, the latest TLS session of each server, which a claim's connection of its own resumes. */
+  private readonly tlsSessions: TlsSessions | undefined;
   private readonly logger: Logger | undefined;
 
   /**
@@ -163,6 +166,7 @@ export class Client {
     this.connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
     if (!(this.connectTimeoutMs > 0)) throw new TypeError("monolock: connectTimeoutMs must be a number > 0");
     this.tlsOptions = options.tls === true ? {} : options.tls === false ? undefined : options.tls;
+    this.tlsSessions = this.tlsOptions ? tlsSessionsOf(this) : undefined;
     this.logger = options.logger;
   }
 
@@ -343,6 +347,7 @@ export class Client {
           servers: this.servers,
           connectTimeoutMs: this.connectTimeoutMs,
           tls: this.tlsOptions,
+          tlsSessions: this.tlsSessions,
           leaseMs,
           name: valid,
           mode,
@@ -365,6 +370,7 @@ interface AcquisitionSettings {
   readonly servers: readonly ServerAddress[];
   readonly connectTimeoutMs: number;
   readonly tls: tls.ConnectionOptions | undefined;
+  readonly tlsSessions: TlsSessions | undefined;
   readonly leaseMs: number;
   readonly name: ValidClaim;
   readonly mode: Mode;
@@ -482,6 +488,7 @@ class Acquisition {
       {
         address,
         tls: this.s.tls,
+        tlsSessions: this.s.tlsSessions,
         connectTimeoutMs: this.s.connectTimeoutMs,
         leaseMs: this.s.leaseMs,
         name: this.s.name.bytes,

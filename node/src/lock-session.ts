@@ -35,6 +35,7 @@ import { Lock } from "./lock.js";
 import { type Logger, log } from "./logger.js";
 import { StreamClaim, type StreamOwner } from "./session-claim.js";
 import { type SessionAction, SessionCore } from "./session-core.js";
+import { endAndAwaitPeer } from "./socket-close.js";
 import { startTimer, type Timer } from "./timers.js";
 import { type ClaimValue, type LockName, type ValidClaim, validateAcquire } from "./validate.js";
 import { Watch, type WatchLink, type WatchOptions } from "./watch.js";
@@ -633,13 +634,7 @@ export class Session implements AsyncDisposable, StreamOwner {
       return;
     }
     // FIN: the server releases every claim at once, then closes its side.
-    this.socket.end();
-    const cap = startTimer(
-      Math.min(clientTimeoutMs(this.leaseMs), RELEASE_WAIT_MS),
-      () => this.socket.destroy(),
-      false,
-    );
-    void this.closed.then(() => cap.cancel());
+    endAndAwaitPeer(this.socket, this.closed, Math.min(clientTimeoutMs(this.leaseMs), RELEASE_WAIT_MS));
   }
 
   private errorFor(cause: Cause, claim: ValidClaim | undefined): MonolockError {

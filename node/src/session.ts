@@ -25,7 +25,9 @@ import {
   ValueUnsupportedError,
 } from "./errors.js";
 import { clientTimeoutMs, clientTimeoutText } from "./heartbeat.js";
+import { closeCleanly, endAndAwaitPeer } from "./socket-close.js";
 import { startTimer, type Timer } from "./timers.js";
+import type { TlsSessions } from "./tls-resume.js";
 import { certificateProblem } from "./tlscert.js";
 import type { SharedClaim } from "./validate.js";
 
@@ -47,6 +49,8 @@ export interface SessionListener {
 export interface SessionOptions {
   readonly address: ServerAddress;
   readonly tls: tls.ConnectionOptions | undefined;
+  /** The client's TLS sessions: the connection offers the server's latest and keeps the new ones. */
+  readonly tlsSessions: TlsSessions | undefined;
   readonly connectTimeoutMs: number;
   readonly leaseMs: number;
   readonly name: Uint8Array;
@@ -109,7 +113,17 @@ export class Session {
     });
     const { host, port } = options.address;
     if (options.tls) {
-      this.socket = tls.connect({ servername: net.isIP(host) ? undefined : host, ...options.tls, host, port });
+      const where = formatAddress(options.address);
+      const session = options.tlsSessions?.get(where);
+      const socket = tls.connect({
+        servername: net.isIP(host) ? undefined : host,
+        session,
+        ...options.tls,
+        host,
+        port,
+      });
+      options.tlsSessions?.track(socket, where);
+      this.socket = socket;
       this.socket.setNoDelay(true);
       this.socket.once("connect", () => {
         this.tcpConnected = true;
@@ -254,17 +268,14 @@ export class Session {
     this.shut = true;
     this.timer?.cancel();
     this.timer = undefined;
+    const capMs = Math.min(clientTimeoutMs(this.options.leaseMs), RELEASE_WAIT_MS);
     if (!handBack || !this.connected) {
-      this.socket.destroy();
+      // Nothing to hand back: no wait for the server, but a TLS connection
+      // still ends with close_notify.
+      closeCleanly(this.socket, this.options.tls !== undefined && this.connected, capMs);
       return;
     }
-    this.socket.end();
-    const cap = startTimer(
-      Math.min(clientTimeoutMs(this.options.leaseMs), RELEASE_WAIT_MS),
-      () => this.socket.destroy(),
-      false,
-    );
-    void this.closed.then(() => cap.cancel());
+    endAndAwaitPeer(this.socket, this.closed, capMs);
   }
 
   private errorFor(cause: Cause): MonolockError {

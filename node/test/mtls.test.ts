@@ -6,6 +6,7 @@ import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { CertificateError, Client, NotAuthorizedError } from "../src/index.js";
+import { tlsSessionsOf } from "../src/tls-resume.js";
 import { makeMonolockPki } from "./helpers/certs.js";
 import { RealServer } from "./helpers/real-server.js";
 
@@ -58,6 +59,21 @@ test("mTLS + ACL: cn:deployer takes a deploy/ lock, by IP and by DNS name", asyn
     assert.ok(lock.token > 0n);
     await lock.release();
   }
+});
+
+test("mTLS + ACL: the second claim of a client resumes its TLS session, its CN still the one the ACL matches", async () => {
+  const client = clientAs("deployer");
+  for (let i = 0; i < 2; i++) {
+    const lock = await client.acquire("deploy/node-resumed", { timeoutMs: 10_000 });
+    assert.ok(lock.token > 0n);
+    await lock.release();
+  }
+  const { full, resumed } = tlsSessionsOf(client);
+  assert.deepEqual({ full, resumed }, { full: 1, resumed: 1 });
+  // The intruder's certificate is as good, but its CN is not in the ACL, resumed or not.
+  const intruder = clientAs("intruder");
+  for (let i = 0; i < 2; i++) await assert.rejects(intruder.tryAcquire("deploy/node-resumed"), NotAuthorizedError);
+  assert.equal(tlsSessionsOf(intruder).resumed, 1);
 });
 
 test("mTLS + ACL: a CN the ACL does not name gets ERROR 0x18", async () => {
