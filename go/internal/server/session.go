@@ -219,6 +219,21 @@ func (in *input) skipBuffered(b byte) int {
 // optional reason that replaces the canonical text.
 type wireError = claims.WireError
 
+// wireCode is the code and reason that err ends a session or a stream
+// with: a *wireError's, or a bare *protocol.Error's (no reason of its
+// own). ok is false for any other error: I/O, silence, a reset.
+func wireCode(err error) (code *protocol.Error, reason string, ok bool) {
+	var we *wireError
+	if errors.As(err, &we) {
+		return we.Code, we.Reason, true
+	}
+	var pe *protocol.Error
+	if errors.As(err, &pe) {
+		return pe, "", true
+	}
+	return nil, "", false
+}
+
 // errFinished stops the reader of a session that someone else ended.
 var errFinished = errors.New("session finished")
 
@@ -275,15 +290,11 @@ func (ss *session) heartbeats(hs *handshakeInput) {
 // when the lease would have run out after the last valid message (zero
 // for a session never acknowledged).
 func (ss *session) finish(err error, until time.Time) {
-	var we *wireError
-	var pe *protocol.Error
+	code, reason, coded := wireCode(err)
 	switch {
-	case errors.As(err, &we):
-		ss.env.log.Debug("session error", "session", ss.id(), "remote", ss.conn.RemoteAddr(), "code", we.Code.Code, "reason", we.Reason)
-		ss.endAndHandOver(we.Code, we.Reason)
-	case errors.As(err, &pe):
-		ss.env.log.Debug("session error", "session", ss.id(), "remote", ss.conn.RemoteAddr(), "code", pe.Code)
-		ss.endAndHandOver(pe, "")
+	case coded:
+		ss.env.log.Debug("session error", "session", ss.id(), "remote", ss.conn.RemoteAddr(), "code", code.Code, "reason", reason)
+		ss.endAndHandOver(code, reason)
 	case errors.Is(err, errSilent):
 		ss.env.log.Debug("session expired", "session", ss.id(), "remote", ss.conn.RemoteAddr())
 		ss.end(nil, "", endExpired, until)

@@ -394,19 +394,14 @@ func (m *streamSession) openWatch(st *stream, req claims.WatchRequest) {
 
 // streamEndFor is the STREAM_END that refuses stream id for err.
 func streamEndFor(id uint32, err error) []byte {
-	var we *wireError
-	var pe *protocol.Error
-	switch {
-	case errors.As(err, &we):
-		reason := we.Reason
-		if reason == "" {
-			reason = protocol.ErrCodeName(we.Code.Code)
-		}
-		return protocol.AppendStreamEnd(nil, id, we.Code.Code, reason)
-	case errors.As(err, &pe):
-		return protocol.AppendStreamEnd(nil, id, pe.Code, protocol.ErrCodeName(pe.Code))
+	code, reason, ok := wireCode(err)
+	if !ok {
+		return protocol.AppendStreamEnd(nil, id, protocol.ErrShuttingDown.Code, err.Error())
 	}
-	return protocol.AppendStreamEnd(nil, id, protocol.ErrShuttingDown.Code, err.Error())
+	if reason == "" {
+		reason = protocol.ErrCodeName(code.Code)
+	}
+	return protocol.AppendStreamEnd(nil, id, code.Code, reason)
 }
 
 // queue queues frame for the writer; the reader signals it at the end of
@@ -468,9 +463,7 @@ func (m *streamSession) readFailed(err error) error {
 	if m.endRequested() {
 		return errEndRequested
 	}
-	var we *wireError
-	var pe *protocol.Error
-	if errors.As(err, &we) || errors.As(err, &pe) {
+	if _, _, ok := wireCode(err); ok {
 		return err
 	}
 	return m.ss.readFailed(err)
@@ -541,13 +534,10 @@ func endOf(req *endRequest, err error) (how claimEnd, final *protocol.Error, rea
 	if req != nil {
 		return req.how, req.final, req.reason
 	}
-	var we *wireError
-	var pe *protocol.Error
+	if code, reason, ok := wireCode(err); ok {
+		return endRelease, code, reason
+	}
 	switch {
-	case errors.As(err, &we):
-		return endRelease, we.Code, we.Reason
-	case errors.As(err, &pe):
-		return endRelease, pe, ""
 	case errors.Is(err, errSilent):
 		return endExpired, nil, ""
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"errors"
 	"time"
 
 	"github.com/monolock/monolock/go/internal/claims"
@@ -127,15 +126,6 @@ func (ss *session) writeFrames(frames []byte) bool {
 
 // endWith ends the session with err's ERROR.
 func (ss *session) endWith(err error) {
-	var we *wireError
-	if errors.As(err, &we) {
-		ss.endAndHandOver(we.Code, we.Reason)
-		return
-	}
-	var pe *protocol.Error
-	if errors.As(err, &pe) {
-		ss.endAndHandOver(pe, "")
-		return
-	}
-	ss.endAndHandOver(nil, "")
+	code, reason, _ := wireCode(err)
+	ss.endAndHandOver(code, reason)
 }
