@@ -231,6 +231,7 @@ func parseOptions() (o options, code int) {
 		ovRuns     = flag.Int("overlap-runs", 0, "runs per tool, command and fault in the overlap workload (`N`; default 5, 1 with -quick)")
 		workers    = flag.String("workers", "", "comma-separated worker `counts` for the throughput workload (default 1,16,64)")
 		cellFor    = flag.Duration("throughput-for", 0, "`duration` of each throughput cell (default 10s, 1.5s with -quick)")
+		handoffFor = flag.Duration("handoff-for", 0, "`duration` of each handoff cell (default 15s, 2s with -quick)")
 		sharedFor  = flag.Duration("shared-for", 0, "`duration` of each cell of the shared, rwhandoff and semaphore workloads (default 5s, 1.5s with -quick)")
 	)
 	flag.StringVar(&o.out, "out", "../docs", "docs `directory` to write benchmarks.md and bench/*.png into")
@@ -263,6 +264,9 @@ func parseOptions() (o options, code int) {
 	}
 	if *sharedFor > 0 {
 		o.plan.sharedFor = *sharedFor
+	}
+	if *handoffFor > 0 {
+		o.plan.handoffFor = *handoffFor
 	}
 	o.systems = pick(systems.All, *sysList)
 	if len(o.systems) == 0 {
@@ -547,7 +551,8 @@ func versions(names []string) map[string]string {
 			if out, err := exec.Command("dpkg-query", "-W", "-f", "${Version}", "zookeeper").Output(); err == nil {
 				v[n] = "zookeeper " + string(out)
 			}
-		case systems.Monolock, systems.MonolockBare, systems.MonolockSession, systems.MonolockSessionBare:
+		case systems.Monolock, systems.MonolockBare, systems.MonolockSession, systems.MonolockSessionBare,
+			systems.MonolockTLS, systems.MonolockTLSNoResume, systems.MonolockSessionTLS:
 			v[systems.Monolock] = "monolock serve, built from ../go"
 		case systems.Floor, systems.SessionFloor:
 			v[systems.Floor] = "`bench floor` (package bench/internal/floor), " + runtime.Version()

@@ -20,6 +20,7 @@ import (
 	"github.com/monolock/monolock/bench/internal/report"
 	"github.com/monolock/monolock/bench/internal/systems"
 	"github.com/monolock/monolock/bench/internal/workload"
+	"github.com/monolock/monolock/go/client"
 )
 
 // runner runs the workloads of one plan and fills in the results.
@@ -36,7 +37,22 @@ type runner struct {
 	safetyRuns        int
 	safetyClientNames []string
 	overlapRuns       int
-	built             map[string]error // driver builds, by directory and command
+	built             map[string]error  // driver builds, by directory and command
+	certs             *monoserver.Certs // the TLS systems' CA and server certificate, made on first use
+}
+
+// tlsCerts makes the CA and server certificate of the TLS systems once
+// per run.
+func (rn *runner) tlsCerts() (monoserver.Certs, error) {
+	if rn.certs != nil {
+		return *rn.certs, nil
+	}
+	c, err := monoserver.MakeCerts(rn.bin, filepath.Join(rn.work, "certs"))
+	if err != nil {
+		return c, err
+	}
+	rn.certs = &c
+	return c, nil
 }
 
 // startMonolock starts a fresh `monolock serve` with its own data dir.
@@ -58,15 +74,26 @@ type localServer struct {
 // afterwards; srv is nil for the peers, which scripts/peers.sh runs.
 func (rn *runner) withSystem(name string, o systems.Options, f func(sys systems.System, srv *localServer) error) error {
 	var srv *localServer
-	switch name {
-	case systems.Monolock, systems.MonolockBare, systems.MonolockSession, systems.MonolockSessionBare:
-		mono, err := rn.startMonolock()
+	switch {
+	case systems.Local(name):
+		var args []string
+		if systems.TLS(name) {
+			certs, err := rn.tlsCerts()
+			if err != nil {
+				return err
+			}
+			if o.TLS, err = client.TLSFromFiles(client.TLSFiles{CA: certs.CA}); err != nil {
+				return err
+			}
+			args = certs.ServeArgs()
+		}
+		mono, err := rn.startMonolock(args...)
 		if err != nil {
 			return err
 		}
 		defer mono.Stop()
 		srv = &localServer{Addr: mono.Addr, PID: mono.PID()}
-	case systems.Floor, systems.SessionFloor: // one server, both modes
+	case name == systems.Floor || name == systems.SessionFloor: // one server, both modes
 		self, err := os.Executable()
 		if err != nil {
 			return err
@@ -135,7 +162,7 @@ func (rn *runner) throughput() error {
 
 func (rn *runner) handoff() error {
 	for _, name := range rn.systems {
-		if systems.ThroughputOnly(name) {
+		if !systems.Handoff(name) {
 			continue
 		}
 		o := systems.Options{Lease: 10 * time.Second, Pool: rn.plan.handoffers}
