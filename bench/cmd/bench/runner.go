@@ -185,6 +185,37 @@ func (rn *runner) handoff() error {
 	return rn.ctx.Err()
 }
 
+// held is the held-locks workload: cfg's sessions and claims on a fresh
+// `monolock serve --max-sessions 0`, its VmRSS growth per lock and its CPU
+// over a quiet window of heartbeats. It runs when monolock-session is
+// among the systems.
+func (rn *runner) held() error {
+	if !slices.Contains(rn.systems, systems.MonolockSession) {
+		return nil
+	}
+	cfg := rn.plan.held.WithDefaults()
+	sec := &report.HeldSection{}
+	rn.r.Held = sec
+	mono, err := rn.startMonolock("--max-sessions", "0")
+	if err != nil {
+		sec.Err = err.Error()
+		return nil
+	}
+	defer mono.Stop()
+	if !workload.SleepCtx(rn.ctx, time.Second) { // let the new process settle before the baseline
+		return rn.ctx.Err()
+	}
+	sec.Result, err = workload.Held(rn.ctx, mono.Addr, mono.PID(), cfg)
+	if err != nil {
+		sec.Err = err.Error()
+	}
+	x := sec.Result
+	log.Printf("held       %d sessions × %d claims: %d held in %v, VmRSS %.1f → %.1f MiB, %.0f B/lock, %.4f cores over %v, %d lost %s",
+		cfg.Sessions, cfg.Claims, x.Held, x.Setup.Round(time.Millisecond), float64(x.RSSBefore)/(1<<20), float64(x.RSSAfter)/(1<<20),
+		x.BytesPerLock, x.CPUCores, x.Window.Round(time.Millisecond), x.Lost, sec.Err)
+	return rn.ctx.Err()
+}
+
 // peerPorts are the loopback ports scripts/peers.sh starts the peers on.
 var peerPorts = map[string]int{systems.Redis: 16379, systems.Etcd: 12379, systems.ZooKeeper: 12181, systems.Postgres: 15432}
 

@@ -349,6 +349,7 @@ func markdown(r *Results, charts map[string]string, analysis string) []byte {
 	writeOverlap(&b, r, chart)
 	writeShared(&b, r)
 	writeElection(&b, r)
+	writeHeld(&b, r)
 
 	if analysis != "" {
 		b.WriteString(strings.TrimSpace(analysis))
@@ -518,6 +519,7 @@ func writeTargets(b *bytes.Buffer, r *Results) {
 			verdict(x.Holders >= 100000 && x.Established == x.Holders && asked.Err == ""))
 	}
 	writeIdleTargets(b, r)
+	writeHeldTargets(b, r)
 	for _, c := range r.Dead {
 		if c.System != "monolock" {
 			continue
