@@ -7,6 +7,7 @@
 //	go run ./cmd/bench -workloads overlap -out ../docs  # the same for section 8
 //	go run ./cmd/bench -workloads shared,rwhandoff,semaphore -systems monolock,postgres -out ../docs  # and for section 9
 //	go run ./cmd/bench -workloads election -systems monolock,etcd -out ../docs  # and for section 10
+//	go run ./cmd/bench -workloads held -systems monolock-session -out ../docs  # and for section 11
 //
 // It installs and starts the peers with scripts/peers.sh (Debian packages),
 // builds monolock from ../go, runs every workload for a bounded time and
@@ -43,6 +44,7 @@ import (
 	"github.com/monolock/monolock/bench/internal/overlap"
 	"github.com/monolock/monolock/bench/internal/report"
 	"github.com/monolock/monolock/bench/internal/systems"
+	"github.com/monolock/monolock/bench/internal/workload"
 )
 
 func main() {
@@ -90,6 +92,8 @@ type plan struct {
 	electionProclaims int           // values proclaimed per system, over electionRounds runs
 	electionRounds    int
 	electionPace      time.Duration // between two Proclaim calls' starts
+	// Held locks: sessions × claims held on one server, a quiet window.
+	held workload.HeldConfig
 }
 
 var fullPlan = plan{
@@ -140,6 +144,9 @@ var fullPlan = plan{
 	electionProclaims: 200,
 	electionRounds:    4,
 	electionPace:      10 * time.Millisecond,
+	// 100 sessions × 1,000 claims: the issue's 100k held locks. The
+	// window starts after a heartbeat period and one second more.
+	held: workload.HeldConfig{Sessions: 100, Claims: 1000, Lease: 10 * time.Second, Window: 15 * time.Second},
 }
 
 // quick is p for development: every workload briefly (a few minutes), the
@@ -163,6 +170,7 @@ func (p plan) quick() plan {
 	p.sharedFor = 1500 * time.Millisecond
 	p.electionRuns, p.electionParallel = 5, 5
 	p.electionProclaims, p.electionRounds = 100, 2
+	p.held.Sessions, p.held.Claims, p.held.Window = 10, 100, 3*time.Second
 	return p
 }
 
@@ -231,11 +239,15 @@ func parseOptions() (o options, code int) {
 		ovRuns     = flag.Int("overlap-runs", 0, "runs per tool, command and fault in the overlap workload (`N`; default 5, 1 with -quick)")
 		workers    = flag.String("workers", "", "comma-separated worker `counts` for the throughput workload (default 1,16,64)")
 		cellFor    = flag.Duration("throughput-for", 0, "`duration` of each throughput cell (default 10s, 1.5s with -quick)")
+		heldSess   = flag.Int("held-sessions", 0, fmt.Sprintf("sessions of the held workload (`N`, 1 to %d; default 100, 10 with -quick)", workload.MaxHeldSessions))
+		heldClaims = flag.Int("held-claims", 0, fmt.Sprintf("locks each session of the held workload holds (`N`, 1 to %d, at most %d in all; default 1000, 100 with -quick)", workload.MaxHeldClaims, workload.MaxHeldLocks))
+		heldWindow = flag.Duration("held-window", 0, "the held workload's quiet `duration` of heartbeats only (default 15s, 3s with -quick)")
+		handoffFor = flag.Duration("handoff-for", 0, "`duration` of each handoff cell (default 15s, 2s with -quick)")
 		sharedFor  = flag.Duration("shared-for", 0, "`duration` of each cell of the shared, rwhandoff and semaphore workloads (default 5s, 1.5s with -quick)")
 	)
 	flag.StringVar(&o.out, "out", "../docs", "docs `directory` to write benchmarks.md and bench/*.png into")
 	flag.BoolVar(&o.quick, "quick", false, "run every workload briefly (a few minutes), for development")
-	flag.StringVar(&o.only, "workloads", strings.Join(allWorkloads, ","), "comma-separated `workloads` to run (safety, failover, overlap or election alone, or any of shared, rwhandoff and semaphore without the others, keeps the other sections of OUT/bench/results.json)")
+	flag.StringVar(&o.only, "workloads", strings.Join(allWorkloads, ","), "comma-separated `workloads` to run (safety, failover, overlap, election or held alone, or any of shared, rwhandoff and semaphore without the others, keeps the other sections of OUT/bench/results.json)")
 	flag.BoolVar(&o.noPeers, "no-peers", false, "do not install/start/stop peers (they run already)")
 	flag.BoolVar(&o.keepPeers, "keep-peers", false, "leave the peers running at the end")
 	flag.StringVar(&o.profileDir, "profile", "", "write CPU profiles of the monolock server and of this client process into `dir`")
@@ -263,6 +275,16 @@ func parseOptions() (o options, code int) {
 	}
 	if *sharedFor > 0 {
 		o.plan.sharedFor = *sharedFor
+	}
+	if *handoffFor > 0 {
+		o.plan.handoffFor = *handoffFor
+	}
+	o.plan.held.Sessions = cmp.Or(*heldSess, o.plan.held.Sessions)
+	o.plan.held.Claims = cmp.Or(*heldClaims, o.plan.held.Claims)
+	o.plan.held.Window = cmp.Or(*heldWindow, o.plan.held.Window)
+	if err := o.plan.held.WithDefaults().Validate(); err != nil {
+		log.Printf("-held-sessions, -held-claims, -held-window: %v", err)
+		return o, 2
 	}
 	o.systems = pick(systems.All, *sysList)
 	if len(o.systems) == 0 {
@@ -336,6 +358,7 @@ func runWorkloads(ctx context.Context, rn *runner, only string) error {
 		{"handoff", rn.handoff},
 		{"dead", rn.dead},
 		{"idle", rn.idle},
+		{"held", rn.held},
 		{"clients", rn.runClients},
 		{"safety", rn.safety},
 		{"failover", rn.failover},
@@ -371,6 +394,9 @@ func writeReport(o options, r *report.Results) int {
 			r.Shared.Started, r.Shared.Duration, r.Shared.Command = r.Started, r.Duration, r.Command
 			r.Shared.LoadStart, r.Shared.LoadEnd = r.LoadStart, r.LoadEnd
 		}
+		if r.Held != nil {
+			r.Held.SeparateRun = report.SeparateRun{Started: r.Started, Duration: r.Duration, Command: r.Command, LoadStart: r.LoadStart, LoadEnd: r.LoadEnd}
+		}
 		if merged, ok := mergeSection(o.out, r, section); ok {
 			log.Printf("merged the %s section into %s", section, filepath.Join(o.out, "bench", "results.json"))
 			r = merged
@@ -390,15 +416,15 @@ func writeReport(o options, r *report.Results) int {
 }
 
 // allWorkloads are the workloads in run order.
-var allWorkloads = []string{"throughput", "handoff", "idle", "dead", "clients", "safety", "failover", "overlap", "shared", "rwhandoff", "semaphore", "election"}
+var allWorkloads = []string{"throughput", "handoff", "idle", "held", "dead", "clients", "safety", "failover", "overlap", "shared", "rwhandoff", "semaphore", "election"}
 
 // separateSection is the section a -workloads list measures alone, to be
-// merged into the last run's results: safety, failover, overlap or election, or
+// merged into the last run's results: safety, failover, overlap, election or held, or
 // "shared" for any of workload 9's parts without other workloads; "" when
 // the list is a run of its own.
 func separateSection(only string) string {
 	switch only {
-	case "safety", "failover", "overlap", "election":
+	case "safety", "failover", "overlap", "election", "held":
 		return only
 	}
 	for _, w := range strings.Split(only, ",") {
@@ -409,7 +435,7 @@ func separateSection(only string) string {
 	return "shared"
 }
 
-// mergeSection puts r's section (safety, failover, overlap, election or shared) into the results of
+// mergeSection puts r's section (safety, failover, overlap, election, held or shared) into the results of
 // the last run in out, marked as measured separately; ok is false when
 // there is none.
 func mergeSection(out string, r *report.Results, section string) (*report.Results, bool) {
@@ -444,6 +470,11 @@ func mergeSection(out string, r *report.Results, section string) (*report.Result
 		old.Election = r.Election
 		if old.Election != nil {
 			old.Election.Separate = true
+		}
+	case "held":
+		old.Held = r.Held
+		if old.Held != nil {
+			old.Held.Separate = true
 		}
 	}
 	for k, v := range r.Versions {
@@ -547,7 +578,8 @@ func versions(names []string) map[string]string {
 			if out, err := exec.Command("dpkg-query", "-W", "-f", "${Version}", "zookeeper").Output(); err == nil {
 				v[n] = "zookeeper " + string(out)
 			}
-		case systems.Monolock, systems.MonolockBare, systems.MonolockSession, systems.MonolockSessionBare:
+		case systems.Monolock, systems.MonolockBare, systems.MonolockSession, systems.MonolockSessionBare,
+			systems.MonolockTLS, systems.MonolockTLSNoResume, systems.MonolockSessionTLS:
 			v[systems.Monolock] = "monolock serve, built from ../go"
 		case systems.Floor, systems.SessionFloor:
 			v[systems.Floor] = "`bench floor` (package bench/internal/floor), " + runtime.Version()

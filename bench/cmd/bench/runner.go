@@ -20,6 +20,7 @@ import (
 	"github.com/monolock/monolock/bench/internal/report"
 	"github.com/monolock/monolock/bench/internal/systems"
 	"github.com/monolock/monolock/bench/internal/workload"
+	"github.com/monolock/monolock/go/client"
 )
 
 // runner runs the workloads of one plan and fills in the results.
@@ -36,7 +37,22 @@ type runner struct {
 	safetyRuns        int
 	safetyClientNames []string
 	overlapRuns       int
-	built             map[string]error // driver builds, by directory and command
+	built             map[string]error  // driver builds, by directory and command
+	certs             *monoserver.Certs // the TLS systems' CA and server certificate, made on first use
+}
+
+// tlsCerts makes the CA and server certificate of the TLS systems once
+// per run.
+func (rn *runner) tlsCerts() (monoserver.Certs, error) {
+	if rn.certs != nil {
+		return *rn.certs, nil
+	}
+	c, err := monoserver.MakeCerts(rn.bin, filepath.Join(rn.work, "certs"))
+	if err != nil {
+		return c, err
+	}
+	rn.certs = &c
+	return c, nil
 }
 
 // startMonolock starts a fresh `monolock serve` with its own data dir.
@@ -58,15 +74,26 @@ type localServer struct {
 // afterwards; srv is nil for the peers, which scripts/peers.sh runs.
 func (rn *runner) withSystem(name string, o systems.Options, f func(sys systems.System, srv *localServer) error) error {
 	var srv *localServer
-	switch name {
-	case systems.Monolock, systems.MonolockBare, systems.MonolockSession, systems.MonolockSessionBare:
-		mono, err := rn.startMonolock()
+	switch {
+	case systems.Local(name):
+		var args []string
+		if systems.TLS(name) {
+			certs, err := rn.tlsCerts()
+			if err != nil {
+				return err
+			}
+			if o.TLS, err = client.TLSFromFiles(client.TLSFiles{CA: certs.CA}); err != nil {
+				return err
+			}
+			args = certs.ServeArgs()
+		}
+		mono, err := rn.startMonolock(args...)
 		if err != nil {
 			return err
 		}
 		defer mono.Stop()
 		srv = &localServer{Addr: mono.Addr, PID: mono.PID()}
-	case systems.Floor, systems.SessionFloor: // one server, both modes
+	case name == systems.Floor || name == systems.SessionFloor: // one server, both modes
 		self, err := os.Executable()
 		if err != nil {
 			return err
@@ -135,7 +162,7 @@ func (rn *runner) throughput() error {
 
 func (rn *runner) handoff() error {
 	for _, name := range rn.systems {
-		if systems.ThroughputOnly(name) {
+		if !systems.Handoff(name) {
 			continue
 		}
 		o := systems.Options{Lease: 10 * time.Second, Pool: rn.plan.handoffers}
@@ -155,6 +182,37 @@ func (rn *runner) handoff() error {
 			name, l.PerSec, cell.Result.GrantsPerSec, l.P50, l.P99, cell.Result.Wait.P99, l.Errors, cell.Err)
 		rn.r.Handoff = append(rn.r.Handoff, cell)
 	}
+	return rn.ctx.Err()
+}
+
+// held is the held-locks workload: cfg's sessions and claims on a fresh
+// `monolock serve --max-sessions 0`, its VmRSS growth per lock and its CPU
+// over a quiet window of heartbeats. It runs when monolock-session is
+// among the systems.
+func (rn *runner) held() error {
+	if !slices.Contains(rn.systems, systems.MonolockSession) {
+		return nil
+	}
+	cfg := rn.plan.held.WithDefaults()
+	sec := &report.HeldSection{}
+	rn.r.Held = sec
+	mono, err := rn.startMonolock("--max-sessions", "0")
+	if err != nil {
+		sec.Err = err.Error()
+		return nil
+	}
+	defer mono.Stop()
+	if !workload.SleepCtx(rn.ctx, time.Second) { // let the new process settle before the baseline
+		return rn.ctx.Err()
+	}
+	sec.Result, err = workload.Held(rn.ctx, mono.Addr, mono.PID(), cfg)
+	if err != nil {
+		sec.Err = err.Error()
+	}
+	x := sec.Result
+	log.Printf("held       %d sessions × %d claims: %d held in %v, VmRSS %.1f → %.1f MiB, %.0f B/lock, %.4f cores over %v, %d lost %s",
+		cfg.Sessions, cfg.Claims, x.Held, x.Setup.Round(time.Millisecond), float64(x.RSSBefore)/(1<<20), float64(x.RSSAfter)/(1<<20),
+		x.BytesPerLock, x.CPUCores, x.Window.Round(time.Millisecond), x.Lost, sec.Err)
 	return rn.ctx.Err()
 }
 

@@ -60,3 +60,26 @@ func (s *Server) Kill() { s.proc.Kill() }
 
 // Stop ends the server gracefully (SIGTERM), killing it after 15 s.
 func (s *Server) Stop() { _ = s.proc.Stop() }
+
+// Certs are the PEM files of a TLS set-up on loopback: a private CA and a
+// server certificate for 127.0.0.1 that it signs.
+type Certs struct {
+	CA, Cert, Key string
+}
+
+// ServeArgs are the flags that make `monolock serve` speak TLS with c.
+func (c Certs) ServeArgs() []string { return []string{"--tls-cert", c.Cert, "--tls-key", c.Key} }
+
+// MakeCerts writes a CA and a server certificate for 127.0.0.1 into dir
+// with `bin certs`, as a user would make them.
+func MakeCerts(bin, dir string) (Certs, error) {
+	for _, args := range [][]string{
+		{"certs", "init", dir},
+		{"certs", "server", "--dir", dir, "--host", "127.0.0.1"},
+	} {
+		if out, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
+			return Certs{}, fmt.Errorf("%s %v: %w: %s", bin, args, err, out)
+		}
+	}
+	return Certs{CA: filepath.Join(dir, "ca.crt"), Cert: filepath.Join(dir, "server.crt"), Key: filepath.Join(dir, "server.key")}, nil
+}

@@ -25,6 +25,10 @@ func Open(ctx context.Context, name, localAddr string, o systems.Options) (syste
 		return systems.OpenMonolock(localAddr, o)
 	case systems.MonolockSession:
 		return systems.OpenMonolockSession(localAddr, o)
+	case systems.MonolockTLS, systems.MonolockTLSNoResume:
+		return systems.OpenMonolockNamed(name, localAddr, o)
+	case systems.MonolockSessionTLS:
+		return systems.OpenMonolockSessionNamed(name, localAddr, o)
 	case systems.Redis:
 		return OpenRedis(ctx, systems.RedisAddr, o)
 	case systems.Etcd:

@@ -155,3 +155,10 @@ func listenInode(port int) (string, error) {
 	}
 	return "", fmt.Errorf("procstat: nothing listens on port %d", port)
 }
+
+// RSS returns the resident set size of pid alone (VmRSS of
+// /proc/pid/status) in bytes, 0 when it cannot be read.
+func RSS(pid int) int64 {
+	v, _ := field(fmt.Sprintf("/proc/%d/status", pid), "VmRSS:")
+	return v
+}

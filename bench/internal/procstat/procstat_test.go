@@ -16,6 +16,12 @@ func TestSelf(t *testing.T) {
 	if m := Memory(pid); m <= 0 {
 		t.Fatalf("memory %d", m)
 	}
+	if m := RSS(pid); m <= 0 || m%1024 != 0 {
+		t.Fatalf("VmRSS %d bytes, want a positive number of KiB", m)
+	}
+	if m := RSS(1 << 30); m != 0 {
+		t.Fatalf("VmRSS of no process: %d", m)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -118,6 +118,12 @@ func chartLabel(sys string) string {
 		return "session, bare"
 	case systems.MonolockSession:
 		return "session, Go"
+	case systems.MonolockTLS:
+		return "TLS, resumed"
+	case systems.MonolockTLSNoResume:
+		return "TLS, full"
+	case systems.MonolockSessionTLS:
+		return "session, TLS"
 	}
 	return sys
 }

@@ -13,10 +13,11 @@ import (
 // clients against each other, and the cost of idle sessions, each from
 // figures of the same run.
 
-// writeHandoffVsPostgres prints the target that monolock's contended
-// handoff p50 and p99 are at or below PostgreSQL's.
-func writeHandoffVsPostgres(b *bytes.Buffer, r *Results) {
-	m, okM := findHandoff(r, systems.Monolock)
+// writeHandoffVsPostgres prints the target that sys's contended handoff
+// p50 and p99 are at or below PostgreSQL's (label names what is held to
+// it).
+func writeHandoffVsPostgres(b *bytes.Buffer, r *Results, sys, label string) {
+	m, okM := findHandoff(r, sys)
 	pg, okP := findHandoff(r, systems.Postgres)
 	if !okM || !okP || m.Result.Latency.Count == 0 || pg.Result.Latency.Count == 0 {
 		return
@@ -33,8 +34,8 @@ func writeHandoffVsPostgres(b *bytes.Buffer, r *Results) {
 	if len(missed) > 0 {
 		v = "**missed** at " + strings.Join(missed, ", ")
 	}
-	fmt.Fprintf(b, "| handoff p50 and p99 ≤ postgres's | p50: monolock %s, postgres %s (%s); p99: monolock %s, postgres %s (%s) | %s |\n",
-		dur(ml.P50), dur(pl.P50), ratio(float64(ml.P50), float64(pl.P50)), dur(ml.P99), dur(pl.P99), ratio(float64(ml.P99), float64(pl.P99)), v)
+	fmt.Fprintf(b, "| %s p50 and p99 ≤ postgres's | p50: %s %s, postgres %s (%s); p99: %s %s, postgres %s (%s) | %s |\n", label,
+		sys, dur(ml.P50), dur(pl.P50), ratio(float64(ml.P50), float64(pl.P50)), sys, dur(ml.P99), dur(pl.P99), ratio(float64(ml.P99), float64(pl.P99)), v)
 }
 
 // clientCells are the workload-5 cells the client targets compare.

@@ -268,6 +268,7 @@ func markdown(r *Results, charts map[string]string, analysis string) []byte {
 	p("\n")
 	chart("throughput", "cycles per second by system and worker count")
 	chart("throughput-latency", "p99 cycle latency by system and worker count")
+	writeTLS(&b, r)
 
 	// 2. Handoff
 	if len(r.Handoff) > 0 {
@@ -275,6 +276,9 @@ func markdown(r *Results, charts map[string]string, analysis string) []byte {
 		p("%d workers loop acquire → release on one name. A *handoff* is a grant to a worker that was already waiting when the previous holder began to release; its latency runs from that release call to the grant. ", r.Handoff[0].Workers)
 		p("Grants a worker got without waiting (Redis's releaser often takes the key straight back while the others sleep between polls) count under grants/s but not as handoffs. ")
 		p("For the polling recipe this flatters the handoff latency: the only handoffs are the polls that happened to land just after a release. The *wait* columns show the other side, the time from every Acquire call to its grant; with a polling recipe the tail is in the maximum, since the starved waiters are far fewer than 1 %% of its grants.\n\n")
+		if _, ok := findHandoff(r, systems.MonolockSession); ok {
+			p("*monolock-session* is the Go client with a session (protocol version 4) per worker, opened before the cell and kept: each claim is a stream on the worker's one connection, queued by the server like any other, and a release waits for the server's RELEASED.\n\n")
+		}
 		p("| system | handoffs/s | grants/s | handoff p50 | handoff p99 | system ÷ monolock (handoff p99) | wait p50 | wait p99 | wait max | errors |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		mono, _ := findHandoff(r, "monolock")
 		for _, c := range r.Handoff {
@@ -345,6 +349,7 @@ func markdown(r *Results, charts map[string]string, analysis string) []byte {
 	writeOverlap(&b, r, chart)
 	writeShared(&b, r)
 	writeElection(&b, r)
+	writeHeld(&b, r)
 
 	if analysis != "" {
 		b.WriteString(strings.TrimSpace(analysis))
@@ -369,6 +374,12 @@ func throughputLabel(sys string) string {
 		return "session floor"
 	case systems.MonolockSessionBare:
 		return "monolock serve, bare client, a session per worker"
+	case systems.MonolockTLS:
+		return "monolock serve over TLS, Go client, resumption on"
+	case systems.MonolockTLSNoResume:
+		return "monolock serve over TLS, Go client, resumption off"
+	case systems.MonolockSessionTLS:
+		return "monolock serve over TLS, Go client, a session per worker"
 	}
 	return sys
 }
@@ -468,6 +479,7 @@ func writeTargets(b *bytes.Buffer, r *Results) {
 	writeFloorTargets(b, r)
 	writeTargetsAgainst(b, r, systems.SessionFloor, "session floor", sessionFloorTargets)
 	writeSessionTargets(b, r)
+	writeTLSTargets(b, r)
 	if mono, ok := findHandoff(r, "monolock"); ok {
 		m := mono.Result.Latency.P99
 		for _, t := range []struct {
@@ -488,7 +500,8 @@ func writeTargets(b *bytes.Buffer, r *Results) {
 			p("| %s | monolock %s, %s %s | %s |\n", label, dur(m), t.sys, dur(op), verdict(met))
 		}
 	}
-	writeHandoffVsPostgres(b, r)
+	writeHandoffVsPostgres(b, r, systems.Monolock, "handoff")
+	writeHandoffVsPostgres(b, r, systems.MonolockSession, "with a session per worker, handoff")
 	// The session-count row looks at the largest size asked for.
 	var asked *IdleCell
 	for i, c := range r.Idle {
@@ -506,6 +519,7 @@ func writeTargets(b *bytes.Buffer, r *Results) {
 			verdict(x.Holders >= 100000 && x.Established == x.Holders && asked.Err == ""))
 	}
 	writeIdleTargets(b, r)
+	writeHeldTargets(b, r)
 	for _, c := range r.Dead {
 		if c.System != "monolock" {
 			continue

@@ -50,7 +50,10 @@ type Results struct {
 	Shared *SharedSection `json:"shared,omitempty"`
 	// Election is workload 10: leader election beside etcd's.
 	Election *ElectionSection `json:"election,omitempty"`
-	Notes    []string         `json:"notes"`
+	// Held is 100k held locks: sessions holding many claims each on one
+	// server, its memory per lock and its heartbeat CPU.
+	Held  *HeldSection `json:"held,omitempty"`
+	Notes []string     `json:"notes"`
 }
 
 // ElectionSection is workload 10: each system's runs of the four
@@ -66,6 +69,13 @@ type ElectionSection struct {
 	// Libraries are the peers' client libraries, module path → version.
 	Libraries map[string]string `json:"libraries,omitempty"`
 	Err       string            `json:"err,omitempty"` // why nothing was measured
+	SeparateRun
+}
+
+// HeldSection is the held-locks workload's one cell.
+type HeldSection struct {
+	Result workload.HeldResult `json:"result"`
+	Err    string              `json:"err,omitempty"`
 	SeparateRun
 }
 

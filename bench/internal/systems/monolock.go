@@ -2,6 +2,8 @@ package systems
 
 import (
 	"context"
+	"crypto/tls"
+	"fmt"
 
 	"github.com/monolock/monolock/go/client"
 )
@@ -9,20 +11,57 @@ import (
 // monolockSystem uses the canonical Go client: one client per worker, one
 // connection per Acquire, release = close.
 type monolockSystem struct {
-	addr string
-	o    Options
+	name string
+	opts []client.Option
 }
 
 // OpenMonolock returns the monolock system for the server at addr.
 func OpenMonolock(addr string, o Options) (System, error) {
-	return &monolockSystem{addr: addr, o: o}, nil
+	return OpenMonolockNamed(Monolock, addr, o)
 }
 
-func (m *monolockSystem) Name() string { return Monolock }
+// OpenMonolockNamed returns the single-claim system name (Monolock,
+// MonolockTLS or MonolockTLSNoResume) for the server at addr.
+func OpenMonolockNamed(name, addr string, o Options) (System, error) {
+	opts, err := clientOptions(name, addr, o)
+	if err != nil {
+		return nil, err
+	}
+	return &monolockSystem{name: name, opts: opts}, nil
+}
+
+// clientOptions are the Go client's options for system name: the server,
+// the lease and, for the TLS systems, o.TLS (with resumption off for
+// MonolockTLSNoResume).
+func clientOptions(name, addr string, o Options) ([]client.Option, error) {
+	opts := []client.Option{client.WithServers(addr), client.WithLease(o.Lease)}
+	if !TLS(name) {
+		return opts, nil
+	}
+	if o.TLS == nil {
+		return nil, fmt.Errorf("%s: no TLS configuration", name)
+	}
+	cfg := o.TLS
+	if name == MonolockTLSNoResume {
+		cfg = NoResumption(cfg)
+	}
+	return append(opts, client.WithTLS(cfg)), nil
+}
+
+// NoResumption is cfg with TLS session resumption off: the client neither
+// offers a ticket nor keeps one (SessionTicketsDisabled), whatever session
+// cache the client installs, so every connection is a full handshake.
+func NoResumption(cfg *tls.Config) *tls.Config {
+	c := cfg.Clone()
+	c.SessionTicketsDisabled = true
+	return c
+}
+
+func (m *monolockSystem) Name() string { return m.name }
 func (m *monolockSystem) Close() error { return nil }
 
 func (m *monolockSystem) Worker(context.Context) (Worker, error) {
-	c, err := client.New(client.WithServers(m.addr), client.WithLease(m.o.Lease))
+	c, err := client.New(m.opts...)
 	if err != nil {
 		return nil, err
 	}

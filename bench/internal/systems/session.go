@@ -11,21 +11,31 @@ import (
 // 4): one session per worker, opened with the worker, every claim a
 // stream on it; a release waits for the server's RELEASED.
 type sessionSystem struct {
-	addr string
-	o    Options
+	name string
+	opts []client.Option
 }
 
 // OpenMonolockSession returns the monolock-session system for the server
 // at addr.
 func OpenMonolockSession(addr string, o Options) (System, error) {
-	return &sessionSystem{addr: addr, o: o}, nil
+	return OpenMonolockSessionNamed(MonolockSession, addr, o)
 }
 
-func (m *sessionSystem) Name() string { return MonolockSession }
+// OpenMonolockSessionNamed returns the session system name
+// (MonolockSession or MonolockSessionTLS) for the server at addr.
+func OpenMonolockSessionNamed(name, addr string, o Options) (System, error) {
+	opts, err := clientOptions(name, addr, o)
+	if err != nil {
+		return nil, err
+	}
+	return &sessionSystem{name: name, opts: opts}, nil
+}
+
+func (m *sessionSystem) Name() string { return m.name }
 func (m *sessionSystem) Close() error { return nil }
 
 func (m *sessionSystem) Worker(ctx context.Context) (Worker, error) {
-	c, err := client.New(client.WithServers(m.addr), client.WithLease(m.o.Lease))
+	c, err := client.New(m.opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ package systems
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"time"
 )
@@ -64,6 +65,9 @@ type Options struct {
 	KeepAlive bool
 	// Pool is the connection pool size for pooled recipes.
 	Pool int
+	// TLS is the client's TLS configuration (the CA that signs the
+	// server's certificate) for the systems that speak TLS (see TLS).
+	TLS *tls.Config
 }
 
 // Names of the systems, in report order.
@@ -88,21 +92,60 @@ const (
 	// version 4) against `monolock serve`: a session per worker, many
 	// claims on its one connection. Throughput workload only, for now.
 	MonolockSession = "monolock-session"
-	Redis           = "redis"
-	Etcd            = "etcd"
-	Postgres        = "postgres"
-	ZooKeeper       = "zookeeper"
+	// MonolockTLS is Monolock over TLS, the client's session cache on
+	// (its default): a claim's connection resumes the TLS session of an
+	// earlier one. Throughput workload only.
+	MonolockTLS = "monolock-tls"
+	// MonolockTLSNoResume is MonolockTLS with resumption off: every claim
+	// pays a full handshake. Throughput workload only.
+	MonolockTLSNoResume = "monolock-tls-noresume"
+	// MonolockSessionTLS is MonolockSession over TLS: one handshake per
+	// session. Throughput workload only.
+	MonolockSessionTLS = "monolock-session-tls"
+	Redis              = "redis"
+	Etcd               = "etcd"
+	Postgres           = "postgres"
+	ZooKeeper          = "zookeeper"
 )
 
 // All lists every system in report order.
-var All = []string{Floor, SessionFloor, MonolockBare, MonolockSessionBare, Monolock, MonolockSession, Redis, Etcd, Postgres, ZooKeeper}
+var All = []string{Floor, SessionFloor, MonolockBare, MonolockSessionBare, Monolock, MonolockSession,
+	MonolockTLS, MonolockTLSNoResume, MonolockSessionTLS, Redis, Etcd, Postgres, ZooKeeper}
 
 // ThroughputOnly reports whether name is measured in the uncontended
 // throughput workload alone: the floors grant every claim (they keep no
-// locks), and the bare clients neither queue nor heartbeat.
+// locks), and the bare clients neither queue nor heartbeat. The TLS
+// systems are there to be compared with their plain twins, and
+// MonolockSession is also in the handoff workload (see Handoff).
 func ThroughputOnly(name string) bool {
 	switch name {
-	case Floor, SessionFloor, MonolockBare, MonolockSessionBare, MonolockSession:
+	case Floor, SessionFloor, MonolockBare, MonolockSessionBare, MonolockSession,
+		MonolockTLS, MonolockTLSNoResume, MonolockSessionTLS:
+		return true
+	}
+	return false
+}
+
+// Handoff reports whether the contended handoff workload measures name:
+// every system that is not throughput-only, and MonolockSession, whose
+// handoff is held to PostgreSQL's.
+func Handoff(name string) bool { return !ThroughputOnly(name) || name == MonolockSession }
+
+// TLS reports whether name speaks TLS to a server started with a
+// certificate.
+func TLS(name string) bool {
+	switch name {
+	case MonolockTLS, MonolockTLSNoResume, MonolockSessionTLS:
+		return true
+	}
+	return false
+}
+
+// Local reports whether name runs against a `monolock serve` that the
+// benchmark starts for it.
+func Local(name string) bool {
+	switch name {
+	case Monolock, MonolockBare, MonolockSession, MonolockSessionBare, MonolockTLS, MonolockTLSNoResume, MonolockSessionTLS:
 		return true
 	}
 	return false
