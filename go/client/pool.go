@@ -20,6 +20,10 @@ import (
 // Acquire that fails with the session's end returns that error, and the
 // next Acquire gets a fresh session.
 //
+// A session that has used every stream id (ids only grow; 2^32 - 1 of
+// them) takes no new claim: it leaves the pool's count at once, so a new
+// session can open, and is closed once its last claim has ended.
+//
 // A Pool is safe for concurrent use.
 type Pool struct {
 	c    *Client
@@ -27,6 +31,7 @@ type Pool struct {
 
 	mu       sync.Mutex
 	sessions []*Session
+	retiring []*Session // every id used: closed once their claims end
 	dialing  int           // sessions being opened
 	dialed   chan struct{} // closed (and replaced) when a dial ends
 	closed   bool
@@ -63,8 +68,8 @@ func (p *Pool) TryAcquire(ctx context.Context, name string, opts ...AcquireOptio
 // makes later claims fail with ErrSessionClosed.
 func (p *Pool) Close() error {
 	p.mu.Lock()
-	sessions := p.sessions
-	p.sessions, p.closed = nil, true
+	sessions := append(p.sessions, p.retiring...)
+	p.sessions, p.retiring, p.closed = nil, nil, true
 	p.mu.Unlock()
 	for _, s := range sessions {
 		s.Close()
@@ -104,22 +109,28 @@ func (p *Pool) pick(ctx context.Context) (*Session, <-chan struct{}, error) {
 	}
 	var best *Session
 	bestOpen := 0
-	live := p.sessions[:0]
-	for _, s := range p.sessions {
+	var live, retiring []*Session
+	for _, s := range append(p.sessions, p.retiring...) {
 		s.mu.Lock()
 		s.pollLocked()
-		ended, open, max := s.err != nil, s.core.Open(), int(s.core.MaxStreams())
+		ended, open, max, idsLeft := s.err != nil, s.core.Open(), int(s.core.MaxStreams()), s.core.IDsLeft()
 		s.mu.Unlock()
-		if ended {
+		switch {
+		case ended:
 			continue // its claims ended with it; make room for a new one
+		case idsLeft == 0 && open == 0:
+			go s.Close()
+			continue
+		case idsLeft == 0:
+			retiring = append(retiring, s)
+			continue
 		}
 		live = append(live, s)
 		if open < max && (best == nil || open < bestOpen) {
 			best, bestOpen = s, open
 		}
 	}
-	clear(p.sessions[len(live):])
-	p.sessions = live
+	p.sessions, p.retiring = live, retiring
 	grow := len(p.sessions)+p.dialing < p.size && (best == nil || bestOpen > 0)
 	if !grow {
 		defer p.mu.Unlock()

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"math"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -101,4 +102,58 @@ func TestPoolSizeMustBePositive(t *testing.T) {
 	c := newClient(t, "127.0.0.1:1", time.Second)
 	_, err := NewPool(c, 0)
 	require.Error(t, err)
+}
+
+// A session that has used every stream id takes no new claim: the next
+// claim opens a new session even in a pool of one, and the old session is
+// closed once its last claim has been released.
+func TestPoolRetiresASessionWithoutIDsLeft(t *testing.T) {
+	srv := newFakeServer(t)
+	c := newClient(t, srv.addr(), time.Second)
+	pool, err := NewPool(c, 1)
+	require.NoError(t, err)
+	defer pool.Close()
+	var tokens atomic.Uint64
+	conns := make(chan *fakeSessionConn, 2)
+	firstEnded := make(chan struct{})
+	go func() {
+		for i := range 2 {
+			select {
+			case fc := <-srv.conns:
+				conn := newFakeSessionConn(t, fc)
+				conns <- conn
+				go func() {
+					autoServe(conn, 10, &tokens) // until the client closes
+					if i == 0 {
+						close(firstEnded)
+					}
+				}()
+			case <-time.After(wait):
+				return
+			}
+		}
+	}()
+	ctx := ctxTimeout(t, wait)
+	a, err := pool.Acquire(ctx, "a")
+	require.NoError(t, err)
+	receive(t, conns)
+	old := a.h.(*streamClaim).s
+	old.mu.Lock()
+	old.core.SkipIDs(math.MaxUint32)
+	old.mu.Unlock()
+
+	b, err := pool.Acquire(ctx, "b")
+	require.NoError(t, err)
+	receive(t, conns)
+	assert.NotSame(t, old, b.h.(*streamClaim).s, "a new session: the old one has no id left")
+	require.NoError(t, a.Err(), "the retiring session's claim lives on")
+
+	require.NoError(t, a.Release())
+	_, err = pool.Acquire(ctx, "c") // finds the retiring session without claims: closes it
+	require.NoError(t, err)
+	select {
+	case <-firstEnded:
+	case <-time.After(wait):
+		t.Fatal("the retired session was not closed once its last claim was released")
+	}
 }

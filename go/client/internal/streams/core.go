@@ -147,6 +147,14 @@ func (c *Core) MaxStreams() uint32 { return c.maxStreams }
 // server nor answered RELEASED.
 func (c *Core) Open() int { return len(c.claims) }
 
+// IDsLeft is how many more streams the session can open: ids only grow,
+// so a session that has used them all must make way for a new one.
+func (c *Core) IDsLeft() uint32 { return math.MaxUint32 - c.lastID }
+
+// SkipIDs uses n ids without opening streams (tests reach the end of the
+// ids so).
+func (c *Core) SkipIDs(n uint32) { c.lastID += min(n, c.IDsLeft()) }
+
 // ValidUntil is the send of the last answered SESSION or HEARTBEAT plus
 // the client timeout (0.8 x lease): every claim of the session is valid
 // strictly before it.
