@@ -290,6 +290,31 @@ impl AsyncTls {
     }
 }
 
+/// Dropping an established session (every close that is not a
+/// half-close: an acquire that failed or gave up, a session that ended)
+/// sends its close_notify if the socket takes it at once; a drop cannot
+/// wait. rustls queues it only once, so after a half-close this writes
+/// nothing. A handshake cut short ends without one, as on the blocking
+/// client.
+#[cfg(feature = "tokio")]
+impl Drop for AsyncTls {
+    fn drop(&mut self) {
+        if self.conn.is_handshaking() {
+            return;
+        }
+        self.conn.send_close_notify();
+        let mut out = Vec::new();
+        while self.conn.wants_write() {
+            if self.conn.write_tls(&mut out).is_err() {
+                return;
+            }
+        }
+        if !out.is_empty() {
+            let _ = self.tcp.try_write(&out);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -101,6 +101,97 @@ fn tls_server_script(conns: usize, token: u64, shutting_down_first: bool) -> Fak
     })
 }
 
+/// A TLS fake server of two connections that checks every close that is
+/// not a release also ends with the client's close_notify: the first
+/// ACQUIRE is refused (ERROR 0x18), the second is granted and then ended
+/// by the server (ERROR 0x01), which loses the lock.
+fn tls_server_ending_both() -> Fake {
+    let cert: CertificateDer<'static> = test_cert().cert.der().clone();
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(
+        test_cert().key_pair.serialize_der(),
+    ));
+    let config = Arc::new(
+        rustls::ServerConfig::builder()
+            .with_no_client_auth()
+            .with_single_cert(vec![cert], key)
+            .unwrap(),
+    );
+    Fake::start(move |listener: TcpListener| {
+        for (i, what) in ["a refused acquire", "a lost lock"].into_iter().enumerate() {
+            let tcp = common::accept(&listener);
+            let conn = rustls::ServerConnection::new(Arc::clone(&config)).unwrap();
+            let mut s = rustls::StreamOwned::new(conn, tcp);
+            let mut head = [0u8; 8];
+            s.read_exact(&mut head).unwrap();
+            assert_eq!(&head[..2], &[0x01, 0x01]);
+            let len = u16::from_be_bytes([head[6], head[7]]) as usize;
+            s.read_exact(&mut vec![0u8; len]).unwrap();
+            if i == 0 {
+                s.write_all(&common::error(0x18, "not authorized for lock"))
+                    .unwrap();
+            } else {
+                s.write_all(&common::acquired(5)).unwrap();
+                s.write_all(&common::error(0x01, "shutting down")).unwrap();
+            }
+            let mut b = [0u8; 1];
+            loop {
+                match s.read(&mut b) {
+                    Ok(1) if b[0] == 0x02 => {} // a heartbeat may come first
+                    Ok(1) => panic!("{what}: byte 0x{:02x} before the close", b[0]),
+                    // rustls reads zero bytes only after a close_notify.
+                    Ok(_) => break,
+                    Err(e) => panic!("{what} closed without close_notify: {e}"),
+                }
+            }
+        }
+    })
+}
+
+#[test]
+fn blocking_closes_that_are_not_releases_send_close_notify() {
+    let fake = tls_server_ending_both();
+    let c = monolock::Client::builder()
+        .server(fake.addr.clone())
+        .lease(Duration::from_secs(10))
+        .tls(client_config())
+        .build()
+        .unwrap();
+    let refused = c.try_acquire("tls");
+    assert!(
+        matches!(refused, Err(monolock::Error::NotAuthorized(_))),
+        "{refused:?}"
+    );
+    let g = c.try_acquire("tls").unwrap();
+    assert!(g.wait_lost_timeout(Duration::from_secs(20)).is_some());
+    fake.join();
+    drop(g);
+}
+
+#[cfg(feature = "tokio")]
+#[tokio::test]
+async fn tokio_closes_that_are_not_releases_send_close_notify() {
+    let fake = tls_server_ending_both();
+    let c = monolock::tokio::Client::builder()
+        .server(fake.addr.clone())
+        .lease(Duration::from_secs(10))
+        .tls(client_config())
+        .build()
+        .unwrap();
+    let refused = c.try_acquire("tls").await;
+    assert!(
+        matches!(refused, Err(monolock::Error::NotAuthorized(_))),
+        "{refused:?}"
+    );
+    let g = c.try_acquire("tls").await.unwrap();
+    tokio::time::timeout(Duration::from_secs(20), g.lost())
+        .await
+        .expect("the server's ERROR loses the lock");
+    tokio::task::spawn_blocking(move || fake.join())
+        .await
+        .unwrap();
+    drop(g);
+}
+
 #[test]
 fn blocking_client_over_tls() {
     let fake = tls_server(1, 77);

@@ -201,18 +201,59 @@ impl Conn {
     pub(crate) fn half_close(&self) -> io::Result<()> {
         #[cfg(feature = "tls")]
         if let Some(tls) = &self.tls {
-            let mut session = lock(tls);
-            session.send_close_notify();
-            write_tls(&mut session, &self.tcp)?;
+            close_notify(&mut lock(tls), &self.tcp)?;
         }
         self.tcp.shutdown(Shutdown::Write)
     }
 
-    /// Closes both directions at once; a read blocked in another thread
-    /// returns. Errors are of no interest: the socket may be closed already.
+    /// Closes both directions at once, after a TLS close_notify unless
+    /// another thread is writing (a write stalled on a server that stopped
+    /// reading must not hold up the close: this close is what ends it). A
+    /// read blocked in another thread returns. Errors are of no interest:
+    /// the socket may be closed already.
     pub(crate) fn close(&self) {
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &self.tls {
+            let session = match tls.try_lock() {
+                Ok(session) => Some(session),
+                Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+                Err(std::sync::TryLockError::WouldBlock) => None,
+            };
+            if let Some(mut session) = session {
+                let _ = self.tcp.set_write_timeout(Some(CLOSE_NOTIFY_WAIT));
+                let _ = close_notify(&mut session, &self.tcp);
+            }
+        }
         let _ = self.tcp.shutdown(Shutdown::Both);
     }
+}
+
+/// A connection dropped without [`Conn::close`] (an acquire that failed or
+/// gave up) still ends its TLS session with a close_notify; rustls sends it
+/// once, so after a close or a half-close this writes nothing.
+#[cfg(feature = "tls")]
+impl Drop for Conn {
+    fn drop(&mut self) {
+        if let Some(tls) = &mut self.tls {
+            let session = tls
+                .get_mut()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let _ = self.tcp.set_write_timeout(Some(CLOSE_NOTIFY_WAIT));
+            let _ = close_notify(session, &self.tcp);
+        }
+    }
+}
+
+/// How long a close may wait to write the close_notify: long only when the
+/// server has stopped reading and the socket's buffer is full.
+#[cfg(feature = "tls")]
+const CLOSE_NOTIFY_WAIT: Duration = Duration::from_millis(100);
+
+/// Sends the TLS close_notify (once: rustls queues it only the first time).
+#[cfg(feature = "tls")]
+fn close_notify(session: &mut rustls::ClientConnection, tcp: &TcpStream) -> io::Result<()> {
+    session.send_close_notify();
+    write_tls(session, tcp)
 }
 
 #[cfg(feature = "tls")]
