@@ -75,6 +75,35 @@ def test_tls_server_hostname(
     release_with(fut.result(10), conn)
 
 
+def test_tls_release_sends_close_notify(api: Api, certs: tuple[Path, Path, Path]) -> None:
+    """A released claim's connection ends with close_notify before the FIN:
+    the scripted server reads a clean end, not a bare FIN (an
+    SSLEOFError), which would also make OpenSSL throw the client's ticket
+    away."""
+    _, cert, key = certs
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(cert, key)
+    server = FakeServer(tls=ctx, ragged_eofs=False)
+    try:
+        fut = api.acquire(
+            server.address, "tls/close-notify", lease=1, ssl_context=client_context(certs[0])
+        )
+        conn = server.accept()
+        conn.read_acquire()
+        conn.send(proto.encode_acquired(5))
+        handle = fut.result(10)
+        done = api.pool_call(handle.release)
+        try:
+            conn.wait_eof()
+        except ssl.SSLEOFError:
+            pytest.fail("the client closed its TLS connection without close_notify")
+        finally:
+            conn.close()
+        done.result(10)
+    finally:
+        server.close()
+
+
 SERVER_REFUSED = "(the server's certificate is not trusted: check the CA file and the server name)"
 CLIENT_REFUSED = (
     "(the server refused this client's certificate: give a client certificate that its CA signs)"

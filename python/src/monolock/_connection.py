@@ -36,6 +36,7 @@ from ._log import logger
 from ._plan import timeout_error
 from ._reactor import MAX_SELECT, READ, WRITE, Handler, Keeper, Latch, tell
 from ._session import Close, Failed, Granted, Lost, Queued, Send, Session, SessionEvent
+from ._tls import close_notify
 from .errors import AcquireCancelled, ConnectionClosed, LockLost
 
 _RECV_SIZE = 4096
@@ -110,6 +111,8 @@ class Connection(ConnectionHandler[HeldLock], Handler):
         self._connect_error: OSError | None = None
         self._handback_until: int | None = None
         """Set while a release waits for the server's close."""
+        self._notified = False
+        """Whether close_notify went out (or cannot any more)."""
         self._let_go = False
         self._telling = False
         self._close_pending = False
@@ -424,6 +427,7 @@ class Connection(ConnectionHandler[HeldLock], Handler):
     def _hand_back(self) -> None:
         """Half-close, then wait (bounded) for the server's close, which
         tells that the lock is free on the server."""
+        self._end_tls()
         try:
             # socket.socket's own shutdown: SSLSocket's would drop the TLS
             # state that is still needed to read the server's close.
@@ -456,6 +460,7 @@ class Connection(ConnectionHandler[HeldLock], Handler):
             self._keeper.watch(self, None)
         self._handback_until = self._connect_until = None
         self._connecting = False
+        self._end_tls()
         with suppress(OSError):
             self._sock.close()
         if not self._closed.is_open:
@@ -463,6 +468,13 @@ class Connection(ConnectionHandler[HeldLock], Handler):
             if not self.outcome_known:
                 self._note(None)  # the acquiring thread still waits
             self._wake_proclaimers()
+
+    def _end_tls(self) -> None:
+        """TLS: send close_notify, once, before the close."""
+        if self._notified:
+            return
+        self._notified = True
+        close_notify(self._sock)
 
     def _unregister(self) -> None:
         if self._events:
