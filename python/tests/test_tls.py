@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 import pytest
 
+import monolock
 from monolock import _protocol as proto
 from monolock import errors
 
@@ -255,6 +256,20 @@ def test_mtls_acl_allows_the_deployer(api: Api, mtls_server: tuple[Path, RealSer
         handle = fut.result(10)
         assert handle.token > 0
         handle.release()
+
+
+def test_tls_claims_resume_sessions(mtls_server: tuple[Path, RealServer]) -> None:
+    """A blocking client's single claims resume the TLS session of the one
+    before (its ticket kept, its close_notify sent): only the first
+    connection pays a full handshake. The resumed ones still carry the
+    client certificate the ACL names."""
+    pki, server = mtls_server
+    client = monolock.Client(server.address, lease=2, ssl_context=mtls_context(pki, "deployer"))
+    sessions = client._tls_sessions
+    for i in range(3):
+        with client.lock(f"deploy/resume-{i}", timeout=10) as held:
+            assert held.token > 0
+        assert (sessions.handshakes, sessions.resumed) == (i + 1, i), "the first is full"
 
 
 def test_mtls_acl_refuses_a_cn_it_does_not_name(

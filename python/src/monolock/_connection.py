@@ -36,7 +36,7 @@ from ._log import logger
 from ._plan import timeout_error
 from ._reactor import MAX_SELECT, READ, WRITE, Handler, Keeper, Latch, tell
 from ._session import Close, Failed, Granted, Lost, Queued, Send, Session, SessionEvent
-from ._tls import close_notify
+from ._tls import TlsSessions, close_notify
 from .errors import AcquireCancelled, ConnectionClosed, LockLost
 
 _RECV_SIZE = 4096
@@ -111,8 +111,9 @@ class Connection(ConnectionHandler[HeldLock], Handler):
         self._connect_error: OSError | None = None
         self._handback_until: int | None = None
         """Set while a release waits for the server's close."""
+        self._sessions: TlsSessions | None = None
         self._notified = False
-        """Whether close_notify went out (or cannot any more)."""
+        """Whether the TLS end (session kept, close_notify) is done."""
         self._let_go = False
         self._telling = False
         self._close_pending = False
@@ -204,8 +205,17 @@ class Connection(ConnectionHandler[HeldLock], Handler):
         self._address, self._candidates, self._connect_timeout = address, candidates, timeout
         self._connect_next()
 
-    def adopt(self, sock: socket.socket) -> None:
-        """Serve a socket connected (and TLS-shaken) by the caller."""
+    def adopt(
+        self,
+        sock: socket.socket,
+        address: Address | None = None,
+        sessions: TlsSessions | None = None,
+    ) -> None:
+        """Serve a socket connected (and TLS-shaken) by the caller; with
+        ``sessions``, keep its TLS session for the next connection to
+        ``address`` when it closes."""
+        if sessions is not None:
+            self._address, self._sessions = address, sessions
         if self.session.closed:  # let go of before it got here
             self._sock = sock
             self._finish_close()
@@ -470,10 +480,14 @@ class Connection(ConnectionHandler[HeldLock], Handler):
             self._wake_proclaimers()
 
     def _end_tls(self) -> None:
-        """TLS: send close_notify, once, before the close."""
+        """TLS, once, before the close: keep the session (its ticket came
+        with the server's first reply) for the next claim, then send
+        close_notify."""
         if self._notified:
             return
         self._notified = True
+        if self._sessions is not None and self._address is not None:
+            self._sessions.keep(self._address, self._sock)
         close_notify(self._sock)
 
     def _unregister(self) -> None:
