@@ -267,11 +267,14 @@ class FakeServer:
     """A listening socket whose connections the test answers by hand,
     optionally over TLS."""
 
-    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
+    def __init__(self, tls: ssl.SSLContext | None = None, *, ragged_eofs: bool = True) -> None:
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.address = f"127.0.0.1:{self.port}"
         self.tls = tls
+        self.ragged_eofs = ragged_eofs
+        """False: over TLS, a FIN without close_notify raises
+        :class:`ssl.SSLEOFError` on the server's read."""
         self.conns: list[FakeConn] = []
 
     def accept(self, timeout: float = 5.0) -> FakeConn:
@@ -280,7 +283,9 @@ class FakeServer:
         sock, _ = self.listener.accept()
         sock.settimeout(None)
         if self.tls is not None:
-            sock = self.tls.wrap_socket(sock, server_side=True)
+            sock = self.tls.wrap_socket(
+                sock, server_side=True, suppress_ragged_eofs=self.ragged_eofs
+            )
         conn = FakeConn(sock)
         self.conns.append(conn)
         return conn

@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 import pytest
 
+import monolock
 from monolock import _protocol as proto
 from monolock import errors
 
@@ -73,6 +74,35 @@ def test_tls_server_hostname(
     conn.read_acquire()
     conn.send(proto.encode_acquired(1))
     release_with(fut.result(10), conn)
+
+
+def test_tls_release_sends_close_notify(api: Api, certs: tuple[Path, Path, Path]) -> None:
+    """A released claim's connection ends with close_notify before the FIN:
+    the scripted server reads a clean end, not a bare FIN (an
+    SSLEOFError), which would also make OpenSSL throw the client's ticket
+    away."""
+    _, cert, key = certs
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(cert, key)
+    server = FakeServer(tls=ctx, ragged_eofs=False)
+    try:
+        fut = api.acquire(
+            server.address, "tls/close-notify", lease=1, ssl_context=client_context(certs[0])
+        )
+        conn = server.accept()
+        conn.read_acquire()
+        conn.send(proto.encode_acquired(5))
+        handle = fut.result(10)
+        done = api.pool_call(handle.release)
+        try:
+            conn.wait_eof()
+        except ssl.SSLEOFError:
+            pytest.fail("the client closed its TLS connection without close_notify")
+        finally:
+            conn.close()
+        done.result(10)
+    finally:
+        server.close()
 
 
 SERVER_REFUSED = "(the server's certificate is not trusted: check the CA file and the server name)"
@@ -226,6 +256,20 @@ def test_mtls_acl_allows_the_deployer(api: Api, mtls_server: tuple[Path, RealSer
         handle = fut.result(10)
         assert handle.token > 0
         handle.release()
+
+
+def test_tls_claims_resume_sessions(mtls_server: tuple[Path, RealServer]) -> None:
+    """A blocking client's single claims resume the TLS session of the one
+    before (its ticket kept, its close_notify sent): only the first
+    connection pays a full handshake. The resumed ones still carry the
+    client certificate the ACL names."""
+    pki, server = mtls_server
+    client = monolock.Client(server.address, lease=2, ssl_context=mtls_context(pki, "deployer"))
+    sessions = client._tls_sessions
+    for i in range(3):
+        with client.lock(f"deploy/resume-{i}", timeout=10) as held:
+            assert held.token > 0
+        assert (sessions.handshakes, sessions.resumed) == (i + 1, i), "the first is full"
 
 
 def test_mtls_acl_refuses_a_cn_it_does_not_name(

@@ -14,6 +14,7 @@ from typing import Union
 
 from . import _constants_gen as spec
 from . import _protocol as proto
+from ._tls import TlsSessions
 from .errors import ConfigError
 
 DEFAULT_PORT = spec.CLIENT_DEFAULTS_DEFAULT_PORT
@@ -200,6 +201,9 @@ class ClientConfig:
             raise TypeError("monolock: ssl_context must be an ssl.SSLContext")
         self.ssl_context = ssl_context
         self.server_hostname = server_hostname
+        self._tls_sessions = TlsSessions()
+        """The TLS sessions the blocking client's single claims resume
+        (asyncio's connections cannot be handed a session)."""
 
     @property
     def lease(self) -> float:

@@ -36,6 +36,7 @@ from ._log import logger
 from ._plan import timeout_error
 from ._reactor import MAX_SELECT, READ, WRITE, Handler, Keeper, Latch, tell
 from ._session import Close, Failed, Granted, Lost, Queued, Send, Session, SessionEvent
+from ._tls import TlsSessions, close_notify
 from .errors import AcquireCancelled, ConnectionClosed, LockLost
 
 _RECV_SIZE = 4096
@@ -110,6 +111,9 @@ class Connection(ConnectionHandler[HeldLock], Handler):
         self._connect_error: OSError | None = None
         self._handback_until: int | None = None
         """Set while a release waits for the server's close."""
+        self._sessions: TlsSessions | None = None
+        self._notified = False
+        """Whether the TLS end (session kept, close_notify) is done."""
         self._let_go = False
         self._telling = False
         self._close_pending = False
@@ -201,8 +205,17 @@ class Connection(ConnectionHandler[HeldLock], Handler):
         self._address, self._candidates, self._connect_timeout = address, candidates, timeout
         self._connect_next()
 
-    def adopt(self, sock: socket.socket) -> None:
-        """Serve a socket connected (and TLS-shaken) by the caller."""
+    def adopt(
+        self,
+        sock: socket.socket,
+        address: Address | None = None,
+        sessions: TlsSessions | None = None,
+    ) -> None:
+        """Serve a socket connected (and TLS-shaken) by the caller; with
+        ``sessions``, keep its TLS session for the next connection to
+        ``address`` when it closes."""
+        if sessions is not None:
+            self._address, self._sessions = address, sessions
         if self.session.closed:  # let go of before it got here
             self._sock = sock
             self._finish_close()
@@ -424,6 +437,7 @@ class Connection(ConnectionHandler[HeldLock], Handler):
     def _hand_back(self) -> None:
         """Half-close, then wait (bounded) for the server's close, which
         tells that the lock is free on the server."""
+        self._end_tls()
         try:
             # socket.socket's own shutdown: SSLSocket's would drop the TLS
             # state that is still needed to read the server's close.
@@ -456,6 +470,7 @@ class Connection(ConnectionHandler[HeldLock], Handler):
             self._keeper.watch(self, None)
         self._handback_until = self._connect_until = None
         self._connecting = False
+        self._end_tls()
         with suppress(OSError):
             self._sock.close()
         if not self._closed.is_open:
@@ -463,6 +478,17 @@ class Connection(ConnectionHandler[HeldLock], Handler):
             if not self.outcome_known:
                 self._note(None)  # the acquiring thread still waits
             self._wake_proclaimers()
+
+    def _end_tls(self) -> None:
+        """TLS, once, before the close: keep the session (its ticket came
+        with the server's first reply) for the next claim, then send
+        close_notify."""
+        if self._notified:
+            return
+        self._notified = True
+        if self._sessions is not None and self._address is not None:
+            self._sessions.keep(self._address, self._sock)
+        close_notify(self._sock)
 
     def _unregister(self) -> None:
         if self._events:

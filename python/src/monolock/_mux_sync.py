@@ -38,6 +38,7 @@ from ._plan import check_mode, timeout_error
 from ._protocol import encode_name, encode_value
 from ._reactor import MAX_SELECT, READ, WRITE, Handler, Keeper, tell
 from ._session import Close, Send
+from ._tls import close_notify
 from ._watch import LockState, Observation, leader_of, next_transition, watch_timeout
 from .errors import AcquireCancelled, ConnectionClosed, LockLost, MonolockError, unprefixed
 
@@ -326,20 +327,13 @@ class _MuxConnection(Handler):
             self._keeper.unregister(self)
 
     def _close_notify(self) -> None:
-        """TLS: send close_notify, once, before the FIN. The server takes a
-        FIN without one (anyone on the path can inject a FIN) as a reset
-        and holds the session's claims for the lease instead of releasing
-        them. Never blocks: on the non-blocking socket unwrap() sends the
-        alert, then raises SSLWantReadError for the server's, which the
-        hand-back reads (or the close drops); a full send buffer or a dead
-        connection leaves it unsent."""
-        sock = self._sock
-        if self._notified or not isinstance(sock, ssl.SSLSocket):
+        """TLS: send close_notify, once, before the FIN; without one the
+        server holds the session's claims for the lease instead of
+        releasing them (see :func:`monolock._tls.close_notify`)."""
+        if self._notified or self._sock is None:
             return
         self._notified = True
-        with suppress(OSError, ValueError):
-            sock.setblocking(False)  # the keeper's sockets are; bound it anyway
-            sock.unwrap()
+        close_notify(self._sock)
 
 
 class _StreamConn:

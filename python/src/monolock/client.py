@@ -45,6 +45,7 @@ from ._pool import SessionPool
 from ._reactor import keeper
 from ._serialized import SerializedSession
 from ._sync_watch import Observations, Watch
+from ._tls import TlsSessions
 from ._watch import Observation
 from .errors import AcquireCancelled, ConfigError, MonolockError
 
@@ -189,9 +190,16 @@ def _addresses(address: Address) -> list[SockAddr]:
     return [(f, p, a) for f, _, p, _, a in infos]
 
 
-def _open_socket(config: ClientConfig, address: Address, timeout: float | None) -> socket.socket:
+def _open_socket(
+    config: ClientConfig,
+    address: Address,
+    timeout: float | None,
+    sessions: TlsSessions | None = None,
+) -> socket.socket:
     """Connect (and run the TLS handshake) within ``timeout`` seconds, in
-    the caller's thread; returns the socket non-blocking, for the keeper."""
+    the caller's thread; returns the socket non-blocking, for the keeper.
+    With ``sessions``, the handshake resumes the last TLS session of
+    ``address`` there is."""
     try:
         sock = socket.create_connection((address.host, address.port), timeout=timeout)
     except OSError as exc:
@@ -199,7 +207,9 @@ def _open_socket(config: ClientConfig, address: Address, timeout: float | None) 
     tls = config.ssl_context
     try:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if tls is not None:
+        if tls is not None and sessions is not None:
+            sock = sessions.wrap(tls, sock, address, config.tls_hostname(address))
+        elif tls is not None:
             sock = tls.wrap_socket(sock, server_hostname=config.tls_hostname(address))
         sock.setblocking(False)
     except OSError as exc:
@@ -379,7 +389,9 @@ class Client(ClientConfig):
                     raise connect_error(step.address, exc) from exc
                 reactor.submit(conn.connect, step.address, candidates, step.connect_timeout)
             else:
-                reactor.submit(conn.adopt, _open_socket(self, step.address, step.connect_timeout))
+                sessions = self._tls_sessions
+                sock = _open_socket(self, step.address, step.connect_timeout, sessions)
+                reactor.submit(conn.adopt, sock, step.address, sessions)
             return conn.acquire(step.deadline, cancel)
 
         def sleep(seconds: float) -> None:
