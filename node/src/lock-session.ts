@@ -244,8 +244,9 @@ export class Session implements AsyncDisposable, StreamOwner {
 
   /**
    * Acquires `name` only if it is free right now: a WAITING gives the place
-   * up at once and rejects with {@link LockBusyError}, as
-   * {@link Client.tryAcquire} does. Rejects otherwise as {@link acquire}.
+   * up at once and rejects with {@link LockBusyError} once the server has
+   * let the stream go (RELEASED), as {@link Client.tryAcquire} does.
+   * Rejects otherwise as {@link acquire}.
    */
   tryAcquire(name: LockName, options: Omit<SessionAcquireOptions, "onWaiting"> = {}): Promise<Lock> {
     return this.start(name, options, "try", Lock);

@@ -66,7 +66,7 @@ export type SessionAction =
   /** Close the connection; `handBack`: the application closed a live session (FIN, then wait for the server). */
   | { readonly type: "close"; readonly handBack: boolean };
 
-/** `lost`: ended by its deadline with claims held, connection kept until the server's lease surely ran out. */
+/** `lost`: ended by its deadline, every stream told; the connection is kept until the server's lease surely ran out. */
 export type SessionState = "connecting" | "open" | "lost" | "closed";
 
 /** A validated claim, as a stream's OPEN carries it. */
@@ -92,6 +92,8 @@ interface Stream {
   token: bigint | undefined;
   /** When a release stops waiting for RELEASED. */
   releaseBy: number;
+  /** Released because the claim failed (a try's WAITING: busy): told as that failure when the release is done. */
+  abandon?: Cause;
 }
 
 /** The sans-IO state machine of one session. Times are milliseconds on one monotonic clock. */
@@ -268,9 +270,11 @@ export class SessionCore {
   }
 
   /**
-   * The application closes the session, after releasing what it holds:
-   * every release still waiting is done, and the connection is closed
-   * (handed back, so the server releases the rest at once, when live).
+   * The application closes the session: every claim counts as released
+   * (held, waiting or being released; none is told lost, nothing failed),
+   * a watch ends, and the connection is closed (handed back, so the server
+   * releases every claim at once, when live). No `ended`: a close is no end
+   * of the session's own.
    */
   close(now: number): SessionAction[] {
     const out: SessionAction[] = [];
@@ -278,8 +282,11 @@ export class SessionCore {
     if (this.current === "closed") return out;
     const live = this.current === "open" || this.current === "connecting";
     const cause: Cause = { kind: "io", detail: "the session was closed" };
-    this.tellAll(out, cause);
-    if (live) out.push({ type: "ended", cause });
+    for (const [id, s] of [...this.streams].sort((a, b) => a[0] - b[0])) {
+      if (s.kind === "watch" && s.state !== "releasing") out.push({ type: "watch_end", stream: id, cause });
+      else out.push({ type: "released", stream: id });
+    }
+    this.streams.clear();
     this.current = "closed";
     out.push({ type: "close", handBack: live });
     return out;
@@ -296,18 +303,13 @@ export class SessionCore {
   private advance(out: SessionAction[], now: number): void {
     if (this.ackedSendAt === undefined) return;
     if ((this.current === "open" || this.current === "connecting") && now >= this.validUntil) {
-      // Tell first. With a claim held, keep the connection: closing it
-      // would let the server hand the claims on before sendTime + lease.
-      const held = [...this.streams.values()].some((s) => s.state === "held");
+      // Tell first, then keep the connection: closing it would let the
+      // server hand the claims on (a grant may be on its way) before
+      // sendTime + lease.
       const cause: Cause = { kind: "timeout" };
       this.tellAll(out, cause);
       out.push({ type: "ended", cause });
-      if (held) {
-        this.current = "lost";
-      } else {
-        this.current = "closed";
-        out.push({ type: "close", handBack: false });
-      }
+      this.current = "lost";
     }
     if (this.current === "lost" && now >= this.closeAt) {
       this.current = "closed";
@@ -317,7 +319,7 @@ export class SessionCore {
     for (const [id, s] of this.streams) {
       if (s.state === "releasing" && now >= s.releaseBy) {
         this.streams.delete(id);
-        out.push({ type: "released", stream: id });
+        this.releaseDone(out, id, s);
       }
     }
   }
@@ -397,9 +399,10 @@ export class SessionCore {
       if (owed !== 0) {
         out.push({ type: "proclaimed", stream: id, seq: owed });
       } else if (s.mode === "try") {
-        // Busy: give the place in the queue up at once.
+        // Busy: give the place in the queue up at once; the claim fails
+        // when the release is done (RELEASED), so no grant of it is left.
         this.startRelease(out, id, s, now);
-        out.push({ type: "fail", stream: id, cause: { kind: "busy" } });
+        s.abandon = { kind: "busy" };
       } else {
         s.state = "waiting";
         out.push({ type: "waiting", stream: id });
@@ -436,13 +439,19 @@ export class SessionCore {
       return;
     }
     const s = this.streams.get(id);
-    if (s === undefined) return; // its wait had run out, or it ended as the RELEASE crossed
+    if (s === undefined) return; // its release wait had run out
     if (s.state !== "releasing") {
       this.violation(out, `RELEASED of stream ${id}, not released`);
       return;
     }
     this.streams.delete(id);
-    out.push({ type: "released", stream: id });
+    this.releaseDone(out, id, s);
+  }
+
+  /** A release is done: released, or the failure it was made for (busy). */
+  private releaseDone(out: SessionAction[], id: number, s: Stream): void {
+    if (s.abandon !== undefined) out.push({ type: "fail", stream: id, cause: s.abandon });
+    else out.push({ type: "released", stream: id });
   }
 
   /** A stream ended by itself: a claim not yet granted fails, a held one is lost, with the code. */
@@ -453,9 +462,9 @@ export class SessionCore {
     }
     const s = this.streams.get(id);
     if (s === undefined) return;
+    if (s.state === "releasing") return; // it crossed the RELEASE: RELEASED follows
     this.streams.delete(id);
-    if (s.state === "releasing") out.push({ type: "released", stream: id });
-    else if (s.kind === "watch") out.push({ type: "watch_end", stream: id, cause });
+    if (s.kind === "watch") out.push({ type: "watch_end", stream: id, cause });
     else if (s.state === "held") out.push({ type: "lost", stream: id, cause });
     else out.push({ type: "fail", stream: id, cause });
   }
@@ -506,7 +515,7 @@ export class SessionCore {
   private tellAll(out: SessionAction[], cause: Cause): void {
     for (const [id, s] of [...this.streams].sort((a, b) => a[0] - b[0])) {
       if (s.state === "held") out.push({ type: "lost", stream: id, cause });
-      else if (s.state === "releasing") out.push({ type: "released", stream: id });
+      else if (s.state === "releasing") this.releaseDone(out, id, s);
       else if (s.kind === "watch") out.push({ type: "watch_end", stream: id, cause });
       else out.push({ type: "fail", stream: id, cause });
     }

@@ -123,15 +123,30 @@ describe("session core", () => {
     assert.deepEqual(told(core.receive(acquired(id, 10), 7)).slice(0, 1), ["lost 1 protocol"], "a changed token");
   });
 
-  test("tryAcquire: WAITING sends RELEASE and fails busy; the stream's later frames are dropped", () => {
+  test("tryAcquire: WAITING sends RELEASE, and RELEASED fails it busy; the stream's frames between are dropped", () => {
     const core = opened();
     const { stream: id } = core.open(claim("a", {}, "try"), 2);
     const out = core.receive(waiting(id), 3);
     assert.deepEqual(sent(out), [`08${u32(id)}`]);
-    assert.deepEqual(told(out), ["send 08", "fail 1 busy"]);
+    assert.deepEqual(told(out), ["send 08"]);
     assert.deepEqual(told(core.receive(acquired(id, 5), 4)), [], "a grant that crossed the RELEASE");
-    assert.deepEqual(told(core.receive(hex(`18${u32(id)}`), 5)), ["released 1"]);
+    assert.deepEqual(told(core.receive(hex(`19${u32(id)}0200`), 5)), [], "an end that crossed the RELEASE");
+    assert.deepEqual(told(core.receive(hex(`18${u32(id)}`), 6)), ["fail 1 busy"]);
     assert.equal(core.openStreams, 0);
+  });
+
+  test("tryAcquire: a busy claim fails busy when its release wait runs out or the session ends", () => {
+    const waited = opened();
+    waited.receive(waiting(waited.open(claim("a", {}, "try"), 2).stream), 3);
+    // The wait is min(0.8 x lease, 1 s) = 800 ms; heartbeats keep the session alive meanwhile.
+    for (let t = hb; t < 803; t += hb) if (sent(waited.tick(t)).includes("02")) waited.receive(ALIVE, t);
+    assert.deepEqual(
+      told(waited.tick(803)).filter((a) => a !== "send 02"),
+      ["fail 1 busy"],
+    );
+    const ended = opened();
+    ended.receive(waiting(ended.open(claim("a", {}, "try"), 2).stream), 3);
+    assert.deepEqual(told(ended.eof(4)), ["fail 1 busy", "ended io", "close false"]);
   });
 
   test("STREAM_END: a claim not granted fails with the code, a held one is lost with it; the session lives", () => {
@@ -205,12 +220,24 @@ describe("session core", () => {
     assert.deepEqual(told(core.eof(5)), ["lost 1 io", "released 2", "fail 3 io", "ended io", "close false"]);
   });
 
-  test("close by the application: releases done, the connection handed back, nothing told lost", () => {
+  test("close by the application: every claim released, the connection handed back, nothing told lost", () => {
     const core = opened();
     const a = core.open(claim("a"), 2).stream;
-    core.receive(acquired(a, 1), 3);
+    const b = core.open(claim("b"), 2).stream;
+    core.open(claim("c"), 2);
+    core.receive(Buffer.concat([acquired(a, 1), acquired(b, 2)]), 3);
     core.release(a, 4);
-    assert.deepEqual(told(core.close(5)), ["released 1", "ended io", "close true"]);
+    assert.deepEqual(told(core.close(5)), ["released 1", "released 2", "released 3", "close true"]);
+    assert.equal(core.state, "closed");
+  });
+
+  test("the deadline with nothing held: the end told, the connection still kept until last ack + lease", () => {
+    const core = new SessionCore(lease);
+    core.connect(0);
+    assert.deepEqual(told(core.tick(800)), ["ended timeout"]);
+    assert.equal(core.state, "lost");
+    assert.equal(core.nextWakeAt, 1000);
+    assert.deepEqual(told(core.tick(1000)), ["close false"]);
   });
 
   test("stream ids the server never saw opened are a violation", () => {
