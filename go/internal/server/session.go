@@ -501,6 +501,8 @@ func (ss *session) readFailed(err error) error {
 		return errSilent
 	case errors.Is(err, syscall.ECONNRESET):
 		return errReset
+	case errors.Is(err, io.EOF) && endedWithoutCloseNotify(ss.conn):
+		return errReset // a FIN anyone on the path could have injected is no release
 	}
 	return err
 }

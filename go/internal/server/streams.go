@@ -483,9 +483,6 @@ func (m *streamSession) finish(err error) {
 	req := m.endReq
 	m.mu.Unlock()
 	how, final, reason := endOf(req, err)
-	if how == endRelease && final == nil && endedWithoutCloseNotify(m.conn) {
-		how = endReset // a FIN anyone could have injected is no release
-	}
 	m.env.log.Debug("session of streams ended", "session", m.ss.id(), "remote", m.conn.RemoteAddr(), "err", err)
 	close(m.stop)
 	if final == nil {

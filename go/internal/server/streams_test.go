@@ -573,49 +573,72 @@ type pipeAddr struct{}
 func (pipeAddr) Network() string { return "pipe" }
 func (pipeAddr) String() string  { return "pipe" }
 
-// Over TLS a session's claims are released by the client's close_notify;
-// a FIN without one (which anyone on the path can inject) holds them
-// until the lease after the last frame, as a reset does.
-func TestSessionOverTLSReleasesOnlyOnCloseNotify(t *testing.T) {
+// Over TLS a claim is released by the client's close_notify; a FIN
+// without one (which anyone on the path can inject) holds it until the
+// lease after the last frame, as a reset does: on a session and on a
+// single-claim connection alike.
+func TestClaimOverTLSReleasedOnlyByCloseNotify(t *testing.T) {
 	cert, pool := testcerts.LoopbackServer(t)
 	srv := startServerOn(t, Config{}, func(ln net.Listener) net.Listener {
 		return NewTLSListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13})
 	})
 	const leaseMS = 60000
-	open := func(name string) (*tls.Conn, *net.TCPConn) {
+	// claim sends frame (the claim of name, as the shape sends it) and
+	// reads its grant with read.
+	claim := func(name string, frame []byte, read func(in *bufio.Reader)) (*tls.Conn, *net.TCPConn) {
 		raw, err := net.Dial("tcp", srv.addr)
 		require.NoError(t, err)
 		t.Cleanup(func() { raw.Close() })
 		conn := tls.Client(raw, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13, ServerName: "127.0.0.1"})
 		require.NoError(t, conn.SetDeadline(time.Now().Add(replyTimeout)))
-		frame, err := protocol.AppendSession(nil, leaseMS)
-		require.NoError(t, err)
-		frame, err = protocol.AppendAcquire(protocol.AppendStreamHeader(frame, protocol.MsgOpen, 1), name, leaseMS)
-		require.NoError(t, err)
 		_, err = conn.Write(frame)
 		require.NoError(t, err)
-		in := bufio.NewReader(conn)
-		f, err := protocol.ReadSessionFrame(in)
-		require.NoError(t, err)
-		require.Equal(t, protocol.MsgSessionOK, f.Type)
-		f, err = protocol.ReadSessionFrame(in)
-		require.NoError(t, err)
-		require.Equal(t, protocol.MsgAcquired, f.Inner)
+		read(bufio.NewReader(conn))
 		return conn, raw.(*net.TCPConn)
 	}
+	shapes := map[string]func(name string) (*tls.Conn, *net.TCPConn){
+		"session": func(name string) (*tls.Conn, *net.TCPConn) {
+			frame, err := protocol.AppendSession(nil, leaseMS)
+			require.NoError(t, err)
+			frame, err = protocol.AppendAcquire(protocol.AppendStreamHeader(frame, protocol.MsgOpen, 1), name, leaseMS)
+			require.NoError(t, err)
+			return claim(name, frame, func(in *bufio.Reader) {
+				f, err := protocol.ReadSessionFrame(in)
+				require.NoError(t, err)
+				require.Equal(t, protocol.MsgSessionOK, f.Type)
+				f, err = protocol.ReadSessionFrame(in)
+				require.NoError(t, err)
+				require.Equal(t, protocol.MsgAcquired, f.Inner)
+			})
+		},
+		"single claim": func(name string) (*tls.Conn, *net.TCPConn) {
+			frame, err := protocol.AppendAcquire(nil, name, leaseMS)
+			require.NoError(t, err)
+			return claim(name, frame, func(in *bufio.Reader) {
+				b, err := in.ReadByte()
+				require.NoError(t, err)
+				require.Equal(t, protocol.MsgAcquired, b)
+			})
+		},
+	}
+	for shape, open := range shapes {
+		t.Run(shape, func(t *testing.T) {
+			name := "tls/close-notify/" + shape
+			conn, _ := open(name)
+			id := holderID(t, srv, name)
+			require.NoError(t, conn.Close()) // close_notify, then FIN
+			require.Eventually(t, func() bool { return !holds(srv, name) }, replyTimeout, time.Millisecond)
+			_, held := srv.HeldBackUntil(id)
+			assert.False(t, held, "a close_notify releases")
 
-	conn, _ := open("tls/close-notify")
-	id := holderID(t, srv, "tls/close-notify")
-	require.NoError(t, conn.Close()) // close_notify, then FIN
-	require.Eventually(t, func() bool { return len(srv.Locks()) == 0 || !holds(srv, "tls/close-notify") }, replyTimeout, time.Millisecond)
-	_, held := srv.HeldBackUntil(id)
-	assert.False(t, held, "a close_notify releases")
-
-	_, raw := open("tls/bare-fin")
-	id = holderID(t, srv, "tls/bare-fin")
-	require.NoError(t, raw.CloseWrite()) // FIN, no close_notify
-	require.Eventually(t, func() bool { _, held := srv.HeldBackUntil(id); return held }, replyTimeout, time.Millisecond,
-		"a FIN without close_notify must hold the claim back, not release it")
+			name = "tls/bare-fin/" + shape
+			_, raw := open(name)
+			id = holderID(t, srv, name)
+			require.NoError(t, raw.CloseWrite()) // FIN, no close_notify
+			require.Eventually(t, func() bool { _, held := srv.HeldBackUntil(id); return held }, replyTimeout, time.Millisecond,
+				"a FIN without close_notify must hold the claim back, not release it")
+		})
+	}
 }
 
 // holds reports whether name has a holder that is not held back.

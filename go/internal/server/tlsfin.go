@@ -11,9 +11,9 @@ import (
 // NewTLSListener is tls.NewListener for the lock port, which also notes
 // whether each connection's TCP stream ended (a FIN) without a TLS
 // close_notify first. Anyone on the path can inject a FIN; only the client
-// can send a close_notify. A session of streams (protocol version 4) ends
-// such a connection as a reset: its claims are held until the lease
-// after its last frame, never released by a forged end. (Go's TLS layer
+// can send a close_notify. Such an end is a reset, on a single-claim
+// connection as on a session of streams: the claims are held until the
+// lease after the last frame, never released by a forged end. (Go's TLS layer
 // reports both ends as io.EOF, so the raw stream is watched here.)
 func NewTLSListener(inner net.Listener, cfg *tls.Config) net.Listener {
 	return &tlsListener{Listener: inner, cfg: cfg}
