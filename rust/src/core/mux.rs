@@ -754,6 +754,8 @@ impl Mux {
 mod stream;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod vectors;
 
 pub(crate) use stream::StreamState;
 use stream::{released, Stream};
