@@ -4,7 +4,8 @@
 //! told, when to close), the retry plan, and the answers a lock guard gives
 //! about its lock. Nothing in here does I/O; the two clients only move
 //! bytes, wait for the instants the core names and do what it says.
-//! spec/vectors/session.json and spec/vectors/retry.json run against it.
+//! spec/vectors/session.json and spec/vectors/retry.json run against it,
+//! spec/vectors/streams.json against the session of streams (`mux`).
 
 pub(crate) mod codec;
 pub(crate) mod held;

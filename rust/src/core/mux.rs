@@ -664,13 +664,9 @@ impl Mux {
                     StreamState::Failed(err)
                 }
                 StreamState::Held { .. } => StreamState::Lost(Error::Lost(Box::new(err))),
-                // A RELEASE and the end crossed: nothing more comes.
-                StreamState::Released { .. } => StreamState::Released { acked: true },
-                // A try-acquire's RELEASE crossed the end: it is out.
-                StreamState::Failed(_) => {
-                    stream.unreleased = false;
-                    return Ok(());
-                }
+                // A RELEASE (a claim let go, a try-acquire found busy)
+                // crossed the end: dropped, the server answers the RELEASE
+                // with RELEASED all the same, and that ends the release.
                 _ => return Ok(()),
             };
         }
@@ -758,6 +754,8 @@ impl Mux {
 mod stream;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod vectors;
 
 pub(crate) use stream::StreamState;
 use stream::{released, Stream};

@@ -297,9 +297,14 @@ fn a_release_counts_at_once_and_is_acknowledged_by_released() {
     m.release(id);
     assert_eq!(m.take_output(), encode_release(id));
     assert!(is_released(state(&mut m, id, t0), false));
-    // Frames of the stream after the RELEASE are dropped, an end included.
+    // Frames of the stream after the RELEASE are dropped, an end included:
+    // the RELEASED that answers the RELEASE still comes.
     m.step(Input::Bytes(&stream_end(id, 0x02)), t0);
+    assert!(is_released(state(&mut m, id, t0), false));
+    assert!(m.unreleased(id));
+    m.step(Input::Bytes(&released_frame(id)), t0);
     assert!(is_released(state(&mut m, id, t0), true));
+    assert!(!m.unreleased(id));
     let id = open_claim(&mut m, "b", Claim::exclusive(), Mode::Wait, t0);
     m.release(id);
     m.take_output();
