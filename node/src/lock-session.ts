@@ -592,6 +592,8 @@ export class Session implements AsyncDisposable, StreamOwner {
   private onEnded(cause: Cause): void {
     const error = this.errorFor(cause, undefined);
     if (this.opening !== undefined) {
+      // No SESSION_OK, so no claim: nothing to hold the connection open for.
+      this.socket.destroy();
       this.opening.reject(error);
       this.opening = undefined;
       return;

@@ -38,6 +38,20 @@ describe("sessions against a scripted server", () => {
     });
   }
 
+  test("a server that never answers SESSION: the open fails at the deadline (0.8 x lease), not at the lease's end", async () => {
+    const leaseMs = 5000;
+    const slow = new Client({ servers: server.address, leaseMs });
+    const accepted = server.accept();
+    const started = performance.now();
+    const opening = slow.session();
+    const conn = await accepted;
+    await conn.read(6);
+    await assert.rejects(opening, ConnectionError);
+    const elapsed = performance.now() - started;
+    assert.ok(elapsed >= 0.75 * leaseMs, `failed after ${elapsed} ms, before the deadline`);
+    assert.ok(elapsed < leaseMs, `failed after ${elapsed} ms: held the connection to the lease's end for nothing`);
+  });
+
   test("an open session's ERROR 0x13 is no sign of an old server", async () => {
     const accepted = server.accept();
     const opening = client.session();
