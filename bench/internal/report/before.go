@@ -33,10 +33,10 @@ func writeBeforeText(b *bytes.Buffer, r *Results) {
 	if !hasBefore(r) {
 		return
 	}
-	built := "an older revision of `go/`"
+	built := ""
 	if v := r.Versions[systems.MonolockBefore]; v != "" {
-		built = "`go/` as the servers row above gives it (" + v + ")"
+		built = " (in this run: " + v + ")"
 	}
-	fmt.Fprintf(b, "*monolock serve, earlier revision, Go client* (monolock-before) is the same Go client's single claims as the monolock rows, against a `monolock serve` built from %s (the benchmark's `-before` flag), in the same run: the monolock ÷ system column of its rows is today's single claim against that server's. ", built)
+	fmt.Fprintf(b, "*monolock serve, earlier revision, Go client* (monolock-before) is the same Go client's single claims as the monolock rows, in the same run, against an older `monolock serve`, built from the revision of `go/` that the benchmark's `-before` flag names%s: the monolock ÷ system column of its rows is today's single claim against that server's. ", built)
 	fmt.Fprintf(b, "Its target allows monolock 0.95× of it rather than 1×, for the run-to-run noise of this shared machine.\n\n")
 }

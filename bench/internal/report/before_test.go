@@ -34,7 +34,7 @@ func TestBeforeTarget(t *testing.T) {
 	for _, row := range []string{
 		"| monolock serve, earlier revision, Go client | 1 | 1040 | 1.00 ms | 2.00 ms | 0.96× |",
 		"| monolock serve, earlier revision, Go client | 16 | 1100 | 1.00 ms | 2.00 ms | 0.91× |",
-		"built from `go/` as the servers row above gives it (monolock serve, built from go/ at 287c3cf)",
+		"the benchmark's `-before` flag names (in this run: monolock serve, built from go/ at 287c3cf): the monolock ÷ system column",
 	} {
 		if !strings.Contains(text, row) {
 			t.Errorf("section 1 lacks %q", row)
