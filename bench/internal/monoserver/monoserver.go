@@ -3,8 +3,10 @@
 package monoserver
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -43,6 +45,10 @@ func BuildAt(repoRoot, rev, outDir string) (bin, commit string, err error) {
 	}
 	out, err := exec.Command("git", "-C", repoRoot, "rev-parse", "--short", "--verify", rev+"^{commit}").Output()
 	if err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return "", "", fmt.Errorf("revision %q: %w: %s", rev, err, bytes.TrimSpace(exit.Stderr))
+		}
 		return "", "", fmt.Errorf("revision %q: %w", rev, err)
 	}
 	commit = strings.TrimSpace(string(out))
