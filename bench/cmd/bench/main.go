@@ -180,6 +180,7 @@ type options struct {
 	quick, noPeers, keepPeers bool
 	render                    bool
 	profileDir                string
+	before                    string // the git revision monolock-before's server is built from
 	plan                      plan
 	systems, clients, safety  []string // the systems and clients to measure
 	safetyRuns, overlapRuns   int
@@ -219,7 +220,16 @@ func benchMain() int {
 		log.Print(err)
 		return 1
 	}
-	rn := &runner{ctx: ctx, plan: o.plan, bin: bin, work: work, r: r, systems: o.systems, clients: o.clients, profileDir: o.profileDir,
+	beforeBin := ""
+	if slices.Contains(o.systems, systems.MonolockBefore) {
+		var commit string
+		if beforeBin, commit, err = monoserver.BuildAt("..", o.before, work); err != nil {
+			log.Print(err)
+			return 1
+		}
+		r.Versions[systems.MonolockBefore] = beforeVersion(o.before, commit, beforeBin)
+	}
+	rn := &runner{ctx: ctx, plan: o.plan, bin: bin, beforeBin: beforeBin, work: work, r: r, systems: o.systems, clients: o.clients, profileDir: o.profileDir,
 		safetyRuns: o.safetyRuns, safetyClientNames: o.safety, overlapRuns: o.overlapRuns}
 	if err := runWorkloads(ctx, rn, o.only); err != nil {
 		log.Print(err)
@@ -251,6 +261,7 @@ func parseOptions() (o options, code int) {
 	flag.BoolVar(&o.noPeers, "no-peers", false, "do not install/start/stop peers (they run already)")
 	flag.BoolVar(&o.keepPeers, "keep-peers", false, "leave the peers running at the end")
 	flag.StringVar(&o.profileDir, "profile", "", "write CPU profiles of the monolock server and of this client process into `dir`")
+	flag.StringVar(&o.before, "before", "287c3cf", "git `revision` whose go/ the monolock-before system's `monolock serve` is built from (287c3cf is the last commit before protocol version 4 sessions began; $MONOLOCK_BEFORE_BIN, if set, is used instead of a build)")
 	flag.BoolVar(&o.render, "render", false, "only re-render benchmarks.md and the charts from OUT/bench/results.json (after editing analysis.md)")
 	flag.StringVar(&o.analysis, "analysis", "analysis.md", "hand-written `file` appended to benchmarks.md")
 	flag.Parse()
@@ -547,6 +558,19 @@ func kernel() string {
 		return "unknown"
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// beforeVersion describes monolock-before's server for the report's
+// servers row: the revision it was built from, or $MONOLOCK_BEFORE_BIN's
+// path (commit is "" then).
+func beforeVersion(rev, commit, bin string) string {
+	if commit == "" {
+		return "monolock serve, " + bin + " ($MONOLOCK_BEFORE_BIN)"
+	}
+	if rev != commit {
+		return fmt.Sprintf("monolock serve, built from go/ at %s (%s)", commit, rev)
+	}
+	return "monolock serve, built from go/ at " + commit
 }
 
 // versions asks each peer binary for its version.

@@ -28,6 +28,7 @@ type runner struct {
 	ctx        context.Context
 	plan       plan
 	bin, work  string
+	beforeBin  string // `monolock serve` of the -before revision, when monolock-before runs
 	r          *report.Results
 	systems    []string
 	clients    []string
@@ -57,9 +58,14 @@ func (rn *runner) tlsCerts() (monoserver.Certs, error) {
 
 // startMonolock starts a fresh `monolock serve` with its own data dir.
 func (rn *runner) startMonolock(extraArgs ...string) (*monoserver.Server, error) {
+	return rn.startServer(rn.bin, extraArgs...)
+}
+
+// startServer starts a fresh `bin serve` with its own data dir.
+func (rn *runner) startServer(bin string, extraArgs ...string) (*monoserver.Server, error) {
 	rn.serverSeq++
 	dir := filepath.Join(rn.work, fmt.Sprintf("data-%d", rn.serverSeq))
-	return monoserver.Start(rn.ctx, rn.bin, dir, extraArgs...)
+	return monoserver.Start(rn.ctx, bin, dir, extraArgs...)
 }
 
 // localServer is a server this run started for one system: `monolock
@@ -70,8 +76,9 @@ type localServer struct {
 }
 
 // withSystem opens the named system (monolock and the floor on a fresh
-// server process of their own) and calls f with it, closing it
-// afterwards; srv is nil for the peers, which scripts/peers.sh runs.
+// server process of their own, monolock-before on the -before revision's
+// `monolock serve`) and calls f with it, closing it afterwards; srv is nil
+// for the peers, which scripts/peers.sh runs.
 func (rn *runner) withSystem(name string, o systems.Options, f func(sys systems.System, srv *localServer) error) error {
 	var srv *localServer
 	switch {
@@ -87,7 +94,14 @@ func (rn *runner) withSystem(name string, o systems.Options, f func(sys systems.
 			}
 			args = certs.ServeArgs()
 		}
-		mono, err := rn.startMonolock(args...)
+		bin := rn.bin
+		if name == systems.MonolockBefore {
+			if rn.beforeBin == "" {
+				return fmt.Errorf("%s: no binary of the -before revision", name)
+			}
+			bin = rn.beforeBin
+		}
+		mono, err := rn.startServer(bin, args...)
 		if err != nil {
 			return err
 		}

@@ -3,11 +3,15 @@
 package monoserver
 
 import (
+	"bytes"
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/monolock/monolock/go/testkit/launch"
@@ -27,6 +31,56 @@ func Build(goDir, outDir string) (string, error) {
 		return "", fmt.Errorf("building monolock: %w", err)
 	}
 	return bin, nil
+}
+
+// BuildAt returns the monolock binary of an older revision:
+// $MONOLOCK_BEFORE_BIN if set (commit is then ""), else a build of go/ as
+// it was at rev in the git repository at repoRoot, into outDir. commit is
+// rev's abbreviated commit id. The tree is taken with `git archive`, so the
+// working tree and its uncommitted changes are left alone; the build runs
+// with this process's environment (GOFLAGS included), as Build's does.
+func BuildAt(repoRoot, rev, outDir string) (bin, commit string, err error) {
+	if bin := os.Getenv("MONOLOCK_BEFORE_BIN"); bin != "" {
+		return bin, "", nil
+	}
+	out, err := exec.Command("git", "-C", repoRoot, "rev-parse", "--short", "--verify", rev+"^{commit}").Output()
+	if err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return "", "", fmt.Errorf("revision %q: %w: %s", rev, err, bytes.TrimSpace(exit.Stderr))
+		}
+		return "", "", fmt.Errorf("revision %q: %w", rev, err)
+	}
+	commit = strings.TrimSpace(string(out))
+	src, err := os.MkdirTemp(outDir, "src-"+commit+"-")
+	if err != nil {
+		return "", "", err
+	}
+	defer os.RemoveAll(src)
+	archive := exec.Command("git", "-C", repoRoot, "archive", "--format=tar", commit, "go")
+	untar := exec.Command("tar", "-x", "-C", src)
+	archive.Stderr, untar.Stderr = os.Stderr, os.Stderr
+	if untar.Stdin, err = archive.StdoutPipe(); err != nil {
+		return "", "", err
+	}
+	if err := untar.Start(); err != nil {
+		return "", "", err
+	}
+	errA := archive.Run()
+	if errU := untar.Wait(); errA != nil || errU != nil {
+		return "", "", fmt.Errorf("extracting go/ at %s: %w", commit, cmp.Or(errA, errU))
+	}
+	bin, err = filepath.Abs(filepath.Join(outDir, "monolock-"+commit))
+	if err != nil {
+		return "", "", err
+	}
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/monolock")
+	cmd.Dir = filepath.Join(src, "go")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", "", fmt.Errorf("building monolock at %s: %w", commit, err)
+	}
+	return bin, commit, nil
 }
 
 // Server is one running `monolock serve`.

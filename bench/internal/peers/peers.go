@@ -23,6 +23,8 @@ func Open(ctx context.Context, name, localAddr string, o systems.Options) (syste
 		return systems.OpenBareSession(name, localAddr, o)
 	case systems.Monolock:
 		return systems.OpenMonolock(localAddr, o)
+	case systems.MonolockBefore: // the same client against the older server
+		return systems.OpenMonolockNamed(name, localAddr, o)
 	case systems.MonolockSession:
 		return systems.OpenMonolockSession(localAddr, o)
 	case systems.MonolockTLS, systems.MonolockTLSNoResume:

@@ -112,6 +112,8 @@ func chartLabel(sys string) string {
 		return "monolock, bare"
 	case systems.Monolock:
 		return "monolock, Go"
+	case systems.MonolockBefore:
+		return "monolock, before"
 	case systems.SessionFloor:
 		return "session floor"
 	case systems.MonolockSessionBare:

@@ -230,6 +230,7 @@ func markdown(r *Results, charts map[string]string, analysis string) []byte {
 	if hasSessionFloor {
 		writeSessionFloorText(&b)
 	}
+	writeBeforeText(&b, r)
 	p("The CPU columns are CPU time per cycle: the server's (all its processes) and the load generator's (this benchmark process, client library included). On 2 shared cores their sum bounds the rate.\n\n")
 	floorHead, floorSep, extra := "", "", 0
 	if hasFloor {
@@ -368,6 +369,8 @@ func throughputLabel(sys string) string {
 		return "monolock serve, bare client"
 	case systems.Monolock:
 		return "monolock serve, Go client"
+	case systems.MonolockBefore:
+		return "monolock serve, earlier revision, Go client"
 	case systems.MonolockSession:
 		return "monolock serve, Go client, a session per worker"
 	case systems.SessionFloor:
@@ -476,6 +479,7 @@ func writeTargets(b *bytes.Buffer, r *Results) {
 			p("| %s | monolock %s, %s %s (%s) | %s |\n", label, num(m), t.sys, num(o), ratio(m, o), verdict(m > 0 && o > 0 && m >= t.factor*o))
 		}
 	}
+	writeBeforeTargets(b, r)
 	writeFloorTargets(b, r)
 	writeTargetsAgainst(b, r, systems.SessionFloor, "session floor", sessionFloorTargets)
 	writeSessionTargets(b, r)

@@ -21,7 +21,8 @@ func OpenMonolock(addr string, o Options) (System, error) {
 }
 
 // OpenMonolockNamed returns the single-claim system name (Monolock,
-// MonolockTLS or MonolockTLSNoResume) for the server at addr.
+// MonolockBefore, MonolockTLS or MonolockTLSNoResume) for the server at
+// addr.
 func OpenMonolockNamed(name, addr string, o Options) (System, error) {
 	opts, err := clientOptions(name, addr, o)
 	if err != nil {

@@ -88,6 +88,11 @@ const (
 	MonolockSessionBare = "monolock-session-bare"
 	// Monolock is the canonical Go client against `monolock serve`.
 	Monolock = "monolock"
+	// MonolockBefore is Monolock (the canonical Go client's single claims)
+	// against a `monolock serve` built from an older revision of go/ (the
+	// bench's -before flag), so that one run measures the single claim
+	// before and after a change. Throughput workload only.
+	MonolockBefore = "monolock-before"
 	// MonolockSession is the canonical Go client's sessions (protocol
 	// version 4) against `monolock serve`: a session per worker, many
 	// claims on its one connection. Throughput workload only, for now.
@@ -109,17 +114,18 @@ const (
 )
 
 // All lists every system in report order.
-var All = []string{Floor, SessionFloor, MonolockBare, MonolockSessionBare, Monolock, MonolockSession,
+var All = []string{Floor, SessionFloor, MonolockBare, MonolockSessionBare, Monolock, MonolockBefore, MonolockSession,
 	MonolockTLS, MonolockTLSNoResume, MonolockSessionTLS, Redis, Etcd, Postgres, ZooKeeper}
 
 // ThroughputOnly reports whether name is measured in the uncontended
 // throughput workload alone: the floors grant every claim (they keep no
 // locks), and the bare clients neither queue nor heartbeat. The TLS
-// systems are there to be compared with their plain twins, and
+// systems and MonolockBefore are there to be compared with their twins
+// (MonolockBefore with Monolock), and
 // MonolockSession is also in the handoff workload (see Handoff).
 func ThroughputOnly(name string) bool {
 	switch name {
-	case Floor, SessionFloor, MonolockBare, MonolockSessionBare, MonolockSession,
+	case Floor, SessionFloor, MonolockBare, MonolockSessionBare, MonolockBefore, MonolockSession,
 		MonolockTLS, MonolockTLSNoResume, MonolockSessionTLS:
 		return true
 	}
@@ -142,10 +148,10 @@ func TLS(name string) bool {
 }
 
 // Local reports whether name runs against a `monolock serve` that the
-// benchmark starts for it.
+// benchmark starts for it (for MonolockBefore, the older revision's).
 func Local(name string) bool {
 	switch name {
-	case Monolock, MonolockBare, MonolockSession, MonolockSessionBare, MonolockTLS, MonolockTLSNoResume, MonolockSessionTLS:
+	case Monolock, MonolockBefore, MonolockBare, MonolockSession, MonolockSessionBare, MonolockTLS, MonolockTLSNoResume, MonolockSessionTLS:
 		return true
 	}
 	return false
