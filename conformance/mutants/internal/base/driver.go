@@ -57,6 +57,35 @@ type Bugs struct {
 	// hold not over) as no leader: a follower would elect or route around
 	// a leader that may still act.
 	HeldBackAsNone bool
+
+	// Sessions (protocol version 4).
+
+	// SessionTimeoutFromReply measures the session's deadline from the
+	// last SESSION_OK or ALIVE instead of the send of the request it
+	// answered.
+	SessionTimeoutFromReply bool
+	// SessionReleaseWithoutAck reports a claim on a session released as
+	// soon as its RELEASE is sent, before RELEASED says the server has
+	// let the lock go.
+	SessionReleaseWithoutAck bool
+	// StreamEndEndsSession takes a STREAM_END (one claim refused or
+	// kicked) for the end of the whole session: every claim is lost.
+	StreamEndEndsSession bool
+	// SessionCloseBeforeTell closes the session's connection at its
+	// deadline and only then reports its claims lost, so a live server
+	// hands them on before their holders know.
+	SessionCloseBeforeTell bool
+	// SessionCloseResets closes a session with a reset instead of a FIN:
+	// the server holds its claims back for a lease instead of releasing
+	// them at once.
+	SessionCloseResets bool
+	// ReuseStreamID gives a new stream the lowest id not in use, so an id
+	// released before is opened again.
+	ReuseStreamID bool
+	// TryBusyKeepsWaiting lets a try claim on a session whose OPEN is
+	// answered WAITING wait like a wait claim, instead of releasing its
+	// stream and reporting busy.
+	TryBusyKeepsWaiting bool
 }
 
 // tlsConfig builds the TLS configuration; an empty server name is filled in
@@ -72,9 +101,12 @@ func tlsConfig(t *pipe.TLS) (*tls.Config, error) {
 // Main runs the driver on stdin/stdout until quit or EOF.
 func Main(client string, bugs Bugs) {
 	o := pipe.NewWriter(os.Stdout)
-	o.Ready(client, "cancel", "election", "invalid_utf8_names", "shared", "tls")
+	o.Ready(client, "cancel", "election", "invalid_utf8_names", "sessions", "shared", "tls")
 	claims := map[string]*claim{}
 	observers := map[string]*observer{}
+	sessions := map[string]*session{}
+	onSession := map[string]*session{} // claims on a session, by id
+	closed := map[*session]bool{}
 	pipe.ReadCommands(os.Stdin, o, func(c pipe.Command) {
 		switch c.Cmd {
 		case pipe.Acquire:
@@ -83,8 +115,37 @@ func Main(client string, bugs Bugs) {
 				o.DriverError(err.Error())
 				return
 			}
+			if c.Session != "" {
+				s := sessions[c.Session]
+				if s == nil {
+					o.DriverError("acquire " + c.ID + ": no session " + c.Session)
+					return
+				}
+				cl.leaseMS = s.leaseMS // the session's lease is every claim's
+				delete(claims, c.ID)
+				onSession[c.ID] = s
+				if closed[s] {
+					cl.fail(pipe.Error, "connect", -1)
+					return
+				}
+				s.cmds <- sessionCmd{kind: "acquire", cl: cl}
+				return
+			}
+			delete(onSession, c.ID)
 			claims[c.ID] = cl
 			go cl.run()
+		case pipe.Session:
+			if sessions[c.ID] != nil {
+				o.DriverError("session " + c.ID + " is already open")
+				return
+			}
+			s, err := newSession(c, bugs, o)
+			if err != nil {
+				o.DriverError(err.Error())
+				return
+			}
+			sessions[c.ID] = s
+			go s.run()
 		case pipe.Observe:
 			ob, err := newObserver(c, bugs, o)
 			if err != nil {
@@ -101,6 +162,24 @@ func Main(client string, bugs Bugs) {
 			}
 			cl.proclaims <- *c.Value
 		case pipe.Release, pipe.Cancel:
+			if s := sessions[c.ID]; s != nil && c.Cmd == pipe.Release {
+				if !closed[s] {
+					closed[s] = true
+					s.close()
+				}
+				o.Emit(pipe.Event{Name: pipe.Released, ID: c.ID})
+				return
+			}
+			if s := onSession[c.ID]; s != nil {
+				if closed[s] {
+					if c.Cmd == pipe.Release {
+						o.Emit(pipe.Event{Name: pipe.Released, ID: c.ID})
+					}
+					return
+				}
+				s.cmds <- sessionCmd{kind: c.Cmd, id: c.ID}
+				return
+			}
 			if ob := observers[c.ID]; ob != nil {
 				ob.stop()
 				if c.Cmd == pipe.Release {
@@ -119,6 +198,11 @@ func Main(client string, bugs Bugs) {
 		}
 	})
 	closeAll(claims)
+	for _, s := range sessions {
+		if !closed[s] {
+			s.close()
+		}
+	}
 	for _, ob := range observers {
 		ob.stop()
 	}
