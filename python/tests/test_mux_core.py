@@ -296,8 +296,19 @@ def test_no_session_ok_within_the_client_timeout_fails() -> None:
     core = MuxCore(LEASE_MS)
     core.start(0)
     assert core.next_wakeup() == 800 * MS
-    assert kinds(core.tick(800 * MS)) == ["Ended", "Close"]
+    assert kinds(core.tick(800 * MS)) == ["Ended"]
     assert isinstance(core.error, errors.HeartbeatTimeout)
+    assert core.phase is MuxPhase.LOST and core.next_wakeup() == 1000 * MS
+    assert core.tick(999 * MS) == []
+    assert core.tick(1000 * MS) == [Close(False)]  # kept until the lease's end
+
+
+def test_an_owner_closes_a_session_that_never_became_ready_at_once() -> None:
+    core = MuxCore(LEASE_MS)
+    core.start(0)
+    core.tick(800 * MS)
+    core.close()
+    assert core.tick(801 * MS) == [Close(False)]
 
 
 def test_close_releases_everything_without_a_loss() -> None:

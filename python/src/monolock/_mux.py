@@ -63,9 +63,10 @@ class MuxPhase(enum.Enum):
     """SESSION sent, no SESSION_OK yet."""
     READY = "ready"
     LOST = "lost"
-    """The deadline passed: every claim is lost; the connection stays
-    open, silent, until the lease has passed or the session is closed, so
-    the server cannot hand a claim on while the application is told."""
+    """The deadline passed (before SESSION_OK or after): every claim is
+    lost; the connection stays open, silent, until the lease has passed or
+    the session is closed, so the server cannot hand a claim on while the
+    application is told."""
     CLOSED = "closed"
 
 
@@ -521,9 +522,9 @@ class MuxCore:
             f"monolock: no reply from the server within {client_timeout_text(lease_ms)} ms "
             f"(0.8 x lease of {lease_ms} ms)"
         )
-        if self.phase is MuxPhase.CONNECTING:
-            self._end(error)
-            return
+        # As after SESSION_OK: the connection is kept, silent, until the
+        # lease has passed (the owner of a session that never became
+        # ready, with no claim to protect, may close it at once).
         self._end_streams(error)
         self.phase = MuxPhase.LOST
         self.error = error

@@ -479,9 +479,13 @@ async def open_session(
     core = MuxCore(lease_ms, server=server)
     mux = _AioMux(core, loop)
     await connect(mux)
-    while not (core.ready or core.closed):
+    while not (core.ready or core.closed or core.error is not None):
         await mux.news()
     if not core.ready:
+        # No claim was made: nothing to hold the connection open for (a
+        # session that timed out would keep it until its lease's end).
+        core.close()
+        mux.kick()
         assert core.error is not None
         raise core.error
     return AsyncSession(mux)

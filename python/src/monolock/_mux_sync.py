@@ -692,6 +692,10 @@ def open_session(keeper: Keeper, sock: socket.socket, lease_ms: int, server: str
     keeper.submit(conn.adopt, sock)
     conn.wait(lambda: core.ready or core.closed or core.error is not None, None)
     if not core.ready:
+        # No claim was made: nothing to hold the connection open for (a
+        # session that timed out would keep it until its lease's end).
+        core.close()
+        conn.kick()
         conn.closed.wait()
         assert core.error is not None
         raise core.error
