@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import pytest
 
 import monolock
+from monolock import _mux_protocol as mp
 from monolock import errors
 from monolock._pool import pick
 from monolock.aio import AsyncClient, AsyncSessionPool
@@ -21,6 +22,7 @@ class Fake:
     alive: bool
     open_streams: int
     max_streams: int = 10
+    ids_left: int = 1
 
 
 def test_pick_the_most_room_among_the_live() -> None:
@@ -31,6 +33,13 @@ def test_pick_the_most_room_among_the_live() -> None:
     with pytest.raises(errors.TooManyStreams) as info:
         pick([Fake(True, 10), Fake(True, 10)], 2)
     assert not info.value.from_server and info.value.temporary
+
+
+def test_pick_passes_over_a_session_without_ids_left() -> None:
+    spent = Fake(True, 1, ids_left=0)
+    assert pick([spent], 1) is None  # it leaves the count: open a new one
+    fresh = Fake(True, 5)
+    assert pick([spent, fresh], 1) is fresh
 
 
 @pytest.mark.parametrize("size", [0, -1, True, 1.5])
@@ -80,4 +89,57 @@ def test_pool_fills_sessions_then_replaces_a_dead_one(api: Api, fake_server: Fak
     for conn in (conn_b, conn_c):
         conn.conn.wait_eof(5)
         conn.conn.close()
+    close.result(5)
+
+
+def test_pool_retires_a_session_without_ids_left(api: Api, fake_server: FakeServer) -> None:
+    """A session that has used every stream id takes no new claim: the next
+    claim opens a new session even in a pool of one, the old session's claim
+    lives on, and the old session is closed once that claim is released."""
+    if api.kind == "asyncio":
+        pool: monolock.SessionPool | AsyncSessionPool = AsyncSessionPool(
+            AsyncClient(fake_server.address, lease=1), size=1
+        )
+    else:
+        pool = monolock.SessionPool(monolock.Client(fake_server.address, lease=1), size=1)
+
+    def acquire(name: str) -> object:
+        if isinstance(pool, AsyncSessionPool):
+            return api.run_later(pool.acquire(name))
+        sync = pool
+        return api.pool_call(lambda: sync.acquire(name))
+
+    def claim(name: str, conn: SessionConn | None) -> tuple[object, SessionConn]:
+        fut = acquire(name)
+        if conn is None:  # the pool opens a session for it
+            conn = SessionConn(fake_server.accept())
+            conn.handshake()
+        frame = conn.read_open()
+        assert frame.name == name
+        conn.grant(frame.stream, len(name))
+        return fut.result(5), conn  # type: ignore[attr-defined]
+
+    first, conn_a = claim("a", None)
+    old = pool.sessions[0]
+    old._core._next_id = mp.MAX_STREAM_ID + 1  # as if every id had been used
+    assert old.ids_left == 0
+    _, conn_b = claim("bb", None)  # a new session, in a pool of one
+    assert conn_b is not conn_a
+    assert old.alive and old.open_streams == 1  # its claim lives on
+
+    release = api.pool_call(LockHandle(api, first).release)  # type: ignore[arg-type]
+    frame = conn_a.read()
+    assert frame.kind == mp.MSG_RELEASE
+    conn_a.send(mp.encode_released(frame.stream))
+    release.result(5)
+    claim("ccc", conn_b)  # the pick closes the spent session
+    conn_a.conn.wait_eof(5)
+    assert old not in pool.sessions and len(pool.sessions) == 1
+    if isinstance(pool, AsyncSessionPool):
+        close = api.run_later(pool.close())
+    else:
+        close = api.pool_call(pool.close)
+    conn_b.conn.wait_eof(5)
+    conn_b.conn.close()
+    conn_a.conn.close()
     close.result(5)

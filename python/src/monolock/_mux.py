@@ -27,6 +27,7 @@ Times are ``time.monotonic_ns()`` integers.
 from __future__ import annotations
 
 import enum
+import time
 from collections import deque
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -463,6 +464,12 @@ class MuxCore:
         client knows (ended or released ones are out once the server said so)."""
         return len(self.streams)
 
+    @property
+    def ids_left(self) -> int:
+        """How many more streams the session can open: ids only grow, so a
+        session that has used them all must make way for a new one."""
+        return mp.MAX_STREAM_ID - self._next_id + 1
+
     # -- internals ------------------------------------------------------------------
 
     def _take(self) -> list[MuxEvent]:
@@ -778,3 +785,42 @@ def _no_sessions(server: str, error: ServerError) -> ServerError:
         "connections, or upgrade the server",
     )
     return again
+
+
+class SessionView:
+    """What the blocking and the asyncio session tell of themselves: one
+    set of properties over their shared core."""
+
+    _core: MuxCore
+
+    @property
+    def max_streams(self) -> int:
+        """How many claims the server lets this session have open at once."""
+        return self._core.max_streams
+
+    @property
+    def open_streams(self) -> int:
+        """Claims the server still counts against :attr:`max_streams`."""
+        return self._core.open_streams
+
+    @property
+    def ids_left(self) -> int:
+        """How many more claims this session can open (stream ids are never
+        reused); a pool retires a session that has none left."""
+        return self._core.ids_left
+
+    @property
+    def alive(self) -> bool:
+        """Whether claims can still be taken on this session."""
+        self._core.poll(time.monotonic_ns())
+        return self._core.ready
+
+    @property
+    def error(self) -> MonolockError | None:
+        """Why the session ended, or ``None``."""
+        return self._core.poll(time.monotonic_ns())
+
+    @property
+    def server(self) -> str:
+        """The server's address."""
+        return self._core.server

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, cast
 from ._config import check_timeout
 from ._lock import LostCallback, WaitingCallback, release_wait
 from ._log import logger
-from ._mux import Changed, ClaimStream, Lost, MuxCore, MuxEvent, Stream, WatchStream
+from ._mux import Changed, ClaimStream, Lost, MuxCore, MuxEvent, SessionView, Stream, WatchStream
 from ._plan import check_mode, timeout_error
 from ._protocol import encode_name, encode_value
 from ._session import Close, Send
@@ -239,7 +239,7 @@ class AsyncSessionWatch:
         self.close()
 
 
-class AsyncSession:
+class AsyncSession(SessionView):
     """Many claims over one connection (protocol version 4), from
     :meth:`monolock.aio.AsyncClient.session`; the same rules as
     :class:`monolock.Session`, with awaits. Cancelling a task waiting in
@@ -248,32 +248,6 @@ class AsyncSession:
     def __init__(self, mux: _AioMux) -> None:
         self._mux = mux
         self._core = mux.core
-
-    @property
-    def max_streams(self) -> int:
-        """How many claims the server lets this session have open at once."""
-        return self._core.max_streams
-
-    @property
-    def open_streams(self) -> int:
-        """Claims the server still counts against :attr:`max_streams`."""
-        return self._core.open_streams
-
-    @property
-    def alive(self) -> bool:
-        """Whether claims can still be taken on this session."""
-        self._core.poll(time.monotonic_ns())
-        return self._core.ready
-
-    @property
-    def error(self) -> MonolockError | None:
-        """Why the session ended, or ``None``."""
-        return self._core.poll(time.monotonic_ns())
-
-    @property
-    def server(self) -> str:
-        """The server's address."""
-        return self._core.server
 
     async def acquire(
         self,

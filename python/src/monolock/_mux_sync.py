@@ -31,6 +31,7 @@ from ._mux import (
     MuxCore,
     MuxEvent,
     Ready,
+    SessionView,
     Stream,
     WatchStream,
 )
@@ -444,7 +445,7 @@ class SessionWatch:
         self.close()
 
 
-class Session:
+class Session(SessionView):
     """Many claims over one connection (protocol version 4), from
     :meth:`monolock.Client.session`. Use it as a context manager, or call
     :meth:`close`.
@@ -462,32 +463,6 @@ class Session:
     def __init__(self, conn: _MuxConnection) -> None:
         self._conn = conn
         self._core = conn.core
-
-    @property
-    def max_streams(self) -> int:
-        """How many claims the server lets this session have open at once."""
-        return self._core.max_streams
-
-    @property
-    def open_streams(self) -> int:
-        """Claims the server still counts against :attr:`max_streams`."""
-        return self._core.open_streams
-
-    @property
-    def alive(self) -> bool:
-        """Whether claims can still be taken on this session."""
-        self._core.poll(time.monotonic_ns())
-        return self._core.ready
-
-    @property
-    def error(self) -> MonolockError | None:
-        """Why the session ended, or ``None``."""
-        return self._core.poll(time.monotonic_ns())
-
-    @property
-    def server(self) -> str:
-        """The server's address."""
-        return self._core.server
 
     def acquire(
         self,

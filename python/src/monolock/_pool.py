@@ -2,7 +2,8 @@
 :class:`SessionPool` (blocking) and :class:`AsyncSessionPool` (asyncio).
 One picking rule for both: the live session with the most room, opening a
 new one while the pool has fewer than ``size``; a dead session is dropped
-and replaced at the next claim."""
+and replaced at the next claim, and one that has used every stream id is
+retired: closed once its last claim has ended."""
 
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ class _Roomy(Protocol):
     def open_streams(self) -> int: ...
     @property
     def max_streams(self) -> int: ...
+    @property
+    def ids_left(self) -> int: ...
 
 
 S = TypeVar("S", bound=_Roomy)
@@ -41,11 +44,22 @@ def _check_size(size: int) -> int:
     return size
 
 
+def retiring(session: _Roomy) -> bool:
+    """Whether a live session has used every stream id: it takes no new
+    claim and leaves the pool's count (its claims live on)."""
+    return session.ids_left == 0
+
+
+def spent_sessions(sessions: Sequence[S]) -> list[S]:
+    """The retiring sessions whose last claim has ended: to be closed."""
+    return [s for s in sessions if s.alive and retiring(s) and not s.open_streams]
+
+
 def pick(sessions: Sequence[S], size: int) -> S | None:
     """The live session with the most room, or ``None`` when a new one
     should be opened; raises :class:`TooManyStreams` when every session is
-    full and the pool is too."""
-    live = [s for s in sessions if s.alive]
+    full and the pool is too. Sessions without ids left do not count."""
+    live = [s for s in sessions if s.alive and not retiring(s)]
     roomy = [s for s in live if s.open_streams < s.max_streams]
     if roomy:
         return max(roomy, key=lambda s: s.max_streams - s.open_streams)
@@ -70,7 +84,10 @@ class SessionPool:
     an open connection instead of a connection of its own. Use it for many
     short locks; take a lock whose loss must stay alone with
     :meth:`monolock.Client.acquire`. Nothing is retried on another session:
-    a claim refused or lost raises or is told as in a session.
+    a claim refused or lost raises or is told as in a session. A session
+    that has used every stream id (they are never reused) takes no new
+    claim and leaves the pool's count at once; it is closed once its last
+    claim has ended.
     """
 
     def __init__(self, client: Client, size: int = 4) -> None:
@@ -82,15 +99,21 @@ class SessionPool:
 
     def session(self) -> Session:
         """The session the next claim goes to (opening one if needed)."""
-        with self._mutex:
-            if self._closed:
-                raise ConfigError("monolock: the session pool is closed")
-            self._sessions = [s for s in self._sessions if s.alive]
-            chosen = pick(self._sessions, self._size)
-            if chosen is None:
-                chosen = self._client.session()
-                self._sessions.append(chosen)
-            return chosen
+        spent: list[Session] = []
+        try:
+            with self._mutex:
+                if self._closed:
+                    raise ConfigError("monolock: the session pool is closed")
+                spent = spent_sessions(self._sessions)
+                self._sessions = [s for s in self._sessions if s.alive and s not in spent]
+                chosen = pick(self._sessions, self._size)
+                if chosen is None:
+                    chosen = self._client.session()
+                    self._sessions.append(chosen)
+                return chosen
+        finally:
+            for session in spent:  # out of the mutex: a close may wait for its FIN
+                session.close()
 
     def acquire(self, name: str | bytes, **kwargs: Any) -> Lock:
         """:meth:`monolock.Session.acquire` on the pool's pick."""
@@ -147,7 +170,10 @@ class AsyncSessionPool:
         async with self._opening:  # one opening at a time: no burst of sessions
             if self._closed:
                 raise ConfigError("monolock: the session pool is closed")
-            self._sessions = [s for s in self._sessions if s.alive]
+            spent = spent_sessions(self._sessions)
+            self._sessions = [s for s in self._sessions if s.alive and s not in spent]
+            for session in spent:
+                await session.close()
             chosen = pick(self._sessions, self._size)
             if chosen is None:
                 chosen = await self._client.session()
