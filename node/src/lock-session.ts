@@ -205,6 +205,11 @@ export class Session implements AsyncDisposable, StreamOwner {
     return this.core.openStreams;
   }
 
+  /** How many more streams this session may ever open: ids are never reused. */
+  get idsLeft(): number {
+    return this.core.idsLeft;
+  }
+
   /**
    * Whether the session still vouches for its claims and takes new ones.
    * Reads the clock, as `lock.held` does.

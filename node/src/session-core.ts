@@ -133,6 +133,11 @@ export class SessionCore {
     return this.highest >= SESSION.MAX_STREAM_ID;
   }
 
+  /** How many more OPENs the session's ids allow. */
+  get idsLeft(): number {
+    return SESSION.MAX_STREAM_ID - this.highest;
+  }
+
   /** Every claim's validity deadline: sendTime(last answered SESSION/HEARTBEAT) + 0.8 × lease. `NaN` before {@link connect}. */
   get validUntil(): number {
     return (this.ackedSendAt ?? Number.NaN) + this.schedule.clientTimeoutMs;

@@ -25,8 +25,10 @@ const DEFAULT_MAX_SESSIONS = 4;
  * claim goes to the first live session with room (fewer open streams than
  * its server's `max_streams`); a new session is opened only when none has
  * room, up to `maxSessions`; a session that ended is dropped and replaced
- * on the next claim. Nothing is retried: a claim refused or lost is told
- * as on a session.
+ * on the next claim. A session that has used every stream id (ids are never
+ * reused) takes no new claim and leaves the pool's count, so a new one can
+ * open; it is closed once its last claim has ended. Nothing is retried: a
+ * claim refused or lost is told as on a session.
  *
  * **The trade-off: claims on one session share its fate.** A session is one
  * connection and one lease, so one lost connection (a network blip, a
@@ -38,6 +40,8 @@ const DEFAULT_MAX_SESSIONS = 4;
  */
 export class SessionPool implements AsyncDisposable {
   private readonly sessions: Session[] = [];
+  /** Live sessions that have used every stream id: closed once their last claim ends. */
+  private readonly retiring: Session[] = [];
   private opening: Promise<Session> | undefined;
   private closed = false;
   private readonly maxSessions: number;
@@ -72,7 +76,7 @@ export class SessionPool implements AsyncDisposable {
     this.closed = true;
     const opening = this.opening;
     this.opening = undefined;
-    const all = this.sessions.splice(0);
+    const all = [...this.sessions.splice(0), ...this.retiring.splice(0)];
     if (opening !== undefined) all.push(...(await opening.then((s) => [s]).catch(() => [])));
     await Promise.all(all.map((s) => s.close()));
   }
@@ -92,7 +96,16 @@ export class SessionPool implements AsyncDisposable {
         const s = this.sessions[i];
         // Not closed here: one lost by its deadline keeps its connection
         // until the server's lease surely ran out, and then closes itself.
-        if (s !== undefined && !s.alive) this.sessions.splice(i, 1);
+        if (s !== undefined && !s.alive) {
+          this.sessions.splice(i, 1);
+          if (s.idsLeft === 0 && !s.signal.aborted) this.retiring.push(s);
+        }
+      }
+      for (let i = this.retiring.length - 1; i >= 0; i--) {
+        const s = this.retiring[i];
+        if (s === undefined || (!s.signal.aborted && s.openStreams > 0)) continue;
+        this.retiring.splice(i, 1);
+        if (!s.signal.aborted) void s.close(); // its last claim has ended
       }
       const room = this.sessions.find((s) => s.openStreams < s.maxStreams);
       if (room !== undefined) return take(room);

@@ -286,6 +286,27 @@ describe("a session pool against monolock serve", () => {
     assert.ok(fresh.held);
     assert.equal(pool.size, 1);
   });
+
+  test("a session that has used every stream id leaves the pool's count and closes once its last claim ends", async () => {
+    const client = new Client({ servers: proxy.address, leaseMs: lease });
+    await using pool = client.sessionPool({ maxSessions: 1 });
+    const first = await pool.acquire("retire/a");
+    // biome-ignore lint/suspicious/noExplicitAny: reaching the session and its core to use up the ids
+    const old = (pool as any).sessions[0];
+    old.core.highest = old.core.idsLeft + old.core.highest; // as if every id had been used
+    assert.equal(old.idsLeft, 0);
+    const second = await pool.acquire("retire/b");
+    assert.ok(second.held, "a new session, in a pool of one");
+    assert.ok(first.held && !old.signal.aborted, "the old session's claim lives on");
+    await first.release();
+    await pool.acquire("retire/c"); // the pick closes the spent session
+    const late = new Promise((_, reject) =>
+      setTimeout(() => reject(new Error("the spent session was not closed")), 5000).unref(),
+    );
+    await Promise.race([old.closed, late]);
+    assert.ok(old.signal.aborted, "closed once its last claim was released");
+    assert.ok(second.held);
+  });
 });
 
 describe("watch streams in a session against monolock serve", () => {
