@@ -84,6 +84,7 @@ mod constants_gen;
 mod core;
 mod error;
 mod error_gen;
+mod pool_pick;
 #[cfg(test)]
 mod spec;
 #[cfg(feature = "tls")]

@@ -66,6 +66,7 @@ fn session_surface() {
     let _: fn(&Session, &str, Claim) -> Result<LockGuard, Error> = Session::try_acquire;
     let _: fn(&Session) -> u32 = Session::max_streams;
     let _: fn(&Session) -> usize = Session::open_claims;
+    let _: fn(&Session) -> u64 = Session::ids_left;
     let _: fn(&Session) -> bool = Session::is_open;
     let _: fn(Session) = Session::close;
     let _: fn(&Session, &str, &'static str) -> Result<Term, Error> = Session::campaign;
@@ -281,6 +282,7 @@ fn tokio_surface() {
     use monolock::tokio::Session as AsyncSession;
     let _: fn(&AsyncSession) -> u32 = AsyncSession::max_streams;
     let _: fn(&AsyncSession) -> usize = AsyncSession::open_claims;
+    let _: fn(&AsyncSession) -> u64 = AsyncSession::ids_left;
     let _: fn(&AsyncSession) -> bool = AsyncSession::is_open;
     assert_send::<AsyncSession>();
     assert_send_future(c.session());

@@ -243,6 +243,13 @@ impl Session {
         self.inner.mux.lock().open_streams()
     }
 
+    /// How many more claims this session may ever open: stream ids are
+    /// never reused, so a session that has used them all must make way for
+    /// a new one (a [`SessionPool`](super::SessionPool) retires it).
+    pub fn ids_left(&self) -> u64 {
+        self.inner.mux.lock().ids_left()
+    }
+
     /// Whether the session can still take claims: the server accepted it
     /// and nothing has ended it (a loss of the connection, the deadline, a
     /// server's ERROR, [`Session::close`]).

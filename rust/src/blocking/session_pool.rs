@@ -6,11 +6,15 @@ use std::time::Duration;
 use super::{Client, LockGuard, Session};
 use crate::claim::Claim;
 use crate::error::Error;
+use crate::pool_pick::{self, Member, Pick};
 
 /// A few [`Session`]s that claims are spread over: each claim goes to an
 /// open session with room (fewer claims than its `max_streams`), the least
 /// busy first; a new session opens while there are fewer than the pool's
-/// size, and a session that died is replaced on the next claim. Open it
+/// size, and a session that died is replaced on the next claim. A session
+/// that has used every stream id (ids are never reused) takes no new
+/// claim and leaves the pool's count; it is closed once its last claim
+/// has ended. Open it
 /// with [`Client::session_pool`].
 ///
 /// **The trade-off.** Claims on one session share its fate: when its
@@ -40,14 +44,40 @@ use crate::error::Error;
 pub struct SessionPool {
     client: Client,
     size: usize,
-    sessions: Mutex<Vec<Arc<Session>>>,
+    sessions: Mutex<Members>,
+}
+
+/// The pool's sessions: those that take claims, and those that have used
+/// every stream id and are kept only until their last claim ends.
+#[derive(Default)]
+struct Members {
+    sessions: Vec<Arc<Session>>,
+    retiring: Vec<Arc<Session>>,
+}
+
+impl Member for Session {
+    fn is_open(&self) -> bool {
+        Session::is_open(self)
+    }
+    fn detach(&self) {
+        Session::detach(self);
+    }
+    fn open_claims(&self) -> usize {
+        Session::open_claims(self)
+    }
+    fn max_streams(&self) -> u32 {
+        Session::max_streams(self)
+    }
+    fn ids_left(&self) -> u64 {
+        Session::ids_left(self)
+    }
 }
 
 impl std::fmt::Debug for SessionPool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SessionPool")
             .field("size", &self.size)
-            .field("sessions", &self.lock().len())
+            .field("sessions", &self.lock().sessions.len())
             .finish()
     }
 }
@@ -57,7 +87,7 @@ impl SessionPool {
         SessionPool {
             client,
             size: size.max(1),
-            sessions: Mutex::new(Vec::new()),
+            sessions: Mutex::new(Members::default()),
         }
     }
 
@@ -86,7 +116,7 @@ impl SessionPool {
 
     /// How many sessions are open now (at most the pool's size).
     pub fn sessions(&self) -> usize {
-        self.lock().len()
+        self.lock().sessions.len()
     }
 
     /// The session for the next claim: dead ones go, the least busy open
@@ -94,35 +124,21 @@ impl SessionPool {
     /// room; with every session full, the least busy (the server then
     /// refuses with [`Error::TooManyStreams`]).
     fn pick(&self) -> Result<Arc<Session>, Error> {
-        let mut sessions = self.lock();
-        // A dead session goes without a close: see Session::detach.
-        sessions.retain(|s| {
-            s.is_open() || {
-                s.detach();
-                false
-            }
-        });
-        let least = sessions
-            .iter()
-            .min_by_key(|s| s.open_claims())
-            .map(Arc::clone);
-        if let Some(s) = &least {
-            let room = s.open_claims() < s.max_streams() as usize;
-            if room && (s.open_claims() == 0 || sessions.len() >= self.size) {
-                return Ok(Arc::clone(s));
+        let mut guard = self.lock();
+        let Members { sessions, retiring } = &mut *guard;
+        match pool_pick::pick(sessions, retiring, self.size)? {
+            Pick::Use(session) => Ok(session),
+            Pick::Open => {
+                // Opened under the lock: two claims never open two sessions
+                // where one was wanted.
+                let session = Arc::new(self.client.session()?);
+                sessions.push(Arc::clone(&session));
+                Ok(session)
             }
         }
-        if sessions.len() < self.size {
-            // Opened under the lock: two claims never open two sessions
-            // where one was wanted.
-            let session = Arc::new(self.client.session()?);
-            sessions.push(Arc::clone(&session));
-            return Ok(session);
-        }
-        least.ok_or_else(|| Error::Protocol("a session pool without sessions".into()))
     }
 
-    fn lock(&self) -> MutexGuard<'_, Vec<Arc<Session>>> {
+    fn lock(&self) -> MutexGuard<'_, Members> {
         self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

@@ -148,6 +148,11 @@ impl Mux {
         self.max_streams
     }
 
+    /// How many more streams this session may open: ids are never reused.
+    pub(crate) fn ids_left(&self) -> u64 {
+        MAX_STREAM_ID + 1 - self.next_id
+    }
+
     /// How many claims are open (not ended, not released).
     pub(crate) fn open_streams(&self) -> usize {
         self.streams

@@ -256,6 +256,13 @@ impl Session {
         self.inner.mux.borrow().open_streams()
     }
 
+    /// How many more claims this session may ever open: stream ids are
+    /// never reused, so a session that has used them all must make way for
+    /// a new one (a [`SessionPool`](super::SessionPool) retires it).
+    pub fn ids_left(&self) -> u64 {
+        self.inner.mux.borrow().ids_left()
+    }
+
     /// Whether the session can still take claims: the server accepted it
     /// and nothing has ended it.
     pub fn is_open(&self) -> bool {
