@@ -16,6 +16,47 @@ pub(crate) trait Member {
     fn ids_left(&self) -> u64;
 }
 
+/// A pool's sessions: those that take claims, and those that have used
+/// every stream id and are kept only until their last claim ends.
+pub(crate) struct Members<S> {
+    pub(crate) sessions: Vec<Arc<S>>,
+    pub(crate) retiring: Vec<Arc<S>>,
+}
+
+impl<S> Default for Members<S> {
+    fn default() -> Self {
+        Members {
+            sessions: Vec::new(),
+            retiring: Vec::new(),
+        }
+    }
+}
+
+/// Implements [`Member`] for a session type with the methods of that name
+/// (the blocking and the tokio `Session`).
+macro_rules! session_member {
+    ($session:ty) => {
+        impl $crate::pool_pick::Member for $session {
+            fn is_open(&self) -> bool {
+                <$session>::is_open(self)
+            }
+            fn detach(&self) {
+                <$session>::detach(self);
+            }
+            fn open_claims(&self) -> usize {
+                <$session>::open_claims(self)
+            }
+            fn max_streams(&self) -> u32 {
+                <$session>::max_streams(self)
+            }
+            fn ids_left(&self) -> u64 {
+                <$session>::ids_left(self)
+            }
+        }
+    };
+}
+pub(crate) use session_member;
+
 /// The pool's choice for the next claim.
 pub(crate) enum Pick<S> {
     Use(Arc<S>),

@@ -9,7 +9,7 @@ use ::tokio::sync::Mutex;
 use super::{Client, LockGuard, Session};
 use crate::claim::Claim;
 use crate::error::Error;
-use crate::pool_pick::{self, Member, Pick};
+use crate::pool_pick::{self, Pick};
 
 /// The tokio [`SessionPool`](crate::SessionPool): a few [`Session`]s that claims are spread over: each claim goes to an
 /// open session with room (fewer claims than its `max_streams`), the least
@@ -48,34 +48,10 @@ use crate::pool_pick::{self, Member, Pick};
 pub struct SessionPool {
     client: Client,
     size: usize,
-    sessions: Mutex<Members>,
+    sessions: Mutex<pool_pick::Members<Session>>,
 }
 
-/// The pool's sessions: those that take claims, and those that have used
-/// every stream id and are kept only until their last claim ends.
-#[derive(Default)]
-struct Members {
-    sessions: Vec<Arc<Session>>,
-    retiring: Vec<Arc<Session>>,
-}
-
-impl Member for Session {
-    fn is_open(&self) -> bool {
-        Session::is_open(self)
-    }
-    fn detach(&self) {
-        Session::detach(self);
-    }
-    fn open_claims(&self) -> usize {
-        Session::open_claims(self)
-    }
-    fn max_streams(&self) -> u32 {
-        Session::max_streams(self)
-    }
-    fn ids_left(&self) -> u64 {
-        Session::ids_left(self)
-    }
-}
+pool_pick::session_member!(Session);
 
 impl std::fmt::Debug for SessionPool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -90,7 +66,7 @@ impl SessionPool {
         SessionPool {
             client,
             size: size.max(1),
-            sessions: Mutex::new(Members::default()),
+            sessions: Mutex::new(pool_pick::Members::default()),
         }
     }
 
@@ -131,7 +107,7 @@ impl SessionPool {
     /// refuses with [`Error::TooManyStreams`]).
     async fn pick(&self) -> Result<Arc<Session>, Error> {
         let mut guard = self.sessions.lock().await;
-        let Members { sessions, retiring } = &mut *guard;
+        let pool_pick::Members { sessions, retiring } = &mut *guard;
         match pool_pick::pick(sessions, retiring, self.size)? {
             Pick::Use(session) => Ok(session),
             Pick::Open => {
