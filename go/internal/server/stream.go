@@ -101,8 +101,9 @@ type admission struct {
 // startAdmission registers st as being admitted and admits it: at once
 // on the reader when nothing can make it wait and no earlier OPEN waits,
 // else through the admitter, started if none runs, so that a lease record
-// write or a token block wait stalls only the claims behind it, never
-// the session's heartbeats and releases.
+// write stalls only the claims behind it, never the session's heartbeats
+// and releases (a token block wait holds the lock table itself: see
+// docs/how-it-works.md).
 func (m *streamSession) startAdmission(st *stream, req claims.Request) {
 	atOnce := m.env.claims.AdmitsAtOnce(req.Lease) // a hint: a write may start right after
 	m.mu.Lock()

@@ -24,8 +24,9 @@ import (
 //     RELEASE, ON) by queueing frames, and admits an OPEN of a claim
 //     itself when nothing can make it wait (its lease is on record,
 //     tokens are in hand, no earlier OPEN waits); any other OPEN goes to
-//     the admitter, so that a lease record's fsync or a wait for a token
-//     block never holds up the session's heartbeats or releases;
+//     the admitter, so that a lease record's fsync never holds up the
+//     session's heartbeats or releases, and a wait for a token block
+//     never holds up its heartbeats;
 //   - the admitter admits the queued claims in their order of arrival
 //     (a session's pipelined claims on one name queue in the order sent);
 //   - the writer writes whatever is queued, each turn in one write: the
