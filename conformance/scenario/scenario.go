@@ -83,7 +83,7 @@ type Step struct {
 	TLS              *StepTLS                   `json:"tls,omitempty"`
 	Shared           bool                       `json:"shared,omitempty"`
 	Limit            *int                       `json:"limit,omitempty"`
-	Value            *string                    `json:"value,omitempty"` // acquire (a campaign) and proclaim
+	Value            *string                    `json:"value,omitempty"`   // acquire (a campaign) and proclaim
 	Session          string                     `json:"session,omitempty"` // acquire: the id of the session it goes on
 	Event            string                     `json:"event,omitempty"`
 	Fields           map[string]json.RawMessage `json:"fields,omitempty"`
@@ -141,7 +141,7 @@ type Check struct {
 var ops = map[string]string{
 	"acquire": "", "release": "", "cancel": "", "expect": "", "no_event": "", "observe": "", "proclaim": "",
 	"session": "server proxy",
-	"pause": "", "mark": "", "accept": "fake proxy", "await_heartbeats": "fake proxy",
+	"pause":   "", "mark": "", "accept": "fake proxy", "await_heartbeats": "fake proxy",
 	"await_close": "fake proxy",
 	"recv":        "fake", "send": "fake", "respond": "fake", "silence": "fake", "close": "fake",
 	"reset": "fake proxy", "fault": "proxy", "kick": "server proxy",

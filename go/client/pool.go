@@ -31,7 +31,7 @@ type Pool struct {
 
 	mu       sync.Mutex
 	sessions []*Session
-	retiring []*Session // every id used: closed once their claims end
+	retiring []*Session    // every id used: closed once their claims end
 	dialing  int           // sessions being opened
 	dialed   chan struct{} // closed (and replaced) when a dial ends
 	closed   bool
