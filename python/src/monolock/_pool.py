@@ -50,9 +50,16 @@ def retiring(session: _Roomy) -> bool:
     return session.ids_left == 0
 
 
-def spent_sessions(sessions: Sequence[S]) -> list[S]:
-    """The retiring sessions whose last claim has ended: to be closed."""
-    return [s for s in sessions if s.alive and retiring(s) and not s.open_streams]
+def sort_out(sessions: Sequence[S]) -> tuple[list[S], list[S]]:
+    """The sessions to keep (live, and not retiring with no claim left) and
+    the spent ones: retiring sessions whose last claim has ended, to be
+    closed. Dead sessions are in neither."""
+    keep: list[S] = []
+    spent: list[S] = []
+    for s in sessions:
+        if s.alive:
+            (spent if retiring(s) and not s.open_streams else keep).append(s)
+    return keep, spent
 
 
 def pick(sessions: Sequence[S], size: int) -> S | None:
@@ -104,8 +111,7 @@ class SessionPool:
             with self._mutex:
                 if self._closed:
                     raise ConfigError("monolock: the session pool is closed")
-                spent = spent_sessions(self._sessions)
-                self._sessions = [s for s in self._sessions if s.alive and s not in spent]
+                self._sessions, spent = sort_out(self._sessions)
                 chosen = pick(self._sessions, self._size)
                 if chosen is None:
                     chosen = self._client.session()
@@ -170,8 +176,7 @@ class AsyncSessionPool:
         async with self._opening:  # one opening at a time: no burst of sessions
             if self._closed:
                 raise ConfigError("monolock: the session pool is closed")
-            spent = spent_sessions(self._sessions)
-            self._sessions = [s for s in self._sessions if s.alive and s not in spent]
+            self._sessions, spent = sort_out(self._sessions)
             for session in spent:
                 await session.close()
             chosen = pick(self._sessions, self._size)
