@@ -3,6 +3,7 @@ server (room per session, a full pool, a dead session replaced)."""
 
 from __future__ import annotations
 
+import concurrent.futures
 from dataclasses import dataclass
 
 import pytest
@@ -48,29 +49,48 @@ def test_pool_size_is_checked(size: object) -> None:
         monolock.SessionPool(monolock.Client("127.0.0.1:1"), size)  # type: ignore[arg-type]
 
 
-def test_pool_fills_sessions_then_replaces_a_dead_one(api: Api, fake_server: FakeServer) -> None:
-    if api.kind == "asyncio":
-        pool: monolock.SessionPool | AsyncSessionPool = AsyncSessionPool(
-            AsyncClient(fake_server.address, lease=1), size=2
-        )
-    else:
-        pool = monolock.SessionPool(monolock.Client(fake_server.address, lease=1), size=2)
+class PoolDriver:
+    """A pool of either API on the fake server, driven from the test thread:
+    each claim is granted by the fake end of the session it lands on."""
 
-    def acquire(name: str) -> object:
+    def __init__(self, api: Api, fake_server: FakeServer, size: int, max_streams: int) -> None:
+        self.api, self.fake_server, self.max_streams = api, fake_server, max_streams
+        self.pool: monolock.SessionPool | AsyncSessionPool
+        if api.kind == "asyncio":
+            self.pool = AsyncSessionPool(AsyncClient(fake_server.address, lease=1), size=size)
+        else:
+            self.pool = monolock.SessionPool(
+                monolock.Client(fake_server.address, lease=1), size=size
+            )
+
+    def acquire(self, name: str) -> object:
+        pool = self.pool
         if isinstance(pool, AsyncSessionPool):
-            return api.run_later(pool.acquire(name))
-        sync = pool
-        return api.pool_call(lambda: sync.acquire(name))
+            return self.api.run_later(pool.acquire(name))
+        return self.api.pool_call(lambda: pool.acquire(name))
 
-    def claim(name: str, conn: SessionConn | None) -> tuple[object, SessionConn]:
-        fut = acquire(name)
-        if conn is None:  # the pool opens a session for it
-            conn = SessionConn(fake_server.accept())
-            conn.handshake(max_streams=1)
+    def claim(self, name: str, conn: SessionConn | None) -> tuple[object, SessionConn]:
+        """Acquire name; conn is the session it goes to, None when the pool
+        must open one for it."""
+        fut = self.acquire(name)
+        if conn is None:
+            conn = SessionConn(self.fake_server.accept())
+            conn.handshake(max_streams=self.max_streams)
         frame = conn.read_open()
         assert frame.name == name
         conn.grant(frame.stream, len(name))
         return fut.result(5), conn  # type: ignore[attr-defined]
+
+    def close_later(self) -> concurrent.futures.Future[None]:
+        pool = self.pool
+        if isinstance(pool, AsyncSessionPool):
+            return self.api.run_later(pool.close())
+        return self.api.pool_call(pool.close)
+
+
+def test_pool_fills_sessions_then_replaces_a_dead_one(api: Api, fake_server: FakeServer) -> None:
+    driver = PoolDriver(api, fake_server, size=2, max_streams=1)
+    pool, acquire, claim = driver.pool, driver.acquire, driver.claim
 
     first, conn_a = claim("a", None)
     _, conn_b = claim("bb", None)  # session A is full: a second session
@@ -82,10 +102,7 @@ def test_pool_fills_sessions_then_replaces_a_dead_one(api: Api, fake_server: Fak
     _, conn_c = claim("dddd", None)  # replaced at the next claim
     assert conn_c is not conn_b
     assert len(pool.sessions) == 2
-    if isinstance(pool, AsyncSessionPool):
-        close = api.run_later(pool.close())
-    else:
-        close = api.pool_call(pool.close)
+    close = driver.close_later()
     for conn in (conn_b, conn_c):
         conn.conn.wait_eof(5)
         conn.conn.close()
@@ -96,28 +113,8 @@ def test_pool_retires_a_session_without_ids_left(api: Api, fake_server: FakeServ
     """A session that has used every stream id takes no new claim: the next
     claim opens a new session even in a pool of one, the old session's claim
     lives on, and the old session is closed once that claim is released."""
-    if api.kind == "asyncio":
-        pool: monolock.SessionPool | AsyncSessionPool = AsyncSessionPool(
-            AsyncClient(fake_server.address, lease=1), size=1
-        )
-    else:
-        pool = monolock.SessionPool(monolock.Client(fake_server.address, lease=1), size=1)
-
-    def acquire(name: str) -> object:
-        if isinstance(pool, AsyncSessionPool):
-            return api.run_later(pool.acquire(name))
-        sync = pool
-        return api.pool_call(lambda: sync.acquire(name))
-
-    def claim(name: str, conn: SessionConn | None) -> tuple[object, SessionConn]:
-        fut = acquire(name)
-        if conn is None:  # the pool opens a session for it
-            conn = SessionConn(fake_server.accept())
-            conn.handshake()
-        frame = conn.read_open()
-        assert frame.name == name
-        conn.grant(frame.stream, len(name))
-        return fut.result(5), conn  # type: ignore[attr-defined]
+    driver = PoolDriver(api, fake_server, size=1, max_streams=100)
+    pool, claim = driver.pool, driver.claim
 
     first, conn_a = claim("a", None)
     old = pool.sessions[0]
@@ -135,10 +132,7 @@ def test_pool_retires_a_session_without_ids_left(api: Api, fake_server: FakeServ
     claim("ccc", conn_b)  # the pick closes the spent session
     conn_a.conn.wait_eof(5)
     assert old not in pool.sessions and len(pool.sessions) == 1
-    if isinstance(pool, AsyncSessionPool):
-        close = api.run_later(pool.close())
-    else:
-        close = api.pool_call(pool.close)
+    close = driver.close_later()
     conn_b.conn.wait_eof(5)
     conn_b.conn.close()
     conn_a.conn.close()
