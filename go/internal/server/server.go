@@ -149,7 +149,8 @@ type Server struct {
 	sessions  map[uint64]*session
 	lastID    uint64
 	shutdown  bool
-	drained   chan struct{} // closed when shutdown began and the last session ended
+	ended     chan struct{} // closed when shutdown began and the last session ended
+	drained   chan struct{} // closed once, after that, the stop is recorded
 
 	sessionsWG sync.WaitGroup // one per live session reader
 }
@@ -190,6 +191,7 @@ func New(cfg Config) (*Server, error) {
 		tokens:    cfg.Tokens,
 		listeners: make(map[net.Listener]struct{}),
 		sessions:  make(map[uint64]*session),
+		ended:     make(chan struct{}),
 		drained:   make(chan struct{}),
 	}
 	var leases *leaserecord.Record
@@ -456,7 +458,8 @@ const DefaultPerAddrIPv6Prefix = sessionlimit.DefaultIPv6Prefix
 // ERROR 0x01 to every session and closes it. No waiter is promoted from the
 // moment Shutdown starts. It waits for every session to end or ctx to be
 // done; in the latter case it closes the remaining connections and returns
-// ctx.Err().
+// ctx.Err(). Either way it then waits, at most stopRecordWait, for the stop
+// to be recorded in the data directory.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	first := !s.shutdown
@@ -494,6 +497,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 		go func() {
 			s.sessionsWG.Wait()
+			close(s.ended)
 			// Every session has ended: the next run (leader) waits only
 			// for the holders that may not know (claims.Registry.Detach).
 			if err := s.claims.Drained(); err != nil {
@@ -507,20 +511,36 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-s.drained:
 		return nil
 	case <-ctx.Done():
-		s.mu.Lock()
-		for _, sess := range s.sessions {
-			sess.conn.Close()
-		}
-		s.mu.Unlock()
-		// The readers end at once now; give them the moment it takes to
-		// record the stop, so that a process that exits next leaves the
-		// record of a clean stop (the cut holders' waits kept) rather
-		// than that of a crash, which makes every lock wait.
-		select {
-		case <-s.drained:
-		case <-time.After(drainRecordWait):
-		}
-		return ctx.Err()
+	}
+	select {
+	case <-s.ended:
+		// Every session ended within the drain; only the record of the
+		// stop (an fsync, slow on a busy disk) is still being written.
+		// That is part of a clean stop, not a drain that overran.
+		return s.awaitStopRecord()
+	default:
+	}
+	s.mu.Lock()
+	for _, sess := range s.sessions {
+		sess.conn.Close()
+	}
+	s.mu.Unlock()
+	// The readers end at once now; give them the moment it takes to
+	// record the stop, so that a process that exits next leaves the
+	// record of a clean stop (the cut holders' waits kept) rather than
+	// that of a crash, which makes every lock wait.
+	_ = s.awaitStopRecord()
+	return ctx.Err()
+}
+
+// awaitStopRecord waits, at most stopRecordWait, for the sessions to end
+// and the stop to be recorded.
+func (s *Server) awaitStopRecord() error {
+	select {
+	case <-s.drained:
+		return nil
+	case <-time.After(stopRecordWait):
+		return errors.New("the stop was not recorded in time")
 	}
 }
 
@@ -531,9 +551,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // next one takes over, only after the drain.
 const shutdownLinger = 3 * time.Second
 
-// drainRecordWait bounds how long Shutdown, past its context, waits for
+// stopRecordWait bounds how long Shutdown, past its context, waits for
 // the sessions it cut to end and the clean stop to be recorded.
-const drainRecordWait = time.Second
+const stopRecordWait = 2 * time.Second
 
 // Kick ends the session with ERROR 0x02 (closed by administrator). If it held
 // a lock, the next waiter is promoted before Kick returns. An id of a claim
