@@ -171,6 +171,17 @@ func (r *runner) supervise(lock *client.Lock, sigs <-chan os.Signal) int {
 	if err := proctree.BecomeSubreaper(); err != nil {
 		r.log.Warn("processes that leave the command's process group will not be stopped after a loss", "err", err)
 	}
+	// From the command's start on, monolock run stops only together with
+	// the command's whole tree (job.stop): Ctrl-Z and SIGTTIN are caught
+	// before the start, so that one that comes as the command starts
+	// stops it too rather than monolock run alone. (A caught signal is
+	// not inherited: the command starts with the default actions.)
+	jobStops := make(chan os.Signal, 1)
+	signal.Notify(jobStops, syscall.SIGTSTP, syscall.SIGTTIN)
+	defer signal.Stop(jobStops)
+	continued := make(chan os.Signal, 1)
+	signal.Notify(continued, syscall.SIGCONT)
+	defer signal.Stop(continued)
 	wd, status := r.startWatchdog(lock)
 	if wd == nil {
 		return status
@@ -179,19 +190,12 @@ func (r *runner) supervise(lock *client.Lock, sigs <-chan os.Signal) int {
 	c := watched(wd)
 	go c.reap()
 
-	// From here on monolock run stops only together with the command's
-	// whole tree (stopJob): Ctrl-Z and SIGTTIN are caught, and SIGTTOU,
-	// which a write to the terminal from the background or taking the
-	// terminal back would raise, is ignored (only now: the watchdog, and
-	// so the command, must not inherit that).
+	// SIGTTOU, which a write to the terminal from the background or
+	// taking the terminal back would raise, is ignored only now: an
+	// ignored signal is inherited, and the watchdog, and so the command,
+	// must not start with it ignored.
 	signal.Ignore(syscall.SIGTTOU)
 	defer signal.Reset(syscall.SIGTTOU)
-	jobStops := make(chan os.Signal, 1)
-	signal.Notify(jobStops, syscall.SIGTSTP, syscall.SIGTTIN)
-	defer signal.Stop(jobStops)
-	continued := make(chan os.Signal, 1)
-	signal.Notify(continued, syscall.SIGCONT)
-	defer signal.Stop(continued)
 	term := controllingTerminal()
 	if term != nil {
 		defer func() { term.move(c.pid, ownGroup()) }()
