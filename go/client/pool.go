@@ -107,29 +107,32 @@ func (p *Pool) pick(ctx context.Context) (*Session, <-chan struct{}, error) {
 		p.mu.Unlock()
 		return nil, nil, errorf("pool: %w", ErrSessionClosed)
 	}
+	// Sorted out in place: a pick allocates nothing. A retiring session
+	// never comes back, so the retiring are sorted first.
+	retiring := p.retiring[:0]
+	for _, s := range p.retiring {
+		if s.poolState().keep(s) {
+			retiring = append(retiring, s)
+		}
+	}
 	var best *Session
 	bestOpen := 0
-	var live, retiring []*Session
-	for _, s := range append(p.sessions, p.retiring...) {
-		s.mu.Lock()
-		s.pollLocked()
-		ended, open, max, idsLeft := s.err != nil, s.core.Open(), int(s.core.MaxStreams()), s.core.IDsLeft()
-		s.mu.Unlock()
+	live := p.sessions[:0]
+	for _, s := range p.sessions {
+		st := s.poolState()
 		switch {
-		case ended:
-			continue // its claims ended with it; make room for a new one
-		case idsLeft == 0 && open == 0:
-			go s.Close()
+		case !st.keep(s):
 			continue
-		case idsLeft == 0:
+		case st.idsLeft == 0:
 			retiring = append(retiring, s)
 			continue
 		}
 		live = append(live, s)
-		if open < max && (best == nil || open < bestOpen) {
-			best, bestOpen = s, open
+		if st.open < st.max && (best == nil || st.open < bestOpen) {
+			best, bestOpen = s, st.open
 		}
 	}
+	clear(p.sessions[len(live):]) // no stale pointer keeps an ended session
 	p.sessions, p.retiring = live, retiring
 	grow := len(p.sessions)+p.dialing < p.size && (best == nil || bestOpen > 0)
 	if !grow {
@@ -163,4 +166,29 @@ func (p *Pool) pick(ctx context.Context) (*Session, <-chan struct{}, error) {
 	}
 	p.sessions = append(p.sessions, s)
 	return s, nil, nil
+}
+
+// poolState is what a pool's pick needs to know of a session.
+type poolState struct {
+	ended     bool
+	open, max int
+	idsLeft   uint32
+}
+
+func (s *Session) poolState() poolState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pollLocked()
+	return poolState{ended: s.err != nil, open: s.core.Open(), max: int(s.core.MaxStreams()), idsLeft: s.core.IDsLeft()}
+}
+
+// keep reports whether the pool keeps the session s of this state: an
+// ended one's claims ended with it, and a spent one (no ids left) with no
+// claim open is closed here, to make room for a new one.
+func (st poolState) keep(s *Session) bool {
+	if !st.ended && st.idsLeft == 0 && st.open == 0 {
+		go s.Close()
+		return false
+	}
+	return !st.ended
 }
