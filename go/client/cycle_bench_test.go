@@ -68,6 +68,41 @@ func BenchmarkSessionCycle(b *testing.B) {
 	parallelCycles(b, func(name string) (*Lock, error) { return s.Acquire(context.Background(), name) })
 }
 
+// BenchmarkSessionPerWorkerCycle is the benchmark's monolock-session
+// system in-process: 8 workers per CPU, each with a session of its own
+// and one claim at a time on it, so nothing is coalesced and every frame
+// is a write and a read of its own.
+func BenchmarkSessionPerWorkerCycle(b *testing.B) {
+	srv := testserver.Start(b, server.Config{}, time.Minute)
+	b.Cleanup(func() { require.NoError(b, srv.Stop()) })
+	c, err := New(WithServers(srv.Addr), WithLease(10*time.Second))
+	require.NoError(b, err)
+	var seq atomic.Int64
+	b.SetParallelism(8)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		s, err := c.Session(context.Background())
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		defer s.Close()
+		for pb.Next() {
+			l, err := s.Acquire(context.Background(), "cycle/"+strconv.FormatInt(seq.Add(1), 10))
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			if err := l.Release(); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+}
+
 // BenchmarkTLSCycle is the cycle over TLS 1.3, one worker at a time
 // (-cpu 1): a claim on a connection of its own with a full handshake each
 // time (no session cache), the same resuming the TLS session of the one
