@@ -14,8 +14,8 @@ import (
 type socketWriter struct {
 	rc    syscall.RawConn
 	write func(fd uintptr) bool // w.writeFD, bound once: no allocation per write
-	b     []byte                // a copy of what write sends, so the caller's frames stay on its stack
-	n     int                   // the session's mu guards b and n
+	b     []byte                // what write sends; the session's mu guards both
+	n     int
 }
 
 // newSocketWriter returns nil where conn is no plain socket (TLS, a pipe).
@@ -37,11 +37,9 @@ func newSocketWriter(conn net.Conn) *socketWriter {
 // how much that was: 0 when it is full or failed (the writer then meets
 // the failure, and ends the session by the usual path).
 func (w *socketWriter) writeNow(b []byte) int {
-	w.b, w.n = append(w.b[:0], b...), 0
+	w.b, w.n = b, 0
 	_ = w.rc.Write(w.write)
-	if cap(w.b) > 4096 { // a frame with a large value: do not keep its room
-		w.b = nil
-	}
+	w.b = nil
 	return max(w.n, 0)
 }
 
