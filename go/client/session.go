@@ -38,7 +38,6 @@ type Session struct {
 	done    chan struct{} // Done: closed when the session is over
 	exited  chan struct{} // closed when the reader is gone and the connection closed
 
-	direct     *socketWriter // writes without waiting; nil over TLS
 	wake       chan struct{} // the writer has frames to send (buffered, 1)
 	readerGone chan struct{} // closed when the reader stops: the writer stops too
 	writerDone chan struct{}
@@ -49,7 +48,6 @@ type Session struct {
 	err       error                  // why the session ended; nil while it lives
 	closing   bool                   // Close was called: the reader drains until the server closes
 	outbox    []byte                 // frames queued for the writer
-	writing   bool                   // the writer is sending what it took of outbox
 	shutWrite bool                   // half-close once outbox is sent; nothing is queued after
 }
 
@@ -135,8 +133,7 @@ func (c *Client) openSession(ctx context.Context, addr string, frame []byte) (*S
 		conn: conn, raw: raw, addr: addr, leaseMS: c.cfg.leaseMS, cfg: &c.cfg,
 		log:   sessionLogger(c.cfg.logger, raw),
 		ready: make(chan struct{}), done: make(chan struct{}), exited: make(chan struct{}),
-		direct: newSocketWriter(conn),
-		wake:   make(chan struct{}, 1), readerGone: make(chan struct{}), writerDone: make(chan struct{}),
+		wake: make(chan struct{}, 1), readerGone: make(chan struct{}), writerDone: make(chan struct{}),
 		core: streams.New(c.cfg.lease), streams: map[uint32]streamOwner{},
 	}
 	s.mu.Lock()

@@ -1,23 +1,14 @@
 package client
 
-// The session's writes: frames are sent under mu (so OPENs go out in the
-// order of their ids and ONs in the order of their numbers). On a plain
-// socket that is idle the caller writes them itself, without waiting;
-// whatever the socket does not take at once is queued, and the writer
-// goroutine sends the queue in one write. Neither the reader nor an
-// application goroutine ever waits on the socket.
+// The session's one writer: frames are queued under mu (so OPENs go out
+// in the order of their ids and ONs in the order of their numbers), and
+// the writer sends whatever is queued in one write. Neither the reader
+// nor an application goroutine ever waits on the socket.
 
-// enqueueLocked sends frames, or queues them for the writer. Caller holds
-// mu.
+// enqueueLocked queues frames for the writer. Caller holds mu.
 func (s *Session) enqueueLocked(frames []byte) {
 	if len(frames) == 0 || s.shutWrite {
 		return
-	}
-	if s.direct != nil && !s.writing && len(s.outbox) == 0 {
-		frames = frames[s.direct.writeNow(frames):]
-		if len(frames) == 0 {
-			return
-		}
 	}
 	s.outbox = append(s.outbox, frames...)
 	select {
@@ -55,15 +46,10 @@ func (s *Session) writeLoop() {
 		s.mu.Lock()
 		out, shut, deadline := s.outbox, s.shutWrite, s.core.ValidUntil()
 		s.outbox = spare[:0]
-		s.writing = len(out) > 0
 		s.mu.Unlock()
 		if len(out) > 0 {
 			_ = s.conn.SetWriteDeadline(deadline)
-			_, err := s.conn.Write(out)
-			s.mu.Lock()
-			s.writing = false
-			s.mu.Unlock()
-			if err != nil {
+			if _, err := s.conn.Write(out); err != nil {
 				s.mu.Lock()
 				a := s.core.ConnectionEnded(err)
 				s.applyLocked(a)
