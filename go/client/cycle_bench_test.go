@@ -33,10 +33,21 @@ func BenchmarkAcquireReleaseCycle(b *testing.B) {
 // parallelCycles runs acquire of a fresh name, then Release, on every
 // worker of b.RunParallel.
 func parallelCycles(b *testing.B, acquire func(name string) (*Lock, error)) {
+	parallelWorkerCycles(b, func() (func(string) (*Lock, error), func()) { return acquire, func() {} })
+}
+
+// parallelWorkerCycles is parallelCycles where each worker first sets up
+// an acquire of its own (nil when it cannot), torn down by its done.
+func parallelWorkerCycles(b *testing.B, worker func() (acquire func(name string) (*Lock, error), done func())) {
 	var seq atomic.Int64
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
+		acquire, done := worker()
+		if acquire == nil {
+			return
+		}
+		defer done()
 		for pb.Next() {
 			l, err := acquire("cycle/" + strconv.FormatInt(seq.Add(1), 10))
 			if err != nil {
@@ -77,30 +88,15 @@ func BenchmarkSessionPerWorkerCycle(b *testing.B) {
 	b.Cleanup(func() { require.NoError(b, srv.Stop()) })
 	c, err := New(WithServers(srv.Addr), WithLease(10*time.Second))
 	require.NoError(b, err)
-	var seq atomic.Int64
 	b.SetParallelism(8)
-	b.ReportAllocs()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
+	parallelWorkerCycles(b, func() (func(string) (*Lock, error), func()) {
 		s, err := c.Session(context.Background())
 		if err != nil {
 			b.Error(err)
-			return
+			return nil, nil
 		}
-		defer s.Close()
-		for pb.Next() {
-			l, err := s.Acquire(context.Background(), "cycle/"+strconv.FormatInt(seq.Add(1), 10))
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			if err := l.Release(); err != nil {
-				b.Error(err)
-				return
-			}
-		}
+		return func(name string) (*Lock, error) { return s.Acquire(context.Background(), name) }, func() { s.Close() }
 	})
-	b.StopTimer()
 }
 
 // BenchmarkTLSCycle is the cycle over TLS 1.3, one worker at a time
