@@ -111,7 +111,7 @@ func (p *Pool) pick(ctx context.Context) (*Session, <-chan struct{}, error) {
 	// never comes back, so the retiring are sorted first.
 	retiring := p.retiring[:0]
 	for _, s := range p.retiring {
-		if s.poolState().keep(s) {
+		if _, keep := sortOut(s); keep {
 			retiring = append(retiring, s)
 		}
 	}
@@ -119,9 +119,9 @@ func (p *Pool) pick(ctx context.Context) (*Session, <-chan struct{}, error) {
 	bestOpen := 0
 	live := p.sessions[:0]
 	for _, s := range p.sessions {
-		st := s.poolState()
+		st, keep := sortOut(s)
 		switch {
-		case !st.keep(s):
+		case !keep:
 			continue
 		case st.idsLeft == 0:
 			retiring = append(retiring, s)
@@ -182,13 +182,14 @@ func (s *Session) poolState() poolState {
 	return poolState{ended: s.err != nil, open: s.core.Open(), max: int(s.core.MaxStreams()), idsLeft: s.core.IDsLeft()}
 }
 
-// keep reports whether the pool keeps the session s of this state: an
-// ended one's claims ended with it, and a spent one (no ids left) with no
-// claim open is closed here, to make room for a new one.
-func (st poolState) keep(s *Session) bool {
+// sortOut reads what a pick needs of s and reports whether the pool keeps
+// it: an ended session's claims ended with it, and a spent one (no ids
+// left) with no claim open is closed here, to make room for a new one.
+func sortOut(s *Session) (st poolState, keep bool) {
+	st = s.poolState()
 	if !st.ended && st.idsLeft == 0 && st.open == 0 {
 		go s.Close()
-		return false
+		return st, false
 	}
-	return !st.ended
+	return st, !st.ended
 }

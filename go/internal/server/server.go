@@ -150,7 +150,7 @@ type Server struct {
 	lastID    uint64
 	shutdown  bool
 	ended     chan struct{} // closed when shutdown began and the last session ended
-	drained   chan struct{} // closed once, after that, the stop is recorded
+	drained   chan struct{} // closed after ended, once the stop is recorded
 
 	sessionsWG sync.WaitGroup // one per live session reader
 }
@@ -457,9 +457,9 @@ const DefaultPerAddrIPv6Prefix = sessionlimit.DefaultIPv6Prefix
 // Shutdown stops the server: it closes the listeners, stops all grants, sends
 // ERROR 0x01 to every session and closes it. No waiter is promoted from the
 // moment Shutdown starts. It waits for every session to end or ctx to be
-// done; in the latter case it closes the remaining connections and returns
-// ctx.Err(). Either way it then waits, at most stopRecordWait, for the stop
-// to be recorded in the data directory.
+// done; if ctx is done first while sessions remain, it closes their
+// connections and returns ctx.Err(). Either way it then waits, at most
+// stopRecordWait, for the stop to be recorded in the data directory.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	first := !s.shutdown
