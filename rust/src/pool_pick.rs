@@ -75,17 +75,20 @@ pub(crate) fn pick<S: Member>(
     retiring: &mut Vec<Arc<S>>,
     size: usize,
 ) -> Result<Pick<S>, Error> {
-    let dead = |s: &Arc<S>| {
+    let open = |s: &Arc<S>| {
         s.is_open() || {
             s.detach();
             false
         }
     };
-    sessions.retain(dead);
-    retiring.retain(dead);
-    let (spent, live): (Vec<_>, Vec<_>) = sessions.drain(..).partition(|s| s.ids_left() == 0);
-    *sessions = live;
-    retiring.extend(spent);
+    sessions.retain(open);
+    retiring.retain(open);
+    sessions.retain(|s| {
+        s.ids_left() > 0 || {
+            retiring.push(Arc::clone(s));
+            false
+        }
+    });
     retiring.retain(|s| s.open_claims() > 0); // the last handle closes it
     let least = sessions
         .iter()
